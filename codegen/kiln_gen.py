@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""kiln's generator: expands a spec table into kernel translation units, compiles and names their
+kernels, and emits the catalog (registration table + embedded binaries). The build calls it once per
+step; every output is deterministic and rewritten only when it changes.
+
+  units    list the units and their targets ("name sm_80,sm_90,compute_90" a line), for the build
+  source   render one unit's translation unit and its description (JSON)
+  compile  nvcc one unit for one target (sm_XX -> cubin, compute_XX -> PTX), with a depfile
+  lower    ask NVRTC for the mangled name of each of a unit's kernels
+  catalog  emit the registration table (.cpp/.hpp) and the .incbin assembly of all binaries
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import cubin
+import lowering
+import render
+import spec as specmod
+
+CODEGEN_FILES = sorted(str(p) for p in Path(__file__).resolve().parent.glob("*.py"))
+BLOB_ALIGN = 64
+
+
+class GenError(Exception):
+    pass
+
+
+# -- helpers shared by the steps --------------------------------------------------------------------
+
+def load_spec(args) -> specmod.Spec:
+    archs = specmod.parse_archs([a for a in args.archs.split(",") if a], "-Darchs")
+    return specmod.load(args.spec, archs, args.ptx)
+
+
+def targets(unit: specmod.Unit) -> list[str]:
+    out = [specmod.arch_label(a) for a in unit.archs]
+    if unit.ptx_arch is not None:
+        out.append(specmod.arch_label(unit.ptx_arch, ptx=True))
+    return out
+
+
+def where(unit: specmod.Unit, spec: specmod.Spec) -> str:
+    line = f":{unit.line}" if unit.line else ""
+    return f"{spec.path}{line}: unit #{unit.row} '{unit.name}'"
+
+
+def file_stem(registry: str, unit: str) -> str:
+    return f"{registry}.{unit}"
+
+
+def binary_name(registry: str, unit: str, target: str) -> str:
+    suffix = "ptx" if target.startswith("compute_") else "cubin"
+    return f"{file_stem(registry, unit)}.{target}.{suffix}"
+
+
+def unit_body(unit: specmod.Unit) -> str:
+    if unit.source:
+        return unit.source.read_text(encoding="utf-8")
+    env = render.environment(unit.family_path.parent)
+    return env.get_template(unit.family_path.name).render(unit.params)
+
+
+def render_unit(spec: specmod.Spec, unit: specmod.Unit) -> str:
+    source_name = unit.source.relative_to(spec.path.resolve().parent).as_posix() if unit.source else ""
+    return render.environment().get_template("unit.cu.j2").render(
+        spec_name=spec.path.name, registry=spec.name, unit=unit, body=unit_body(unit), source_name=source_name)
+
+
+def unit_description(spec: specmod.Spec, unit: specmod.Unit) -> dict:
+    """Everything later steps (and, later, the JIT tier) need to compile and name the unit."""
+    return {
+        "registry": spec.name,
+        "unit": unit.name,
+        "where": where(unit, spec),
+        "kernels": [{"name": k.name, "expression": k.expression} for k in unit.kernels],
+        "options": list(unit.options),
+        "include_dirs": [str(d) for d in unit.include_dirs],
+        "targets": targets(unit),
+    }
+
+
+def read_json(path) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+# -- steps ------------------------------------------------------------------------------------------
+
+def cmd_units(args) -> int:
+    spec = load_spec(args)
+    for u in spec.units:
+        print(u.name, ",".join(targets(u)))
+    return 0
+
+
+def cmd_source(args) -> int:
+    spec = load_spec(args)
+    unit = spec.unit(args.unit)
+    out = Path(args.outdir)
+    stem = file_stem(spec.name, unit.name)
+    render.write_if_different(out / f"{stem}.cu", render_unit(spec, unit))
+    render.write_if_different(out / f"{stem}.json", json.dumps(unit_description(spec, unit), indent=1) + "\n")
+    deps = [spec.path.resolve(), *CODEGEN_FILES, render.TEMPLATE_DIR / "unit.cu.j2"]
+    deps.append(unit.source or unit.family_path)
+    render.write_depfile(Path(args.depfile), out / f"{stem}.cu", deps)
+    return 0
+
+
+def cmd_compile(args) -> int:
+    desc = read_json(args.unit_json)
+    target = args.target
+    mode = ["-ptx", f"-arch={target}"] if target.startswith("compute_") else ["-cubin", f"-arch={target}"]
+    cmd = [args.nvcc, *mode, *desc["options"], *(f"-I{d}" for d in desc["include_dirs"]),
+           "-MD", "-MF", args.depfile, "-o", args.output, args.input]
+    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if result.returncode != 0:
+        raise GenError(f"{desc['where']}: nvcc failed for {target} (exit {result.returncode})\n"
+                       f"command: {' '.join(cmd)}\n{result.stdout}")
+    if result.stdout.strip():
+        sys.stderr.write(result.stdout)
+    return 0
+
+
+def cmd_lower(args) -> int:
+    desc = read_json(args.unit_json)
+    cuda_root = Path(args.cuda_root)
+    lowest = min(int(t.split("_")[1]) for t in desc["targets"])
+    options = [*desc["options"], *(f"-I{d}" for d in desc["include_dirs"]),
+               *(f"-I{d}" for d in lowering.cuda_include_dirs(cuda_root)),
+               f"-arch=compute_{lowest}", "-fdevice-syntax-only"]
+    expressions = [k["expression"] for k in desc["kernels"]]
+    try:
+        names = lowering.lower_names(args.nvrtc, Path(args.input).read_text(encoding="utf-8"),
+                                     Path(args.input).name, expressions, options)
+    except lowering.LoweringError as e:
+        raise GenError(f"{desc['where']}: field 'kernels': {e}\n{e.log}") from None
+    render.write_if_different(Path(args.output), json.dumps(names, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+class StringTable:
+    """One packed character blob; add() returns a C++ StrRef initialiser."""
+
+    def __init__(self):
+        self.data = bytearray()
+        self.index: dict[str, tuple[int, int]] = {}
+
+    def add(self, s: str) -> str:
+        if s not in self.index:
+            b = s.encode("utf-8")
+            self.index[s] = (len(self.data), len(b))
+            self.data += b
+        off, size = self.index[s]
+        return f"{{{off}, {size}}}"
+
+    def chunks(self, width: int = 96) -> list[str]:
+        """The blob as C string literal pieces, escaped so no escape can run into the next character."""
+        out, cur = [], ""
+        for byte in self.data:
+            ch = chr(byte)
+            piece = {"\\": "\\\\", '"': '\\"', "\n": "\\n"}.get(ch) or (
+                ch if 0x20 <= byte < 0x7F and ch != "?" else f"\\{byte:03o}")
+            cur += piece
+            if len(cur) >= width:
+                out.append(cur)
+                cur = ""
+        if cur or not out:
+            out.append(cur)
+        return out
+
+
+def catalog_model(spec: specmod.Spec, directory: Path) -> dict:
+    """Everything the catalog templates need, with each binary checked against its unit:
+    the ELF names the expected architecture and every lowered name is a kernel in it."""
+    strings = StringTable()
+    units, kernels, binaries = [], [], []
+    offset = 0
+    for ui, unit in enumerate(spec.units):
+        stem = file_stem(spec.name, unit.name)
+        desc = read_json(directory / f"{stem}.json")
+        lowered = read_json(directory / f"{stem}.names.json")
+        first = len(binaries)
+        for target in desc["targets"]:
+            path = directory / binary_name(spec.name, unit.name, target)
+            data = path.read_bytes()
+            ptx = target.startswith("compute_")
+            arch = int(target.split("_")[1])
+            try:
+                found_arch = cubin.ptx_arch(data.decode()) if ptx else cubin.cubin_arch(data)
+                found = cubin.ptx_kernels(data.decode()) if ptx else cubin.cubin_kernels(data)
+            except (cubin.BinaryError, UnicodeDecodeError, ValueError, IndexError) as e:
+                raise GenError(f"{desc['where']}: {path}: unreadable binary: {e}") from None
+            if found_arch != arch:
+                raise GenError(f"{desc['where']}: {path} is built for sm_{found_arch}, expected {target}")
+            missing = sorted(set(lowered.values()) - found)
+            if missing:
+                raise GenError(f"{desc['where']}: {path} lacks kernel symbol(s) {', '.join(missing)}; "
+                               f"it defines {', '.join(sorted(found)) or 'none'}")
+            pad = BLOB_ALIGN - len(data) % BLOB_ALIGN  # 1..64: PTX always gets its NUL
+            binaries.append({
+                "arch": arch, "kind": "ptx" if ptx else "cubin", "offset": offset, "size": len(data),
+                "label": f"{unit.name} {target}", "path": str(path.resolve()), "pad": pad,
+                "sha256": hashlib.sha256(data).hexdigest(),
+            })
+            offset += len(data) + pad
+        units.append({"name": strings.add(unit.name), "options": strings.add("\n".join(desc["options"])),
+                      "first_binary": first, "binary_count": len(binaries) - first, "label": unit.name})
+        for k in desc["kernels"]:
+            kernels.append({"key": k["name"], "name": strings.add(k["name"]),
+                            "expression": strings.add(k["expression"]),
+                            "lowered": strings.add(lowered[k["expression"]]), "unit": ui,
+                            "label": f"{k['name']} = {k['expression']}"})
+    if offset >= 2**32:
+        raise GenError(f"{spec.path}: embedded binaries total {offset} bytes; kiln's table holds at most 4 GiB")
+    kernels.sort(key=lambda k: k["key"].encode())
+    return {"units": units, "kernels": kernels, "binaries": binaries, "blobs_size": offset,
+            "string_chunks": strings.chunks()}
+
+
+def emit_catalog(spec: specmod.Spec, model: dict, header_name: str, asm_name: str) -> dict[str, str]:
+    """{kind: text} for the catalog's .hpp, .cpp and .S."""
+    env = render.environment()
+    context = dict(model, spec_name=spec.path.name, registry=spec.name, namespace=spec.namespace,
+                   header=header_name, asm_name=asm_name, blob_symbol=f"kiln_blobs_{spec.name}")
+    return {kind: env.get_template(f"{tpl}").render(context)
+            for kind, tpl in (("hpp", "catalog.hpp.j2"), ("cpp", "catalog.cpp.j2"), ("asm", "blobs.S.j2"))}
+
+
+def cmd_catalog(args) -> int:
+    spec = load_spec(args)
+    texts = emit_catalog(spec, catalog_model(spec, Path(args.dir)), Path(args.hpp).name, Path(args.asm).name)
+    for kind in ("hpp", "cpp", "asm"):
+        render.write_if_different(Path(getattr(args, kind)), texts[kind])
+    return 0
+
+
+# -- command line -----------------------------------------------------------------------------------
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kiln-gen", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def with_spec(sp):
+        sp.add_argument("--spec", required=True, help="the spec table (TOML)")
+        sp.add_argument("--archs", required=True, help="comma-separated default architectures, e.g. sm_80,sm_90")
+        sp.add_argument("--ptx", action=argparse.BooleanOptionalAction, default=True,
+                        help="embed PTX for each unit's newest architecture")
+        return sp
+
+    with_spec(sub.add_parser("units", help="list units and targets"))
+    s = with_spec(sub.add_parser("source", help="render a unit's translation unit and description"))
+    s.add_argument("--unit", required=True)
+    s.add_argument("--outdir", required=True)
+    s.add_argument("--depfile", required=True)
+    c = sub.add_parser("compile", help="nvcc a unit for one target")
+    for a in ("--unit-json", "--target", "--nvcc", "--input", "--output", "--depfile"):
+        c.add_argument(a, required=True)
+    lo = sub.add_parser("lower", help="mangled names of a unit's kernels, from NVRTC")
+    for a in ("--unit-json", "--input", "--nvrtc", "--cuda-root", "--output"):
+        lo.add_argument(a, required=True)
+    ca = with_spec(sub.add_parser("catalog", help="emit the registration table and blob assembly"))
+    for a in ("--dir", "--cpp", "--hpp", "--asm"):
+        ca.add_argument(a, required=True)
+    return p
+
+
+COMMANDS = {"units": cmd_units, "source": cmd_source, "compile": cmd_compile, "lower": cmd_lower,
+            "catalog": cmd_catalog}
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (specmod.SpecError, GenError) as e:
+        print(f"kiln: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"kiln: error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

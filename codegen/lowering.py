@@ -1,0 +1,70 @@
+"""Lowered (mangled) kernel names, from NVRTC at build time.
+
+nvcc compiles the cubins, but only NVRTC can say which symbol a C++ name expression such as
+`scale<float>` becomes (nvrtcGetLoweredName). The generated translation unit is the same for both
+compilers, so the names agree; the catalog step checks each one against every cubin's symbol table.
+A front-end-only compile (-fdevice-syntax-only) is enough and takes well under a second.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+
+class LoweringError(Exception):
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log
+
+
+class _Nvrtc:
+    def __init__(self, library: str):
+        try:
+            self.lib = ctypes.CDLL(library)
+        except OSError as e:
+            raise LoweringError(f"cannot load NVRTC ({library}): {e}; check -Dtoolkit") from None
+        self.lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+
+    def call(self, fn: str, *args):
+        rc = getattr(self.lib, fn)(*args)
+        if rc != 0:
+            raise LoweringError(f"{fn} failed: {self.lib.nvrtcGetErrorString(rc).decode()}")
+        return rc
+
+
+def lower_names(nvrtc_library: str, source: str, source_name: str, expressions: list[str],
+                options: list[str]) -> dict[str, str]:
+    """{expression: lowered name} for every expression, or LoweringError carrying NVRTC's log."""
+    nvrtc = _Nvrtc(nvrtc_library)
+    lib = nvrtc.lib
+    prog = ctypes.c_void_p()
+    nvrtc.call("nvrtcCreateProgram", ctypes.byref(prog), source.encode(), source_name.encode(), 0, None, None)
+    try:
+        for e in expressions:
+            nvrtc.call("nvrtcAddNameExpression", prog, e.encode())
+        argv = [o.encode() for o in options]
+        rc = lib.nvrtcCompileProgram(prog, len(argv), (ctypes.c_char_p * len(argv))(*argv))
+        size = ctypes.c_size_t()
+        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        lib.nvrtcGetProgramLog(prog, log)
+        log_text = log.value.decode(errors="replace")
+        if rc != 0:
+            raise LoweringError(f"NVRTC failed: {lib.nvrtcGetErrorString(rc).decode()}", log_text)
+        names = {}
+        for e in expressions:
+            out = ctypes.c_char_p()
+            rc = lib.nvrtcGetLoweredName(prog, e.encode(), ctypes.byref(out))
+            if rc != 0 or not out.value:
+                raise LoweringError(f"name expression {e!r} does not name a __global__ function NVRTC can "
+                                    f"instantiate ({lib.nvrtcGetErrorString(rc).decode()})", log_text)
+            names[e] = out.value.decode()
+        return names
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+def cuda_include_dirs(cuda_root: Path) -> list[Path]:
+    """The directories nvcc searches implicitly and NVRTC does not."""
+    return [cuda_root / "include" / "cccl", cuda_root / "include"]

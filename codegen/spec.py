@@ -1,0 +1,318 @@
+"""The spec table model: reads a kiln spec table (TOML) and validates every row and field.
+
+Errors name the file (with the line of the row where it can be found), the row and the field,
+and say what was expected.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+import jinja2.meta
+
+# Every architecture CUDA 13.0 compiles to SASS (nvcc --list-gpu-code).
+KNOWN_ARCHS = (75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121)
+
+# Defines that make CUB's mangled names independent of the architecture list, identical for nvcc and
+# NVRTC (see DESIGN.md, "CUB's inline namespace"). Added to every unit, never left to the table.
+IMPLICIT_OPTIONS = ("-DCUB_DISABLE_NAMESPACE_MAGIC", "-DCUB_IGNORE_NAMESPACE_MAGIC_ERROR")
+DEFAULT_STD = "-std=c++17"
+
+# Options both nvcc and NVRTC accept with the same meaning: one description feeds both compilers.
+_ALLOWED_OPTIONS = (
+    (re.compile(r"-D[A-Za-z_][A-Za-z0-9_]*(=.*)?"), "-DNAME or -DNAME=VALUE"),
+    (re.compile(r"-U[A-Za-z_][A-Za-z0-9_]*"), "-UNAME"),
+    (re.compile(r"-std=c\+\+(17|20)"), "-std=c++17 or -std=c++20"),
+    (re.compile(r"-lineinfo"), "-lineinfo"),
+    (re.compile(r"--?use_fast_math"), "--use_fast_math"),
+    (re.compile(r"--maxrregcount=[0-9]+"), "--maxrregcount=N"),
+    (re.compile(r"--(ftz|prec-div|prec-sqrt|fmad)=(true|false)"), "--ftz/--prec-div/--prec-sqrt/--fmad=true|false"),
+    (re.compile(r"--extra-device-vectorization"), "--extra-device-vectorization"),
+    (re.compile(r"--expt-relaxed-constexpr"), "--expt-relaxed-constexpr"),
+)
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NAMESPACE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*")
+_ARCH = re.compile(r"sm_([0-9]+)")
+
+REGISTRY_FIELDS = ("name", "namespace", "options", "include_dirs", "template_dirs")
+UNIT_FIELDS = ("name", "source", "family", "params", "kernels", "options", "archs")
+
+# kiln's own families; a table adds its own directories with `template_dirs`.
+BUILTIN_FAMILY_DIR = Path(__file__).resolve().parent.parent / "templates" / "families"
+FAMILY_SUFFIX = ".cu.j2"
+
+
+class SpecError(Exception):
+    """A spec table mistake, already formatted as `file[:line]: row: field 'x': what was expected`."""
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str        # registry name, what get() takes
+    expression: str  # C++ name expression, rendered with the unit's params
+
+
+@dataclass(frozen=True)
+class Unit:
+    name: str
+    row: int                 # 1-based index among the table's [[unit]] rows
+    line: int | None         # line of its [[unit]] header, when it can be found
+    kernels: tuple[Kernel, ...]
+    options: tuple[str, ...]  # full option list: registry options, unit options, implicit defines
+    archs: tuple[int, ...]    # SM numbers to build cubins for
+    ptx_arch: int | None      # SM number to embed PTX for, or None
+    include_dirs: tuple[Path, ...]
+    source: Path | None = None   # a hand-written .cu file
+    family: str | None = None    # or a template family ...
+    family_path: Path | None = None
+    params: dict = field(default_factory=dict)  # ... with its parameters
+
+
+@dataclass(frozen=True)
+class Spec:
+    path: Path
+    name: str
+    namespace: str
+    units: tuple[Unit, ...]
+    template_dirs: tuple[Path, ...]
+
+    def unit(self, name: str) -> Unit:
+        for u in self.units:
+            if u.name == name:
+                return u
+        raise SpecError(f"{self.path}: no unit named '{name}' (units: {', '.join(u.name for u in self.units)})")
+
+
+def arch_label(arch: int, ptx: bool = False) -> str:
+    return f"compute_{arch}" if ptx else f"sm_{arch}"
+
+
+def parse_archs(values, where: str) -> tuple[int, ...]:
+    """['sm_90', ...] -> (90, ...), in ascending order, rejecting unknown or repeated ones."""
+    if not isinstance(values, list) or not values:
+        raise SpecError(f"{where}: expected a non-empty list of architectures like [\"sm_80\", \"sm_90\"]")
+    archs = []
+    for v in values:
+        m = _ARCH.fullmatch(v) if isinstance(v, str) else None
+        if not m or int(m.group(1)) not in KNOWN_ARCHS:
+            known = ", ".join(arch_label(a) for a in KNOWN_ARCHS)
+            raise SpecError(f"{where}: {v!r} is not an architecture CUDA 13.0 builds SASS for ({known})")
+        if int(m.group(1)) in archs:
+            raise SpecError(f"{where}: {v!r} is listed twice")
+        archs.append(int(m.group(1)))
+    return tuple(sorted(archs))
+
+
+def load(path: str | Path, archs: tuple[int, ...], embed_ptx: bool) -> Spec:
+    """Read and validate the table at `path` for the build's architectures."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SpecError(f"{path}: cannot read the spec table: {e.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"{path}: not valid TOML: {e}") from None
+    return _Validator(path, text, archs, embed_ptx).spec(data)
+
+
+class _Validator:
+    def __init__(self, path: Path, text: str, archs: tuple[int, ...], embed_ptx: bool):
+        self.path = path
+        self.base = path.resolve().parent
+        self.archs = archs
+        self.embed_ptx = embed_ptx
+        # Lines of the [[unit]] headers, so errors can point at the row.
+        self.unit_lines = [i + 1 for i, line in enumerate(text.splitlines())
+                           if re.match(r"\s*\[\[\s*unit\s*\]\]", line)]
+
+    def fail(self, where: str, message: str):
+        raise SpecError(f"{where}: {message}")
+
+    # -- [registry] ------------------------------------------------------------------------------
+
+    def spec(self, data: dict) -> Spec:
+        unknown = sorted(set(data) - {"registry", "unit"})
+        if unknown:
+            self.fail(str(self.path), f"unknown top-level key '{unknown[0]}' (expected [registry] and [[unit]] rows)")
+        reg = data.get("registry")
+        where = f"{self.path}: [registry]"
+        if not isinstance(reg, dict):
+            self.fail(str(self.path), "missing [registry] table (with at least `name = \"...\"`)")
+        self.check_fields(reg, REGISTRY_FIELDS, where)
+        name = self.identifier(reg, "name", where, required=True)
+        namespace = reg.get("namespace", name)
+        if not isinstance(namespace, str) or not _NAMESPACE.fullmatch(namespace):
+            self.fail(f"{where}: field 'namespace'", f"expected a C++ namespace like \"myproject::kernels\", got {namespace!r}")
+        self.registry_options = self.options(reg, where)
+        self.include_dirs = tuple(self.directory(d, f"{where}: field 'include_dirs'")
+                                  for d in self.string_list(reg, "include_dirs", where))
+        self.template_dirs = tuple(self.directory(d, f"{where}: field 'template_dirs'")
+                                   for d in self.string_list(reg, "template_dirs", where)) + (BUILTIN_FAMILY_DIR,)
+        rows = data.get("unit")
+        if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
+            self.fail(str(self.path), "expected one or more [[unit]] rows")
+        units = []
+        kernel_rows: dict[str, str] = {}
+        for i, row in enumerate(rows, start=1):
+            unit = self.unit(row, i, {u.name for u in units})
+            for k in unit.kernels:
+                if k.name in kernel_rows:
+                    self.fail(f"{self.where(i, unit.name)}: field 'kernels'",
+                              f"kernel name '{k.name}' is already exported by {kernel_rows[k.name]}")
+                kernel_rows[k.name] = f"unit '{unit.name}'"
+            units.append(unit)
+        return Spec(self.path, name, namespace, tuple(units), self.template_dirs)
+
+    # -- [[unit]] --------------------------------------------------------------------------------
+
+    def where(self, row: int, name: str | None = None) -> str:
+        line = f":{self.unit_lines[row - 1]}" if row <= len(self.unit_lines) else ""
+        label = f" '{name}'" if name else ""
+        return f"{self.path}{line}: unit #{row}{label}"
+
+    def unit(self, row: dict, index: int, taken: set[str]) -> Unit:
+        raw_name = row.get("name")
+        where = self.where(index, raw_name if isinstance(raw_name, str) else None)
+        self.check_fields(row, UNIT_FIELDS, where)
+        name = self.identifier(row, "name", where, required=True)
+        if name in taken:
+            self.fail(f"{where}: field 'name'", f"unit name '{name}' is used by an earlier row")
+        has_source, has_family = "source" in row, "family" in row
+        if has_source == has_family:
+            self.fail(where, "expected exactly one of 'source' (a .cu file) or 'family' (a template family)")
+        source = family = family_path = None
+        params: dict = {}
+        include_dirs = list(self.include_dirs)
+        if has_source:
+            if "params" in row:
+                self.fail(f"{where}: field 'params'", "params are only allowed with 'family', not with 'source'")
+            source = self.source_file(row["source"], f"{where}: field 'source'")
+            include_dirs.insert(0, source.parent)
+        else:
+            family, family_path, params = self.family(row, where)
+        archs = parse_archs(row["archs"], f"{where}: field 'archs'") if "archs" in row else self.archs
+        kernels = self.kernels(row.get("kernels"), params, f"{where}: field 'kernels'")
+        options = self.registry_options + self.options(row, where)
+        if not any(o.startswith("-std=") for o in options):
+            options = (DEFAULT_STD,) + options
+        return Unit(
+            name=name, row=index,
+            line=self.unit_lines[index - 1] if index <= len(self.unit_lines) else None,
+            kernels=kernels, options=options + IMPLICIT_OPTIONS, archs=archs,
+            ptx_arch=max(archs) if self.embed_ptx else None,
+            include_dirs=tuple(dict.fromkeys(include_dirs)),
+            source=source, family=family, family_path=family_path, params=params)
+
+    def family(self, row: dict, where: str):
+        family = row["family"]
+        if not isinstance(family, str) or not _IDENTIFIER.fullmatch(family):
+            self.fail(f"{where}: field 'family'", f"expected the name of a template family, got {family!r}")
+        path = next((d / (family + FAMILY_SUFFIX) for d in self.template_dirs
+                     if (d / (family + FAMILY_SUFFIX)).is_file()), None)
+        if path is None:
+            known = sorted({p.name[:-len(FAMILY_SUFFIX)] for d in self.template_dirs if d.is_dir()
+                            for p in d.glob("*" + FAMILY_SUFFIX)})
+            self.fail(f"{where}: field 'family'",
+                      f"unknown family '{family}' (known: {', '.join(known) or 'none'}; "
+                      f"searched {', '.join(str(d) for d in self.template_dirs)})")
+        params = row.get("params", {})
+        if not isinstance(params, dict):
+            self.fail(f"{where}: field 'params'", "expected a table like { T = \"float\", BLOCK_THREADS = 256 }")
+        wanted = family_params(path)
+        for key, value in params.items():
+            if key not in wanted:
+                self.fail(f"{where}: field 'params'",
+                          f"parameter '{key}' is not allowed: family '{family}' takes {', '.join(sorted(wanted))}")
+            if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                self.fail(f"{where}: field 'params'", f"parameter '{key}' must be a string or a number, got {value!r}")
+        missing = sorted(wanted - set(params))
+        if missing:
+            self.fail(f"{where}: field 'params'", f"family '{family}' needs {', '.join(missing)}")
+        return family, path, dict(sorted(params.items()))
+
+    def kernels(self, value, params: dict, where: str) -> tuple[Kernel, ...]:
+        if isinstance(value, list) and value:
+            pairs = []
+            for v in value:
+                if not isinstance(v, str) or not _IDENTIFIER.fullmatch(v):
+                    self.fail(where, f"{v!r} is not a plain kernel name; for a template use a table, "
+                                     "e.g. { scale_f32 = \"scale<float>\" }")
+                pairs.append((v, v))
+        elif isinstance(value, dict) and value:
+            pairs = list(value.items())
+        else:
+            self.fail(where, "expected a non-empty list of extern \"C\" kernel names, or a table "
+                             "{ registry_name = \"C++ name expression\" }")
+        kernels = []
+        for name, expr in pairs:
+            if not _IDENTIFIER.fullmatch(name):
+                self.fail(where, f"kernel name {name!r} must be an identifier")
+            if not isinstance(expr, str) or not expr.strip():
+                self.fail(where, f"kernel '{name}': expected a C++ name expression string, got {expr!r}")
+            try:
+                rendered = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(expr).render(params)
+            except jinja2.TemplateError as e:
+                self.fail(where, f"kernel '{name}': cannot render {expr!r}: {e}")
+            kernels.append(Kernel(name, " ".join(rendered.split())))
+        return tuple(kernels)
+
+    # -- field helpers ---------------------------------------------------------------------------
+
+    def check_fields(self, table: dict, known: tuple[str, ...], where: str):
+        for key in table:
+            if key not in known:
+                self.fail(f"{where}: field '{key}'", f"unknown field (known fields: {', '.join(known)})")
+
+    def identifier(self, table: dict, key: str, where: str, required: bool = False):
+        if key not in table:
+            if required:
+                self.fail(f"{where}: field '{key}'", "missing (expected an identifier like \"my_kernel\")")
+            return None
+        value = table[key]
+        if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value):
+            self.fail(f"{where}: field '{key}'", f"expected an identifier (letters, digits, _), got {value!r}")
+        return value
+
+    def string_list(self, table: dict, key: str, where: str) -> tuple[str, ...]:
+        value = table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            self.fail(f"{where}: field '{key}'", f"expected a list of strings, got {value!r}")
+        return tuple(value)
+
+    def options(self, table: dict, where: str) -> tuple[str, ...]:
+        opts = self.string_list(table, "options", where)
+        for o in opts:
+            if not any(rx.fullmatch(o) for rx, _ in _ALLOWED_OPTIONS):
+                allowed = "; ".join(desc for _, desc in _ALLOWED_OPTIONS)
+                self.fail(f"{where}: field 'options'",
+                          f"option {o!r} is not one kiln passes to both nvcc and NVRTC (allowed: {allowed})")
+        return opts
+
+    def directory(self, value: str, where: str) -> Path:
+        p = (self.base / value).resolve()
+        if not p.is_dir():
+            self.fail(where, f"{value!r} is not a directory (relative to {self.base})")
+        return p
+
+    def source_file(self, value, where: str) -> Path:
+        if not isinstance(value, str) or not value:
+            self.fail(where, f"expected the path of a .cu file relative to the table, got {value!r}")
+        p = (self.base / value).resolve()
+        try:
+            p.read_bytes()
+        except OSError as e:
+            self.fail(where, f"cannot read {value!r} ({p}): {e.strerror}")
+        return p
+
+
+def family_params(path: Path) -> set[str]:
+    """The parameters a family takes: the variables its template uses."""
+    env = jinja2.Environment()
+    return set(jinja2.meta.find_undeclared_variables(env.parse(path.read_text(encoding="utf-8"))))

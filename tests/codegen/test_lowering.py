@@ -1,0 +1,60 @@
+"""Kernel naming with NVRTC (the build's `lower` step): real names, and a clear error for a name that
+does not resolve. Needs the toolkit's NVRTC: the build passes KILN_NVRTC and KILN_TOOLKIT."""
+
+import io
+import json
+import os
+import sys
+import tempfile
+import unittest
+from contextlib import redirect_stderr
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "codegen"))
+import kiln_gen  # noqa: E402
+import spec as specmod  # noqa: E402
+
+TOOLKIT = os.environ.get("KILN_TOOLKIT", "/usr/local/cuda")
+NVRTC = os.environ.get("KILN_NVRTC", f"{TOOLKIT}/lib64/libnvrtc.so")
+
+
+class Lowering(unittest.TestCase):
+    def lower(self, spec, unit, directory: Path):
+        stem = kiln_gen.file_stem(spec.name, unit.name)
+        (directory / f"{stem}.json").write_text(json.dumps(kiln_gen.unit_description(spec, unit)))
+        (directory / f"{stem}.cu").write_text(kiln_gen.render_unit(spec, unit))
+        err = io.StringIO()
+        with redirect_stderr(err):
+            code = kiln_gen.main(["lower", "--unit-json", str(directory / f"{stem}.json"),
+                                  "--input", str(directory / f"{stem}.cu"), "--nvrtc", NVRTC,
+                                  "--cuda-root", TOOLKIT, "--output", str(directory / f"{stem}.names.json")])
+        return code, err.getvalue(), directory / f"{stem}.names.json"
+
+    def test_names_of_the_fixture(self):
+        spec = specmod.load(HERE / "fixtures" / "mini.toml", (75, 90), True)
+        with tempfile.TemporaryDirectory() as d:
+            for unit in spec.units:
+                code, err, out = self.lower(spec, unit, Path(d))
+                self.assertEqual(code, 0, err)
+                names = json.loads(out.read_text())
+                if unit.name == "fill":
+                    self.assertEqual(names, {"fill": "fill"})
+                else:
+                    self.assertEqual(names, {"mini::axpy<float>": "_ZN4mini4axpyIfEEvT_PKS1_PS1_i"})
+
+    def test_expression_that_does_not_resolve(self):
+        with tempfile.TemporaryDirectory() as d:
+            root = Path(d)
+            (root / "s.cu").write_text("template <typename T> __global__ void s(T* x) { *x = T(1); }\n")
+            (root / "t.toml").write_text('[registry]\nname = "t"\n\n[[unit]]\nname = "s"\nsource = "s.cu"\n'
+                                         'kernels = { s_f32 = "s<flaot>" }\n')
+            spec = specmod.load(root / "t.toml", (90,), True)
+            code, err, _ = self.lower(spec, spec.units[0], root)
+        self.assertEqual(code, 1)
+        self.assertIn("t.toml:4: unit #1 's': field 'kernels'", err)
+        self.assertIn("flaot", err)  # NVRTC's log, naming the bad identifier
+
+
+if __name__ == "__main__":
+    unittest.main()
