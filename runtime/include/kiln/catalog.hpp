@@ -1,0 +1,63 @@
+// kiln/catalog.hpp — the build-time table (units, kernels, embedded binaries) that a generated catalog defines.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace kiln {
+
+// A reference into Catalog::strings: one packed character blob, so the table needs no relocations.
+struct StrRef {
+  std::uint32_t offset;
+  std::uint32_t size;
+};
+
+enum class BinaryKind : std::uint8_t { cubin = 0, ptx = 1 };
+
+// One device binary of a unit. arch is the SM number: 90 for sm_90 (cubin) or compute_90 (ptx).
+// The bytes live at Catalog::blobs + offset; a PTX blob is followed by at least one NUL byte.
+struct BinaryEntry {
+  std::uint32_t arch;
+  BinaryKind kind;
+  std::uint32_t offset;
+  std::uint32_t size;
+};
+
+// A translation unit: one row of the spec table, compiled once per architecture.
+// Its binaries are binaries[first_binary, first_binary + binary_count), cubins by ascending arch, then PTX.
+struct UnitEntry {
+  StrRef name;
+  StrRef options;  // compile options, one per line, as given to both nvcc and NVRTC
+  std::uint32_t first_binary;
+  std::uint32_t binary_count;
+};
+
+// A kernel the registry hands out. Entries are sorted by name so lookup is a binary search.
+struct KernelEntry {
+  StrRef name;        // registry name, e.g. "block_sum_f32"
+  StrRef expression;  // C++ name expression, e.g. "kiln_examples::block_sum<float, 256>"
+  StrRef lowered;     // the mangled symbol, identical in every binary of the unit
+  std::uint32_t unit;
+};
+
+struct Catalog {
+  std::string_view name;  // the registry's name, from the spec table
+  std::span<const UnitEntry> units;
+  std::span<const KernelEntry> kernels;
+  std::span<const BinaryEntry> binaries;
+  const char* strings;
+  const unsigned char* blobs;
+  std::size_t blobs_size;
+
+  std::string_view str(StrRef r) const noexcept { return {strings + r.offset, r.size}; }
+  std::span<const unsigned char> bytes(const BinaryEntry& b) const noexcept { return {blobs + b.offset, b.size}; }
+  std::span<const BinaryEntry> binaries_of(const UnitEntry& u) const noexcept {
+    return binaries.subspan(u.first_binary, u.binary_count);
+  }
+  // The kernel called `name`, or nullptr. Allocation-free binary search over the sorted table.
+  const KernelEntry* find(std::string_view name) const noexcept;
+};
+
+}  // namespace kiln

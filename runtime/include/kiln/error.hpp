@@ -1,0 +1,29 @@
+// kiln/error.hpp — the one error type of the library: an exception with a code and a message that carries context.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace kiln {
+
+enum class Errc {
+  unknown_kernel,  // no kernel of that name in the catalog
+  no_driver,       // libcuda.so.1 could not be loaded
+  no_device,       // the driver reports no usable GPU, or the ordinal is out of range
+  no_binary,       // nothing embedded runs on this device's architecture
+  driver,          // a CUDA driver call failed
+};
+
+std::string_view to_string(Errc code) noexcept;
+
+class Error : public std::runtime_error {
+ public:
+  Error(Errc code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  Errc code() const noexcept { return code_; }
+
+ private:
+  Errc code_;
+};
+
+}  // namespace kiln

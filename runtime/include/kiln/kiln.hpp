@@ -1,0 +1,8 @@
+// kiln/kiln.hpp — everything a user of kiln includes.
+#pragma once
+
+#include <kiln/catalog.hpp>
+#include <kiln/driver.hpp>
+#include <kiln/error.hpp>
+#include <kiln/registry.hpp>
+#include <kiln/select.hpp>

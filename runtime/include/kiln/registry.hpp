@@ -1,0 +1,116 @@
+// kiln/registry.hpp — the registry: hands out launchable kernels from the fastest tier that has them.
+#pragma once
+
+#include <kiln/catalog.hpp>
+#include <kiln/driver.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln {
+
+enum class Tier : std::uint8_t { memory, embedded };
+
+std::string_view to_string(Tier tier) noexcept;
+
+struct Provenance {
+  Tier tier;        // the tier that served this call: memory for every get() after the first
+  Tier source;      // where the binary came from
+  unsigned arch;    // architecture of the binary loaded (90 = sm_90 or compute_90)
+  bool ptx;         // the driver compiled embedded PTX for this device
+  double load_ms;   // wall time of the get() that made the kernel launchable
+};
+
+struct Kernel {
+  std::string_view name;
+  std::string_view lowered_name;
+  CUkernel kernel = nullptr;      // context-independent handle (cuLibraryGetKernel)
+  CUfunction function = nullptr;  // the same kernel in the registry's device's primary context
+  Provenance provenance{};
+};
+
+struct RegistryOptions {
+  // Let the driver compile embedded PTX when no cubin fits the device. Off by default: a silent
+  // driver JIT is the slow cold start kiln exists to avoid.
+  bool allow_ptx = false;
+};
+
+// Where get() would take a kernel from, without loading anything.
+struct Plan {
+  bool available = false;
+  Tier source = Tier::embedded;
+  unsigned arch = 0;
+  bool ptx = false;
+  std::string reason;  // why it is not available
+};
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  unsigned arch = 0;   // 90 for compute capability 9.0
+  int driver_version = 0;  // e.g. 13000
+  std::size_t total_memory = 0;
+};
+
+struct RegistryStats {
+  std::uint64_t unit_loads = 0;    // cuLibraryLoadData calls
+  std::uint64_t kernel_loads = 0;  // kernels made launchable
+};
+
+// One registry per (catalog, device). Thread-safe. Construction does not touch CUDA; the first
+// get() (or device()) initialises the driver and retains the device's primary context.
+class Registry {
+ public:
+  explicit Registry(const Catalog& catalog, int device = 0, RegistryOptions options = {});
+  ~Registry();
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+  // A launchable kernel. The second and later calls for a name are a lock-free read.
+  // Concurrent first calls load it once. Throws kiln::Error.
+  Kernel get(std::string_view name);
+
+  Plan plan(std::string_view name);
+  DeviceInfo device();
+  CUcontext context();
+  RegistryStats stats() const noexcept;
+  const Catalog& catalog() const noexcept { return catalog_; }
+
+ private:
+  struct UnitState;
+  struct Slot;
+  void ensure_device();
+  Kernel load(const KernelEntry& entry, std::size_t index);
+
+  const Catalog& catalog_;
+  int ordinal_;
+  RegistryOptions options_;
+  std::once_flag device_once_;
+  CUdevice cu_device_ = 0;
+  CUcontext context_ = nullptr;
+  DeviceInfo info_;
+  std::unique_ptr<UnitState[]> units_;
+  std::unique_ptr<Slot[]> slots_;
+  std::atomic<std::uint64_t> unit_loads_{0};
+  std::atomic<std::uint64_t> kernel_loads_{0};
+};
+
+// Launch `kernel` with the given arguments (each passed by address, as cuLaunchKernel wants).
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+void launch(const Kernel& kernel, Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream, void** args);
+
+template <typename... Args>
+void launch(const Kernel& kernel, Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream, Args&... args) {
+  // cuLaunchKernel takes void** but only reads through it: const arguments are fine.
+  void* pointers[] = {const_cast<void*>(static_cast<const void*>(&args))..., nullptr};
+  launch(kernel, grid, block, shared_bytes, stream, pointers);
+}
+
+}  // namespace kiln

@@ -1,0 +1,17 @@
+// runtime/src/error.cpp — names of error codes, for logs and tests.
+#include <kiln/error.hpp>
+
+namespace kiln {
+
+std::string_view to_string(Errc code) noexcept {
+  switch (code) {
+    case Errc::unknown_kernel: return "unknown_kernel";
+    case Errc::no_driver: return "no_driver";
+    case Errc::no_device: return "no_device";
+    case Errc::no_binary: return "no_binary";
+    case Errc::driver: return "driver";
+  }
+  return "unknown";
+}
+
+}  // namespace kiln

@@ -1,0 +1,224 @@
+// runtime/src/registry.cpp — the registry: lock-free hits on loaded kernels, lazy per-unit loading of binaries.
+#include <kiln/error.hpp>
+#include <kiln/registry.hpp>
+#include <kiln/select.hpp>
+
+#include <chrono>
+
+namespace kiln {
+
+// Per unit: the library loaded from one of its binaries. Guarded by `mutex`, which also serialises
+// the first loads of the unit's kernels.
+struct Registry::UnitState {
+  std::mutex mutex;
+  CUlibrary library = nullptr;
+  const BinaryEntry* binary = nullptr;
+};
+
+// Per kernel: the published, immutable Kernel. Written once under the unit's mutex, read without a lock.
+struct Registry::Slot {
+  std::atomic<const Kernel*> kernel{nullptr};
+};
+
+namespace {
+
+Kernel memory_hit(const Kernel& loaded) noexcept {
+  Kernel hit = loaded;
+  hit.provenance.tier = Tier::memory;
+  return hit;
+}
+
+// Throws Error(driver) for a failed load step, naming the kernel, its unit and the binary; builds text only on failure.
+void check_load(CUresult result, std::string_view call, const Catalog& catalog, const KernelEntry& kernel,
+                const BinaryEntry& binary) {
+  if (result == CUDA_SUCCESS) return;
+  check(result, "kiln: " + std::string(call) + " for kernel '" + std::string(catalog.str(kernel.name)) +
+                    "' (unit '" + std::string(catalog.str(catalog.units[kernel.unit].name)) + "', " +
+                    binary_label(binary) + ")");
+}
+
+// Makes `context` current for a scope; the pop runs even when the work in between throws.
+class ContextScope {
+ public:
+  ContextScope(const Driver& cu, CUcontext context) : cu_(cu) {
+    check(cu_.cuCtxPushCurrent(context), "kiln: cuCtxPushCurrent of the primary context");
+  }
+  ~ContextScope() {
+    CUcontext popped = nullptr;
+    cu_.cuCtxPopCurrent(&popped);
+  }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  const Driver& cu_;
+};
+
+}  // namespace
+
+std::string_view to_string(Tier tier) noexcept {
+  switch (tier) {
+    case Tier::memory: return "memory";
+    case Tier::embedded: return "embedded";
+  }
+  return "unknown";
+}
+
+Registry::Registry(const Catalog& catalog, int device, RegistryOptions options)
+    : catalog_(catalog),
+      ordinal_(device),
+      options_(options),
+      units_(std::make_unique<UnitState[]>(catalog.units.size())),
+      slots_(std::make_unique<Slot[]>(catalog.kernels.size())) {}
+
+Registry::~Registry() {
+  for (std::size_t i = 0; i < catalog_.kernels.size(); ++i) delete slots_[i].kernel.load(std::memory_order_relaxed);
+  if (!context_) return;  // CUDA was never initialised by this registry: nothing to release
+  // Errors are ignored: at process exit the driver may already be shutting down.
+  const Driver& cu = driver();
+  for (std::size_t i = 0; i < catalog_.units.size(); ++i) {
+    if (units_[i].library) cu.cuLibraryUnload(units_[i].library);
+  }
+  cu.cuDevicePrimaryCtxRelease(cu_device_);
+}
+
+Kernel Registry::get(std::string_view name) {
+  const KernelEntry* entry = catalog_.find(name);
+  if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
+  const std::size_t index = static_cast<std::size_t>(entry - catalog_.kernels.data());
+  if (const Kernel* loaded = slots_[index].kernel.load(std::memory_order_acquire)) return memory_hit(*loaded);
+  return load(*entry, index);
+}
+
+Kernel Registry::load(const KernelEntry& entry, std::size_t index) {
+  const auto start = std::chrono::steady_clock::now();
+  ensure_device();
+  const Driver& cu = driver();
+  UnitState& unit = units_[entry.unit];
+  std::lock_guard lock(unit.mutex);
+  // Another thread may have loaded the kernel while this one waited for the lock.
+  if (const Kernel* loaded = slots_[index].kernel.load(std::memory_order_acquire)) return memory_hit(*loaded);
+
+  if (!unit.library) {
+    const BinaryEntry* binary = select_binary(catalog_, catalog_.units[entry.unit], info_.arch, options_.allow_ptx);
+    if (!binary) throw Error(Errc::no_binary, no_binary_message(catalog_, entry, info_.arch, options_.allow_ptx));
+    CUlibrary library = nullptr;
+    check_load(cu.cuLibraryLoadData(&library, catalog_.bytes(*binary).data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+               "cuLibraryLoadData", catalog_, entry, *binary);
+    unit.library = library;
+    unit.binary = binary;
+    unit_loads_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // StrRef is not NUL-terminated; the driver wants a C string.
+  const std::string lowered(catalog_.str(entry.lowered));
+  CUkernel kernel = nullptr;
+  check_load(cu.cuLibraryGetKernel(&kernel, unit.library, lowered.c_str()), "cuLibraryGetKernel", catalog_, entry,
+             *unit.binary);
+  // Resolving the function now loads the module into the context, so the first launch has no hidden cost.
+  CUfunction function = nullptr;
+  {
+    ContextScope current(cu, context_);
+    check_load(cu.cuKernelGetFunction(&function, kernel), "cuKernelGetFunction", catalog_, entry, *unit.binary);
+  }
+
+  const bool ptx = unit.binary->kind == BinaryKind::ptx;
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const Kernel* published = new Kernel{
+      catalog_.str(entry.name),
+      catalog_.str(entry.lowered),
+      kernel,
+      function,
+      Provenance{Tier::embedded, Tier::embedded, unit.binary->arch, ptx, load_ms},
+  };
+  slots_[index].kernel.store(published, std::memory_order_release);
+  kernel_loads_.fetch_add(1, std::memory_order_relaxed);
+  return *published;
+}
+
+Plan Registry::plan(std::string_view name) {
+  const KernelEntry* entry = catalog_.find(name);
+  if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
+  Plan plan;
+  try {
+    ensure_device();
+  } catch (const Error& e) {  // no driver, no device, or a failed device query: say so, do not throw
+    plan.reason = e.what();
+    return plan;
+  }
+  const std::size_t index = static_cast<std::size_t>(entry - catalog_.kernels.data());
+  if (const Kernel* loaded = slots_[index].kernel.load(std::memory_order_acquire)) {
+    plan.available = true;
+    plan.source = Tier::memory;
+    plan.arch = loaded->provenance.arch;
+    plan.ptx = loaded->provenance.ptx;
+    return plan;
+  }
+  const BinaryEntry* binary = select_binary(catalog_, catalog_.units[entry->unit], info_.arch, options_.allow_ptx);
+  if (!binary) {
+    plan.reason = no_binary_message(catalog_, *entry, info_.arch, options_.allow_ptx);
+    return plan;
+  }
+  plan.available = true;
+  plan.arch = binary->arch;
+  plan.ptx = binary->kind == BinaryKind::ptx;
+  return plan;
+}
+
+void Registry::ensure_device() {
+  // If this throws, the flag stays unset and a later call tries again (driver() itself fails fast).
+  std::call_once(device_once_, [this] {
+    const Driver& cu = driver();
+    int count = 0;
+    check(cu.cuDeviceGetCount(&count), "kiln: cuDeviceGetCount");
+    if (ordinal_ < 0 || ordinal_ >= count) {
+      throw Error(Errc::no_device, "kiln: no CUDA device " + std::to_string(ordinal_) + " (the driver reports " +
+                                       std::to_string(count) + (count == 1 ? " device" : " devices") +
+                                       "); pass an ordinal below " + std::to_string(count) + " to Registry");
+    }
+    const std::string subject = " of device " + std::to_string(ordinal_);
+    CUdevice device = 0;
+    check(cu.cuDeviceGet(&device, ordinal_), "kiln: cuDeviceGet" + subject);
+    int major = 0, minor = 0;
+    check(cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
+          "kiln: cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)" + subject);
+    check(cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
+          "kiln: cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)" + subject);
+    char name[256] = {};
+    check(cu.cuDeviceGetName(name, sizeof name, device), "kiln: cuDeviceGetName" + subject);
+    std::size_t memory = 0;
+    check(cu.cuDeviceTotalMem(&memory, device), "kiln: cuDeviceTotalMem" + subject);
+    int version = 0;
+    check(cu.cuDriverGetVersion(&version), "kiln: cuDriverGetVersion");
+    DeviceInfo info{ordinal_, name, arch_of(major, minor), version, memory};
+    // Retained last, so that a failure above leaves nothing to release.
+    CUcontext context = nullptr;
+    check(cu.cuDevicePrimaryCtxRetain(&context, device), "kiln: cuDevicePrimaryCtxRetain" + subject);
+
+    info_ = std::move(info);
+    cu_device_ = device;
+    context_ = context;
+  });
+}
+
+DeviceInfo Registry::device() {
+  ensure_device();
+  return info_;
+}
+
+CUcontext Registry::context() {
+  ensure_device();
+  return context_;
+}
+
+RegistryStats Registry::stats() const noexcept {
+  return {unit_loads_.load(std::memory_order_relaxed), kernel_loads_.load(std::memory_order_relaxed)};
+}
+
+void launch(const Kernel& kernel, Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream, void** args) {
+  const CUresult result = driver().cuLaunchKernel(kernel.function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                                  shared_bytes, stream, args, nullptr);
+  if (result != CUDA_SUCCESS) check(result, "kiln: cuLaunchKernel of kernel '" + std::string(kernel.name) + "'");
+}
+
+}  // namespace kiln
