@@ -1,0 +1,165 @@
+// runtime/tools/kiln.cpp — the `kiln` command: lists the embedded kernels and shows where each would load from.
+#include <kiln/kiln.hpp>
+
+#include "examples_catalog.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+// Every registry linked into this tool; add a generated catalog here to have it listed.
+using CatalogFn = const kiln::Catalog& (*)();
+constexpr CatalogFn catalogs[] = {&kiln::examples::catalog};
+
+constexpr std::string_view usage =
+    "usage: kiln <command>\n"
+    "commands:\n"
+    "  list     every registry's units, kernels and embedded binaries with their sizes\n"
+    "  info     this machine's GPU, and the tier and binary each kernel would load from\n"
+    "  --help   show this text\n";
+
+// Rows of cells printed with left-aligned columns, each as wide as its widest cell.
+class Table {
+ public:
+  void row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+  void print(std::string_view indent) const {
+    std::vector<std::size_t> widths;
+    for (const auto& r : rows_) {
+      widths.resize(std::max(widths.size(), r.size()));
+      for (std::size_t i = 0; i < r.size(); ++i) widths[i] = std::max(widths[i], r[i].size());
+    }
+    for (const auto& r : rows_) {
+      std::string line(indent);
+      for (std::size_t i = 0; i < r.size(); ++i) {
+        line += r[i];
+        if (i + 1 < r.size()) line += std::string(widths[i] - r[i].size() + 2, ' ');
+      }
+      std::cout << line << '\n';
+    }
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string fixed1(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", value);
+  return text;
+}
+
+std::string kib(std::size_t bytes) { return fixed1(static_cast<double>(bytes) / 1024.0) + " KiB"; }
+
+std::string count(std::size_t n, std::string_view one, std::string_view many) {
+  return std::to_string(n) + " " + std::string(n == 1 ? one : many);
+}
+
+void list_catalog(const kiln::Catalog& catalog) {
+  std::size_t total = 0;
+  for (const auto& b : catalog.binaries) total += b.size;
+  std::cout << "registry " << catalog.name << ": " << count(catalog.units.size(), "unit", "units") << ", "
+            << count(catalog.kernels.size(), "kernel", "kernels") << ", "
+            << count(catalog.binaries.size(), "binary", "binaries") << ", " << kib(total) << "\n";
+  for (std::size_t u = 0; u < catalog.units.size(); ++u) {
+    const kiln::UnitEntry& unit = catalog.units[u];
+    std::size_t unit_total = 0;
+    for (const auto& b : catalog.binaries_of(unit)) unit_total += b.size;
+    Table kernels;
+    kernels.row({"kernel", "expression", "lowered"});
+    for (const auto& k : catalog.kernels) {
+      if (k.unit != u) continue;
+      kernels.row({std::string(catalog.str(k.name)), std::string(catalog.str(k.expression)),
+                   std::string(catalog.str(k.lowered))});
+    }
+    Table binaries;
+    binaries.row({"binary", "size"});
+    for (const auto& b : catalog.binaries_of(unit)) binaries.row({kiln::binary_label(b), kib(b.size)});
+    std::cout << "\n  unit " << catalog.str(unit.name) << " (" << count(unit.binary_count, "binary", "binaries") << ", "
+              << kib(unit_total) << ")\n";
+    kernels.print("    ");
+    binaries.print("    ");
+  }
+}
+
+int list() {
+  for (std::size_t i = 0; i < std::size(catalogs); ++i) {
+    if (i) std::cout << '\n';
+    list_catalog(catalogs[i]());
+  }
+  return 0;
+}
+
+// Prints the device line, or the reason there is none. Returns whether there is a device.
+bool print_device(kiln::Registry& registry) {
+  try {
+    const kiln::DeviceInfo d = registry.device();
+    std::cout << "device " << d.ordinal << ": " << d.name << ", sm_" << d.arch << ", driver "
+              << d.driver_version / 1000 << "." << d.driver_version % 1000 / 10 << ", "
+              << fixed1(static_cast<double>(d.total_memory) / (1024.0 * 1024.0 * 1024.0)) << " GiB\n";
+    return true;
+  } catch (const kiln::Error& e) {
+    if (e.code() != kiln::Errc::no_driver && e.code() != kiln::Errc::no_device) throw;
+    std::cout << e.what() << '\n';
+    return false;
+  }
+}
+
+void info_catalog(kiln::Registry& registry, bool has_device) {
+  const kiln::Catalog& catalog = registry.catalog();
+  std::cout << "\nregistry " << catalog.name << '\n';
+  Table table;
+  if (!has_device) {
+    table.row({"kernel", "embedded"});
+    for (const auto& k : catalog.kernels) {
+      const std::string labels = kiln::embedded_labels(catalog, catalog.units[k.unit]);
+      table.row({std::string(catalog.str(k.name)), labels.empty() ? "nothing embedded" : labels});
+    }
+  } else {
+    table.row({"kernel", "tier", "binary"});
+    for (const auto& k : catalog.kernels) {
+      const std::string name(catalog.str(k.name));
+      const kiln::Plan plan = registry.plan(name);
+      if (!plan.available) {
+        table.row({name, "-", plan.reason});
+        continue;
+      }
+      const kiln::BinaryEntry binary{plan.arch, plan.ptx ? kiln::BinaryKind::ptx : kiln::BinaryKind::cubin, 0, 0};
+      table.row({name, std::string(kiln::to_string(plan.source)), kiln::binary_label(binary)});
+    }
+  }
+  table.print("  ");
+}
+
+int info() {
+  std::vector<std::unique_ptr<kiln::Registry>> registries;
+  for (CatalogFn catalog : catalogs) registries.push_back(std::make_unique<kiln::Registry>(catalog()));
+  // Informational: no driver or no GPU is an answer, not a failure.
+  const bool has_device = print_device(*registries.front());
+  for (auto& registry : registries) info_catalog(*registry, has_device);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string_view command = argc == 2 ? argv[1] : "";
+  try {
+    if (command == "list") return list();
+    if (command == "info") return info();
+  } catch (const kiln::Error& e) {
+    std::cerr << e.what() << '\n';
+    return 1;
+  }
+  if (command == "--help" || command == "-h") {
+    std::cout << usage;
+    return 0;
+  }
+  std::cerr << usage;
+  return 2;
+}
