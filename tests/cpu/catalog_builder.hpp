@@ -1,0 +1,65 @@
+// tests/cpu/catalog_builder.hpp — builds small in-memory catalogs for tests, laid out as the generator lays them out.
+#pragma once
+
+#include <kiln/catalog.hpp>
+
+#include <algorithm>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::test {
+
+// Owns the tables a Catalog points into; keep the builder alive while the catalog is used.
+class CatalogBuilder {
+ public:
+  struct Binary {
+    unsigned arch;
+    BinaryKind kind;
+  };
+
+  // Adds a unit with binaries given cubins-first by ascending arch, as the generator emits them. Returns its index.
+  std::uint32_t unit(std::string_view name, std::initializer_list<Binary> binaries) {
+    const auto first = static_cast<std::uint32_t>(binaries_.size());
+    for (const Binary& b : binaries) {
+      // Selection never reads the bytes: each binary gets one placeholder byte.
+      binaries_.push_back({b.arch, b.kind, static_cast<std::uint32_t>(binaries_.size()), 1});
+    }
+    units_.push_back({add(name), add("-O3"), first, static_cast<std::uint32_t>(binaries.size())});
+    return static_cast<std::uint32_t>(units_.size() - 1);
+  }
+
+  void kernel(std::string_view name, std::uint32_t unit) {
+    const std::string expression = "ns::" + std::string(name);
+    const std::string lowered = "_Z" + std::to_string(name.size()) + std::string(name) + "v";
+    kernels_.push_back({add(name), add(expression), add(lowered), unit});
+  }
+
+  Catalog build(std::string_view name) {
+    std::sort(kernels_.begin(), kernels_.end(), [this](const KernelEntry& a, const KernelEntry& b) {
+      return str(a.name) < str(b.name);
+    });
+    blobs_.assign(binaries_.size(), 0);
+    return Catalog{name, units_, kernels_, binaries_, strings_.data(), blobs_.data(), blobs_.size()};
+  }
+
+ private:
+  StrRef add(std::string_view s) {
+    const StrRef ref{static_cast<std::uint32_t>(strings_.size()), static_cast<std::uint32_t>(s.size())};
+    strings_ += s;
+    return ref;
+  }
+  std::string_view str(StrRef r) const { return std::string_view(strings_).substr(r.offset, r.size); }
+
+  std::string strings_;
+  std::vector<UnitEntry> units_;
+  std::vector<KernelEntry> kernels_;
+  std::vector<BinaryEntry> binaries_;
+  std::vector<unsigned char> blobs_;
+};
+
+constexpr CatalogBuilder::Binary sm(unsigned arch) { return {arch, BinaryKind::cubin}; }
+constexpr CatalogBuilder::Binary compute(unsigned arch) { return {arch, BinaryKind::ptx}; }
+
+}  // namespace kiln::test

@@ -1,0 +1,69 @@
+// tests/cpu/test_registry_nogpu.cpp — what the registry does without touching a GPU: construction, unknown names, names.
+#include <kiln/kiln.hpp>
+
+#include <doctest/doctest.h>
+
+#include "catalog_builder.hpp"
+
+using kiln::test::CatalogBuilder;
+using kiln::test::sm;
+
+namespace {
+
+kiln::Errc code_of(auto&& call) {
+  try {
+    call();
+  } catch (const kiln::Error& e) {
+    return e.code();
+  }
+  FAIL("no kiln::Error thrown");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("a Registry is constructed without CUDA, and unknown names throw unknown_kernel") {
+  CatalogBuilder builder;
+  builder.kernel("scale_f32", builder.unit("scale", {sm(90)}));
+  const kiln::Catalog catalog = builder.build("examples");
+  kiln::Registry registry(catalog);
+  CHECK(&registry.catalog() == &catalog);
+  CHECK(registry.stats().unit_loads == 0);
+  CHECK(registry.stats().kernel_loads == 0);
+
+  CHECK(code_of([&] { registry.plan("scal_f32"); }) == kiln::Errc::unknown_kernel);
+  CHECK(code_of([&] { registry.get("scal_f32"); }) == kiln::Errc::unknown_kernel);
+  CHECK_THROWS_WITH_AS(registry.get("scal_f32"),
+                       "kiln: no kernel 'scal_f32' in registry 'examples'; closest: scale_f32", kiln::Error);
+}
+
+TEST_CASE("without a driver, plan says why and get throws no_driver, every time") {
+  if (kiln::driver_available()) {
+    MESSAGE("a CUDA driver is present: the no-driver behaviour cannot be checked here");
+    return;
+  }
+  CatalogBuilder builder;
+  builder.kernel("scale_f32", builder.unit("scale", {sm(90)}));
+  const kiln::Catalog catalog = builder.build("examples");
+  kiln::Registry registry(catalog);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    CAPTURE(attempt);
+    const kiln::Plan plan = registry.plan("scale_f32");
+    CHECK_FALSE(plan.available);
+    CHECK(plan.reason.find("kiln: no ") == 0);
+    const kiln::Errc code = code_of([&] { registry.get("scale_f32"); });
+    CHECK((code == kiln::Errc::no_driver || code == kiln::Errc::no_device));
+    CHECK(code_of([&] { registry.device(); }) == code);
+  }
+  CHECK(registry.stats().kernel_loads == 0);
+}
+
+TEST_CASE("to_string names every error code and tier") {
+  CHECK(kiln::to_string(kiln::Errc::unknown_kernel) == "unknown_kernel");
+  CHECK(kiln::to_string(kiln::Errc::no_driver) == "no_driver");
+  CHECK(kiln::to_string(kiln::Errc::no_device) == "no_device");
+  CHECK(kiln::to_string(kiln::Errc::no_binary) == "no_binary");
+  CHECK(kiln::to_string(kiln::Errc::driver) == "driver");
+  CHECK(kiln::to_string(kiln::Tier::memory) == "memory");
+  CHECK(kiln::to_string(kiln::Tier::embedded) == "embedded");
+}

@@ -1,0 +1,198 @@
+// tests/gpu/test_examples.cpp — each example kernel from the embedded tier: launched on real data, checked
+// against the CPU, with its provenance; then the in-memory tier, lazy loading and concurrent first calls.
+#include <doctest/doctest.h>
+
+#include <kiln/kiln.hpp>
+
+#include "device_buffer.hpp"
+#include "examples_catalog.hpp"
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <latch>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+using kiln::test::DeviceBuffer;
+
+namespace {
+
+// Runs with the registry's device context current, as a user's launch code would.
+struct ContextScope {
+  explicit ContextScope(kiln::Registry& r) { kiln::check(kiln::driver().cuCtxPushCurrent(r.context()), "push"); }
+  ~ContextScope() {
+    CUcontext ignored;
+    kiln::driver().cuCtxPopCurrent(&ignored);
+  }
+};
+
+template <typename T>
+std::vector<T> random_values(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(-100.0, 100.0);
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(dist(rng));
+  return v;
+}
+
+void check_embedded_provenance(kiln::Registry& registry, const kiln::Kernel& k) {
+  CHECK(k.provenance.tier == kiln::Tier::embedded);
+  CHECK(k.provenance.source == kiln::Tier::embedded);
+  CHECK(k.provenance.arch == registry.device().arch);  // every default arch is embedded: an exact match
+  CHECK_FALSE(k.provenance.ptx);
+  CHECK(k.provenance.load_ms > 0.0);
+  CHECK(k.function != nullptr);
+  CHECK(k.kernel != nullptr);
+}
+
+}  // namespace
+
+TEST_CASE("vector_add (extern \"C\"): embedded, launched, checked; then served from memory") {
+  kiln::Registry registry(kiln::examples::catalog());
+  const kiln::Kernel k = registry.get("vector_add");
+  check_embedded_provenance(registry, k);
+  CHECK(k.lowered_name == "vector_add");
+
+  ContextScope scope(registry);
+  int n = 100'003;
+  auto a = random_values<float>(n, 1), b = random_values<float>(n, 2);
+  DeviceBuffer<float> da(a), db(b), dc(n);
+  kiln::launch(k, {static_cast<unsigned>((n + 255) / 256)}, {256}, 0, nullptr, da.ptr(), db.ptr(), dc.ptr(), n);
+  auto c = dc.to_host();
+  int wrong = 0;
+  for (int i = 0; i < n; ++i) wrong += c[i] != a[i] + b[i];
+  CHECK(wrong == 0);
+
+  const kiln::Kernel again = registry.get("vector_add");
+  CHECK(again.provenance.tier == kiln::Tier::memory);
+  CHECK(again.provenance.source == kiln::Tier::embedded);
+  CHECK(again.function == k.function);
+  CHECK(again.provenance.load_ms == k.provenance.load_ms);
+  CHECK(registry.stats().unit_loads == 1);
+}
+
+TEST_CASE_TEMPLATE("scale<T> (two instantiations of one template)", T, float, double) {
+  kiln::Registry registry(kiln::examples::catalog());
+  const char* name = std::is_same_v<T, float> ? "scale_f32" : "scale_f64";
+  const kiln::Kernel k = registry.get(name);
+  check_embedded_provenance(registry, k);
+  CHECK(k.lowered_name.starts_with("_ZN13kiln_examples5scaleI"));
+
+  ContextScope scope(registry);
+  int n = 1 << 20;
+  auto x = random_values<T>(n, 3);
+  DeviceBuffer<T> dx(x), dy(n);
+  T alpha = T(2.5);
+  kiln::launch(k, {120}, {256}, 0, nullptr, dx.ptr(), dy.ptr(), alpha, n);
+  auto y = dy.to_host();
+  int wrong = 0;
+  for (int i = 0; i < n; ++i) wrong += std::fabs(y[i] - alpha * x[i]) > std::fabs(alpha * x[i]) * T(1e-6);
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("block_sum_f32 (CUB BlockReduce, from a template family) sums correctly") {
+  kiln::Registry registry(kiln::examples::catalog());
+  const kiln::Kernel k = registry.get("block_sum_f32");
+  check_embedded_provenance(registry, k);
+
+  ContextScope scope(registry);
+  const int n = 1'000'003, blocks = 64;
+  std::vector<float> in(n);
+  std::mt19937 rng(4);
+  for (auto& v : in) v = static_cast<float>(rng() % 7) - 3.0f;  // small integers: the float sum is exact
+  DeviceBuffer<float> din(in), dpartial(blocks);
+  kiln::launch(k, {blocks}, {256}, 0, nullptr, din.ptr(), dpartial.ptr(), n);
+  auto partial = dpartial.to_host();
+  double gpu = std::accumulate(partial.begin(), partial.end(), 0.0);
+  double cpu = std::accumulate(in.begin(), in.end(), 0.0);
+  CHECK(gpu == cpu);
+}
+
+TEST_CASE("loading is lazy: only the unit asked for is loaded") {
+  kiln::Registry registry(kiln::examples::catalog());
+  CHECK(registry.stats().unit_loads == 0);
+  registry.get("scale_f32");
+  CHECK(registry.stats().unit_loads == 1);
+  CHECK(registry.stats().kernel_loads == 1);
+  registry.get("scale_f64");  // same unit: its library is reused
+  CHECK(registry.stats().unit_loads == 1);
+  CHECK(registry.stats().kernel_loads == 2);
+}
+
+TEST_CASE("32 threads asking for one kernel at once load it once and get the same handle") {
+  kiln::Registry registry(kiln::examples::catalog());
+  registry.context();  // device set up first, so the race is on the kernel, not on cuInit
+  constexpr int threads = 32;
+  std::latch start(threads);
+  std::vector<kiln::Kernel> got(threads);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      start.arrive_and_wait();
+      got[t] = registry.get("block_sum_f32");
+    });
+  for (auto& th : pool) th.join();
+  CHECK(registry.stats().unit_loads == 1);
+  CHECK(registry.stats().kernel_loads == 1);
+  int loaded_here = 0;
+  for (const auto& k : got) {
+    CHECK(k.function == got[0].function);
+    loaded_here += k.provenance.tier == kiln::Tier::embedded;
+  }
+  CHECK(loaded_here == 1);  // exactly one caller did the load; the other 31 were served from memory
+}
+
+TEST_CASE("two kernels of one unit, raced by 32 threads: one library load, two kernel loads") {
+  kiln::Registry registry(kiln::examples::catalog());
+  registry.context();
+  constexpr int threads = 32;
+  std::latch start(threads);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      start.arrive_and_wait();
+      registry.get(t % 2 ? "scale_f32" : "scale_f64");
+    });
+  for (auto& th : pool) th.join();
+  CHECK(registry.stats().unit_loads == 1);
+  CHECK(registry.stats().kernel_loads == 2);
+}
+
+TEST_CASE("a device with no matching binary gets a no_binary error that lists what is embedded") {
+  // The examples catalog cut down to the binaries of other major versions (and PTX, which is not
+  // allowed): nothing left runs on this device without the driver compiling PTX.
+  kiln::Registry probe(kiln::examples::catalog());
+  const unsigned arch = probe.device().arch;
+  const kiln::Catalog& full = kiln::examples::catalog();
+  std::vector<kiln::BinaryEntry> binaries;
+  std::vector<kiln::UnitEntry> units(full.units.begin(), full.units.end());
+  for (auto& u : units) {
+    const auto first = static_cast<std::uint32_t>(binaries.size());
+    for (const auto& b : full.binaries_of(u))
+      if (b.arch / 10 != arch / 10 || b.kind == kiln::BinaryKind::ptx) binaries.push_back(b);
+    u.first_binary = first;
+    u.binary_count = static_cast<std::uint32_t>(binaries.size()) - first;
+  }
+  kiln::Catalog cut = full;
+  cut.units = units;
+  cut.binaries = binaries;
+  kiln::Registry registry(cut);
+  const kiln::UnitEntry& unit = cut.units[cut.find("vector_add")->unit];
+  try {
+    registry.get("vector_add");
+    FAIL("expected kiln::Error");
+  } catch (const kiln::Error& e) {
+    CHECK(e.code() == kiln::Errc::no_binary);
+    const std::string what = e.what();
+    CHECK(what.find("vector_add") != std::string::npos);
+    CHECK(what.find("sm_" + std::to_string(arch)) != std::string::npos);
+    for (const auto& b : cut.binaries_of(unit)) CHECK(what.find(kiln::binary_label(b)) != std::string::npos);
+    CHECK(what.find("-Darchs") != std::string::npos);
+  }
+  CHECK(registry.stats().unit_loads == 0);
+  CHECK_FALSE(registry.plan("vector_add").available);
+}
