@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what a Debian 12 machine with the CUDA toolkit lacks for kiln (only what is missing),
+# then configures (once) and builds kiln in ./build. Later runs rebuild only what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v meson >/dev/null || missing+=(meson)
+command -v ninja >/dev/null || missing+=(ninja-build)
+command -v c++ >/dev/null || missing+=(g++)
+command -v pkg-config >/dev/null || missing+=(pkg-config)
+python3 -c 'import jinja2' 2>/dev/null || missing+=(python3-jinja2)
+[ -f /usr/include/doctest/doctest.h ] || [ -f /usr/local/include/doctest/doctest.h ] || missing+=(doctest-dev)
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "kiln setup: installing ${missing[*]}"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "kiln setup: run as root, or install: ${missing[*]}" >&2; exit 1; }
+    sudo=sudo
+  fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+[ -x "${KILN_TOOLKIT:-/usr/local/cuda}/bin/nvcc" ] || {
+  echo "kiln setup: no CUDA toolkit at ${KILN_TOOLKIT:-/usr/local/cuda}: install CUDA 13 or set KILN_TOOLKIT" >&2
+  exit 1
+}
+
+[ -f build/build.ninja ] || meson setup build -Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}"
+meson compile -C build
