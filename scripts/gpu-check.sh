@@ -6,9 +6,9 @@ cd "$(dirname "$0")/.."
 out="${OUT:-gpu-check-out}"
 mkdir -p "$out"
 rm -rf build
-start=$(date +%s.%N)
+start=$(date +%s%N)
 scripts/setup.sh > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
-echo "full build: $(echo "$(date +%s.%N) - $start" | bc) s"
+echo "full build: $(( ($(date +%s%N) - start) / 1000000 )) ms"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 meson test -C build --print-errorlogs 2>&1 | tee "$out/test.log" | tail -12
 for suite in cpu gpu; do
