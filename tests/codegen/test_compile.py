@@ -1,0 +1,61 @@
+"""The build's `compile` step: nvcc per target, with a depfile; a failed compile names the unit and
+carries nvcc's full output. Needs the toolkit's nvcc: the build passes KILN_TOOLKIT."""
+
+import io
+import json
+import os
+import sys
+import tempfile
+import unittest
+from contextlib import redirect_stderr
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "codegen"))
+import cubin  # noqa: E402
+import kiln_gen  # noqa: E402
+import spec as specmod  # noqa: E402
+
+NVCC = str(Path(os.environ.get("KILN_TOOLKIT", "/usr/local/cuda")) / "bin" / "nvcc")
+
+
+class Compile(unittest.TestCase):
+    def compile(self, root: Path, source: str, target: str):
+        (root / "k.cu").write_text(source)
+        (root / "t.toml").write_text('[registry]\nname = "t"\n\n[[unit]]\nname = "k"\nsource = "k.cu"\nkernels = ["k"]\n')
+        spec = specmod.load(root / "t.toml", (80,), True)
+        unit = spec.units[0]
+        (root / "t.k.json").write_text(json.dumps(kiln_gen.unit_description(spec, unit)))
+        (root / "t.k.cu").write_text(kiln_gen.render_unit(spec, unit))
+        out = root / kiln_gen.binary_name("t", "k", target)
+        err = io.StringIO()
+        with redirect_stderr(err):
+            code = kiln_gen.main(["compile", "--unit-json", str(root / "t.k.json"), "--target", target,
+                                  "--nvcc", NVCC, "--input", str(root / "t.k.cu"), "--output", str(out),
+                                  "--depfile", str(root / "k.d")])
+        return code, err.getvalue(), out
+
+    def test_cubin_and_ptx(self):
+        with tempfile.TemporaryDirectory() as d:
+            source = 'extern "C" __global__ void k(int* x) { *x = 1; }\n'
+            code, err, out = self.compile(Path(d), source, "sm_80")
+            self.assertEqual(code, 0, err)
+            self.assertEqual(cubin.cubin_arch(out.read_bytes()), 80)
+            self.assertEqual(cubin.cubin_kernels(out.read_bytes()), {"k"})
+            self.assertIn("k.cu", (Path(d) / "k.d").read_text())  # ninja learns the source's dependencies
+            code, err, out = self.compile(Path(d), source, "compute_80")
+            self.assertEqual(code, 0, err)
+            self.assertEqual(cubin.ptx_arch(out.read_text()), 80)
+            self.assertEqual(cubin.ptx_kernels(out.read_text()), {"k"})
+
+    def test_failed_compile_carries_the_log(self):
+        with tempfile.TemporaryDirectory() as d:
+            code, err, _ = self.compile(Path(d), 'extern "C" __global__ void k(int* x) { *x = undeclared; }\n', "sm_80")
+        self.assertEqual(code, 1)
+        self.assertIn("t.toml:4: unit #1 'k': nvcc failed for sm_80", err)
+        self.assertIn('identifier "undeclared" is undefined', err)
+        self.assertIn("k.cu", err)  # nvcc's message points at the original file, through #line
+
+
+if __name__ == "__main__":
+    unittest.main()
