@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -124,7 +125,58 @@ def cmd_compile(args) -> int:
                        f"command: {' '.join(cmd)}\n{result.stdout}")
     if result.stdout.strip():
         sys.stderr.write(result.stdout)
+    headers = resolve_depfile(Path(args.depfile), Path(args.output), desc["include_dirs"])
+    headers = [h for h in headers if Path(h).resolve() != Path(args.input).resolve()]
+    digest = unit_digest(desc, Path(args.input).read_bytes(), headers)
+    render.write_if_different(Path(args.headers), json.dumps({"digest": digest, "headers": headers}, indent=1) + "\n")
     return 0
+
+
+def depfile_inputs(path: Path) -> list[str]:
+    """The prerequisites of a Make-style depfile (nvcc -MD), in order."""
+    text = path.read_text(encoding="utf-8").replace("\\\n", " ")
+    _, _, deps = text.partition(": ")
+    out, cur, escaped = [], "", False
+    for ch in deps:
+        if escaped:
+            cur, escaped = cur + ch, False
+        elif ch == "\\":
+            escaped = True
+        elif ch.isspace():
+            if cur:
+                out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur:
+        out.append(cur)
+    return out
+
+
+def resolve_depfile(path: Path, target: Path, include_dirs: list[str]) -> list[str]:
+    """The depfile's prerequisites as existing paths, and the depfile rewritten with them. nvcc also
+    lists the name a `#line` directive gives (the hand-written source, relative to its own directory):
+    left as it is, ninja would look for it in the build directory and rebuild forever."""
+    resolved = []
+    for dep in depfile_inputs(path):
+        candidates = [Path(dep)] + ([Path(d) / dep for d in include_dirs] if not Path(dep).is_absolute() else [])
+        found = next((c for c in candidates if c.is_file()), None)
+        if found is not None:
+            resolved.append(str(found))
+    render.write_depfile(path, target, resolved)
+    return resolved
+
+
+def unit_digest(desc: dict, source: bytes, headers: list[str]) -> str:
+    """SHA-256 over what decides a unit's binaries: its translation unit, the contents of every header it
+    includes (not their paths, so the digest does not depend on where the toolkit is installed), its name
+    expressions and options. The disk cache's key is built on it."""
+    h = hashlib.sha256(b"kiln unit digest 1\0")
+    h.update(hashlib.sha256(source).digest())
+    for content_hash in sorted(hashlib.sha256(Path(p).read_bytes()).digest() for p in headers):
+        h.update(content_hash)
+    h.update(json.dumps([desc["kernels"], desc["options"]], sort_keys=True).encode())
+    return h.hexdigest()
 
 
 def cmd_lower(args) -> int:
@@ -175,7 +227,7 @@ class StringTable:
         return out
 
 
-def catalog_model(spec: specmod.Spec, directory: Path) -> dict:
+def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str) -> dict:
     """Everything the catalog templates need, with each binary checked against its unit:
     the ELF names the expected architecture and every lowered name is a kernel in it."""
     strings = StringTable()
@@ -209,8 +261,10 @@ def catalog_model(spec: specmod.Spec, directory: Path) -> dict:
                 "sha256": hashlib.sha256(data).hexdigest(),
             })
             offset += len(data) + pad
+        digest = read_json(directory / (binary_name(spec.name, unit.name, desc["targets"][0]) + ".headers.json"))
         units.append({"name": strings.add(unit.name), "options": strings.add("\n".join(desc["options"])),
-                      "first_binary": first, "binary_count": len(binaries) - first, "label": unit.name})
+                      "first_binary": first, "binary_count": len(binaries) - first, "label": unit.name,
+                      "digest": strings.add(digest["digest"])})
         for k in desc["kernels"]:
             kernels.append({"key": k["name"], "name": strings.add(k["name"]),
                             "expression": strings.add(k["expression"]),
@@ -220,7 +274,17 @@ def catalog_model(spec: specmod.Spec, directory: Path) -> dict:
         raise GenError(f"{spec.path}: embedded binaries total {offset} bytes; kiln's table holds at most 4 GiB")
     kernels.sort(key=lambda k: k["key"].encode())
     return {"units": units, "kernels": kernels, "binaries": binaries, "blobs_size": offset,
-            "string_chunks": strings.chunks()}
+            "string_chunks": strings.chunks(), "cccl_version": cccl_version}
+
+
+def cccl_version(toolkit: Path) -> str:
+    """The toolkit's CCCL version, e.g. "3.0.1" (CCCL_VERSION = major * 1000000 + minor * 1000 + patch)."""
+    header = toolkit / "include" / "cccl" / "cuda" / "std" / "__cccl" / "version.h"
+    m = re.search(r"#\s*define\s+CCCL_VERSION\s+([0-9]+)", header.read_text(encoding="utf-8"))
+    if not m:
+        raise GenError(f"{header}: no CCCL_VERSION; is {toolkit} a CUDA 13 toolkit?")
+    v = int(m.group(1))
+    return f"{v // 1000000}.{v // 1000 % 1000}.{v % 1000}"
 
 
 def emit_catalog(spec: specmod.Spec, model: dict, header_name: str, asm_name: str) -> dict[str, str]:
@@ -234,7 +298,8 @@ def emit_catalog(spec: specmod.Spec, model: dict, header_name: str, asm_name: st
 
 def cmd_catalog(args) -> int:
     spec = load_spec(args)
-    texts = emit_catalog(spec, catalog_model(spec, Path(args.dir)), Path(args.hpp).name, Path(args.asm).name)
+    model = catalog_model(spec, Path(args.dir), cccl_version(Path(args.toolkit)))
+    texts = emit_catalog(spec, model, Path(args.hpp).name, Path(args.asm).name)
     for kind in ("hpp", "cpp", "asm"):
         render.write_if_different(Path(getattr(args, kind)), texts[kind])
     return 0
@@ -259,13 +324,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--outdir", required=True)
     s.add_argument("--depfile", required=True)
     c = sub.add_parser("compile", help="nvcc a unit for one target")
-    for a in ("--unit-json", "--target", "--nvcc", "--input", "--output", "--depfile"):
+    for a in ("--unit-json", "--target", "--nvcc", "--input", "--output", "--depfile", "--headers"):
         c.add_argument(a, required=True)
     lo = sub.add_parser("lower", help="mangled names of a unit's kernels, from NVRTC")
     for a in ("--unit-json", "--input", "--nvrtc", "--cuda-root", "--output"):
         lo.add_argument(a, required=True)
     ca = with_spec(sub.add_parser("catalog", help="emit the registration table and blob assembly"))
-    for a in ("--dir", "--cpp", "--hpp", "--asm"):
+    for a in ("--dir", "--toolkit", "--cpp", "--hpp", "--asm"):
         ca.add_argument(a, required=True)
     return p
 

@@ -32,7 +32,7 @@ class Compile(unittest.TestCase):
         with redirect_stderr(err):
             code = kiln_gen.main(["compile", "--unit-json", str(root / "t.k.json"), "--target", target,
                                   "--nvcc", NVCC, "--input", str(root / "t.k.cu"), "--output", str(out),
-                                  "--depfile", str(root / "k.d")])
+                                  "--headers", str(out) + ".headers.json", "--depfile", str(root / "k.d")])
         return code, err.getvalue(), out
 
     def test_cubin_and_ptx(self):
@@ -42,11 +42,22 @@ class Compile(unittest.TestCase):
             self.assertEqual(code, 0, err)
             self.assertEqual(cubin.cubin_arch(out.read_bytes()), 80)
             self.assertEqual(cubin.cubin_kernels(out.read_bytes()), {"k"})
-            self.assertIn("k.cu", (Path(d) / "k.d").read_text())  # ninja learns the source's dependencies
+            # ninja learns the source's dependencies: every one an existing file, the #line'd source too.
+            deps = kiln_gen.depfile_inputs(Path(d) / "k.d")
+            self.assertIn(str(Path(d) / "k.cu"), deps)
+            self.assertTrue(all(Path(p).is_absolute() and Path(p).is_file() for p in deps), deps)
+            listed = json.loads(Path(str(out) + ".headers.json").read_text())
+            self.assertRegex(listed["digest"], "^[0-9a-f]{64}$")
+            self.assertTrue(any(h.endswith("cuda_runtime.h") for h in listed["headers"]))
+            first_digest = listed["digest"]
             code, err, out = self.compile(Path(d), source, "compute_80")
             self.assertEqual(code, 0, err)
             self.assertEqual(cubin.ptx_arch(out.read_text()), 80)
             self.assertEqual(cubin.ptx_kernels(out.read_text()), {"k"})
+            # The digest is the unit's, whatever the target.
+            self.assertEqual(json.loads(Path(str(out) + ".headers.json").read_text())["digest"], first_digest)
+            code, err, out = self.compile(Path(d), source.replace("= 1", "= 2"), "sm_80")
+            self.assertNotEqual(json.loads(Path(str(out) + ".headers.json").read_text())["digest"], first_digest)
 
     def test_failed_compile_carries_the_log(self):
         with tempfile.TemporaryDirectory() as d:

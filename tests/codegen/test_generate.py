@@ -45,6 +45,9 @@ def fill_build_dir(directory: Path, spec, corrupt=None):
             if corrupt:
                 data = corrupt(unit.name, target, data)
             (directory / kiln_gen.binary_name(spec.name, unit.name, target)).write_bytes(data)
+            headers = {"digest": f"{unit.name}-digest", "headers": []}
+            (directory / (kiln_gen.binary_name(spec.name, unit.name, target) + ".headers.json")).write_text(
+                json.dumps(headers))
 
 
 class Golden(unittest.TestCase):
@@ -63,7 +66,7 @@ class Golden(unittest.TestCase):
         spec = load()
         with tempfile.TemporaryDirectory() as d:
             fill_build_dir(Path(d), spec)
-            texts = kiln_gen.emit_catalog(spec, kiln_gen.catalog_model(spec, Path(d)), "mini_catalog.hpp", "mini_blobs.S")
+            texts = kiln_gen.emit_catalog(spec, kiln_gen.catalog_model(spec, Path(d), "3.0.1"), "mini_catalog.hpp", "mini_blobs.S")
         self.check_golden("mini_catalog.hpp", texts["hpp"])
         self.check_golden("mini_catalog.cpp", texts["cpp"])
         # The .S names binaries by absolute path: compare it with the directory taken out.
@@ -77,7 +80,7 @@ class Determinism(unittest.TestCase):
             spec = load()
             with tempfile.TemporaryDirectory() as d:
                 fill_build_dir(Path(d), spec)
-                texts = kiln_gen.emit_catalog(spec, kiln_gen.catalog_model(spec, Path(d)), "h.hpp", "b.S")
+                texts = kiln_gen.emit_catalog(spec, kiln_gen.catalog_model(spec, Path(d), "3.0.1"), "h.hpp", "b.S")
                 texts["asm"] = texts["asm"].replace(str(Path(d).resolve()), "BUILD")
             runs.append((texts, [kiln_gen.render_unit(spec, u) for u in spec.units]))
         self.assertEqual(runs[0], runs[1])
@@ -86,7 +89,7 @@ class Determinism(unittest.TestCase):
         spec = load()
         with tempfile.TemporaryDirectory() as d:
             fill_build_dir(Path(d), spec)
-            model = kiln_gen.catalog_model(spec, Path(d))
+            model = kiln_gen.catalog_model(spec, Path(d), "3.0.1")
         keys = [k["key"] for k in model["kernels"]]
         self.assertEqual(keys, sorted(keys))
         for b in model["binaries"]:
@@ -120,7 +123,7 @@ class BinaryChecks(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             fill_build_dir(Path(d), spec, corrupt)
             with self.assertRaises(kiln_gen.GenError) as ctx:
-                kiln_gen.catalog_model(spec, Path(d))
+                kiln_gen.catalog_model(spec, Path(d), "3.0.1")
         return str(ctx.exception)
 
     def test_wrong_arch(self):

@@ -32,6 +32,9 @@ struct UnitEntry {
   StrRef options;  // compile options, one per line, as given to both nvcc and NVRTC
   std::uint32_t first_binary;
   std::uint32_t binary_count;
+  // SHA-256 (hex) of the translation unit, the contents of every header it includes, its name
+  // expressions and options, taken at build time: the disk cache keys compiled binaries on it.
+  StrRef digest;
 };
 
 // A kernel the registry hands out. Entries are sorted by name so lookup is a binary search.
@@ -50,6 +53,7 @@ struct Catalog {
   const char* strings;
   const unsigned char* blobs;
   std::size_t blobs_size;
+  std::string_view cccl_version;  // of the toolkit the units were built with, e.g. "3.0.1"
 
   std::string_view str(StrRef r) const noexcept { return {strings + r.offset, r.size}; }
   std::span<const unsigned char> bytes(const BinaryEntry& b) const noexcept { return {blobs + b.offset, b.size}; }

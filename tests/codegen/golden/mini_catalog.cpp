@@ -9,19 +9,19 @@ namespace mini::kernels {
 namespace {
 
 constexpr char strings[] =
-    "fill-std=c++17\n-DCUB_DISABLE_NAMESPACE_MAGIC\n-DCUB_IGNORE_NAMESPACE_MAGIC_ERRORaxpy_f32-std=c+"
-    "+17\n-DMINI_UNROLL=4\n-DCUB_DISABLE_NAMESPACE_MAGIC\n-DCUB_IGNORE_NAMESPACE_MAGIC_ERRORmini::axp"
-    "y<float>_ZN4mini4axpyIfEEvT_PKS1_PS1_i"
+    "fill-std=c++17\n-DCUB_DISABLE_NAMESPACE_MAGIC\n-DCUB_IGNORE_NAMESPACE_MAGIC_ERRORfill-digestaxpy"
+    "_f32-std=c++17\n-DMINI_UNROLL=4\n-DCUB_DISABLE_NAMESPACE_MAGIC\n-DCUB_IGNORE_NAMESPACE_MAGIC_ERR"
+    "ORaxpy_f32-digestmini::axpy<float>_ZN4mini4axpyIfEEvT_PKS1_PS1_i"
     ;
 
 constexpr kiln::UnitEntry units[] = {
-    {{0, 4}, {4, 75}, 0, 3},  // fill
-    {{79, 8}, {87, 91}, 3, 3},  // axpy_f32
+    {{0, 4}, {4, 75}, 0, 3, {79, 11}},  // fill
+    {{90, 8}, {98, 91}, 3, 3, {189, 15}},  // axpy_f32
 };
 
 // Sorted by name: Catalog::find is a binary search.
 constexpr kiln::KernelEntry kernels[] = {
-    {{79, 8}, {178, 17}, {195, 30}, 1},  // axpy_f32 = mini::axpy<float>
+    {{90, 8}, {204, 17}, {221, 30}, 1},  // axpy_f32 = mini::axpy<float>
     {{0, 4}, {0, 4}, {0, 4}, 0},  // fill = fill
 };
 
@@ -35,7 +35,7 @@ constexpr kiln::BinaryEntry binaries[] = {
 };
 
 constinit const kiln::Catalog the_catalog{
-    "mini", units, kernels, binaries, strings, kiln_blobs_mini, 1664,
+    "mini", units, kernels, binaries, strings, kiln_blobs_mini, 1664, "3.0.1",
 };
 
 }  // namespace
