@@ -1,0 +1,137 @@
+// kiln/cache.hpp — tier 3: a zstd-compressed, crash-safe, content-addressed cache of compiled kernels on disk.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+// !!! The on-disk entry format version. Bump it on ANY change to the entry layout: header, key text,
+// !!! payload fields or their order. tests/cpu/golden/ holds an entry per version and fails otherwise.
+inline constexpr std::uint32_t kCacheFormatVersion = 1;
+
+// Everything that changes a cached binary, in readable form. The key is SHA-256 over text().
+struct CacheKeyFields {
+  std::string registry;       // catalog name
+  std::string unit;           // unit name
+  std::string source_digest;  // SHA-256 (hex), computed at build time, of the unit's translation unit,
+                              // every header it includes, its name expressions and its options
+  unsigned arch = 0;          // SM number the binary is for (90 = sm_90)
+  std::string nvrtc;          // compiler versions, "13.0"
+  std::string nvjitlink;
+  std::string cccl;           // "3.0.1"
+
+  // "format=1\nregistry=...\nunit=...\nsource=...\narch=sm_90\nnvrtc=...\nnvjitlink=...\ncccl=...\n";
+  // in values, control bytes are written \xHH and a backslash \\, so no value can forge another line.
+  std::string text() const;
+};
+
+struct CacheKey {
+  std::string hex;   // 64 hex characters; names the entry file
+  std::string text;  // the readable key, stored in the entry and compared on load
+  unsigned arch = 0;
+
+  static CacheKey from(const CacheKeyFields& fields);
+};
+
+struct CachedKernel {
+  std::string name;     // registry name
+  std::string lowered;  // mangled symbol in the cubin
+};
+
+struct CacheEntry {
+  unsigned arch = 0;
+  std::vector<CachedKernel> kernels;
+  std::string options;   // compile options, one per line
+  std::string compiler;  // what built it, e.g. "nvrtc 13.0 + nvjitlink 13.0"
+  std::string cubin;     // the device binary (ELF)
+};
+
+struct CacheConfig {
+  std::filesystem::path dir;
+  bool enabled = true;
+  std::uint64_t max_bytes = std::uint64_t{1} << 30;
+
+  // KILN_CACHE=off disables; the directory is $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
+  // ~/.cache/kiln; KILN_CACHE_MAX_BYTES sets the cap (default 1 GiB).
+  static CacheConfig from_environment();
+};
+
+struct CacheStats {
+  std::uint64_t entries = 0;  // on disk now
+  std::uint64_t bytes = 0;
+  // this process, this cache object:
+  std::uint64_t hits = 0;
+  std::uint64_t misses = 0;
+  std::uint64_t corrupt = 0;  // entries found bad, deleted and counted as misses
+  std::uint64_t stores = 0;
+  std::uint64_t store_failures = 0;
+  std::uint64_t evictions = 0;
+};
+
+struct VerifyReport {
+  std::uint64_t checked = 0;
+  std::uint64_t removed = 0;
+  std::vector<std::string> problems;  // "<file>: <what was wrong>", one per removed file
+};
+
+struct PruneReport {
+  std::uint64_t removed = 0;  // entries evicted, least recently used first
+  std::uint64_t bytes_before = 0;
+  std::uint64_t bytes_after = 0;
+  std::uint64_t stray_removed = 0;  // temp files of dead writers, stale lock files
+};
+
+// One cache directory. Thread-safe; any number of processes may share the directory.
+// I/O problems never throw: a read problem is a miss, a write problem is one warning and `false`.
+class DiskCache {
+ public:
+  explicit DiskCache(CacheConfig config);
+  ~DiskCache();
+  DiskCache(const DiskCache&) = delete;
+  DiskCache& operator=(const DiskCache&) = delete;
+
+  // Enabled, and the directory exists (created 0700) and is private to this user.
+  bool usable() const noexcept;
+  // Why not usable (empty when usable): disabled by KILN_CACHE=off, or refused because others can write it, ...
+  const std::string& unusable_reason() const noexcept;
+  const CacheConfig& config() const noexcept;
+
+  // Whether an entry file exists for the key: one stat, nothing read.
+  bool contains(const CacheKey& key) const;
+  // The entry, fully validated (header, key text, zstd checksum, payload, the cubin's ELF header and
+  // kernel symbols) before anything reaches the driver. A bad entry is counted, deleted, and a miss.
+  // A hit marks the entry most recently used.
+  std::optional<CacheEntry> load(const CacheKey& key);
+  // Publishes atomically (unique temp file in the directory, then rename), then prunes to the cap.
+  bool store(const CacheKey& key, const CacheEntry& entry);
+  // The cached entry, or build() under a per-key file lock with a re-check after locking, so that
+  // threads and processes missing one key at once build it once. A lock held by a process that died
+  // is released by the kernel. Exceptions from build() propagate; nothing is stored then.
+  CacheEntry get_or_build(const CacheKey& key, const std::function<CacheEntry()>& build);
+
+  CacheStats stats() const;
+  std::uint64_t clear();  // removes every entry, temp and lock file; returns how many entries
+  VerifyReport verify();  // loads every entry, removes bad ones and stray files
+  PruneReport prune(std::uint64_t max_bytes);
+
+  // The warnings this object has printed (each kind once per object), for tests and `kiln cache`.
+  std::vector<std::string> warnings() const;
+
+ private:
+  struct State;
+  State* state_;
+};
+
+// The process-wide cache configured from the environment, created on first use.
+DiskCache& default_cache();
+CacheStats cache_stats();
+std::uint64_t clear_cache();
+VerifyReport verify_cache();
+PruneReport prune(std::uint64_t max_bytes);
+
+}  // namespace kiln

@@ -1,0 +1,18 @@
+// runtime/src/cache_dir.hpp — finding, creating and vetting the cache directory (private, like ssh's StrictModes).
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace kiln::detail {
+
+struct CacheDir {
+  std::filesystem::path entries;  // <root>/v<format version>: where entry, temp and lock files live
+  std::string refusal;            // empty when usable; else which directory, what is wrong and what to do
+};
+
+// Creates missing directories 0700, then refuses the root or the version directory if it is not a
+// directory owned by the effective user, or if group or others can write it.
+CacheDir open_cache_dir(const std::filesystem::path& root);
+
+}  // namespace kiln::detail

@@ -1,0 +1,42 @@
+// tests/fuzz/write_seeds.cpp — writes the fuzzer's seed corpus: valid entries, frames, payloads and cubins for the golden key.
+#include "cache_entry.hpp"
+#include "cache_golden_input.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::string dir = argv[1];
+  const kiln::CacheKey key = kiln::CacheKey::from(kiln::test::golden_key_fields());
+
+  std::vector<kiln::CacheEntry> entries{kiln::test::golden_entry()};
+  kiln::CacheEntry small = entries[0];
+  small.kernels.resize(1);
+  small.options.clear();
+  small.cubin = kiln::test::fake_cubin(90, {small.kernels[0].lowered});
+  entries.push_back(small);
+  kiln::CacheEntry large = entries[0];
+  large.cubin = kiln::test::fake_cubin(90, {large.kernels[0].lowered, large.kernels[1].lowered},
+                                       kiln::test::golden_code(200000));
+  entries.push_back(large);
+
+  int n = 0;
+  const auto write = [&](const std::string& kind, const std::string& bytes) {
+    const std::string path = dir + "/" + kind + "_" + std::to_string(n++);
+    std::ofstream(path, std::ios::binary) << bytes;
+  };
+  for (const auto& e : entries) {
+    write("entry", kiln::detail::encode_entry(key, e));
+    write("payload", kiln::detail::encode_payload(e));
+    write("frame", kiln::detail::compress_frame(kiln::detail::encode_payload(e)));
+    write("cubin", e.cubin);
+  }
+  std::printf("wrote %d seeds to %s\n", n, dir.c_str());
+  return 0;
+}
