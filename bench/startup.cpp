@@ -1,11 +1,13 @@
 // bench/startup.cpp — time from process start to the first result of the CUB example kernel (embedded tier),
-// split into its phases, and the cost of a second get(). Prints one Markdown table of medians.
+// split into its phases; later first loads; a second get(); and the disk tier in a new process.
+// Prints one Markdown table of medians.
 //
 // The parent spawns itself `runs` times; each child reads CLOCK_MONOTONIC (system-wide, so comparable
 // with the parent's) at each phase and prints the offsets from the moment the parent called posix_spawn.
 #include <kiln/kiln.hpp>
 
 #include "examples_catalog.hpp"
+#include "fill_cache.hpp"
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -17,6 +19,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -107,31 +111,54 @@ int child(double spawned_ms) {
   return 0;
 }
 
-}  // namespace
+// `--disk-child SPAWNED DIR`: block_sum_f32 from the disk tier in a new process (context up first).
+int disk_child(double spawned_ms, const char* dir) {
+  const double t_main = now_ms();
+  setenv("KILN_CACHE_DIR", dir, 1);
+  kiln::Registry registry(kiln::examples::catalog(), 0, {.use_embedded = false});
+  registry.context();
+  const double t_context = now_ms();
+  const kiln::Kernel k = registry.get(kKernel);
+  const double t_get = now_ms();
+  if (k.provenance.source != kiln::Tier::disk) return 1;
+  std::printf("%.6f %.6f %.6f\n", t_main - spawned_ms, t_context - t_main, t_get - t_context);
+  return 0;
+}
 
-int main(int argc, char** argv) {
-  if (argc == 3 && std::strcmp(argv[1], "--child") == 0) return child(std::atof(argv[2]));
-  const int runs = argc > 1 ? std::atoi(argv[1]) : 11;
-  try {
-    kiln::driver();
-  } catch (const kiln::Error& e) {
-    std::printf("startup benchmark skipped: %s\n", e.what());
-    return 0;
-  }
-  std::vector<std::vector<double>> phases(kPhases);
-  unsigned arch = 0;
+// `--read-child SPAWNED DIR ARCH`: the cache read alone (probe + read + decompress + validate), no CUDA.
+int read_child(double spawned_ms, const char* dir, unsigned arch) {
+  const double t_main = now_ms();
+  kiln::CacheConfig config;
+  config.dir = dir;
+  kiln::DiskCache cache(config);
+  kiln::Registry registry(kiln::examples::catalog());
+  const kiln::CacheKey key = registry.cache_key(kKernel, arch);
+  const double t0 = now_ms();
+  const auto entry = cache.load(key);
+  const double t1 = now_ms();
+  if (!entry) return 1;
+  std::printf("%.6f %.6f\n", t_main - spawned_ms, t1 - t0);
+  return 0;
+}
+
+// Runs this program with `args` after the spawn time stamp, `runs` times; each run prints one line of numbers.
+std::vector<std::vector<double>> run_children(const char* self, std::vector<std::string> args, int runs, int fields) {
+  std::vector<std::vector<double>> columns(fields);
   for (int r = 0; r < runs; ++r) {
     char stamp[64];
     std::snprintf(stamp, sizeof stamp, "%.6f", now_ms());
-    char* child_argv[] = {argv[0], const_cast<char*>("--child"), stamp, nullptr};
+    std::vector<char*> argv{const_cast<char*>(self), args[0].data(), stamp};
+    for (std::size_t i = 1; i < args.size(); ++i) argv.push_back(args[i].data());
+    argv.push_back(nullptr);
     int fds[2];
-    if (pipe(fds) != 0) return 1;
+    if (pipe(fds) != 0) throw std::runtime_error("pipe");
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
     posix_spawn_file_actions_addclose(&actions, fds[0]);
     pid_t pid;
-    if (posix_spawn(&pid, argv[0], &actions, nullptr, child_argv, environ) != 0) return 1;
+    if (posix_spawn(&pid, self, &actions, nullptr, argv.data(), environ) != 0) throw std::runtime_error("spawn");
+    posix_spawn_file_actions_destroy(&actions);
     close(fds[1]);
     char line[512] = {};
     FILE* out = fdopen(fds[0], "r");
@@ -139,24 +166,74 @@ int main(int argc, char** argv) {
     fclose(out);
     int status = 0;
     waitpid(pid, &status, 0);
-    double v[kPhases];
-    if (!got || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
-        std::sscanf(line, "%lf %lf %lf %lf %lf %lf %lf %lf %u", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
-                    &v[7], &arch) != 9) {
-      std::fprintf(stderr, "run %d failed: %s\n", r, line);
-      return 1;
-    }
-    for (int p = 0; p < kPhases; ++p) phases[p].push_back(v[p]);
+    if (!got || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      throw std::runtime_error(args[0] + " run " + std::to_string(r) + " failed: " + line);
+    char* cursor = line;
+    for (int f = 0; f < fields; ++f) columns[f].push_back(std::strtod(cursor, &cursor));
   }
-  const auto info = kiln::Registry(kiln::examples::catalog()).device();
-  std::printf("kiln startup: %s (sm_%u), driver %d, %d runs, kernel %s from the embedded sm_%u cubin\n\n",
-              info.name.c_str(), info.arch, info.driver_version, runs, kKernel, arch);
-  std::printf("| phase | median | min | max |\n|---|---:|---:|---:|\n");
-  for (int p = 0; p < kPhases; ++p) {
-    auto& v = phases[p];
-    const char* unit = p == kPhases - 1 ? "ns" : "ms";
-    std::printf("| %s | %.3f %s | %.3f %s | %.3f %s |\n", kPhaseNames[p], median(v), unit,
-                *std::min_element(v.begin(), v.end()), unit, *std::max_element(v.begin(), v.end()), unit);
+  return columns;
+}
+
+void print_row(const char* name, std::vector<double> v, const char* unit) {
+  std::printf("| %s | %.3f %s | %.3f %s | %.3f %s |\n", name, median(v), unit, *std::min_element(v.begin(), v.end()),
+              unit, *std::max_element(v.begin(), v.end()), unit);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--child") == 0) return child(std::atof(argv[2]));
+  if (argc == 4 && std::strcmp(argv[1], "--disk-child") == 0) return disk_child(std::atof(argv[2]), argv[3]);
+  if (argc == 5 && std::strcmp(argv[1], "--read-child") == 0)
+    return read_child(std::atof(argv[2]), argv[3], static_cast<unsigned>(std::atoi(argv[4])));
+  const int runs = argc > 1 ? std::atoi(argv[1]) : 11;
+  try {
+    kiln::driver();
+  } catch (const kiln::Error& e) {
+    std::printf("startup benchmark skipped: %s\n", e.what());
+    return 0;
+  }
+  try {
+    const auto embedded = run_children(argv[0], {"--child"}, runs, kPhases);
+
+    // The disk tier: a private cache directory filled with this device's cubins, as the JIT would leave it.
+    char dir_template[] = "/tmp/kiln-bench-cache-XXXXXX";
+    const std::string dir = mkdtemp(dir_template);
+    kiln::CacheConfig config;
+    config.dir = dir;
+    std::uint64_t cubin_bytes = 0, entry_bytes = 0;
+    unsigned arch = 0;
+    std::string device_name;
+    int driver_version = 0;
+    {
+      kiln::DiskCache cache(config);
+      kiln::Registry registry(kiln::examples::catalog());
+      const auto info = registry.device();
+      arch = info.arch;
+      device_name = info.name;
+      driver_version = info.driver_version;
+      kiln::test::fill_cache_from_embedded(registry, cache);
+      for (const auto& unit : registry.catalog().units)
+        if (const auto* b = kiln::select_binary(registry.catalog(), unit, arch, false)) cubin_bytes += b->size;
+      entry_bytes = cache.stats().bytes;
+    }
+    const auto disk = run_children(argv[0], {"--disk-child", dir}, runs, 3);
+    const auto read = run_children(argv[0], {"--read-child", dir, std::to_string(arch)}, runs, 2);
+    std::filesystem::remove_all(dir);
+
+    std::printf("kiln startup: %s (sm_%u), driver %d, %d fresh processes per row, kernel %s (CUB BlockReduce)\n\n",
+                device_name.c_str(), arch, driver_version, runs, kKernel);
+    std::printf("| phase | median | min | max |\n|---|---:|---:|---:|\n");
+    for (int p = 0; p < kPhases; ++p) print_row(kPhaseNames[p], embedded[p], p == kPhases - 1 ? "ns" : "ms");
+    print_row("disk: DiskCache::load alone (probe + read + decompress + validate), new process", read[1], "ms");
+    print_row("disk: get() (probe + read + decompress + validate + load + function), new process", disk[2], "ms");
+    print_row("disk: main() -> driver + primary context, same processes", disk[1], "ms");
+    std::printf("\ndisk cache: %llu bytes of cubins in %llu bytes of entries (%.2fx)\n",
+                static_cast<unsigned long long>(cubin_bytes), static_cast<unsigned long long>(entry_bytes),
+                entry_bytes ? static_cast<double>(cubin_bytes) / static_cast<double>(entry_bytes) : 0.0);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_startup: %s\n", e.what());
+    return 1;
   }
   return 0;
 }

@@ -4,15 +4,22 @@
 #include <kiln/select.hpp>
 
 #include <chrono>
+#include <optional>
+#include <string>
 
 namespace kiln {
 
-// Per unit: the library loaded from one of its binaries. Guarded by `mutex`, which also serialises
-// the first loads of the unit's kernels.
+// Per unit: the library loaded from one of its binaries, and where that binary came from. Guarded by
+// `mutex`, which also serialises the first loads of the unit's kernels.
 struct Registry::UnitState {
   std::mutex mutex;
   CUlibrary library = nullptr;
-  const BinaryEntry* binary = nullptr;
+  Tier source = Tier::embedded;
+  unsigned arch = 0;
+  bool ptx = false;
+  std::string label;      // "sm_90", "compute_120", "sm_90 from the disk cache": for errors
+  std::string image;      // a disk-tier cubin, owned here for the library's life
+  std::string cache_key;  // a disk-tier entry's key
 };
 
 // Per kernel: the published, immutable Kernel. Written once under the unit's mutex, read without a lock.
@@ -30,11 +37,29 @@ Kernel memory_hit(const Kernel& loaded) noexcept {
 
 // Throws Error(driver) for a failed load step, naming the kernel, its unit and the binary; builds text only on failure.
 void check_load(CUresult result, std::string_view call, const Catalog& catalog, const KernelEntry& kernel,
-                const BinaryEntry& binary) {
+                std::string_view binary) {
   if (result == CUDA_SUCCESS) return;
   check(result, "kiln: " + std::string(call) + " for kernel '" + std::string(catalog.str(kernel.name)) +
                     "' (unit '" + std::string(catalog.str(catalog.units[kernel.unit].name)) + "', " +
-                    binary_label(binary) + ")");
+                    std::string(binary) + ")");
+}
+
+// "13.0": the toolkit kiln was built with, whose NVRTC and nvJitLink build the binaries the disk tier
+// holds (the JIT tier compiles with the headers bundled from this toolkit).
+std::string toolkit_version() {
+  return std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10);
+}
+
+// Why a disk entry cannot serve the unit, or empty: it must name every kernel of the unit with the
+// lowered name the catalog recorded (the key covers the source, so a mismatch is a foreign entry).
+std::string entry_mismatch(const Catalog& catalog, std::uint32_t unit, const CacheEntry& entry) {
+  for (const KernelEntry& k : catalog.kernels) {
+    if (k.unit != unit) continue;
+    bool found = false;
+    for (const CachedKernel& c : entry.kernels) found = found || (c.name == catalog.str(k.name) && c.lowered == catalog.str(k.lowered));
+    if (!found) return "the entry lacks kernel '" + std::string(catalog.str(k.name)) + "'";
+  }
+  return {};
 }
 
 // Makes `context` current for a scope; the pop runs even when the work in between throws.
@@ -60,6 +85,7 @@ std::string_view to_string(Tier tier) noexcept {
   switch (tier) {
     case Tier::memory: return "memory";
     case Tier::embedded: return "embedded";
+    case Tier::disk: return "disk";
   }
   return "unknown";
 }
@@ -98,42 +124,107 @@ Kernel Registry::load(const KernelEntry& entry, std::size_t index) {
   std::lock_guard lock(unit.mutex);
   // Another thread may have loaded the kernel while this one waited for the lock.
   if (const Kernel* loaded = slots_[index].kernel.load(std::memory_order_acquire)) return memory_hit(*loaded);
-
-  if (!unit.library) {
-    const BinaryEntry* binary = select_binary(catalog_, catalog_.units[entry.unit], info_.arch, options_.allow_ptx);
-    if (!binary) throw Error(Errc::no_binary, no_binary_message(catalog_, entry, info_.arch, options_.allow_ptx));
-    CUlibrary library = nullptr;
-    check_load(cu.cuLibraryLoadData(&library, catalog_.bytes(*binary).data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
-               "cuLibraryLoadData", catalog_, entry, *binary);
-    unit.library = library;
-    unit.binary = binary;
-    unit_loads_.fetch_add(1, std::memory_order_relaxed);
-  }
+  if (!unit.library) load_unit(unit, entry);
 
   // StrRef is not NUL-terminated; the driver wants a C string.
   const std::string lowered(catalog_.str(entry.lowered));
   CUkernel kernel = nullptr;
   check_load(cu.cuLibraryGetKernel(&kernel, unit.library, lowered.c_str()), "cuLibraryGetKernel", catalog_, entry,
-             *unit.binary);
+             unit.label);
   // Resolving the function now loads the module into the context, so the first launch has no hidden cost.
   CUfunction function = nullptr;
   {
     ContextScope current(cu, context_);
-    check_load(cu.cuKernelGetFunction(&function, kernel), "cuKernelGetFunction", catalog_, entry, *unit.binary);
+    check_load(cu.cuKernelGetFunction(&function, kernel), "cuKernelGetFunction", catalog_, entry, unit.label);
   }
 
-  const bool ptx = unit.binary->kind == BinaryKind::ptx;
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   const Kernel* published = new Kernel{
       catalog_.str(entry.name),
       catalog_.str(entry.lowered),
       kernel,
       function,
-      Provenance{Tier::embedded, Tier::embedded, unit.binary->arch, ptx, load_ms},
+      Provenance{unit.source, unit.source, unit.arch, unit.ptx, load_ms, unit.cache_key},
   };
   slots_[index].kernel.store(published, std::memory_order_release);
   kernel_loads_.fetch_add(1, std::memory_order_relaxed);
   return *published;
+}
+
+// Tiers 2 and 3 for a unit: the embedded cubin for this device, else the disk cache's entry for this
+// device's architecture, else embedded PTX if the caller allowed it. Called with the unit's mutex held.
+void Registry::load_unit(UnitState& unit, const KernelEntry& entry) {
+  const UnitEntry& u = catalog_.units[entry.unit];
+  const void* image = nullptr;
+  const BinaryEntry* binary = options_.use_embedded ? select_binary(catalog_, u, info_.arch, false) : nullptr;
+  std::string disk_note;
+  if (!binary) {
+    DiskCache& cache = disk();
+    if (!cache.usable()) {
+      disk_note = "; the disk cache is not in use (" + cache.unusable_reason() + ")";
+    } else {
+      CacheKey key = unit_key(u, info_.arch);
+      std::optional<CacheEntry> cached = cache.load(key);
+      const std::string mismatch = cached ? entry_mismatch(catalog_, entry.unit, *cached) : "";
+      if (cached && mismatch.empty()) {
+        unit.image = std::move(cached->cubin);
+        unit.cache_key = std::move(key.hex);
+        unit.source = Tier::disk;
+        unit.arch = info_.arch;
+        unit.label = binary_label(BinaryEntry{info_.arch, BinaryKind::cubin, 0, 0}) + " from the disk cache (" +
+                     unit.cache_key + ")";
+        image = unit.image.data();
+        disk_loads_.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        disk_note = "; the disk cache " + cache.config().dir.string() + " has no usable entry for it (key " +
+                    key.hex + (mismatch.empty() ? "" : ": " + mismatch) + ")";
+      }
+    }
+  }
+  if (!image && !binary && options_.allow_ptx && options_.use_embedded) binary = select_binary(catalog_, u, info_.arch, true);
+  if (binary) {
+    image = catalog_.bytes(*binary).data();
+    unit.source = Tier::embedded;
+    unit.arch = binary->arch;
+    unit.ptx = binary->kind == BinaryKind::ptx;
+    unit.label = binary_label(*binary);
+  }
+  if (!image) {
+    const std::string embedded = options_.use_embedded ? no_binary_message(catalog_, entry, info_.arch, options_.allow_ptx)
+                                                       : "kiln: no binary for kernel '" + std::string(catalog_.str(entry.name)) +
+                                                             "' on sm_" + std::to_string(info_.arch) +
+                                                             ": the embedded tier is off (RegistryOptions::use_embedded)";
+    throw Error(Errc::no_binary, embedded + disk_note);
+  }
+  CUlibrary library = nullptr;
+  check_load(driver().cuLibraryLoadData(&library, image, nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData",
+             catalog_, entry, unit.label);
+  unit.library = library;
+  unit_loads_.fetch_add(1, std::memory_order_relaxed);
+}
+
+DiskCache& Registry::disk() { return options_.cache ? *options_.cache : default_cache(); }
+
+CacheKey Registry::unit_key(const UnitEntry& unit, unsigned arch) const {
+  CacheKeyFields fields;
+  fields.registry = std::string(catalog_.name);
+  fields.unit = std::string(catalog_.str(unit.name));
+  fields.source_digest = std::string(catalog_.str(unit.digest));
+  fields.arch = arch;
+  fields.nvrtc = toolkit_version();
+  fields.nvjitlink = toolkit_version();
+  fields.cccl = std::string(catalog_.cccl_version);
+  return CacheKey::from(fields);
+}
+
+CacheKey Registry::cache_key(std::string_view name, unsigned arch) {
+  const KernelEntry* entry = catalog_.find(name);
+  if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
+  if (arch == 0) {
+    ensure_device();
+    arch = info_.arch;
+  }
+  return unit_key(catalog_.units[entry->unit], arch);
 }
 
 Plan Registry::plan(std::string_view name) {
@@ -154,9 +245,22 @@ Plan Registry::plan(std::string_view name) {
     plan.ptx = loaded->provenance.ptx;
     return plan;
   }
-  const BinaryEntry* binary = select_binary(catalog_, catalog_.units[entry->unit], info_.arch, options_.allow_ptx);
+  const UnitEntry& unit = catalog_.units[entry->unit];
+  const BinaryEntry* binary = options_.use_embedded ? select_binary(catalog_, unit, info_.arch, false) : nullptr;
   if (!binary) {
-    plan.reason = no_binary_message(catalog_, *entry, info_.arch, options_.allow_ptx);
+    // A directory probe, not a load: the entry is read when the kernel is asked for.
+    DiskCache& cache = disk();
+    if (cache.usable() && cache.contains(unit_key(unit, info_.arch))) {
+      plan.available = true;
+      plan.source = Tier::disk;
+      plan.arch = info_.arch;
+      return plan;
+    }
+    if (options_.allow_ptx && options_.use_embedded) binary = select_binary(catalog_, unit, info_.arch, true);
+  }
+  if (!binary) {
+    plan.reason = options_.use_embedded ? no_binary_message(catalog_, *entry, info_.arch, options_.allow_ptx)
+                                        : "the embedded tier is off and the disk cache has no entry";
     return plan;
   }
   plan.available = true;
@@ -212,7 +316,8 @@ CUcontext Registry::context() {
 }
 
 RegistryStats Registry::stats() const noexcept {
-  return {unit_loads_.load(std::memory_order_relaxed), kernel_loads_.load(std::memory_order_relaxed)};
+  return {unit_loads_.load(std::memory_order_relaxed), kernel_loads_.load(std::memory_order_relaxed),
+          disk_loads_.load(std::memory_order_relaxed)};
 }
 
 void launch(const Kernel& kernel, Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream, void** args) {

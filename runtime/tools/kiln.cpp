@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -22,6 +23,10 @@ constexpr std::string_view usage =
     "commands:\n"
     "  list     every registry's units, kernels and embedded binaries with their sizes\n"
     "  info     this machine's GPU, and the tier and binary each kernel would load from\n"
+    "  cache stats            the disk cache: where it is, entries, bytes\n"
+    "  cache verify           check every entry, remove the bad ones and say why\n"
+    "  cache prune [BYTES]    evict least recently used entries down to BYTES (default: the cap)\n"
+    "  cache clear            remove every entry\n"
     "  --help   show this text\n";
 
 // Rows of cells printed with left-aligned columns, each as wide as its widest cell.
@@ -55,6 +60,15 @@ std::string fixed1(double value) {
 }
 
 std::string kib(std::size_t bytes) { return fixed1(static_cast<double>(bytes) / 1024.0) + " KiB"; }
+
+// 1.0 GiB, 3.2 MiB, 45.0 KiB: for sizes that may be anything.
+std::string human(std::uint64_t bytes) {
+  constexpr const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes) / 1024.0;
+  std::size_t u = 0;
+  for (; value >= 1024.0 && u + 1 < std::size(units); ++u) value /= 1024.0;
+  return fixed1(value) + " " + units[u];
+}
 
 std::string count(std::size_t n, std::string_view one, std::string_view many) {
   return std::to_string(n) + " " + std::string(n == 1 ? one : many);
@@ -136,11 +150,55 @@ void info_catalog(kiln::Registry& registry, bool has_device) {
   table.print("  ");
 }
 
+// The disk cache's location and state, one line.
+void print_cache_line(const kiln::DiskCache& cache) {
+  if (cache.usable()) {
+    std::cout << "disk cache: " << cache.config().dir.string() << " (cap " << human(cache.config().max_bytes) << ")\n";
+  } else {
+    std::cout << "disk cache: off (" << cache.unusable_reason() << ")\n";
+  }
+}
+
+int cache_command(std::string_view sub, int argc, char** argv) {
+  if (sub != "stats" && sub != "verify" && sub != "prune" && sub != "clear") {
+    std::cerr << usage;
+    return 2;
+  }
+  kiln::DiskCache& cache = kiln::default_cache();
+  print_cache_line(cache);
+  if (!cache.usable() && sub != "stats") return 1;
+  if (sub == "stats") {
+    const kiln::CacheStats s = cache.stats();
+    std::cout << count(s.entries, "entry", "entries") << ", " << human(s.bytes) << "\n";
+  } else if (sub == "verify") {
+    const kiln::VerifyReport r = cache.verify();
+    for (const auto& problem : r.problems) std::cout << "removed " << problem << '\n';
+    std::cout << "checked " << count(r.checked, "entry", "entries") << ", removed " << r.removed << "\n";
+  } else if (sub == "prune") {
+    std::uint64_t cap = cache.config().max_bytes;
+    if (argc > 3) {
+      char* end = nullptr;
+      cap = std::strtoull(argv[3], &end, 10);
+      if (!end || *end) {
+        std::cerr << "kiln cache prune: '" << argv[3] << "' is not a number of bytes\n";
+        return 2;
+      }
+    }
+    const kiln::PruneReport r = cache.prune(cap);
+    std::cout << "evicted " << count(r.removed, "entry", "entries") << " and " << r.stray_removed
+              << " stray files: " << human(r.bytes_before) << " -> " << human(r.bytes_after) << "\n";
+  } else {
+    std::cout << "removed " << count(cache.clear(), "entry", "entries") << "\n";
+  }
+  return 0;
+}
+
 int info() {
   std::vector<std::unique_ptr<kiln::Registry>> registries;
   for (CatalogFn catalog : catalogs) registries.push_back(std::make_unique<kiln::Registry>(catalog()));
   // Informational: no driver or no GPU is an answer, not a failure.
   const bool has_device = print_device(*registries.front());
+  print_cache_line(kiln::default_cache());
   for (auto& registry : registries) info_catalog(*registry, has_device);
   return 0;
 }
@@ -148,10 +206,11 @@ int info() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string_view command = argc == 2 ? argv[1] : "";
+  const std::string_view command = argc >= 2 ? argv[1] : "";
   try {
-    if (command == "list") return list();
-    if (command == "info") return info();
+    if (command == "list" && argc == 2) return list();
+    if (command == "info" && argc == 2) return info();
+    if (command == "cache" && (argc == 3 || argc == 4)) return cache_command(argv[2], argc, argv);
   } catch (const kiln::Error& e) {
     std::cerr << e.what() << '\n';
     return 1;

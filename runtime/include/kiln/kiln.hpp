@@ -1,6 +1,7 @@
 // kiln/kiln.hpp — everything a user of kiln includes.
 #pragma once
 
+#include <kiln/cache.hpp>
 #include <kiln/catalog.hpp>
 #include <kiln/driver.hpp>
 #include <kiln/error.hpp>

@@ -1,6 +1,7 @@
 // kiln/registry.hpp — the registry: hands out launchable kernels from the fastest tier that has them.
 #pragma once
 
+#include <kiln/cache.hpp>
 #include <kiln/catalog.hpp>
 #include <kiln/driver.hpp>
 
@@ -14,7 +15,7 @@
 
 namespace kiln {
 
-enum class Tier : std::uint8_t { memory, embedded };
+enum class Tier : std::uint8_t { memory, embedded, disk };
 
 std::string_view to_string(Tier tier) noexcept;
 
@@ -24,6 +25,7 @@ struct Provenance {
   unsigned arch;    // architecture of the binary loaded (90 = sm_90 or compute_90)
   bool ptx;         // the driver compiled embedded PTX for this device
   double load_ms;   // wall time of the get() that made the kernel launchable
+  std::string_view cache_key;  // disk tier: the entry's key (hex); empty otherwise
 };
 
 struct Kernel {
@@ -38,12 +40,18 @@ struct RegistryOptions {
   // Let the driver compile embedded PTX when no cubin fits the device. Off by default: a silent
   // driver JIT is the slow cold start kiln exists to avoid.
   bool allow_ptx = false;
+  // Serve cubins embedded in the binary. Off makes every kernel come from the disk tier (or fail),
+  // as on a GPU the binary was not built for: for testing a deployment on a machine that has one.
+  bool use_embedded = true;
+  // The disk tier: nullptr means the process-wide default_cache() (configured from KILN_CACHE*),
+  // touched only when no embedded cubin fits the device.
+  DiskCache* cache = nullptr;
 };
 
 // Where get() would take a kernel from, without loading anything.
 struct Plan {
   bool available = false;
-  Tier source = Tier::embedded;
+  Tier source = Tier::embedded;  // memory when already loaded, embedded, or disk
   unsigned arch = 0;
   bool ptx = false;
   std::string reason;  // why it is not available
@@ -60,6 +68,7 @@ struct DeviceInfo {
 struct RegistryStats {
   std::uint64_t unit_loads = 0;    // cuLibraryLoadData calls
   std::uint64_t kernel_loads = 0;  // kernels made launchable
+  std::uint64_t disk_loads = 0;    // units served by the disk tier
 };
 
 // One registry per (catalog, device). Thread-safe. Construction does not touch CUDA; the first
@@ -81,11 +90,18 @@ class Registry {
   RegistryStats stats() const noexcept;
   const Catalog& catalog() const noexcept { return catalog_; }
 
+  // The disk-cache key of a kernel's unit for this device (or `arch`, when given): what the disk tier
+  // looks up and what a compiler publishes under. Initialises the device when arch is 0.
+  CacheKey cache_key(std::string_view name, unsigned arch = 0);
+
  private:
   struct UnitState;
   struct Slot;
   void ensure_device();
   Kernel load(const KernelEntry& entry, std::size_t index);
+  void load_unit(UnitState& unit, const KernelEntry& entry);
+  DiskCache& disk();
+  CacheKey unit_key(const UnitEntry& unit, unsigned arch) const;
 
   const Catalog& catalog_;
   int ordinal_;
@@ -98,6 +114,7 @@ class Registry {
   std::unique_ptr<Slot[]> slots_;
   std::atomic<std::uint64_t> unit_loads_{0};
   std::atomic<std::uint64_t> kernel_loads_{0};
+  std::atomic<std::uint64_t> disk_loads_{0};
 };
 
 // Launch `kernel` with the given arguments (each passed by address, as cuLaunchKernel wants).

@@ -1,0 +1,38 @@
+// tests/gpu/fill_cache.hpp — puts a catalog's embedded cubins for this device into a disk cache, as the JIT
+// tier would publish them, so the disk tier can be tested (and timed) before there is a JIT tier.
+#pragma once
+
+#include <kiln/kiln.hpp>
+
+#include <string>
+
+namespace kiln::test {
+
+// Stores one entry per unit, under the key the registry looks up for the device's architecture.
+// Returns the number of entries stored.
+inline int fill_cache_from_embedded(Registry& registry, DiskCache& cache) {
+  const Catalog& catalog = registry.catalog();
+  const unsigned arch = registry.device().arch;
+  int stored = 0;
+  for (std::uint32_t u = 0; u < catalog.units.size(); ++u) {
+    const UnitEntry& unit = catalog.units[u];
+    CacheEntry entry;
+    entry.arch = arch;
+    entry.options = std::string(catalog.str(unit.options));
+    entry.compiler = "nvcc (kiln's embedded cubin, copied by the tests)";
+    const KernelEntry* first = nullptr;
+    for (const KernelEntry& k : catalog.kernels) {
+      if (k.unit != u) continue;
+      first = first ? first : &k;
+      entry.kernels.push_back({std::string(catalog.str(k.name)), std::string(catalog.str(k.lowered))});
+    }
+    const BinaryEntry* binary = select_binary(catalog, unit, arch, false);
+    if (!first || !binary || binary->arch != arch) continue;
+    const auto bytes = catalog.bytes(*binary);
+    entry.cubin.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    stored += cache.store(registry.cache_key(catalog.str(first->name)), entry);
+  }
+  return stored;
+}
+
+}  // namespace kiln::test
