@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """kiln's generator: expands a spec table into kernel translation units, compiles and names their
-kernels, and emits the catalog (registration table + embedded binaries). The build calls it once per
-step; every output is deterministic and rewritten only when it changes.
+kernels, and emits the catalog (registration table + embedded binaries). Every output is deterministic
+and rewritten only when it changes.
 
-  units    list the units and their targets ("name sm_80,sm_90,compute_90" a line), for the build
+  build    every step below for a whole table, units in parallel processes, only what changed
+           (what a build system calls: one command per table)
+  units    list the units and their targets ("name sm_80,sm_90,compute_90" a line)
   source   render one unit's translation unit and its description (JSON)
   compile  nvcc one unit for one target (sm_XX -> cubin, compute_XX -> PTX), with a depfile
   lower    ask NVRTC for the mangled name of each of a unit's kernels
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -27,6 +30,7 @@ import spec as specmod
 
 CODEGEN_FILES = sorted(str(p) for p in Path(__file__).resolve().parent.glob("*.py"))
 BLOB_ALIGN = 64
+CATALOG_TEMPLATES = {"hpp": "catalog.hpp.j2", "cpp": "catalog.cpp.j2", "asm": "blobs.S.j2"}
 
 
 class GenError(Exception):
@@ -100,35 +104,51 @@ def cmd_units(args) -> int:
     return 0
 
 
+def write_source(spec: specmod.Spec, unit: specmod.Unit, outdir: Path) -> tuple[Path, Path]:
+    """Render a unit's translation unit and description into `outdir`; returns their paths."""
+    stem = file_stem(spec.name, unit.name)
+    cu, desc = outdir / f"{stem}.cu", outdir / f"{stem}.json"
+    render.write_if_different(cu, render_unit(spec, unit))
+    render.write_if_different(desc, json.dumps(unit_description(spec, unit), indent=1) + "\n")
+    return cu, desc
+
+
+def source_inputs(spec: specmod.Spec, unit: specmod.Unit) -> list[Path]:
+    """The files a unit's rendered translation unit is made from."""
+    return [spec.path.resolve(), *map(Path, CODEGEN_FILES), render.TEMPLATE_DIR / "unit.cu.j2",
+            unit.source or unit.family_path]
+
+
 def cmd_source(args) -> int:
     spec = load_spec(args)
     unit = spec.unit(args.unit)
-    out = Path(args.outdir)
-    stem = file_stem(spec.name, unit.name)
-    render.write_if_different(out / f"{stem}.cu", render_unit(spec, unit))
-    render.write_if_different(out / f"{stem}.json", json.dumps(unit_description(spec, unit), indent=1) + "\n")
-    deps = [spec.path.resolve(), *CODEGEN_FILES, render.TEMPLATE_DIR / "unit.cu.j2"]
-    deps.append(unit.source or unit.family_path)
-    render.write_depfile(Path(args.depfile), out / f"{stem}.cu", deps)
+    cu, _ = write_source(spec, unit, Path(args.outdir))
+    render.write_depfile(Path(args.depfile), cu, source_inputs(spec, unit))
     return 0
 
 
-def cmd_compile(args) -> int:
-    desc = read_json(args.unit_json)
-    target = args.target
+def compile_target(desc: dict, target: str, nvcc: str, source: Path, output: Path, headers: Path,
+                   depfile: Path) -> None:
+    """nvcc `source` for one target (sm_XX -> cubin, compute_XX -> PTX); writes a depfile and, in
+    `headers`, the headers it included with the unit's digest."""
     mode = ["-ptx", f"-arch={target}"] if target.startswith("compute_") else ["-cubin", f"-arch={target}"]
-    cmd = [args.nvcc, *mode, *desc["options"], *(f"-I{d}" for d in desc["include_dirs"]),
-           "-MD", "-MF", args.depfile, "-o", args.output, args.input]
+    cmd = [str(nvcc), *mode, *desc["options"], *(f"-I{d}" for d in desc["include_dirs"]),
+           "-MD", "-MF", str(depfile), "-o", str(output), str(source)]
     result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if result.returncode != 0:
         raise GenError(f"{desc['where']}: nvcc failed for {target} (exit {result.returncode})\n"
                        f"command: {' '.join(cmd)}\n{result.stdout}")
     if result.stdout.strip():
         sys.stderr.write(result.stdout)
-    headers = resolve_depfile(Path(args.depfile), Path(args.output), desc["include_dirs"])
-    headers = [h for h in headers if Path(h).resolve() != Path(args.input).resolve()]
-    digest = unit_digest(desc, Path(args.input).read_bytes(), headers)
-    render.write_if_different(Path(args.headers), json.dumps({"digest": digest, "headers": headers}, indent=1) + "\n")
+    included = resolve_depfile(depfile, output, desc["include_dirs"])
+    included = [h for h in included if Path(h).resolve() != source.resolve()]
+    digest = unit_digest(desc, source.read_bytes(), included)
+    render.write_if_different(headers, json.dumps({"digest": digest, "headers": included}, indent=1) + "\n")
+
+
+def cmd_compile(args) -> int:
+    compile_target(read_json(args.unit_json), args.target, args.nvcc, Path(args.input), Path(args.output),
+                   Path(args.headers), Path(args.depfile))
     return 0
 
 
@@ -179,20 +199,23 @@ def unit_digest(desc: dict, source: bytes, headers: list[str]) -> str:
     return h.hexdigest()
 
 
-def cmd_lower(args) -> int:
-    desc = read_json(args.unit_json)
-    cuda_root = Path(args.cuda_root)
+def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Path) -> None:
+    """Write {name expression: mangled name} for a unit's kernels to `output`, from NVRTC."""
     lowest = min(int(t.split("_")[1]) for t in desc["targets"])
     options = [*desc["options"], *(f"-I{d}" for d in desc["include_dirs"]),
                *(f"-I{d}" for d in lowering.cuda_include_dirs(cuda_root)),
                f"-arch=compute_{lowest}", "-fdevice-syntax-only"]
     expressions = [k["expression"] for k in desc["kernels"]]
     try:
-        names = lowering.lower_names(args.nvrtc, Path(args.input).read_text(encoding="utf-8"),
-                                     Path(args.input).name, expressions, options)
+        names = lowering.lower_names(str(nvrtc), source.read_text(encoding="utf-8"), source.name, expressions,
+                                     options)
     except lowering.LoweringError as e:
         raise GenError(f"{desc['where']}: field 'kernels': {e}\n{e.log}") from None
-    render.write_if_different(Path(args.output), json.dumps(names, indent=1, sort_keys=True) + "\n")
+    render.write_if_different(output, json.dumps(names, indent=1, sort_keys=True) + "\n")
+
+
+def cmd_lower(args) -> int:
+    lower_unit(read_json(args.unit_json), Path(args.input), args.nvrtc, Path(args.cuda_root), Path(args.output))
     return 0
 
 
@@ -277,9 +300,13 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str) -> dic
             "string_chunks": strings.chunks(), "cccl_version": cccl_version}
 
 
+def cccl_version_header(toolkit: Path) -> Path:
+    return toolkit / "include" / "cccl" / "cuda" / "std" / "__cccl" / "version.h"
+
+
 def cccl_version(toolkit: Path) -> str:
     """The toolkit's CCCL version, e.g. "3.0.1" (CCCL_VERSION = major * 1000000 + minor * 1000 + patch)."""
-    header = toolkit / "include" / "cccl" / "cuda" / "std" / "__cccl" / "version.h"
+    header = cccl_version_header(toolkit)
     m = re.search(r"#\s*define\s+CCCL_VERSION\s+([0-9]+)", header.read_text(encoding="utf-8"))
     if not m:
         raise GenError(f"{header}: no CCCL_VERSION; is {toolkit} a CUDA 13 toolkit?")
@@ -292,22 +319,38 @@ def emit_catalog(spec: specmod.Spec, model: dict, header_name: str, asm_name: st
     env = render.environment()
     context = dict(model, spec_name=spec.path.name, registry=spec.name, namespace=spec.namespace,
                    header=header_name, asm_name=asm_name, blob_symbol=f"kiln_blobs_{spec.name}")
-    return {kind: env.get_template(f"{tpl}").render(context)
-            for kind, tpl in (("hpp", "catalog.hpp.j2"), ("cpp", "catalog.cpp.j2"), ("asm", "blobs.S.j2"))}
+    return {kind: env.get_template(tpl).render(context) for kind, tpl in CATALOG_TEMPLATES.items()}
+
+
+def write_catalog(spec: specmod.Spec, directory: Path, toolkit: Path, outputs: dict[str, Path]) -> None:
+    """Check every binary in `directory` and write the catalog's {"hpp", "cpp", "asm"} outputs."""
+    model = catalog_model(spec, directory, cccl_version(toolkit))
+    texts = emit_catalog(spec, model, outputs["hpp"].name, outputs["asm"].name)
+    for kind, path in outputs.items():
+        render.write_if_different(path, texts[kind])
+
+
+def catalog_inputs(toolkit: Path) -> list[Path]:
+    """The files the catalog's text is made from, besides the units' outputs."""
+    return [cccl_version_header(toolkit), *(render.TEMPLATE_DIR / t for t in CATALOG_TEMPLATES.values())]
 
 
 def cmd_catalog(args) -> int:
-    spec = load_spec(args)
-    model = catalog_model(spec, Path(args.dir), cccl_version(Path(args.toolkit)))
-    texts = emit_catalog(spec, model, Path(args.hpp).name, Path(args.asm).name)
-    for kind in ("hpp", "cpp", "asm"):
-        render.write_if_different(Path(getattr(args, kind)), texts[kind])
+    write_catalog(load_spec(args), Path(args.dir), Path(args.toolkit),
+                  {kind: Path(getattr(args, kind)) for kind in CATALOG_TEMPLATES})
+    return 0
+
+
+def cmd_build(args) -> int:
+    import table_build  # here, not at the top: table_build imports this module (see the end of the file)
+    table_build.build(load_spec(args), table_build.Toolkit.at(Path(args.toolkit)), Path(args.outdir),
+                      Path(args.depfile) if args.depfile else None, args.jobs)
     return 0
 
 
 # -- command line -----------------------------------------------------------------------------------
 
-def parser() -> argparse.ArgumentParser:
+def parser(toolkit: str | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kiln-gen", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -318,6 +361,16 @@ def parser() -> argparse.ArgumentParser:
                         help="embed PTX for each unit's newest architecture")
         return sp
 
+    b = with_spec(sub.add_parser("build", help="build a whole table: sources, binaries, names, catalog"))
+    b.add_argument("--outdir", required=True,
+                   help="where <registry>_catalog.hpp, <registry>_catalog.cpp and <registry>_blobs.S go "
+                        "(per-unit files go to its <registry>.kiln/ subdirectory)")
+    b.add_argument("--toolkit", default=toolkit or os.environ.get("KILN_TOOLKIT", "/usr/local/cuda"),
+                   help="the CUDA toolkit: nvcc, NVRTC, CCCL (default: %(default)s)")
+    b.add_argument("--depfile", help="write a Make-style depfile for ninja: the table, sources, templates, "
+                                     "the generator and every included header")
+    b.add_argument("--jobs", type=positive, default=os.cpu_count() or 1,
+                   help="compile processes (default: the CPU count, %(default)s)")
     with_spec(sub.add_parser("units", help="list units and targets"))
     s = with_spec(sub.add_parser("source", help="render a unit's translation unit and description"))
     s.add_argument("--unit", required=True)
@@ -335,12 +388,19 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-COMMANDS = {"units": cmd_units, "source": cmd_source, "compile": cmd_compile, "lower": cmd_lower,
-            "catalog": cmd_catalog}
+def positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return int(text)
 
 
-def main(argv=None) -> int:
-    args = parser().parse_args(argv)
+COMMANDS = {"build": cmd_build, "units": cmd_units, "source": cmd_source, "compile": cmd_compile,
+            "lower": cmd_lower, "catalog": cmd_catalog}
+
+
+def main(argv=None, toolkit: str | None = None) -> int:
+    """`toolkit`: the default of `build --toolkit`, set by the kiln-gen launcher Meson configures."""
+    args = parser(toolkit).parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except (specmod.SpecError, GenError) as e:
@@ -352,4 +412,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as the module `kiln_gen`, the name table_build.py imports: one module, one GenError class.
+    import kiln_gen
+    sys.exit(kiln_gen.main())

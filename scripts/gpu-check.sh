@@ -16,4 +16,4 @@ for suite in cpu gpu; do
 done
 build/runtime/tools/kiln info 2>&1 | tee "$out/info.txt"
 build/bench/bench_startup 11 2>&1 | tee "$out/bench_startup.md"
-ls -l build/runtime/libkiln.so* build/generated/libkiln_examples.so | awk '{print $5, $9}'
+ls -l build/runtime/libkiln.so* build/generated/libkiln_examples.a | awk '{print $5, $9}'

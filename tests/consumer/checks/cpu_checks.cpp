@@ -1,0 +1,95 @@
+// Without a GPU: each registry linked into this program (geo, stats, kiln's examples) has its own
+// name, kernels and architectures, and a kernel name two registries share resolves in each to its own.
+#include <kiln/kiln.hpp>
+
+#include "check.hpp"
+#include "examples_catalog.hpp"
+#include "geo_catalog.hpp"
+#include "stats_catalog.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+std::vector<unsigned> configured_archs() {  // CONSUMER_ARCHS: "80,90"
+  std::vector<unsigned> archs;
+  std::string text = CONSUMER_ARCHS;
+  for (std::size_t start = 0; start < text.size();) {
+    std::size_t end = std::min(text.find(',', start), text.size());
+    archs.push_back(static_cast<unsigned>(std::stoul(text.substr(start, end - start))));
+    start = end + 1;
+  }
+  return archs;
+}
+
+// Every unit holds a cubin for each configured architecture, then PTX for the newest.
+void check_archs(const kiln::Catalog& catalog) {
+  const std::vector<unsigned> archs = configured_archs();
+  for (const kiln::UnitEntry& unit : catalog.units) {
+    std::vector<unsigned> cubins;
+    std::vector<unsigned> ptx;
+    for (const kiln::BinaryEntry& b : catalog.binaries_of(unit))
+      (b.kind == kiln::BinaryKind::cubin ? cubins : ptx).push_back(b.arch);
+    CHECK(cubins == archs);
+    CHECK(ptx == std::vector<unsigned>{archs.back()});
+  }
+}
+
+std::vector<std::string_view> kernel_names(const kiln::Catalog& catalog) {
+  std::vector<std::string_view> names;
+  for (const kiln::KernelEntry& k : catalog.kernels) names.push_back(catalog.str(k.name));
+  return names;
+}
+
+std::span<const unsigned char> first_cubin(const kiln::Catalog& catalog, const kiln::KernelEntry& kernel) {
+  return catalog.bytes(catalog.binaries_of(catalog.units[kernel.unit]).front());
+}
+
+}  // namespace
+
+int main() {
+  const kiln::Catalog& geo = consumer::geo::catalog();
+  const kiln::Catalog& stats = consumer::stats::catalog();
+  const kiln::Catalog& examples = kiln::examples::catalog();
+
+  CHECK(geo.name == "geo");
+  CHECK(stats.name == "stats");
+  CHECK(examples.name == "examples");
+  CHECK(kernel_names(geo) ==
+        (std::vector<std::string_view>{"point_in_polygon_f32", "point_in_polygon_f64", "translate_f32"}));
+  CHECK(kernel_names(stats) == std::vector<std::string_view>{"vector_add"});
+  CHECK(geo.find("vector_add") == nullptr);
+  CHECK(geo.str(geo.find("point_in_polygon_f32")->expression) == "geo::point_in_polygon<float>");
+  CHECK(geo.str(geo.find("point_in_polygon_f64")->lowered).starts_with("_ZN3geo16point_in_polygonIdEEv"));
+  CHECK(geo.str(geo.find("translate_f32")->lowered).starts_with("_ZN3geo9translateIfEEv"));
+  check_archs(geo);
+  check_archs(stats);
+  check_archs(examples);  // the consumer passed its architectures to kiln too
+
+  // vector_add: one name, one extern "C" symbol, two registries, two different kernels.
+  const kiln::KernelEntry* ours = stats.find("vector_add");
+  const kiln::KernelEntry* kilns = examples.find("vector_add");
+  CHECK(ours != nullptr);
+  CHECK(kilns != nullptr);
+  if (ours && kilns) {
+    CHECK(stats.str(ours->lowered) == examples.str(kilns->lowered));
+    std::span<const unsigned char> a = first_cubin(stats, *ours), b = first_cubin(examples, *kilns);
+    CHECK(!std::equal(a.begin(), a.end(), b.begin(), b.end()));
+  }
+  // Each catalog has its own blob symbol (kiln_blobs_<registry>): three distinct blobs.
+  CHECK(geo.blobs != stats.blobs);
+  CHECK(stats.blobs != examples.blobs);
+  CHECK(geo.blobs != examples.blobs);
+
+  // A registry per catalog; none touches CUDA before its first get().
+  kiln::Registry r1(geo), r2(stats), r3(examples);
+  CHECK(r1.stats().unit_loads + r2.stats().unit_loads + r3.stats().unit_loads == 0);
+
+  std::printf("consumer cpu checks: %d failed\n", consumer::failures);
+  return consumer::failures == 0 ? 0 : 1;
+}

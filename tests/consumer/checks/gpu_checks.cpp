@@ -1,0 +1,145 @@
+// On a GPU: point-in-polygon from the consumer's geo registry against a CPU reference, translate, and
+// the two vector_add kernels (stats' and kiln's examples') side by side in one process. Exits 77
+// (skipped) where kiln::driver() finds no CUDA driver or GPU.
+#include <kiln/kiln.hpp>
+
+#include "check.hpp"
+#include "device_array.hpp"
+#include "examples_catalog.hpp"
+#include "geo_catalog.hpp"
+#include "stats_catalog.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <numbers>
+#include <random>
+#include <vector>
+
+using consumer::DeviceArray;
+
+namespace {
+
+template <typename T>
+struct Points {
+  std::vector<T> x, y;
+};
+
+// A flower-shaped (concave) polygon of `vertices` vertices around the origin.
+template <typename T>
+Points<T> flower(int vertices, int petals) {
+  Points<T> p;
+  for (int k = 0; k < vertices; ++k) {
+    double angle = 2 * std::numbers::pi * k / vertices, radius = 1.0 + 0.35 * std::sin(petals * angle);
+    p.x.push_back(static_cast<T>(radius * std::cos(angle)));
+    p.y.push_back(static_cast<T>(radius * std::sin(angle)));
+  }
+  return p;
+}
+
+template <typename T>
+Points<T> random_points(int n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> coordinate(-1.5, 1.5);
+  Points<T> p;
+  for (int i = 0; i < n; ++i) {
+    p.x.push_back(static_cast<T>(coordinate(rng)));
+    p.y.push_back(static_cast<T>(coordinate(rng)));
+  }
+  return p;
+}
+
+// The even-odd rule, with the kernel's arithmetic in the kernel's order (the unit is built with
+// --fmad=false, so both round alike).
+template <typename T>
+bool inside_cpu(T x, T y, const Points<T>& polygon) {
+  bool in = false;
+  const std::size_t n = polygon.x.size();
+  for (std::size_t j = 0; j < n; ++j) {
+    const T x0 = polygon.x[j], y0 = polygon.y[j], x1 = polygon.x[(j + 1) % n], y1 = polygon.y[(j + 1) % n];
+    if ((y0 > y) != (y1 > y) && x < (x1 - x0) * (y - y0) / (y1 - y0) + x0) in = !in;
+  }
+  return in;
+}
+
+unsigned blocks_for(int n) { return static_cast<unsigned>((n + 255) / 256); }
+
+template <typename T>
+void check_point_in_polygon(kiln::Registry& geo, const char* name, int vertices) {
+  const kiln::Kernel k = geo.get(name);
+  CHECK(k.provenance.source == kiln::Tier::embedded);
+  const int n = 1 << 20;
+  Points<T> points = random_points<T>(n, 7), polygon = flower<T>(vertices, 7);
+  DeviceArray<T> px(points.x), py(points.y), vx(polygon.x), vy(polygon.y);
+  DeviceArray<unsigned char> inside{std::vector<unsigned char>(n, 2)};
+  kiln::launch(k, {blocks_for(n)}, {256}, 0, nullptr, px.ptr(), py.ptr(), n, vx.ptr(), vy.ptr(), vertices,
+               inside.ptr());
+  const std::vector<unsigned char> got = inside.to_host();
+  int wrong = 0, in = 0;
+  for (int i = 0; i < n; ++i) {
+    wrong += got[i] != inside_cpu(points.x[i], points.y[i], polygon);
+    in += got[i] == 1;
+  }
+  std::printf("%s, %d vertices: %d of %d points inside, %d differ from the CPU\n", name, vertices, in, n, wrong);
+  CHECK(wrong == 0);
+  CHECK(in > n / 4);  // the flower covers about a third of the square
+  CHECK(in < n / 2);
+}
+
+
+void run_checks() {
+  kiln::Registry geo(consumer::geo::catalog()), stats(consumer::stats::catalog()),
+      examples(kiln::examples::catalog());
+  CUcontext context = geo.context();  // every registry of device 0 uses its primary context
+  kiln::check(kiln::driver().cuCtxPushCurrent(context), "cuCtxPushCurrent");
+
+  check_point_in_polygon<float>(geo, "point_in_polygon_f32", 12);    // fits one shared-memory tile
+  check_point_in_polygon<float>(geo, "point_in_polygon_f32", 1000);  // four tiles
+  check_point_in_polygon<double>(geo, "point_in_polygon_f64", 1000);
+
+  {
+    const int n = 100'000;
+    Points<float> points = random_points<float>(n, 3);
+    DeviceArray<float> x(points.x), y(points.y);
+    float dx = 0.5f, dy = -2.0f;
+    kiln::launch(geo.get("translate_f32"), {64}, {256}, 0, nullptr, x.ptr(), y.ptr(), dx, dy, n);
+    std::vector<float> gx = x.to_host(), gy = y.to_host();
+    int wrong = 0;
+    for (int i = 0; i < n; ++i) wrong += gx[i] != points.x[i] + dx || gy[i] != points.y[i] + dy;
+    CHECK(wrong == 0);
+  }
+
+  {  // One name in two registries: each launches its own kernel.
+    const int n = 10'000;
+    std::vector<double> a(n, 0.25), b(n, 1e-10);  // a + b is exact in double, not in float
+    DeviceArray<double> da(a), db(b), dc{std::vector<double>(n)};
+    kiln::launch(stats.get("vector_add"), {blocks_for(n)}, {256}, 0, nullptr, da.ptr(), db.ptr(), dc.ptr(), n);
+    CHECK(dc.to_host() == std::vector<double>(n, 0.25 + 1e-10));
+
+    std::vector<float> fa(n, 1.5f), fb(n, 2.0f);
+    DeviceArray<float> fda(fa), fdb(fb), fdc{std::vector<float>(n)};
+    kiln::launch(examples.get("vector_add"), {blocks_for(n)}, {256}, 0, nullptr, fda.ptr(), fdb.ptr(), fdc.ptr(), n);
+    CHECK(fdc.to_host() == std::vector<float>(n, 3.5f));
+  }
+
+  CUcontext popped;
+  kiln::driver().cuCtxPopCurrent(&popped);
+}
+
+}  // namespace
+
+int main() {
+  try {
+    kiln::driver();
+  } catch (const kiln::Error& e) {
+    std::printf("consumer gpu checks skipped: %s\n", e.what());
+    return 77;
+  }
+  try {
+    run_checks();
+  } catch (const kiln::Error& e) {
+    std::printf("consumer gpu checks: %s\n", e.what());
+    return 1;
+  }
+  std::printf("consumer gpu checks: %d failed\n", consumer::failures);
+  return consumer::failures == 0 ? 0 : 1;
+}
