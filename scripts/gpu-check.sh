@@ -11,6 +11,7 @@ scripts/setup.sh > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1;
 echo "full build: $(( ($(date +%s%N) - start) / 1000000 )) ms"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 meson test -C build --print-errorlogs 2>&1 | tee "$out/test.log" | tail -12
+grep -hE "consumer tests:|the program built" build/meson-logs/testlog.txt
 for suite in cpu gpu; do
   echo "== $suite"; build/tests/test_$suite 2>&1 | tail -3
 done
