@@ -1,7 +1,11 @@
 // runtime/src/cache_key.cpp — the cache key: readable key text and its SHA-256, the name of the entry file.
 #include "cache_key.hpp"
 
-#include <openssl/evp.h>
+// OpenSSL's one-shot SHA-256, not EVP: EVP's first call initialises providers (and reads openssl.cnf),
+// ~1 ms, which is the whole budget of a disk-tier get in a new process; SHA256() costs ~10 us on its
+// first call. It is deprecated in OpenSSL 3 in favour of EVP but still part of its API.
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
 
 #include <charconv>
 #include <stdexcept>
@@ -59,9 +63,10 @@ namespace detail {
 
 std::array<unsigned char, 32> sha256(std::string_view bytes) {
   std::array<unsigned char, 32> digest{};
-  unsigned int length = 0;
-  if (EVP_Digest(bytes.data(), bytes.size(), digest.data(), &length, EVP_sha256(), nullptr) != 1 || length != 32)
-    throw std::runtime_error("kiln: SHA-256 failed in OpenSSL (EVP_Digest); is libcrypto usable?");
+  SHA256_CTX context;
+  if (SHA256_Init(&context) != 1 || SHA256_Update(&context, bytes.data(), bytes.size()) != 1 ||
+      SHA256_Final(digest.data(), &context) != 1)
+    throw std::runtime_error("kiln: SHA-256 failed in OpenSSL (SHA256_Init/Update/Final); is libcrypto usable?");
   return digest;
 }
 
