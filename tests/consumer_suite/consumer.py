@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -30,7 +31,9 @@ def consumer(args) -> int:
         if unwanted:
             raise steps.StepFailed(f"kiln built {', '.join(sorted(unwanted))} in the consumer's build")
         code = steps.run([args.meson, "test", "-C", build, "--print-errorlogs"], ok=(0, 1))
-        results = {r["name"].split(" / ")[-1]: r["result"] for r in json_lines(build / "meson-logs" / "testlog.json")}
+        # A test's name in testlog.json is "consumer / cpu" (meson 1.0) or "cpu - consumer:cpu" (1.12).
+        results = {re.split(r" / |:", r["name"])[-1]: r["result"]
+                   for r in json_lines(build / "meson-logs" / "testlog.json")}
         print(f"consumer tests: {results}")  # gpu: SKIP on a machine without a GPU, OK on one
         if code != 0:
             raise steps.StepFailed("the consumer's tests failed")
