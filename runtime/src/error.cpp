@@ -10,6 +10,8 @@ std::string_view to_string(Errc code) noexcept {
     case Errc::no_device: return "no_device";
     case Errc::no_binary: return "no_binary";
     case Errc::driver: return "driver";
+    case Errc::no_compiler: return "no_compiler";
+    case Errc::compile: return "compile";
   }
   return "unknown";
 }

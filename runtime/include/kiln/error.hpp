@@ -13,6 +13,8 @@ enum class Errc {
   no_device,       // the driver reports no usable GPU, or the ordinal is out of range
   no_binary,       // nothing embedded runs on this device's architecture
   driver,          // a CUDA driver call failed
+  no_compiler,     // NVRTC or nvJitLink could not be loaded, so nothing can be JIT-compiled
+  compile,         // the JIT tier failed to compile a unit: the message carries unit, options and full log
 };
 
 std::string_view to_string(Errc code) noexcept;

@@ -1,0 +1,109 @@
+// tests/cpu/jit_test_util.hpp — what the JIT-compiler tests share: a CompileRequest per example unit, and NVRTC called directly.
+#pragma once
+
+#include <kiln/catalog.hpp>
+
+#include "examples_catalog.hpp"
+#include "jit_compile.hpp"  // runtime/src
+#include "nvrtc_api.hpp"
+
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::test {
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+inline std::vector<std::string> split_lines(std::string_view text) {
+  std::vector<std::string> lines;
+  while (!text.empty()) {
+    const std::size_t eol = text.find('\n');
+    lines.emplace_back(text.substr(0, eol));
+    text = eol == std::string_view::npos ? std::string_view{} : text.substr(eol + 1);
+  }
+  return lines;
+}
+
+// The request the JIT tier will build for a unit of the examples catalog. Until the catalog carries the
+// translation unit and its headers, the text comes from the build tree (KILN_TEST_GENERATED_DIR: the
+// generator's output directory) and the headers from the source tree and the toolkit.
+inline detail::CompileRequest example_request(const UnitEntry& unit, unsigned arch) {
+  const Catalog& catalog = examples::catalog();
+  detail::CompileRequest r;
+  r.registry = catalog.name;
+  r.unit = catalog.str(unit.name);
+  r.source_name = r.registry + "." + r.unit + ".cu";
+  r.source = read_text(std::string(KILN_TEST_GENERATED_DIR) + "/" + r.registry + ".kiln/" + r.source_name);
+  r.options = split_lines(catalog.str(unit.options));
+  r.include_dirs = {KILN_TEST_KERNELS_DIR "/include", KILN_TEST_KERNELS_DIR, KILN_TEST_TOOLKIT_DIR "/include/cccl",
+                    KILN_TEST_TOOLKIT_DIR "/include"};
+  const auto unit_index = static_cast<std::uint32_t>(&unit - catalog.units.data());
+  for (const KernelEntry& k : catalog.kernels) {
+    if (k.unit != unit_index) continue;
+    r.kernels.push_back({std::string(catalog.str(k.name)), std::string(catalog.str(k.lowered))});
+    r.expressions.emplace_back(catalog.str(k.expression));
+  }
+  r.arch = arch;
+  return r;
+}
+
+inline const UnitEntry& example_unit(std::string_view name) {
+  const Catalog& catalog = examples::catalog();
+  for (const UnitEntry& u : catalog.units) {
+    if (catalog.str(u.name) == name) return u;
+  }
+  throw std::runtime_error("no unit " + std::string(name) + " in the examples catalog");
+}
+
+// What NVRTC alone makes of a request with `arch_option` (-arch=compute_XX: PTX; -arch=sm_XX: its own
+// cubin), to compare kiln's output with.
+struct DirectNvrtc {
+  std::string log;
+  std::string ptx;
+  std::string cubin;
+};
+
+inline DirectNvrtc nvrtc_direct(const detail::CompileRequest& request, const std::string& arch_option) {
+  const detail::Nvrtc& api = detail::nvrtc();
+  nvrtcProgram program = nullptr;
+  if (api.nvrtcCreateProgram(&program, request.source.c_str(), request.source_name.c_str(), 0, nullptr, nullptr) !=
+      NVRTC_SUCCESS) {
+    throw std::runtime_error("nvrtcCreateProgram failed");
+  }
+  std::vector<std::string> options = request.options;
+  for (const std::string& dir : request.include_dirs) options.push_back("-I" + dir);
+  options.push_back(arch_option);
+  std::vector<const char*> argv;
+  for (const std::string& o : options) argv.push_back(o.c_str());
+  for (const std::string& e : request.expressions) api.nvrtcAddNameExpression(program, e.c_str());
+  const nvrtcResult compiled = api.nvrtcCompileProgram(program, static_cast<int>(argv.size()), argv.data());
+  DirectNvrtc out;
+  std::size_t size = 0;
+  api.nvrtcGetProgramLogSize(program, &size);
+  out.log.resize(size);
+  api.nvrtcGetProgramLog(program, out.log.data());
+  if (compiled == NVRTC_SUCCESS) {
+    if (api.nvrtcGetPTXSize(program, &size) == NVRTC_SUCCESS) {
+      out.ptx.resize(size);
+      api.nvrtcGetPTX(program, out.ptx.data());
+      out.ptx.resize(size ? size - 1 : 0);  // drop the terminating NUL
+    }
+    if (arch_option.find("sm_") != std::string::npos && api.nvrtcGetCUBINSize(program, &size) == NVRTC_SUCCESS) {
+      out.cubin.resize(size);
+      api.nvrtcGetCUBIN(program, out.cubin.data());
+    }
+  }
+  api.nvrtcDestroyProgram(&program);
+  if (compiled != NVRTC_SUCCESS) throw std::runtime_error("NVRTC failed: " + out.log);
+  return out;
+}
+
+}  // namespace kiln::test
