@@ -1,0 +1,224 @@
+// tests/cpu/test_jit_protocol.cpp — kiln-jitd frames: every field survives a round trip; truncated, damaged and garbage frames are refused.
+#include <doctest/doctest.h>
+
+#include "cache_test_util.hpp"
+#include "jit_protocol.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+#include <thread>
+
+using namespace kiln::detail;
+
+namespace {
+
+CompileRequest sample_request() {
+  CompileRequest r;
+  r.registry = "examples";
+  r.unit = "scale";
+  r.source_name = "examples.scale.cu";
+  r.source = std::string("template <typename T> __global__ void scale(T*);\n\0with a NUL", 60);
+  r.options = {"--use_fast_math", "-std=c++17", ""};
+  r.include_dirs = {"/tmp/kiln-headers/examples", "/usr/local/cuda/include"};
+  r.kernels = {{"scale_f32", "_ZN13kiln_examples5scaleIfEEvPKT_PS1_S1_i"}, {"scale_f64", "_Z5scaleIdEv"}};
+  r.expressions = {"kiln_examples::scale<float>", "kiln_examples::scale<double>"};
+  r.arch = 90;
+  r.pch_dir = "/home/u/.cache/kiln/pch";
+  return r;
+}
+
+CompileOutcome sample_outcome() {
+  CompileOutcome o;
+  o.ok = true;
+  o.entry = kiln::test::sample_entry(3, 90, 4096);
+  o.error = "";
+  o.log = "warning: something\n";
+  o.nvrtc_ms = 812.25;
+  o.link_ms = 31.5;
+  o.globals_removed = 1093;
+  return o;
+}
+
+void require_same(const CompileRequest& a, const CompileRequest& b) {
+  CHECK(a.registry == b.registry);
+  CHECK(a.unit == b.unit);
+  CHECK(a.source_name == b.source_name);
+  CHECK(a.source == b.source);
+  CHECK(a.options == b.options);
+  CHECK(a.include_dirs == b.include_dirs);
+  REQUIRE(a.kernels.size() == b.kernels.size());
+  for (std::size_t i = 0; i < a.kernels.size(); ++i) {
+    CHECK(a.kernels[i].name == b.kernels[i].name);
+    CHECK(a.kernels[i].lowered == b.kernels[i].lowered);
+  }
+  CHECK(a.expressions == b.expressions);
+  CHECK(a.arch == b.arch);
+  CHECK(a.pch_dir == b.pch_dir);
+}
+
+// Every way of decoding a frame, as the pool and the worker would: open it, then decode its kind.
+std::string decode_any(std::string_view frame) {
+  const auto m = open_frame(frame);
+  if (!m.ok()) return m.error;
+  switch (m.value.kind) {
+    case MessageKind::hello: return decode_hello(m.value.body).error;
+    case MessageKind::request: return decode_request(m.value.body).error;
+    case MessageKind::outcome: return decode_outcome(m.value.body).error;
+    case MessageKind::failure: return decode_failure(m.value.body).error;
+  }
+  return "unreachable";
+}
+
+std::vector<std::string> sample_frames() {
+  return {encode_hello({1234, kiln::kCacheFormatVersion}), encode_request(sample_request()),
+          encode_outcome(sample_outcome()), encode_failure({true, 5, "kiln: cannot load libnvrtc.so"})};
+}
+
+}  // namespace
+
+TEST_CASE("a request survives a round trip field by field") {
+  const CompileRequest r = sample_request();
+  const std::string frame = encode_request(r);  // open_frame's result views into it
+  const auto m = open_frame(frame);
+  REQUIRE(m.ok());
+  REQUIRE(m.value.kind == MessageKind::request);
+  const auto back = decode_request(m.value.body);
+  REQUIRE_MESSAGE(back.ok(), back.error);
+  require_same(r, back.value);
+}
+
+TEST_CASE("an outcome, its cache entry, a failure and a hello survive a round trip") {
+  const CompileOutcome o = sample_outcome();
+  const std::string frame = encode_outcome(o);
+  const auto m = open_frame(frame);
+  REQUIRE(m.ok());
+  REQUIRE(m.value.kind == MessageKind::outcome);
+  const auto back = decode_outcome(m.value.body);
+  REQUIRE_MESSAGE(back.ok(), back.error);
+  CHECK(back.value.ok);
+  CHECK(kiln::test::same_entry(back.value.entry, o.entry));
+  CHECK(back.value.log == o.log);
+  CHECK(back.value.nvrtc_ms == o.nvrtc_ms);
+  CHECK(back.value.link_ms == o.link_ms);
+  CHECK(back.value.globals_removed == o.globals_removed);
+
+  CompileOutcome failed;
+  failed.error = "examples/scale for sm_90: nvrtcCompileProgram failed";
+  failed.log = std::string(100000, 'e');
+  const auto f = decode_outcome(open_frame(encode_outcome(failed)).value.body);
+  REQUIRE(f.ok());
+  CHECK_FALSE(f.value.ok);
+  CHECK(f.value.error == failed.error);
+  CHECK(f.value.log == failed.log);
+
+  const auto e = decode_failure(open_frame(encode_failure({true, 5, "no nvrtc"})).value.body);
+  REQUIRE(e.ok());
+  CHECK(e.value.kiln_error);
+  CHECK(e.value.code == 5);
+  CHECK(e.value.message == "no nvrtc");
+
+  const auto h = decode_hello(open_frame(encode_hello({4321, 7})).value.body);
+  REQUIRE(h.ok());
+  CHECK(h.value.pid == 4321);
+  CHECK(h.value.cache_format == 7);
+}
+
+TEST_CASE("every truncation of a frame, and of a message body, is an error") {
+  for (const std::string& frame : sample_frames()) {
+    for (std::size_t n = 0; n < frame.size(); ++n) CHECK_FALSE(decode_any(std::string_view(frame).substr(0, n)).empty());
+    CHECK(decode_any(frame + "x") != "");  // trailing bytes
+    // Past the checksum, the decoders themselves must refuse short bodies.
+    const auto m = open_frame(frame);
+    REQUIRE(m.ok());
+    for (std::size_t n = 0; n < m.value.body.size(); ++n) {
+      const auto body = m.value.body.substr(0, n);
+      const bool refused = m.value.kind == MessageKind::hello     ? !decode_hello(body).ok()
+                           : m.value.kind == MessageKind::request ? !decode_request(body).ok()
+                           : m.value.kind == MessageKind::outcome ? !decode_outcome(body).ok()
+                                                                  : !decode_failure(body).ok();
+      CHECK(refused);
+    }
+  }
+}
+
+TEST_CASE("a flipped bit anywhere in a frame is refused") {
+  const std::string frame = encode_request(sample_request());
+  for (std::size_t i = 0; i < frame.size(); ++i) {
+    std::string damaged = frame;
+    damaged[i] = static_cast<char>(damaged[i] ^ (1 << (i % 8)));
+    INFO("byte ", i);
+    CHECK_FALSE(decode_any(damaged).empty());
+  }
+}
+
+TEST_CASE("garbage is refused without a crash or a huge allocation") {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 2000; ++round) {
+    std::string bytes(rng() % 200, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng());
+    if (round % 2 == 0 && bytes.size() >= kFrameHeaderSize) {
+      // A valid magic and version, so the size and the checksum are what must refuse it.
+      const std::string header = encode_hello({}).substr(0, 8);
+      bytes.replace(0, 8, header);
+    }
+    CHECK_FALSE(decode_any(bytes).empty());
+  }
+  // A header claiming 2^40 bytes is refused before reading or allocating them.
+  std::string huge = encode_hello({});
+  const std::uint64_t size = std::uint64_t{1} << 40;
+  std::memcpy(huge.data() + 8, &size, 8);
+  CHECK(open_frame(huge).error.find("out of range") != std::string::npos);
+  // Counts and lengths are checked against the bytes left, whatever the body claims.
+  std::string body(4, '\xff');
+  CHECK_FALSE(decode_request(body).ok());
+  CHECK_FALSE(decode_outcome(std::string(1, '\1') + body).ok());
+}
+
+TEST_CASE("frames travel through a pipe; a stream cut short is an error, a clean end is end_of_stream") {
+  int p[2];
+  REQUIRE(::pipe(p) == 0);
+  const std::string request = encode_request(sample_request());
+  const std::string outcome = encode_outcome(sample_outcome());  // larger than a pipe's buffer
+  std::thread writer([&] {
+    CHECK(write_frame(p[1], request).status == IoStatus::ok);
+    CHECK(write_frame(p[1], outcome).status == IoStatus::ok);
+    CHECK(::write(p[1], request.data(), 10) == 10);  // a frame cut off inside its header
+    ::close(p[1]);
+  });
+  const FrameRead first = read_frame(p[0]);
+  const FrameRead second = read_frame(p[0]);
+  const FrameRead cut = read_frame(p[0]);
+  const FrameRead end = read_frame(p[0]);
+  writer.join();
+  ::close(p[0]);
+  CHECK(first.status == IoStatus::ok);
+  CHECK(first.frame == request);
+  CHECK(second.status == IoStatus::ok);
+  CHECK(second.frame == outcome);
+  CHECK(cut.status == IoStatus::error);
+  CHECK(cut.error.find("10 of 16 header bytes") != std::string::npos);
+  CHECK(end.status == IoStatus::end_of_stream);
+
+  // A bad header is refused as soon as it is read, before the claimed payload is waited for.
+  REQUIRE(::pipe(p) == 0);
+  CHECK(::write(p[1], "GARBAGE-GARBAGE-", 16) == 16);
+  const FrameRead garbage = read_frame(p[0]);
+  CHECK(garbage.status == IoStatus::error);
+  CHECK(garbage.error.find("bad magic") != std::string::npos);
+  ::close(p[0]);
+  ::close(p[1]);
+}
+
+TEST_CASE("a silent non-blocking pipe is abandoned when keep_waiting says so") {
+  int p[2];
+  REQUIRE(::pipe2(p, O_NONBLOCK) == 0);
+  int asked = 0;
+  const FrameRead r = read_frame(p[0], [&] { return ++asked < 3; });
+  CHECK(r.status == IoStatus::abandoned);
+  CHECK(asked == 3);
+  ::close(p[0]);
+  ::close(p[1]);
+}
