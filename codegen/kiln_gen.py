@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import cubin
+import header_bundle
 import lowering
 import render
 import spec as specmod
@@ -250,15 +251,24 @@ class StringTable:
         return out
 
 
-def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str) -> dict:
+def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str, toolkit: Path | None = None) -> dict:
     """Everything the catalog templates need, with each binary checked against its unit:
-    the ELF names the expected architecture and every lowered name is a kernel in it."""
+    the ELF names the expected architecture and every lowered name is a kernel in it. With a toolkit,
+    the headers each unit includes are bundled for the JIT tier (header_bundle.py)."""
     strings = StringTable()
     units, kernels, binaries = [], [], []
     offset = 0
+    descs = [read_json(directory / f"{file_stem(spec.name, u.name)}.json") for u in spec.units]
+    bundle = header_bundle.build_bundle(
+        [(d["include_dirs"], read_json(directory / (binary_name(spec.name, u.name, d["targets"][0]) +
+                                                    ".headers.json"))["headers"])
+         for u, d in zip(spec.units, descs)], toolkit)
+    bundle_path = directory / f"{spec.name}.headers.zst"
+    bundle_size, bundle_digest = header_bundle.compress(bundle.raw, bundle_path) if bundle.raw else (0, "")
+    unit_headers: list[int] = []
     for ui, unit in enumerate(spec.units):
         stem = file_stem(spec.name, unit.name)
-        desc = read_json(directory / f"{stem}.json")
+        desc = descs[ui]
         lowered = read_json(directory / f"{stem}.names.json")
         first = len(binaries)
         for target in desc["targets"]:
@@ -287,7 +297,11 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str) -> dic
         digest = read_json(directory / (binary_name(spec.name, unit.name, desc["targets"][0]) + ".headers.json"))
         units.append({"name": strings.add(unit.name), "options": strings.add("\n".join(desc["options"])),
                       "first_binary": first, "binary_count": len(binaries) - first, "label": unit.name,
-                      "digest": strings.add(digest["digest"])})
+                      "digest": strings.add(digest["digest"]),
+                      "source": strings.add((directory / f"{stem}.cu").read_text(encoding="utf-8")),
+                      "roots": strings.add(",".join(map(str, bundle.unit_roots[ui]))),
+                      "first_header": len(unit_headers), "header_count": len(bundle.unit_headers[ui])})
+        unit_headers += bundle.unit_headers[ui]
         for k in desc["kernels"]:
             kernels.append({"key": k["name"], "name": strings.add(k["name"]),
                             "expression": strings.add(k["expression"]),
@@ -296,8 +310,12 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str) -> dic
     if offset >= 2**32:
         raise GenError(f"{spec.path}: embedded binaries total {offset} bytes; kiln's table holds at most 4 GiB")
     kernels.sort(key=lambda k: k["key"].encode())
+    headers = [{"path": strings.add(name), "offset": off, "size": size, "label": name}
+               for name, off, size in bundle.headers]
     return {"units": units, "kernels": kernels, "binaries": binaries, "blobs_size": offset,
-            "string_chunks": strings.chunks(), "cccl_version": cccl_version}
+            "string_chunks": strings.chunks(), "cccl_version": cccl_version, "headers": headers,
+            "unit_headers": unit_headers, "bundle_path": str(bundle_path.resolve()) if bundle.raw else "",
+            "bundle_size": bundle_size, "bundle_raw_size": len(bundle.raw), "bundle_digest": bundle_digest}
 
 
 def cccl_version_header(toolkit: Path) -> Path:
@@ -318,13 +336,14 @@ def emit_catalog(spec: specmod.Spec, model: dict, header_name: str, asm_name: st
     """{kind: text} for the catalog's .hpp, .cpp and .S."""
     env = render.environment()
     context = dict(model, spec_name=spec.path.name, registry=spec.name, namespace=spec.namespace,
-                   header=header_name, asm_name=asm_name, blob_symbol=f"kiln_blobs_{spec.name}")
+                   header=header_name, asm_name=asm_name, blob_symbol=f"kiln_blobs_{spec.name}",
+                   headers_symbol=f"kiln_headers_{spec.name}")
     return {kind: env.get_template(tpl).render(context) for kind, tpl in CATALOG_TEMPLATES.items()}
 
 
 def write_catalog(spec: specmod.Spec, directory: Path, toolkit: Path, outputs: dict[str, Path]) -> None:
     """Check every binary in `directory` and write the catalog's {"hpp", "cpp", "asm"} outputs."""
-    model = catalog_model(spec, directory, cccl_version(toolkit))
+    model = catalog_model(spec, directory, cccl_version(toolkit), toolkit)
     texts = emit_catalog(spec, model, outputs["hpp"].name, outputs["asm"].name)
     for kind, path in outputs.items():
         render.write_if_different(path, texts[kind])
@@ -403,7 +422,7 @@ def main(argv=None, toolkit: str | None = None) -> int:
     args = parser(toolkit).parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except (specmod.SpecError, GenError) as e:
+    except (specmod.SpecError, GenError, header_bundle.BundleError) as e:
         print(f"kiln: error: {e}", file=sys.stderr)
         return 1
     except OSError as e:

@@ -36,6 +36,7 @@ def fill_build_dir(directory: Path, spec, corrupt=None):
         stem = kiln_gen.file_stem(spec.name, unit.name)
         desc = kiln_gen.unit_description(spec, unit)
         (directory / f"{stem}.json").write_text(json.dumps(desc))
+        (directory / f"{stem}.cu").write_text(kiln_gen.render_unit(spec, unit))
         names = {k.expression: LOWERED[k.expression] for k in unit.kernels}
         (directory / f"{stem}.names.json").write_text(json.dumps(names))
         for target in desc["targets"]:

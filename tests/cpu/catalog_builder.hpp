@@ -26,7 +26,7 @@ class CatalogBuilder {
       // Selection never reads the bytes: each binary gets one placeholder byte.
       binaries_.push_back({b.arch, b.kind, static_cast<std::uint32_t>(binaries_.size()), 1});
     }
-    units_.push_back({add(name), add("-O3"), first, static_cast<std::uint32_t>(binaries.size()), add("0123abcd")});
+    units_.push_back({add(name), add("-O3"), first, static_cast<std::uint32_t>(binaries.size()), add("0123abcd"), add(""), add(""), 0, 0});
     return static_cast<std::uint32_t>(units_.size() - 1);
   }
 
@@ -41,7 +41,7 @@ class CatalogBuilder {
       return str(a.name) < str(b.name);
     });
     blobs_.assign(binaries_.size(), 0);
-    return Catalog{name, units_, kernels_, binaries_, strings_.data(), blobs_.data(), blobs_.size(), "3.0.1"};
+    return Catalog{name, units_, kernels_, binaries_, strings_.data(), blobs_.data(), blobs_.size(), "3.0.1", {}, {}, nullptr, 0, 0, ""};
   }
 
  private:

@@ -35,6 +35,18 @@ struct UnitEntry {
   // SHA-256 (hex) of the translation unit, the contents of every header it includes, its name
   // expressions and options, taken at build time: the disk cache keys compiled binaries on it.
   StrRef digest;
+  StrRef source;  // the generated translation unit, the text nvcc compiled: what the JIT tier compiles
+  StrRef roots;   // the header bundle's roots this unit searches, in order: "2,0,1" means -I r2 -I r0 -I r1
+  // The headers the unit includes: Catalog::unit_headers[first_header, first_header + header_count).
+  std::uint32_t first_header;
+  std::uint32_t header_count;
+};
+
+// A header in the decompressed header bundle: path "r<root>/<relative path>", bytes [offset, offset + size).
+struct HeaderEntry {
+  StrRef path;
+  std::uint32_t offset;
+  std::uint32_t size;
 };
 
 // A kernel the registry hands out. Entries are sorted by name so lookup is a binary search.
@@ -54,6 +66,13 @@ struct Catalog {
   const unsigned char* blobs;
   std::size_t blobs_size;
   std::string_view cccl_version;  // of the toolkit the units were built with, e.g. "3.0.1"
+  // Every header the units include, for the JIT tier: one zstd frame of the headers back to back.
+  std::span<const HeaderEntry> headers;
+  std::span<const std::uint32_t> unit_headers;
+  const unsigned char* header_bundle;
+  std::size_t header_bundle_size;      // compressed
+  std::size_t header_bundle_raw_size;  // decompressed
+  std::string_view header_bundle_digest;  // SHA-256 (hex) of the compressed bundle; names its unpacked directory
 
   std::string_view str(StrRef r) const noexcept { return {strings + r.offset, r.size}; }
   std::span<const unsigned char> bytes(const BinaryEntry& b) const noexcept { return {blobs + b.offset, b.size}; }

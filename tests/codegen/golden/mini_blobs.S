@@ -21,4 +21,11 @@ kiln_blobs_mini:
 	.incbin "BUILD/mini.axpy_f32.compute_90.ptx"  /* axpy_f32 compute_90 at 1536, 104 bytes, sha256 70240a72023f7d91b51a9986c316b9a5dc332ee7b23797cd1c6f652c6abaad9b */
 	.zero 24
 	.size kiln_blobs_mini, 1664
+
+/* The header bundle: one zstd frame, 0 bytes of headers in 0, sha256 -. */
+	.globl kiln_headers_mini
+	.hidden kiln_headers_mini
+	.type kiln_headers_mini, @object
+kiln_headers_mini:
+	.size kiln_headers_mini, 0
 	.section .note.GNU-stack,"",@progbits

@@ -2,26 +2,41 @@
 // A table baked at build time: no constructors run, one packed string blob, one blob symbol.
 #include "mini_catalog.hpp"
 
-// Every binary of the registry, back to back; defined by mini_blobs.S with .incbin.
+// Every binary of the registry, back to back, and the zstd-compressed header bundle for the JIT tier;
+// defined by mini_blobs.S with .incbin.
 extern "C" const unsigned char kiln_blobs_mini[];
+extern "C" const unsigned char kiln_headers_mini[];
 
 namespace mini::kernels {
 namespace {
 
 constexpr char strings[] =
-    "fill-std=c++17\n-DCUB_DISABLE_NAMESPACE_MAGIC\n-DCUB_IGNORE_NAMESPACE_MAGIC_ERRORfill-digestaxpy"
-    "_f32-std=c++17\n-DMINI_UNROLL=4\n-DCUB_DISABLE_NAMESPACE_MAGIC\n-DCUB_IGNORE_NAMESPACE_MAGIC_ERR"
-    "ORaxpy_f32-digestmini::axpy<float>_ZN4mini4axpyIfEEvT_PKS1_PS1_i"
+    "fill-std=c++17\n-DCUB_DISABLE_NAMESPACE_MAGIC\n-DCUB_IGNORE_NAMESPACE_MAGIC_ERRORfill-digest// G"
+    "enerated by kiln from mini.toml, unit 'fill' of registry 'mini'. Do not edit.\n// The same text "
+    "is compiled by nvcc at build time and by NVRTC at run time.\n#line 1 \"fill.cu\"\nextern \"C\" _"
+    "_global__ void fill(float* x, float v, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x"
+    ";\n  if (i < n) x[i] = v;\n}\n\n#ifndef __CUDACC_RTC__\n// nvcc instantiates only the kernels ho"
+    "st code refers to; NVRTC instantiates the name expressions.\nnamespace {\n[[maybe_unused]] auto "
+    "const kiln_kernel_0 = &fill;  // fill\n}  // namespace\n#endif\n0axpy_f32-std=c++17\n-DMINI_UNRO"
+    "LL=4\n-DCUB_DISABLE_NAMESPACE_MAGIC\n-DCUB_IGNORE_NAMESPACE_MAGIC_ERRORaxpy_f32-digest// Generat"
+    "ed by kiln from mini.toml, unit 'axpy_f32' of registry 'mini'. Do not edit.\n// The same text is"
+    " compiled by nvcc at build time and by NVRTC at run time.\nnamespace mini {\ntemplate <typename "
+    "T>\n__global__ void axpy(T a, const T* x, T* y, int n) {\n  int i = blockIdx.x * blockDim.x + th"
+    "readIdx.x;\n  if (i < n) y[i] += a * x[i];\n}\ntemplate __global__ void axpy<float>(float, const"
+    " float*, float*, int);\n}  // namespace mini\n\n#ifndef __CUDACC_RTC__\n// nvcc instantiates onl"
+    "y the kernels host code refers to; NVRTC instantiates the name expressions.\nnamespace {\n[[mayb"
+    "e_unused]] auto const kiln_kernel_0 = &mini::axpy<float>;  // axpy_f32\n}  // namespace\n#endif\n"
+    "mini::axpy<float>_ZN4mini4axpyIfEEvT_PKS1_PS1_i"
     ;
 
 constexpr kiln::UnitEntry units[] = {
-    {{0, 4}, {4, 75}, 0, 3, {79, 11}},  // fill
-    {{90, 8}, {98, 91}, 3, 3, {189, 15}},  // axpy_f32
+    {{0, 4}, {4, 75}, 0, 3, {79, 11}, {90, 530}, {620, 1}, 0, 0},  // fill
+    {{621, 8}, {629, 91}, 3, 3, {720, 15}, {735, 666}, {1401, 0}, 0, 0},  // axpy_f32
 };
 
 // Sorted by name: Catalog::find is a binary search.
 constexpr kiln::KernelEntry kernels[] = {
-    {{90, 8}, {204, 17}, {221, 30}, 1},  // axpy_f32 = mini::axpy<float>
+    {{621, 8}, {1401, 17}, {1418, 30}, 1},  // axpy_f32 = mini::axpy<float>
     {{0, 4}, {0, 4}, {0, 4}, 0},  // fill = fill
 };
 
@@ -34,8 +49,11 @@ constexpr kiln::BinaryEntry binaries[] = {
     {90, kiln::BinaryKind::ptx, 1536, 104},  // axpy_f32 compute_90
 };
 
+
 constinit const kiln::Catalog the_catalog{
     "mini", units, kernels, binaries, strings, kiln_blobs_mini, 1664, "3.0.1",
+    {}, {},
+    kiln_headers_mini, 0, 0, "",
 };
 
 }  // namespace
