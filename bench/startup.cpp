@@ -125,6 +125,23 @@ int disk_child(double spawned_ms, const char* dir) {
   return 0;
 }
 
+// `--jit-child SPAWNED DIR`: block_sum_f32 cold through the JIT tier into an empty cache (unpacking the
+// header bundle, starting a worker, NVRTC, stripping, nvJitLink, publishing, loading), then a second unit.
+int jit_child(double spawned_ms, const char* dir) {
+  const double t_main = now_ms();
+  setenv("KILN_CACHE_DIR", dir, 1);
+  kiln::Registry registry(kiln::examples::catalog(), 0, {.use_embedded = false});
+  registry.context();
+  const double t0 = now_ms();
+  const kiln::Kernel k = registry.get(kKernel);
+  const double t1 = now_ms();
+  registry.get("scale_f32");
+  const double t2 = now_ms();
+  if (k.provenance.source != kiln::Tier::jit) return 1;
+  std::printf("%.6f %.6f %.6f\n", t_main - spawned_ms, t1 - t0, t2 - t1);
+  return 0;
+}
+
 // `--read-child SPAWNED DIR ARCH`: the cache read alone (probe + read + decompress + validate), no CUDA.
 int read_child(double spawned_ms, const char* dir, unsigned arch) {
   const double t_main = now_ms();
@@ -184,6 +201,7 @@ void print_row(const char* name, std::vector<double> v, const char* unit) {
 int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--child") == 0) return child(std::atof(argv[2]));
   if (argc == 4 && std::strcmp(argv[1], "--disk-child") == 0) return disk_child(std::atof(argv[2]), argv[3]);
+  if (argc == 4 && std::strcmp(argv[1], "--jit-child") == 0) return jit_child(std::atof(argv[2]), argv[3]);
   if (argc == 5 && std::strcmp(argv[1], "--read-child") == 0)
     return read_child(std::atof(argv[2]), argv[3], static_cast<unsigned>(std::atoi(argv[4])));
   const int runs = argc > 1 ? std::atoi(argv[1]) : 11;
@@ -221,6 +239,33 @@ int main(int argc, char** argv) {
     const auto read = run_children(argv[0], {"--read-child", dir, std::to_string(arch)}, runs, 2);
     std::filesystem::remove_all(dir);
 
+    // The JIT tier: each run into an empty cache directory; then the JIT-built entries from disk.
+    const int jit_runs = std::max(3, runs / 2);
+    std::vector<std::vector<double>> jit(3);
+    std::string jit_dir;
+    for (int r = 0; r < jit_runs; ++r) {
+      if (!jit_dir.empty()) std::filesystem::remove_all(jit_dir);
+      char jit_template[] = "/tmp/kiln-bench-jit-XXXXXX";
+      jit_dir = mkdtemp(jit_template);
+      const auto one = run_children(argv[0], {"--jit-child", jit_dir}, 1, 3);
+      for (int f = 0; f < 3; ++f) jit[f].push_back(one[f][0]);
+    }
+    const auto jit_disk = run_children(argv[0], {"--disk-child", jit_dir}, runs, 3);
+    std::uint64_t jit_cubin_bytes = 0;
+    {
+      kiln::CacheConfig jit_config;
+      jit_config.dir = jit_dir;
+      kiln::DiskCache jit_cache(jit_config);
+      kiln::Registry registry(kiln::examples::catalog());
+      if (auto entry = jit_cache.load(registry.cache_key(kKernel, arch))) jit_cubin_bytes = entry->cubin.size();
+    }
+    std::filesystem::remove_all(jit_dir);
+    std::uint64_t aot_cubin_bytes = 0;
+    {
+      const kiln::Catalog& c = kiln::examples::catalog();
+      if (const auto* b = kiln::select_binary(c, c.units[c.find(kKernel)->unit], arch, false)) aot_cubin_bytes = b->size;
+    }
+
     std::printf("kiln startup: %s (sm_%u), driver %d, %d fresh processes per row, kernel %s (CUB BlockReduce)\n\n",
                 device_name.c_str(), arch, driver_version, runs, kKernel);
     std::printf("| phase | median | min | max |\n|---|---:|---:|---:|\n");
@@ -228,9 +273,15 @@ int main(int argc, char** argv) {
     print_row("disk: DiskCache::load alone (probe + read + decompress + validate), new process", read[1], "ms");
     print_row("disk: get() (probe + read + decompress + validate + load + function), new process", disk[2], "ms");
     print_row("disk: main() -> driver + primary context, same processes", disk[1], "ms");
+    print_row("jit: cold get() into an empty cache (unpack headers, start worker, NVRTC, strip, nvJitLink, publish, load)",
+              jit[1], "ms");
+    print_row("jit: then a second unit (scale_f32) in the same process", jit[2], "ms");
+    print_row("disk: get() of the JIT-built entry, new process", jit_disk[2], "ms");
     std::printf("\ndisk cache: %llu bytes of cubins in %llu bytes of entries (%.2fx)\n",
                 static_cast<unsigned long long>(cubin_bytes), static_cast<unsigned long long>(entry_bytes),
                 entry_bytes ? static_cast<double>(cubin_bytes) / static_cast<double>(entry_bytes) : 0.0);
+    std::printf("%s cubin: nvcc (embedded) %llu bytes, JIT (NVRTC, stripped PTX, nvJitLink) %llu bytes\n", kKernel,
+                static_cast<unsigned long long>(aot_cubin_bytes), static_cast<unsigned long long>(jit_cubin_bytes));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_startup: %s\n", e.what());
     return 1;

@@ -3,7 +3,14 @@
 #include <kiln/registry.hpp>
 #include <kiln/select.hpp>
 
+#include "header_bundle.hpp"
+#include "jit_compile.hpp"
+#include "jit_tier.hpp"
+#include "registry_slot.hpp"
+#include "warmup.hpp"
+
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -22,9 +29,11 @@ struct Registry::UnitState {
   std::string cache_key;  // a disk-tier entry's key
 };
 
-// Per kernel: the published, immutable Kernel. Written once under the unit's mutex, read without a lock.
-struct Registry::Slot {
-  std::atomic<const Kernel*> kernel{nullptr};
+// What the JIT tier hands back for a unit.
+struct Registry::JitResult {
+  CacheEntry entry;
+  bool compiled = false;  // false: the entry appeared on disk while this process waited for the lock
+  std::string key;
 };
 
 namespace {
@@ -42,12 +51,6 @@ void check_load(CUresult result, std::string_view call, const Catalog& catalog, 
   check(result, "kiln: " + std::string(call) + " for kernel '" + std::string(catalog.str(kernel.name)) +
                     "' (unit '" + std::string(catalog.str(catalog.units[kernel.unit].name)) + "', " +
                     std::string(binary) + ")");
-}
-
-// "13.0": the toolkit kiln was built with, whose NVRTC and nvJitLink build the binaries the disk tier
-// holds (the JIT tier compiles with the headers bundled from this toolkit).
-std::string toolkit_version() {
-  return std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10);
 }
 
 // Why a disk entry cannot serve the unit, or empty: it must name every kernel of the unit with the
@@ -86,6 +89,7 @@ std::string_view to_string(Tier tier) noexcept {
     case Tier::memory: return "memory";
     case Tier::embedded: return "embedded";
     case Tier::disk: return "disk";
+    case Tier::jit: return "jit";
   }
   return "unknown";
 }
@@ -98,6 +102,7 @@ Registry::Registry(const Catalog& catalog, int device, RegistryOptions options)
       slots_(std::make_unique<Slot[]>(catalog.kernels.size())) {}
 
 Registry::~Registry() {
+  warmup_.reset();  // joins the background threads before anything they use goes away
   for (std::size_t i = 0; i < catalog_.kernels.size(); ++i) delete slots_[i].kernel.load(std::memory_order_relaxed);
   if (!context_) return;  // CUDA was never initialised by this registry: nothing to release
   // Errors are ignored: at process exit the driver may already be shutting down.
@@ -181,6 +186,17 @@ void Registry::load_unit(UnitState& unit, const KernelEntry& entry) {
       }
     }
   }
+  if (!image && !binary && options_.use_jit) {
+    JitResult built = jit_build(entry.unit);
+    unit.image = std::move(built.entry.cubin);
+    unit.source = built.compiled ? Tier::jit : Tier::disk;  // disk: another process built it meanwhile
+    unit.cache_key = std::move(built.key);
+    if (built.compiled) jit_compiles_.fetch_add(1, std::memory_order_relaxed);
+    unit.arch = info_.arch;
+    unit.label = "sm_" + std::to_string(info_.arch) + " compiled by the JIT tier";
+    image = unit.image.data();
+    disk_note.clear();
+  }
   if (!image && !binary && options_.allow_ptx && options_.use_embedded) binary = select_binary(catalog_, u, info_.arch, true);
   if (binary) {
     image = catalog_.bytes(*binary).data();
@@ -203,18 +219,33 @@ void Registry::load_unit(UnitState& unit, const KernelEntry& entry) {
   unit_loads_.fetch_add(1, std::memory_order_relaxed);
 }
 
+// Tier 4: compile the unit for this device with NVRTC + nvJitLink, in a worker process, through the
+// disk cache's per-key lock so that processes sharing the cache compile it once. Called with the
+// unit's mutex held, so threads of this process compile it once too.
+Registry::JitResult Registry::jit_build(std::uint32_t unit_index) {
+  const UnitEntry& unit = catalog_.units[unit_index];
+  DiskCache& cache = disk();
+  // The unpacked headers and NVRTC's PCH live in the cache directory, or in a private temporary one.
+  const std::filesystem::path base = cache.usable() ? cache.config().dir : detail::private_temp_dir();
+  const detail::CompileRequest request = detail::make_request(catalog_, unit_index, info_.arch, base);
+
+  JitResult result;
+  const CacheKey key = unit_key(unit, info_.arch);
+  result.key = key.hex;
+  auto build = [&]() -> CacheEntry {
+    detail::CompileOutcome outcome = detail::jit_compile(request);
+    if (!outcome.ok) throw Error(Errc::compile, outcome.error + "\n" + outcome.log);
+    result.compiled = true;
+    return std::move(outcome.entry);
+  };
+  result.entry = cache.usable() ? cache.get_or_build(key, build) : build();
+  return result;
+}
+
 DiskCache& Registry::disk() { return options_.cache ? *options_.cache : default_cache(); }
 
 CacheKey Registry::unit_key(const UnitEntry& unit, unsigned arch) const {
-  CacheKeyFields fields;
-  fields.registry = std::string(catalog_.name);
-  fields.unit = std::string(catalog_.str(unit.name));
-  fields.source_digest = std::string(catalog_.str(unit.digest));
-  fields.arch = arch;
-  fields.nvrtc = toolkit_version();
-  fields.nvjitlink = toolkit_version();
-  fields.cccl = std::string(catalog_.cccl_version);
-  return CacheKey::from(fields);
+  return detail::unit_cache_key(catalog_, unit, arch);
 }
 
 CacheKey Registry::cache_key(std::string_view name, unsigned arch) {
@@ -253,6 +284,12 @@ Plan Registry::plan(std::string_view name) {
     if (cache.usable() && cache.contains(unit_key(unit, info_.arch))) {
       plan.available = true;
       plan.source = Tier::disk;
+      plan.arch = info_.arch;
+      return plan;
+    }
+    if (options_.use_jit) {  // compiled on first get(), if NVRTC can be loaded then
+      plan.available = true;
+      plan.source = Tier::jit;
       plan.arch = info_.arch;
       return plan;
     }
@@ -317,7 +354,7 @@ CUcontext Registry::context() {
 
 RegistryStats Registry::stats() const noexcept {
   return {unit_loads_.load(std::memory_order_relaxed), kernel_loads_.load(std::memory_order_relaxed),
-          disk_loads_.load(std::memory_order_relaxed)};
+          disk_loads_.load(std::memory_order_relaxed), jit_compiles_.load(std::memory_order_relaxed)};
 }
 
 void launch(const Kernel& kernel, Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream, void** args) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <unistd.h>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -27,6 +28,10 @@ constexpr std::string_view usage =
     "  cache verify           check every entry, remove the bad ones and say why\n"
     "  cache prune [BYTES]    evict least recently used entries down to BYTES (default: the cap)\n"
     "  cache clear            remove every entry\n"
+    "  precompile [--arch sm_XX] [--jobs N] [KERNEL...]\n"
+    "           JIT-compile into the disk cache (every kernel by default) for this GPU, or for\n"
+    "           --arch with no GPU needed\n"
+    "  status   warm every kernel (embedded and disk: deferred; the rest: JIT) and show where each came from\n"
     "  --help   show this text\n";
 
 // Rows of cells printed with left-aligned columns, each as wide as its widest cell.
@@ -205,12 +210,103 @@ int info() {
 
 }  // namespace
 
+// "sm_90" -> 90, or 0.
+unsigned parse_arch(std::string_view text) {
+  if (!text.starts_with("sm_")) return 0;
+  unsigned arch = 0;
+  for (char c : text.substr(3)) {
+    if (c < '0' || c > '9') return 0;
+    arch = arch * 10 + static_cast<unsigned>(c - '0');
+  }
+  return arch;
+}
+
+int precompile_command(int argc, char** argv) {
+  unsigned arch = 0, jobs = 0;
+  std::vector<std::string> names;
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--arch" && i + 1 < argc) {
+      arch = parse_arch(argv[++i]);
+      if (!arch) {
+        std::cerr << "kiln precompile: '" << argv[i] << "' is not an architecture like sm_90\n";
+        return 2;
+      }
+    } else if (a == "--jobs" && i + 1 < argc) {
+      jobs = static_cast<unsigned>(std::strtoul(argv[++i], nullptr, 10));
+    } else if (a.starts_with("--")) {
+      std::cerr << usage;
+      return 2;
+    } else {
+      names.emplace_back(a);
+    }
+  }
+  const bool terminal = ::isatty(STDOUT_FILENO);
+  int failures = 0;
+  for (CatalogFn catalog_fn : catalogs) {
+    const kiln::Catalog& catalog = catalog_fn();
+    std::vector<std::string> mine;  // the names that belong to this registry
+    for (const auto& n : names)
+      if (catalog.find(n)) mine.push_back(n);
+    if (!names.empty() && mine.empty()) continue;
+    unsigned target = arch;
+    if (!target) {
+      kiln::Registry registry(catalog);
+      if (!print_device(registry)) {
+        std::cerr << "kiln precompile: no GPU to compile for: pass --arch sm_XX\n";
+        return 1;
+      }
+      target = registry.device().arch;
+    }
+    std::cout << "registry " << catalog.name << ": compiling for sm_" << target << '\n';
+    kiln::precompile(catalog, target, mine, jobs, [&](const kiln::PrecompileResult& r, std::size_t done, std::size_t total) {
+      failures += !r.ok;
+      const std::string what = r.ok ? (r.cached ? "cached" : "compiled") : "FAILED";
+      if (terminal) {
+        const std::size_t width = 30, filled = width * done / total;
+        std::cout << "\r[" << std::string(filled, '#') << std::string(width - filled, ' ') << "] " << done << "/" << total
+                  << " " << r.unit << "\033[K" << std::flush;
+        if (!r.ok || done == total) std::cout << '\n';
+      } else {
+        std::cout << what << "  " << r.unit << "  " << fixed1(r.ms) << " ms\n";
+      }
+      if (!r.ok) std::cerr << r.error << '\n';
+    });
+  }
+  return failures ? 1 : 0;
+}
+
+int status_command() {
+  for (CatalogFn catalog_fn : catalogs) {
+    kiln::Registry registry(catalog_fn());
+    if (!print_device(registry)) return 0;
+    registry.precompile_all();
+    std::vector<std::string> all;
+    for (const auto& k : registry.catalog().kernels) all.emplace_back(registry.catalog().str(k.name));
+    registry.ensure_warm(all, std::chrono::minutes(10));
+    const kiln::WarmupStatus s = registry.status();
+    std::cout << "\nregistry " << registry.catalog().name << ": " << s.submitted << " submitted, " << s.compiled
+              << " compiled, " << s.deferred << " deferred, " << s.pending << " pending, " << s.failed << " failed\n";
+    Table table;
+    table.row({"kernel", "state", "tier", "ms"});
+    for (const auto& k : s.kernels)
+      table.row({k.name, k.state, k.state == "loaded" ? std::string(kiln::to_string(k.tier)) : "-",
+                 k.state == "loaded" ? fixed1(k.ms) : "-"});
+    table.print("  ");
+    for (const auto& k : s.kernels)
+      if (!k.error.empty()) std::cerr << k.name << ": " << k.error << '\n';
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const std::string_view command = argc >= 2 ? argv[1] : "";
   try {
     if (command == "list" && argc == 2) return list();
     if (command == "info" && argc == 2) return info();
     if (command == "cache" && (argc == 3 || argc == 4)) return cache_command(argv[2], argc, argv);
+    if (command == "precompile") return precompile_command(argc, argv);
+    if (command == "status" && argc == 2) return status_command();
   } catch (const kiln::Error& e) {
     std::cerr << e.what() << '\n';
     return 1;

@@ -67,3 +67,31 @@ TEST_CASE("to_string names every error code and tier") {
   CHECK(kiln::to_string(kiln::Tier::memory) == "memory");
   CHECK(kiln::to_string(kiln::Tier::embedded) == "embedded");
 }
+
+TEST_CASE("to_string names the newer error codes and tiers") {
+  CHECK(kiln::to_string(kiln::Errc::no_compiler) == "no_compiler");
+  CHECK(kiln::to_string(kiln::Errc::compile) == "compile");
+  CHECK(kiln::to_string(kiln::Tier::disk) == "disk");
+  CHECK(kiln::to_string(kiln::Tier::jit) == "jit");
+}
+
+TEST_CASE("warm-up without a GPU costs nothing: returns at once, nothing pending, every name still cold") {
+  if (kiln::driver_available()) return;  // this case is about machines without a driver
+  kiln::test::CatalogBuilder builder;
+  const std::uint32_t unit = builder.unit("u", {{90, kiln::BinaryKind::cubin}});
+  builder.kernel("scale_f32", unit);
+  builder.kernel("scale_f64", unit);
+  const kiln::Catalog catalog = builder.build("nogpu");
+  kiln::Registry registry(catalog);
+  registry.request_warmup({"scale_f32", "scale_f64"});
+  registry.precompile_all();
+  const auto cold = registry.ensure_warm({"scale_f32"}, std::chrono::milliseconds(0));
+  CHECK(cold == std::vector<std::string>{"scale_f32"});
+  const auto s = registry.status();
+  CHECK(s.submitted == 0);
+  CHECK(s.pending == 0);
+  CHECK(s.kernels.empty());
+  CHECK(registry.stats().unit_loads == 0);
+  // An unknown name is still the caller's mistake, GPU or not.
+  CHECK_THROWS_AS(registry.request_warmup({"scale_f16"}), kiln::Error);
+}

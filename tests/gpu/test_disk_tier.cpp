@@ -5,6 +5,7 @@
 #include <kiln/kiln.hpp>
 
 #include "device_buffer.hpp"
+#include "example_checks.hpp"
 #include "examples_catalog.hpp"
 #include "fill_cache.hpp"
 
@@ -39,26 +40,13 @@ kiln::CacheConfig config_for(const std::filesystem::path& dir) {
   return config;
 }
 
-// Sums 1M ones with block_sum_f32 from `registry`; true when the result is right.
-bool block_sum_works(kiln::Registry& registry) {
-  const kiln::Kernel k = registry.get("block_sum_f32");
-  kiln::check(kiln::driver().cuCtxPushCurrent(registry.context()), "push");
-  const int n = 1 << 20, blocks = 32;
-  kiln::test::DeviceBuffer<float> in(std::vector<float>(n, 1.0f)), partial(blocks);
-  kiln::launch(k, {blocks}, {256}, 0, nullptr, in.ptr(), partial.ptr(), n);
-  const auto sums = partial.to_host();
-  CUcontext ignored;
-  kiln::driver().cuCtxPopCurrent(&ignored);
-  return std::accumulate(sums.begin(), sums.end(), 0.0) == n;
-}
-
 }  // namespace
 
 // Entry point of the child process: `test_gpu --disk-child DIR` (see main.cpp).
 int disk_child_main(const char* dir) {
   setenv("KILN_CACHE_DIR", dir, 1);  // the default cache, configured from the environment as a user's would be
   kiln::Registry registry(kiln::examples::catalog(), 0, {.use_embedded = false});
-  const bool ok = block_sum_works(registry);
+  const bool ok = kiln::test::block_sum_works(registry);
   const kiln::Kernel k = registry.get("block_sum_f32");
   std::printf("disk-child: %s tier=%s source=%s key=%s\n", ok ? "ok" : "wrong result",
               std::string(kiln::to_string(k.provenance.tier)).c_str(),
@@ -73,7 +61,7 @@ TEST_CASE("disk tier: entries stored by one registry are loaded, launched and ch
   kiln::Registry writer(kiln::examples::catalog());
   REQUIRE(kiln::test::fill_cache_from_embedded(writer, cache) == 3);
 
-  kiln::Registry reader(kiln::examples::catalog(), 0, {.use_embedded = false, .cache = &cache});
+  kiln::Registry reader(kiln::examples::catalog(), 0, {.use_embedded = false, .cache = &cache, .use_jit = false});
   // plan() probes the directory and loads nothing.
   CHECK(reader.plan("vector_add").source == kiln::Tier::disk);
   CHECK(reader.stats().unit_loads == 0);
@@ -85,7 +73,7 @@ TEST_CASE("disk tier: entries stored by one registry are loaded, launched and ch
   CHECK(k.provenance.cache_key == writer.cache_key("vector_add").hex);
   CHECK(reader.get("vector_add").provenance.tier == kiln::Tier::memory);
   CHECK(reader.stats().disk_loads == 1);
-  CHECK(block_sum_works(reader));
+  CHECK(kiln::test::block_sum_works(reader));
   CHECK(cache.stats().hits == 2);
 }
 
@@ -126,7 +114,7 @@ TEST_CASE("disk tier: a corrupt entry is detected before the driver, deleted, an
     f.seekp(-8, std::ios::end);
     f.put(static_cast<char>(c ^ 0x5a));
   }
-  kiln::Registry reader(kiln::examples::catalog(), 0, {.use_embedded = false, .cache = &cache});
+  kiln::Registry reader(kiln::examples::catalog(), 0, {.use_embedded = false, .cache = &cache, .use_jit = false});
   try {
     reader.get("scale_f32");
     FAIL("expected kiln::Error");

@@ -5,5 +5,6 @@
 #include <kiln/catalog.hpp>
 #include <kiln/driver.hpp>
 #include <kiln/error.hpp>
+#include <kiln/precompile.hpp>
 #include <kiln/registry.hpp>
 #include <kiln/select.hpp>

@@ -6,6 +6,7 @@
 #include <kiln/driver.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -15,7 +16,7 @@
 
 namespace kiln {
 
-enum class Tier : std::uint8_t { memory, embedded, disk };
+enum class Tier : std::uint8_t { memory, embedded, disk, jit };
 
 std::string_view to_string(Tier tier) noexcept;
 
@@ -46,6 +47,26 @@ struct RegistryOptions {
   // The disk tier: nullptr means the process-wide default_cache() (configured from KILN_CACHE*),
   // touched only when no embedded cubin fits the device.
   DiskCache* cache = nullptr;
+  // The JIT tier: compile with NVRTC + nvJitLink (in worker processes) what no other tier has, and
+  // publish it to the disk cache.
+  bool use_jit = true;
+};
+
+// What the warm-up machinery has done (Registry::status()).
+struct WarmupStatus {
+  std::size_t submitted = 0;  // names queued for background compilation
+  std::size_t compiled = 0;   // of those, now loaded from the JIT tier (or from disk, built by another process)
+  std::size_t deferred = 0;   // asked for, but embedded or on disk already: loaded on first get()
+  std::size_t pending = 0;    // queued or compiling
+  std::size_t failed = 0;
+  struct PerKernel {
+    std::string name;
+    std::string state;  // "loaded", "deferred", "pending", "failed"
+    Tier tier = Tier::memory;  // where a loaded kernel came from
+    double ms = 0;             // the get() that loaded it (compile included)
+    std::string error;         // for failed
+  };
+  std::vector<PerKernel> kernels;  // every kernel asked for or loaded
 };
 
 // Where get() would take a kernel from, without loading anything.
@@ -69,6 +90,7 @@ struct RegistryStats {
   std::uint64_t unit_loads = 0;    // cuLibraryLoadData calls
   std::uint64_t kernel_loads = 0;  // kernels made launchable
   std::uint64_t disk_loads = 0;    // units served by the disk tier
+  std::uint64_t jit_compiles = 0;  // units this registry compiled
 };
 
 // One registry per (catalog, device). Thread-safe. Construction does not touch CUDA; the first
@@ -94,7 +116,18 @@ class Registry {
   // looks up and what a compiler publishes under. Initialises the device when arch is 0.
   CacheKey cache_key(std::string_view name, unsigned arch = 0);
 
+  // Warm-up (JIT tier). request_warmup returns at once: names already embedded or on disk are
+  // deferred (loaded on first get(), no compile pool started), the others are compiled in the
+  // background. ensure_warm blocks up to `timeout` and returns the names still not ready.
+  // Without a CUDA driver these cost nothing and never initialise CUDA; KILN_PRECOMPILE=0 turns
+  // background work off (ensure_warm then compiles nothing either).
+  void request_warmup(const std::vector<std::string>& names);
+  std::vector<std::string> ensure_warm(const std::vector<std::string>& names, std::chrono::milliseconds timeout);
+  void precompile_all();
+  WarmupStatus status();
+
  private:
+  struct Warmup;
   struct UnitState;
   struct Slot;
   void ensure_device();
@@ -102,6 +135,8 @@ class Registry {
   void load_unit(UnitState& unit, const KernelEntry& entry);
   DiskCache& disk();
   CacheKey unit_key(const UnitEntry& unit, unsigned arch) const;
+  struct JitResult;
+  JitResult jit_build(std::uint32_t unit_index);
 
   const Catalog& catalog_;
   int ordinal_;
@@ -115,6 +150,9 @@ class Registry {
   std::atomic<std::uint64_t> unit_loads_{0};
   std::atomic<std::uint64_t> kernel_loads_{0};
   std::atomic<std::uint64_t> disk_loads_{0};
+  std::atomic<std::uint64_t> jit_compiles_{0};
+  std::unique_ptr<Warmup> warmup_;  // created on the first warm-up call
+  std::mutex warmup_mutex_;
 };
 
 // Launch `kernel` with the given arguments (each passed by address, as cuLaunchKernel wants).

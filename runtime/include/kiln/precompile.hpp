@@ -1,0 +1,29 @@
+// kiln/precompile.hpp — fill the disk cache ahead of time for an architecture, with no GPU needed.
+#pragma once
+
+#include <kiln/catalog.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct PrecompileResult {
+  std::string unit;
+  bool ok = false;
+  bool cached = false;  // the disk cache had it already
+  double ms = 0;
+  std::string error;    // unit, options and the compiler's full log when !ok
+};
+
+// Compiles the units of `kernels` (every unit when empty) for `arch` (90 for sm_90) with the JIT tier,
+// `jobs` at a time (0: the JIT pool's size), and publishes them to the default disk cache. Calls
+// `progress` after each unit, from the calling thread. Throws kiln::Error for an unknown kernel name,
+// a disabled or refused cache, or missing NVRTC.
+std::vector<PrecompileResult> precompile(
+    const Catalog& catalog, unsigned arch, const std::vector<std::string>& kernels = {}, unsigned jobs = 0,
+    const std::function<void(const PrecompileResult&, std::size_t done, std::size_t total)>& progress = {});
+
+}  // namespace kiln

@@ -1,0 +1,26 @@
+// tests/gpu/example_checks.hpp — launches an example kernel from a registry and checks the result.
+#pragma once
+
+#include <kiln/kiln.hpp>
+
+#include "device_buffer.hpp"
+
+#include <numeric>
+#include <vector>
+
+namespace kiln::test {
+
+// Sums 1M ones with block_sum_f32 from `registry`; true when the result is right.
+inline bool block_sum_works(kiln::Registry& registry) {
+  const kiln::Kernel k = registry.get("block_sum_f32");
+  kiln::check(kiln::driver().cuCtxPushCurrent(registry.context()), "push");
+  const int n = 1 << 20, blocks = 32;
+  DeviceBuffer<float> in(std::vector<float>(n, 1.0f)), partial(blocks);
+  kiln::launch(k, {blocks}, {256}, 0, nullptr, in.ptr(), partial.ptr(), n);
+  const auto sums = partial.to_host();
+  CUcontext ignored;
+  kiln::driver().cuCtxPopCurrent(&ignored);
+  return std::accumulate(sums.begin(), sums.end(), 0.0) == n;
+}
+
+}  // namespace kiln::test

@@ -1,0 +1,151 @@
+// tests/gpu/test_jit_tier.cpp — the JIT tier on a real GPU: with the embedded tier off, every kernel is compiled
+// by NVRTC + nvJitLink (in worker processes), launched and checked, published to disk, and found there by the
+// next registry and the next process; racing threads compile once; warm-up compiles in the background.
+#include <doctest/doctest.h>
+
+#include <kiln/kiln.hpp>
+
+#include "device_buffer.hpp"
+#include "example_checks.hpp"
+#include "examples_catalog.hpp"
+
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <latch>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+struct TempCache {
+  std::filesystem::path path;
+  kiln::DiskCache cache;
+  TempCache() : path(make()), cache(config(path)) {}
+  ~TempCache() { std::filesystem::remove_all(path); }
+  static std::filesystem::path make() {
+    char name[] = "/tmp/kiln-gpu-jit-XXXXXX";
+    return mkdtemp(name);
+  }
+  static kiln::CacheConfig config(const std::filesystem::path& dir) {
+    kiln::CacheConfig c;
+    c.dir = dir;
+    return c;
+  }
+};
+
+kiln::RegistryOptions jit_only(kiln::DiskCache& cache) { return {.use_embedded = false, .cache = &cache}; }
+
+bool vector_add_works(kiln::Registry& registry) {
+  const kiln::Kernel k = registry.get("vector_add");
+  kiln::check(kiln::driver().cuCtxPushCurrent(registry.context()), "push");
+  const int n = 10'007;
+  std::vector<float> a(n), b(n);
+  std::iota(a.begin(), a.end(), 0.0f);
+  std::iota(b.begin(), b.end(), 1.0f);
+  kiln::test::DeviceBuffer<float> da(a), db(b), dc(n);
+  kiln::launch(k, {static_cast<unsigned>((n + 255) / 256)}, {256}, 0, nullptr, da.ptr(), db.ptr(), dc.ptr(), n);
+  const auto c = dc.to_host();
+  CUcontext ignored;
+  kiln::driver().cuCtxPopCurrent(&ignored);
+  for (int i = 0; i < n; ++i)
+    if (c[i] != a[i] + b[i]) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("JIT tier: every example kernel compiled for this GPU, launched, checked, then served from disk") {
+  TempCache tmp;
+  kiln::Registry registry(kiln::examples::catalog(), 0, jit_only(tmp.cache));
+  CHECK(registry.plan("block_sum_f32").source == kiln::Tier::jit);
+
+  const kiln::Kernel k = registry.get("block_sum_f32");
+  CHECK(k.provenance.source == kiln::Tier::jit);
+  CHECK(k.provenance.arch == registry.device().arch);
+  CHECK(k.lowered_name == kiln::examples::catalog().str(kiln::examples::catalog().find("block_sum_f32")->lowered));
+  MESSAGE("block_sum_f32 (CUB) cold JIT get: " << k.provenance.load_ms << " ms");
+  CHECK(kiln::test::block_sum_works(registry));
+  CHECK(vector_add_works(registry));
+  for (const char* name : {"scale_f32", "scale_f64"}) CHECK(registry.get(name).provenance.source == kiln::Tier::jit);
+  CHECK(registry.stats().jit_compiles == 3);  // three units, each compiled once
+  CHECK(tmp.cache.stats().entries == 3);      // and published to the disk tier
+
+  kiln::Registry next(kiln::examples::catalog(), 0, jit_only(tmp.cache));
+  CHECK(next.plan("block_sum_f32").source == kiln::Tier::disk);
+  CHECK(next.get("block_sum_f32").provenance.source == kiln::Tier::disk);
+  CHECK(next.stats().jit_compiles == 0);
+  CHECK(kiln::test::block_sum_works(next));
+}
+
+TEST_CASE("JIT tier: a new process gets the JIT-built kernels from disk") {
+  TempCache tmp;
+  {
+    kiln::Registry registry(kiln::examples::catalog(), 0, jit_only(tmp.cache));
+    REQUIRE(registry.get("block_sum_f32").provenance.source == kiln::Tier::jit);
+  }
+  char self[4096] = {};
+  REQUIRE(readlink("/proc/self/exe", self, sizeof self - 1) > 0);
+  char* argv[] = {self, const_cast<char*>("--disk-child"), const_cast<char*>(tmp.path.c_str()), nullptr};
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, self, nullptr, nullptr, argv, environ) == 0);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // the child checks the result and that the disk tier served it
+}
+
+TEST_CASE("JIT tier: 16 threads asking for one cold kernel compile it once") {
+  TempCache tmp;
+  kiln::Registry registry(kiln::examples::catalog(), 0, jit_only(tmp.cache));
+  registry.context();
+  constexpr int threads = 16;
+  std::latch start(threads);
+  std::vector<std::thread> pool;
+  std::vector<CUfunction> got(threads);
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      start.arrive_and_wait();
+      got[t] = registry.get("vector_add").function;
+    });
+  for (auto& th : pool) th.join();
+  CHECK(registry.stats().jit_compiles == 1);
+  for (auto f : got) CHECK(f == got[0]);
+}
+
+TEST_CASE("warm-up: embedded kernels are deferred; cold ones compile in the background; ensure_warm waits") {
+  kiln::Registry embedded(kiln::examples::catalog());
+  embedded.request_warmup({"vector_add", "scale_f32"});
+  auto s = embedded.status();
+  CHECK(s.deferred == 2);
+  CHECK(s.submitted == 0);
+  CHECK(s.pending == 0);
+  CHECK(embedded.stats().unit_loads == 0);  // deferred: loaded on first get()
+
+  TempCache tmp;
+  kiln::Registry registry(kiln::examples::catalog(), 0, jit_only(tmp.cache));
+  const std::vector<std::string> names{"vector_add", "scale_f32", "scale_f64", "block_sum_f32"};
+  registry.request_warmup(names);
+  registry.request_warmup(names);  // deduplicated
+  const auto cold = registry.ensure_warm(names, std::chrono::minutes(5));
+  CHECK(cold.empty());
+  s = registry.status();
+  CHECK(s.submitted == 4);
+  CHECK(s.compiled == 4);
+  CHECK(s.failed == 0);
+  CHECK(s.pending == 0);
+  CHECK(registry.stats().jit_compiles == 3);
+  for (const auto& k : s.kernels) {
+    CHECK(k.state == "loaded");
+    CHECK(k.tier == kiln::Tier::jit);
+    CHECK(k.ms > 0);
+  }
+  CHECK(vector_add_works(registry));
+}
