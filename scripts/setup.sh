@@ -13,7 +13,6 @@ python3 -c 'import jinja2' 2>/dev/null || missing+=(python3-jinja2)
 [ -f /usr/include/doctest/doctest.h ] || [ -f /usr/local/include/doctest/doctest.h ] || missing+=(doctest-dev)
 pkg-config --exists libzstd 2>/dev/null || missing+=(libzstd-dev)      # the disk cache's compression
 pkg-config --exists libcrypto 2>/dev/null || missing+=(libssl-dev)     # the disk cache's SHA-256
-command -v zstd >/dev/null || missing+=(zstd)                               # bundles headers for the JIT tier
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "kiln setup: installing ${missing[*]}"
