@@ -18,3 +18,4 @@ done
 build/runtime/tools/kiln info 2>&1 | tee "$out/info.txt"
 build/bench/bench_startup 11 2>&1 | tee "$out/bench_startup.md"
 ls -l build/runtime/libkiln.so* build/generated/libkiln_examples.a | awk '{print $5, $9}'
+build/bench/bench_jit_scaling 2>&1 | tee "$out/bench_jit_scaling.md"

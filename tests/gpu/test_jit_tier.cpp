@@ -149,3 +149,15 @@ TEST_CASE("warm-up: embedded kernels are deferred; cold ones compile in the back
   }
   CHECK(vector_add_works(registry));
 }
+
+TEST_CASE("warm-up: KILN_PRECOMPILE=0 turns background work off") {
+  TempCache tmp;
+  kiln::Registry registry(kiln::examples::catalog(), 0, jit_only(tmp.cache));
+  setenv("KILN_PRECOMPILE", "0", 1);
+  registry.request_warmup({"vector_add"});
+  const auto cold = registry.ensure_warm({"vector_add"}, std::chrono::seconds(1));
+  unsetenv("KILN_PRECOMPILE");
+  CHECK(cold == std::vector<std::string>{"vector_add"});
+  CHECK(registry.status().submitted == 0);
+  CHECK(registry.stats().jit_compiles == 0);
+}
