@@ -101,9 +101,15 @@ std::vector<std::string> Registry::ensure_warm(const std::vector<std::string>& n
                                                std::chrono::milliseconds timeout) {
   request_warmup(names);
   std::vector<std::string> cold;
-  std::lock_guard guard(warmup_mutex_);
-  if (!warmup_) return names;  // background work is off, or there is no GPU
-  Warmup& w = *warmup_;
+  Warmup* warmup = nullptr;
+  {
+    // Only to read the pointer: once made, the Warmup lives as long as the registry, and waiting here
+    // must not block status() or other request_warmup() calls.
+    std::lock_guard guard(warmup_mutex_);
+    warmup = warmup_.get();
+  }
+  if (!warmup) return names;  // background work is off, or there is no GPU
+  Warmup& w = *warmup;
   std::unique_lock lock(w.mutex);
   const auto ready = [&](const std::string& name) {
     const auto it = w.records.find(name);
