@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <system_error>
 
@@ -33,6 +34,11 @@ std::filesystem::path unpack_headers(const Catalog& catalog, const std::filesyst
   const std::filesystem::path final_dir = base / "headers" / std::string(catalog.header_bundle_digest);
   std::error_code ec;
   if (std::filesystem::is_directory(final_dir, ec)) return final_dir;
+  // One thread of this process unpacks; the others (precompile's, warm-up's) wait and re-check rather
+  // than each decompressing and writing megabytes of headers. Other processes race by rename.
+  static std::mutex unpacking;
+  std::lock_guard lock(unpacking);
+  if (std::filesystem::is_directory(final_dir, ec)) return final_dir;
 
   std::string raw(catalog.header_bundle_raw_size, '\0');
   const std::size_t got =
@@ -43,8 +49,10 @@ std::filesystem::path unpack_headers(const Catalog& catalog, const std::filesyst
 
   std::filesystem::create_directories(base / "headers", ec);
   if (ec) fail(catalog, "creating " + (base / "headers").string() + ": " + ec.message());
-  const std::filesystem::path temp = base / "headers" / ("." + std::string(catalog.header_bundle_digest) + ".tmp." +
-                                                          random_suffix());
+  // Built with append, not "." + ...: g++ 12 warns falsely (-Wrestrict) about the latter.
+  std::string temp_name = ".";
+  temp_name.append(catalog.header_bundle_digest).append(".tmp.").append(random_suffix());
+  const std::filesystem::path temp = base / "headers" / temp_name;
   for (const HeaderEntry& h : catalog.headers) {
     if (std::size_t{h.offset} + h.size > raw.size()) fail(catalog, "a header lies outside the bundle");
     const std::filesystem::path file = temp / std::string(catalog.str(h.path));
@@ -73,7 +81,9 @@ std::vector<std::string> include_dirs(const Catalog& catalog, const UnitEntry& u
   std::size_t start = 0;
   while (start < roots.size()) {
     const std::size_t comma = std::min(roots.find(',', start), roots.size());
-    dirs.push_back((unpacked / ("r" + std::string(roots.substr(start, comma - start)))).string());
+    std::string root = "r";
+    root.append(roots.substr(start, comma - start));
+    dirs.push_back((unpacked / root).string());
     start = comma + 1;
   }
   return dirs;
