@@ -1,0 +1,45 @@
+// tests/cpu/test_jit_single_flight.cpp — 64 threads asking for one cold unit through the JIT tier and the disk
+// cache's lock compile it once, with the real NVRTC (no GPU needed), and all get the same cubin.
+#include <doctest/doctest.h>
+
+#include <kiln/kiln.hpp>
+
+#include "cache_test_util.hpp"
+#include "examples_catalog.hpp"
+#include "jit_tier.hpp"
+
+#include <atomic>
+#include <latch>
+#include <thread>
+#include <vector>
+
+TEST_CASE("64 threads missing one cold unit compile it once and share the entry") {
+  kiln::test::TempDir tmp;
+  kiln::DiskCache cache(kiln::test::config_at(tmp.path()));
+  REQUIRE(cache.usable());
+  const kiln::Catalog& catalog = kiln::examples::catalog();
+  const std::uint32_t unit = catalog.find("block_sum_f32")->unit;
+  const kiln::CacheKey key = kiln::detail::unit_cache_key(catalog, catalog.units[unit], 90);
+  const auto request = kiln::detail::make_request(catalog, unit, 90, cache.config().dir);
+
+  constexpr int threads = 64;
+  std::atomic<int> compiles{0};
+  std::latch start(threads);
+  std::vector<std::string> cubins(threads);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      start.arrive_and_wait();
+      cubins[t] = cache.get_or_build(key, [&] {
+                            compiles.fetch_add(1);
+                            auto outcome = kiln::detail::jit_compile(request);
+                            if (!outcome.ok) throw kiln::Error(kiln::Errc::compile, outcome.error + "\n" + outcome.log);
+                            return std::move(outcome.entry);
+                          }).cubin;
+    });
+  for (auto& t : pool) t.join();
+  CHECK(compiles.load() == 1);
+  CHECK_FALSE(cubins[0].empty());
+  for (const auto& c : cubins) CHECK(c == cubins[0]);
+  CHECK(cache.stats().entries == 1);
+}
