@@ -26,6 +26,12 @@ JitPool& pool() {
 
 CompileOutcome jit_compile(const CompileRequest& request) { return pool().compile(request); }
 
+CacheEntry jit_compile_entry(const CompileRequest& request) {
+  CompileOutcome outcome = jit_compile(request);
+  if (!outcome.ok) throw Error(Errc::compile, outcome.error + "\n" + outcome.log);
+  return std::move(outcome.entry);
+}
+
 CompileRequest make_request(const Catalog& catalog, std::uint32_t unit_index, unsigned arch,
                             const std::filesystem::path& base) {
   const UnitEntry& unit = catalog.units[unit_index];

@@ -21,6 +21,10 @@ CompileRequest make_request(const Catalog& catalog, std::uint32_t unit, unsigned
 // built with: the JIT compiles with the headers bundled from that toolkit.
 CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch);
 
+// jit_compile's entry, or Error(compile) carrying the outcome's error line and the compiler's full log:
+// what a build function handed to DiskCache::get_or_build wants (a throw stores nothing).
+CacheEntry jit_compile_entry(const CompileRequest& request);
+
 // How many compiles the pool runs at once.
 unsigned jit_parallelism();
 

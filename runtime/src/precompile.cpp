@@ -52,11 +52,7 @@ std::vector<PrecompileResult> precompile(
         r.cached = cache.contains(key);
         if (!r.cached) {
           const auto request = detail::make_request(catalog, u, arch, cache.config().dir);
-          cache.get_or_build(key, [&] {
-            detail::CompileOutcome outcome = detail::jit_compile(request);
-            if (!outcome.ok) throw Error(Errc::compile, outcome.error + "\n" + outcome.log);
-            return std::move(outcome.entry);
-          });
+          cache.get_or_build(key, [&] { return detail::jit_compile_entry(request); });
         }
         r.ok = true;
       } catch (const std::exception& e) {

@@ -3,8 +3,6 @@
 #include <kiln/registry.hpp>
 #include <kiln/select.hpp>
 
-#include "header_bundle.hpp"
-#include "jit_compile.hpp"
 #include "jit_tier.hpp"
 #include "registry_slot.hpp"
 #include "warmup.hpp"
@@ -232,11 +230,10 @@ Registry::JitResult Registry::jit_build(std::uint32_t unit_index) {
   JitResult result;
   const CacheKey key = unit_key(unit, info_.arch);
   result.key = key.hex;
-  auto build = [&]() -> CacheEntry {
-    detail::CompileOutcome outcome = detail::jit_compile(request);
-    if (!outcome.ok) throw Error(Errc::compile, outcome.error + "\n" + outcome.log);
+  auto build = [&] {
+    CacheEntry entry = detail::jit_compile_entry(request);
     result.compiled = true;
-    return std::move(outcome.entry);
+    return entry;
   };
   result.entry = cache.usable() ? cache.get_or_build(key, build) : build();
   return result;

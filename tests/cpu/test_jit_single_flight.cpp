@@ -32,9 +32,7 @@ TEST_CASE("64 threads missing one cold unit compile it once and share the entry"
       start.arrive_and_wait();
       cubins[t] = cache.get_or_build(key, [&] {
                             compiles.fetch_add(1);
-                            auto outcome = kiln::detail::jit_compile(request);
-                            if (!outcome.ok) throw kiln::Error(kiln::Errc::compile, outcome.error + "\n" + outcome.log);
-                            return std::move(outcome.entry);
+                            return kiln::detail::jit_compile_entry(request);
                           }).cubin;
     });
   for (auto& t : pool) t.join();
