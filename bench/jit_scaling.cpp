@@ -1,6 +1,8 @@
 // bench/jit_scaling.cpp — the JIT tier's cold compile of 16 CUB-heavy units plus the example units for sm_90:
-// wall time with 1, 2, 4, 8 and 16 worker processes next to 16 in-process threads, and per-unit NVRTC time
-// without and with the automatic PCH. Needs no GPU (NVRTC only). Prints one Markdown table.
+// wall time with 1, 2, 4, 8 and 16 worker processes (a PCH family's further workers forked from the one
+// that built its PCH), 16 workers that each build their own PCH (KILN_JIT_FORK=0), 16 in-process threads,
+// and per-unit NVRTC time without and with the automatic PCH. Needs no GPU (NVRTC only). Prints one
+// Markdown table. `bench_jit_scaling 1 2` runs only those worker counts (and the rows for 2).
 #include <kiln/kiln.hpp>
 
 #include "bench_cub_catalog.hpp"
@@ -18,6 +20,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,7 +41,35 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-// `--child JOBS`: precompile both registries for sm_90 into $KILN_CACHE_DIR; prints wall ms and failures.
+// The parent pid in /proc/<pid>/stat, or -1.
+long parent_of(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/stat");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t close = text.rfind(')');
+  long ppid = -1;
+  if (close == std::string::npos || std::sscanf(text.c_str() + close + 1, " %*c %ld", &ppid) != 1) return -1;
+  return ppid;
+}
+
+// The pool's workers, still alive (idle) when the run ends: this process's children were started from
+// the executable, their children were forked from a warm worker.
+std::pair<int, int> count_workers() {
+  std::vector<std::pair<std::string, long>> processes;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") == std::string::npos) processes.emplace_back(name, parent_of(name));
+  }
+  std::set<long> started;
+  for (const auto& [pid, ppid] : processes)
+    if (ppid == getpid()) started.insert(std::stol(pid));
+  int forked = 0;
+  for (const auto& [pid, ppid] : processes) forked += started.count(ppid) > 0;
+  return {static_cast<int>(started.size()), forked};
+}
+
+// `--child JOBS`: precompile both registries for sm_90 into $KILN_CACHE_DIR; prints wall ms, units,
+// failures, and how many workers were started and forked.
 int child(unsigned jobs) {
   const auto start = std::chrono::steady_clock::now();
   // Both registries at once, sharing the process's worker pool: one after the other would add a
@@ -54,12 +86,19 @@ int child(unsigned jobs) {
       if (!r.ok) std::fprintf(stderr, "%s\n", r.error.c_str());
     }
   }
-  std::printf("%.3f %d %d\n", ms_since(start), units, failed);
+  const double ms = ms_since(start);
+  const auto [started, forked] = count_workers();
+  std::printf("%.3f %d %d %d %d\n", ms, units, failed, started, forked);
   return failed ? 1 : 0;
 }
 
-// Runs `self --child jobs` with `env` added; returns its wall time in ms.
-double run_child(const char* self, unsigned jobs, std::vector<std::string> env) {
+struct Run {
+  double ms = -1;
+  int started = 0, forked = 0;
+};
+
+// Runs `self --child jobs` with `env` added; returns its wall time in ms and its workers.
+Run run_child(const char* self, unsigned jobs, std::vector<std::string> env) {
   char dir_template[] = "/tmp/kiln-bench-scaling-XXXXXX";
   const std::string dir = mkdtemp(dir_template);
   env.push_back("KILN_CACHE_DIR=" + dir);
@@ -71,7 +110,7 @@ double run_child(const char* self, unsigned jobs, std::vector<std::string> env) 
   std::string jobs_text = std::to_string(jobs);
   char* argv[] = {const_cast<char*>(self), const_cast<char*>("--child"), jobs_text.data(), nullptr};
   int fds[2];
-  if (pipe(fds) != 0) return -1;
+  if (pipe(fds) != 0) return {};
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
@@ -88,11 +127,17 @@ double run_child(const char* self, unsigned jobs, std::vector<std::string> env) 
   if (spawned == 0) waitpid(pid, &status, 0);
   std::error_code ignored;  // a worker that is still exiting may be removing its PCH file meanwhile
   std::filesystem::remove_all(dir, ignored);
-  double ms = -1;
+  Run run;
   int units = 0, failed = 0;
-  if (spawned != 0 || !got || std::sscanf(line, "%lf %d %d", &ms, &units, &failed) != 3 || failed)
+  if (spawned != 0 || !got ||
+      std::sscanf(line, "%lf %d %d %d %d", &run.ms, &units, &failed, &run.started, &run.forked) != 5 || failed)
     std::fprintf(stderr, "jit_scaling: run with %u jobs failed: %s\n", jobs, line);
-  return ms;
+  return run;
+}
+
+void row(const std::string& how, const Run& run, double one) {
+  std::printf("| %s | %.0f ms | %.2fx | %d + %d |\n", how.c_str(), run.ms, one / run.ms, run.started, run.forked);
+  std::fflush(stdout);
 }
 
 // Per-unit NVRTC time of the 16 CUB units compiled one after another in this process.
@@ -113,23 +158,36 @@ std::vector<double> nvrtc_times(bool pch, const std::filesystem::path& base) {
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--child") == 0) return child(static_cast<unsigned>(std::atoi(argv[2])));
+  if (argc > 1 && std::atoi(argv[1]) == 0) {
+    std::fprintf(stderr, "usage: %s [WORKERS...]   (default: 1 2 4 8 16)\n", argv[0]);
+    return 2;
+  }
   const unsigned units = static_cast<unsigned>(kiln::bench_cub::catalog().units.size() +
                                                kiln::examples::catalog().units.size());
   std::printf("kiln JIT scaling: %u units (%zu CUB-heavy + %zu examples) cold for sm_90, %u cores, each run a new "
               "process with an empty cache\n\n",
               units, kiln::bench_cub::catalog().units.size(), kiln::examples::catalog().units.size(),
               std::thread::hardware_concurrency());
-  std::printf("| how | wall | speed-up vs 1 worker |\n|---|---:|---:|\n");
+  std::vector<unsigned> counts;
+  for (int i = 1; i < argc; ++i) counts.push_back(static_cast<unsigned>(std::atoi(argv[i])));
+  if (counts.empty()) counts = {1, 2, 4, 8, 16};
+  std::printf("| how | wall | speed-up vs %u worker%s | workers started + forked |\n|---|---:|---:|---:|\n",
+              counts.front(), counts.front() == 1 ? "" : "s");
   std::fflush(stdout);
+  const unsigned most = *std::max_element(counts.begin(), counts.end());
   double one = 0;
-  for (unsigned n : {1u, 2u, 4u, 8u, 16u}) {
-    const double ms = run_child(argv[0], n, {"KILN_JIT_WORKERS=" + std::to_string(n)});
-    if (n == 1) one = ms;
-    std::printf("| %u worker process%s | %.0f ms | %.2fx |\n", n, n == 1 ? "" : "es", ms, one / ms);
+  for (unsigned n : counts) {
+    const Run run = run_child(argv[0], n, {"KILN_JIT_WORKERS=" + std::to_string(n)});
+    if (one == 0) one = run.ms;
+    row(std::to_string(n) + " worker process" + (n == 1 ? "" : "es"), run, one);
   }
-  // No worker executable: the pool compiles in-process, on 16 threads.
-  const double threads = run_child(argv[0], 16, {"KILN_JIT_WORKERS=16", "KILN_JITD=/nonexistent/kiln-jitd"});
-  std::printf("| 16 in-process threads | %.0f ms | %.2fx |\n", threads, one / threads);
+  // Every worker builds its own PCH: the pool as it was before workers were forked from a warm one.
+  const std::string workers = "KILN_JIT_WORKERS=" + std::to_string(most);
+  row(std::to_string(most) + " worker processes, each building its own PCH (KILN_JIT_FORK=0)",
+      run_child(argv[0], most, {workers, "KILN_JIT_FORK=0"}), one);
+  // No worker executable: the pool compiles in-process, on threads.
+  row(std::to_string(most) + " in-process threads",
+      run_child(argv[0], most, {workers, "KILN_JITD=/nonexistent/kiln-jitd"}), one);
 
   char dir_template[] = "/tmp/kiln-bench-pch-XXXXXX";
   const std::filesystem::path base = mkdtemp(dir_template);

@@ -277,11 +277,16 @@ void check_cubin(const CompileRequest& request, const std::string& cubin) {
 
 }  // namespace
 
-CompileOutcome compile_unit(const CompileRequest& request) {
+PtxStage compile_ptx_stage(const CompileRequest& request) {
   // Both libraries first: a missing nvJitLink must not cost a compile before it is noticed.
+  (void)nvjitlink();
+  return nvrtc_stage(request);
+}
+
+PtxStage nvrtc_stage(const CompileRequest& request) {
   const Nvrtc& rtc = nvrtc();
-  const NvJitLink& link = nvjitlink();
-  CompileOutcome out;
+  PtxStage stage;
+  CompileOutcome& out = stage.outcome;
   try {
     if (request.expressions.size() != request.kernels.size()) {
       throw Failure{subject(request) + ": the request has " + std::to_string(request.kernels.size()) +
@@ -289,7 +294,21 @@ CompileOutcome compile_unit(const CompileRequest& request) {
     }
     StrippedPtx stripped = strip_unreferenced_globals(compile_to_ptx(rtc, request, out));
     out.globals_removed = stripped.removed;
-    out.entry.cubin = link_to_cubin(link, request, stripped.ptx, out);
+    stage.ptx = std::move(stripped.ptx);
+  } catch (Failure& failure) {
+    out.error = std::move(failure.error);
+    stage.ptx.clear();
+  }
+  return stage;
+}
+
+CompileOutcome link_stage(const CompileRequest& request, PtxStage stage) {
+  CompileOutcome out = std::move(stage.outcome);
+  if (!out.error.empty()) return out;
+  const Nvrtc& rtc = nvrtc();
+  const NvJitLink& link = nvjitlink();
+  try {
+    out.entry.cubin = link_to_cubin(link, request, stage.ptx, out);
     check_cubin(request, out.entry.cubin);
   } catch (Failure& failure) {
     out.error = std::move(failure.error);
@@ -304,5 +323,7 @@ CompileOutcome compile_unit(const CompileRequest& request) {
                        std::to_string(out.globals_removed) + " unreferenced globals stripped";
   return out;
 }
+
+CompileOutcome compile_unit(const CompileRequest& request) { return link_stage(request, compile_ptx_stage(request)); }
 
 }  // namespace kiln::detail

@@ -32,8 +32,27 @@ struct CompileOutcome {
   std::size_t globals_removed = 0;  // unreferenced module-scope .global variables dropped from the PTX
 };
 
+// What the NVRTC stage hands the link stage.
+struct PtxStage {
+  CompileOutcome outcome;  // so far: the log, nvrtc_ms, globals_removed; `error` set when the stage failed
+  std::string ptx;         // NVRTC's PTX, unreferenced module-scope globals stripped
+};
+
 // Compiles in this process. Never throws for a compile problem (that is an outcome); throws
-// kiln::Error(no_compiler) when NVRTC or nvJitLink cannot be loaded.
+// kiln::Error(no_compiler) when NVRTC or nvJitLink cannot be loaded. compile_unit is
+// link_stage(compile_ptx_stage(...)); the stages run separately so that a worker can fork between them
+// (jit_worker.hpp): the NVRTC stage builds or uses the precompiled header and starts no thread, while
+// nvJitLink may start the CUDA driver's (it loads libcuda for its compute cache), after which the
+// process must not fork.
 CompileOutcome compile_unit(const CompileRequest& request);
+// The NVRTC stage: checks the request, loads NVRTC and nvJitLink (so that a missing nvJitLink costs no
+// compile), NVRTC to PTX, strips the PTX.
+PtxStage compile_ptx_stage(const CompileRequest& request);
+// The NVRTC stage without loading nvJitLink, for a worker that may fork a zygote after it: loading
+// libnvJitLink may already start the driver's threads where libcuda is installed (a GPU host), and a
+// process with more than one thread must not fork. A missing nvJitLink is then noticed at the link.
+PtxStage nvrtc_stage(const CompileRequest& request);
+// The link stage: nvJitLink to a cubin, checked; the outcome. A failed NVRTC stage passes through.
+CompileOutcome link_stage(const CompileRequest& request, PtxStage stage);
 
 }  // namespace kiln::detail

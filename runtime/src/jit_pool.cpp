@@ -1,7 +1,8 @@
-// runtime/src/jit_pool.cpp — JitPool: a queue, one host thread per worker process, spawn, retry-once and shutdown.
+// runtime/src/jit_pool.cpp — JitPool: a queue, one host thread per worker process, PCH-family dispatch, spawn or fork, retry-once and shutdown.
 #include "jit_pool.hpp"
 
 #include "jit_protocol.hpp"
+#include "jit_zygote.hpp"
 
 #include <kiln/error.hpp>
 
@@ -9,6 +10,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +24,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <limits>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -39,6 +43,13 @@ constexpr auto kHelloTimeout = std::chrono::seconds(30);
 // How long a worker may take to exit by itself before it is killed: after its output ended (so that
 // its own exit status is reported), and after its input was closed at shutdown.
 constexpr auto kExitGrace = std::chrono::milliseconds(300);
+// How long a request waits at most for a busy worker that holds its family's PCH to fork it a worker.
+// It waits only for one that compiles warm, and the pool gives such a worker no new request while
+// others wait, so about one warm compile is expected; past this, a cold worker is as quick.
+constexpr auto kForkWait = std::chrono::seconds(5);
+// At shutdown, how long a worker waits for the workers forked from it to be retired first, so that none
+// is left for init to adopt; they end within kExitGrace.
+constexpr auto kChildrenWait = std::chrono::seconds(3);
 
 std::string describe_status(int status) {
   if (WIFSIGNALED(status))
@@ -62,20 +73,27 @@ int above_stdio(int fd) {
   return moved;
 }
 
-// One worker process and this process's ends of its pipes, both close-on-exec so that no other child
-// inherits them (an inherited write end would hide the worker's death from its reader).
+// One worker process and this process's ends of its channel (input: a unix socket, so that a fork
+// request can pass descriptors; output: a pipe), both close-on-exec so that no other child inherits
+// them (an inherited end would hide the worker's death from its reader). A worker started from the
+// executable is this process's child; a forked one is its zygote's, and is watched through a pidfd.
 struct Worker {
   pid_t pid = -1;
-  int to = -1;    // its stdin
-  int from = -1;  // its stdout
-  bool reaped = false;
-  int status = 0;  // wait status, once reaped
+  int to = -1;     // its input
+  int from = -1;   // its output
+  int pidfd = -1;  // a forked worker's
+  std::uint64_t id = 0;      // unique in the pool, unlike pids
+  std::uint64_t parent = 0;  // a forked worker's: the id of the worker it was forked from
+  bool reaped = false;       // it ended (and, if this process's child, was reaped)
+  int status = 0;            // wait status, once reaped as this process's child
 
   bool running() const noexcept { return pid > 0; }
+  bool forked() const noexcept { return pidfd >= 0; }
 
   // Reaps the worker if it has exited; true then.
   bool exited() {
     if (reaped) return true;
+    if (forked()) return reaped = pidfd_ended(pidfd);
     // ECHILD: the host ignores SIGCHLD, so the kernel reaped it already.
     const pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid || (r < 0 && errno == ECHILD)) reaped = true;
@@ -88,7 +106,8 @@ struct Worker {
   }
 
   // Waits up to `grace` for the worker to exit, then kills it; reaps it; closes the pipes. Returns
-  // "pid N <how it ended>". Killing only after a failed WNOHANG wait means the pid is still ours.
+  // "pid N <how it ended>". Killing only after a failed WNOHANG wait (or through the pidfd) means the
+  // pid is still ours. A forked worker's exit status goes to its zygote; only its end is seen here.
   std::string retire(std::chrono::milliseconds grace) {
     close_input();
     if (from >= 0) ::close(from);
@@ -96,16 +115,42 @@ struct Worker {
     const auto deadline = std::chrono::steady_clock::now() + grace;
     while (!exited() && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    if (!reaped) {
+    const bool killed = !reaped;
+    if (killed && forked()) {
+      kill_pidfd(pidfd);
+      wait_pidfd(pidfd, std::chrono::seconds(10));
+    } else if (killed) {
       ::kill(pid, SIGKILL);
       while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
-      reaped = true;
     }
-    std::string how = "pid " + std::to_string(pid) + " " + describe_status(status);
+    std::string how = "pid " + std::to_string(pid) + " ";
+    if (forked()) {
+      how += killed ? "(forked) killed by the pool" : "(forked) ended";
+      ::close(pidfd);
+    } else {
+      how += describe_status(status);
+    }
     *this = Worker{};
     return how;
   }
+};
+
+// One host thread's worker, and what the dispatcher knows of it.
+struct Slot {
+  Worker worker;  // used by the slot's thread, or by another thread while `lent`
+  // The rest under State::mutex.
+  pid_t pid = 0;                // the worker's; 0 while it has none
+  std::uint64_t id = 0;         // the worker's
+  std::set<std::string> warm;   // the PCH families its worker holds (NVRTC keeps several)
+  std::string warming;          // the family whose PCH its current request builds, if any
+  bool busy = false;            // its thread is running a request
+  bool lent = false;            // another thread is forking a worker from its worker
+  std::set<std::string> refused;  // the families its worker refused to fork workers for
+  bool root = false;            // its worker was started from the executable, not forked
+  unsigned children = 0;        // live workers forked from its worker
+
+  bool has_worker() const noexcept { return pid > 0; }
 };
 
 // What a worker said about one request: an outcome, an exception to rethrow, or nothing (it broke).
@@ -171,6 +216,14 @@ unsigned jit_workers_from(const char* value, std::string& warning) {
   return fallback;
 }
 
+bool jit_fork_from(const char* value, std::string& warning) {
+  const std::string_view text = value == nullptr ? "" : value;
+  if (text.empty() || text == "1") return true;
+  if (text == "0") return false;
+  warning = "KILN_JIT_FORK='" + std::string(text) + "' is neither 0 nor 1; forking JIT workers from warm ones stays on";
+  return true;
+}
+
 std::vector<std::filesystem::path> jit_worker_candidates() {
   if (const char* env = std::getenv("KILN_JITD"); env != nullptr && *env != '\0') return {env};
   std::vector<std::filesystem::path> places{libkiln_dir() / "kiln-jitd"};
@@ -190,21 +243,27 @@ struct JitPool::State {
   struct Job {
     CompileRequest request;
     std::promise<CompileOutcome> promise;
+    std::string family;  // pch_family(request); empty when forking is off
   };
+  static constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
 
   JitPoolOptions options;
   unsigned max_workers = 1;
+  bool forking = false;  // fork workers from warm ones (options, KILN_JIT_FORK, and the kernel allow it)
   std::filesystem::path worker_path;
   std::string no_worker_reason;  // when worker_path is empty: where it looked
   std::atomic<bool> stopping{false};
 
   mutable std::mutex mutex;
-  std::condition_variable wake;
+  std::condition_variable wake;  // notified on every change a waiting thread may be waiting for
   std::deque<Job> queue;
   std::vector<std::thread> threads;
+  std::vector<std::unique_ptr<Slot>> slots;  // slots[i] belongs to threads[i]
+  std::map<std::string, unsigned> fork_waiters;  // family -> threads waiting to fork a worker for it
   std::size_t idle = 0;           // threads waiting for a job
   bool in_process_only = false;   // no worker can be started: every request compiles here
   bool started_one = false;       // a worker has said hello once
+  std::uint64_t next_worker_id = 1;
   std::set<pid_t> live;
   JitPoolStats stats;
   std::vector<std::string> warning_kinds, warnings;
@@ -229,37 +288,151 @@ struct JitPool::State {
     job.promise.set_value(std::move(o));
   }
 
-  // One host thread per worker: it takes jobs while the pool runs, and owns its worker process.
-  void serve() {
+  // --- Dispatch (all under `mutex`) ---
+
+  // Whether `s`'s worker can fork workers that hold `family`'s PCH.
+  bool can_fork_for(const Slot& s, const std::string& family) const {
+    return s.has_worker() && s.refused.count(family) == 0 && s.warm.count(family) > 0;
+  }
+  bool zygote_exists(const std::string& family, const Slot* self) const {
+    return std::any_of(slots.begin(), slots.end(),
+                       [&](const auto& s) { return s.get() != self && can_fork_for(*s, family); });
+  }
+  // A worker started from the executable first: where linking starts a thread (the CUDA driver's), a
+  // forked worker has no zygote of the family it was forked for, and refuses.
+  Slot* idle_zygote(const std::string& family, const Slot* self) const {
+    Slot* found = nullptr;
+    for (const auto& s : slots)
+      if (s.get() != self && !s->busy && !s->lent && can_fork_for(*s, family) && (!found || (s->root && !found->root)))
+        found = s.get();
+    return found;
+  }
+  // Whether a worker that can fork for `family` is only forking or compiling warm, and so will be idle
+  // within about one warm compile; one that builds another family's PCH is not worth waiting for.
+  bool zygote_soon_idle(const std::string& family, const Slot* self) const {
+    return std::any_of(slots.begin(), slots.end(), [&](const auto& s) {
+      return s.get() != self && can_fork_for(*s, family) && (s->lent || s->warming.empty());
+    });
+  }
+  bool warming_elsewhere(const std::string& family, const Slot* self) const {
+    return std::any_of(slots.begin(), slots.end(),
+                       [&](const auto& s) { return s.get() != self && s->warming == family; });
+  }
+  // Whether an idle thread other than `self` would take a request of `family` now and fork a worker
+  // for it: it has no worker, or one that holds neither `family` nor any family with queued requests
+  // or fork waiters (it would serve those first), and that no worker was forked from (it would keep
+  // that one and build the PCH itself).
+  bool another_would_fork(const std::string& family, const Slot* self) const {
+    return std::any_of(slots.begin(), slots.end(), [&](const auto& s) {
+      if (s.get() == self || s->busy || s->lent) return false;
+      if (!s->has_worker()) return true;
+      if (s->children > 0 || s->warm.count(family) > 0) return false;
+      return std::none_of(s->warm.begin(), s->warm.end(), [&](const std::string& held) {
+        return fork_waiters.count(held) > 0 ||
+               std::any_of(queue.begin(), queue.end(), [&](const Job& j) { return j.family == held; });
+      });
+    });
+  }
+
+  // The queued request `slot`'s thread should run next, or kNone to wait. Marks the slot as warming
+  // the family of a request whose PCH nobody holds or builds yet.
+  std::size_t pick(Slot& slot) {
+    if (slot.lent) return kNone;
+    const bool lends = forking && slot.has_worker();
+    // Threads wait to fork a worker from this one: stay idle for them.
+    if (lends)
+      for (const std::string& family : slot.warm)
+        if (fork_waiters.count(family) > 0 && slot.refused.count(family) == 0) return kNone;
+    // Its own families first. But where another idle thread would fork a worker from this one for
+    // the request, leave the request to it: it runs as soon, and one more worker is warm. (That thread
+    // has no own requests to run, so it never leaves this one to this thread in turn.)
+    if (slot.has_worker()) {
+      for (std::size_t i = 0; i < queue.size(); ++i) {
+        if (queue[i].family.empty() || slot.warm.count(queue[i].family) == 0) continue;
+        if (lends && slot.refused.count(queue[i].family) == 0 && another_would_fork(queue[i].family, &slot))
+          return kNone;
+        return i;
+      }
+    }
+    // Then the oldest request it can start now: one whose family some worker holds (forked), or whose
+    // PCH nobody builds yet (this worker builds it). A family's other requests wait for its builder.
+    for (std::size_t i = 0; i < queue.size(); ++i) {
+      const std::string& family = queue[i].family;
+      if (family.empty() || zygote_exists(family, &slot)) return i;
+      if (!warming_elsewhere(family, &slot)) {
+        slot.warming = family;
+        return i;
+      }
+    }
+    return kNone;
+  }
+
+  // --- One host thread per worker ---
+
+  // It takes jobs while the pool runs, and owns its worker process.
+  void serve(Slot& slot) {
     block_sigpipe_in_this_thread();
-    Worker worker;
     for (;;) {
       Job job;
       {
         std::unique_lock lock(mutex);
+        std::size_t index = kNone;
         ++idle;
-        wake.wait(lock, [&] { return stopping.load() || !queue.empty(); });
+        wake.wait(lock, [&] { return stopping || (index = pick(slot)) != kNone; });
         --idle;
-        if (stopping) break;
-        job = std::move(queue.front());
-        queue.pop_front();
+        if (stopping) {
+          slot.warming.clear();
+          break;
+        }
+        job = std::move(queue[index]);
+        queue.erase(queue.begin() + static_cast<std::ptrdiff_t>(index));
+        slot.busy = true;
       }
-      run(job, worker);
+      run(job, slot);
+      {
+        const std::lock_guard lock(mutex);
+        slot.busy = false;
+        slot.warming.clear();
+      }
+      wake.notify_all();
+    }
+    {
+      std::unique_lock lock(mutex);
+      wake.wait(lock, [&] { return !slot.lent; });
     }
     // An idle worker exits at the end of its input, which retire closes first.
-    if (worker.running()) retire(worker, kExitGrace);
+    if (slot.worker.running()) retire(slot, kExitGrace);
   }
 
-  // Retires `worker` (see Worker::retire) and drops it from the live set.
-  std::string retire(Worker& worker, std::chrono::milliseconds grace) {
-    const pid_t pid = worker.pid;
-    std::string how = worker.retire(grace);
-    const std::lock_guard lock(mutex);
-    live.erase(pid);
+  // Retires the slot's worker (see Worker::retire) and forgets it.
+  std::string retire(Slot& slot, std::chrono::milliseconds grace) {
+    {
+      // At shutdown the workers forked from this one go first: none is left for init to adopt.
+      std::unique_lock lock(mutex);
+      if (stopping) wake.wait_for(lock, kChildrenWait, [&] { return slot.children == 0; });
+    }
+    const pid_t pid = slot.worker.pid;
+    const std::uint64_t parent = slot.worker.parent;
+    std::string how = slot.worker.retire(grace);
+    {
+      const std::lock_guard lock(mutex);
+      live.erase(pid);
+      slot.pid = 0;
+      slot.id = 0;
+      slot.warm.clear();
+      slot.warming.clear();
+      slot.refused.clear();
+      slot.root = false;
+      slot.children = 0;
+      if (parent != 0)
+        for (const auto& s : slots)
+          if (s->id == parent && s->children > 0) --s->children;
+    }
+    wake.notify_all();
     return how;
   }
 
-  void run(Job& job, Worker& worker) {
+  void run(Job& job, Slot& slot) {
     bool in_process;
     {
       const std::lock_guard lock(mutex);
@@ -268,23 +441,25 @@ struct JitPool::State {
     if (in_process) return compile_here(job);
     std::vector<std::string> deaths;
     for (int attempt = 0; attempt < kAttempts; ++attempt) {
-      if (!worker.running()) {
-        std::string why;
-        if (!start(worker, why)) {
-          if (stopping) return fail(job, "kiln: the JIT pool shut down while compiling " + describe_unit(job.request));
-          // Never in-process after a death: the unit may be what crashes the compiler.
-          if (!deaths.empty())
-            return fail(job, "kiln: JIT compile of " + describe_unit(job.request) + " failed: its worker died (" +
-                                 deaths.front() + ") and no new one could be started: " + why);
-          return give_up_on_workers(job, why);
-        }
+      std::string why;
+      if (!provide_worker(slot, job.family, why)) {
+        if (stopping) return fail(job, "kiln: the JIT pool shut down while compiling " + describe_unit(job.request));
+        // Never in-process after a death: the unit may be what crashes the compiler.
+        if (!deaths.empty())
+          return fail(job, "kiln: JIT compile of " + describe_unit(job.request) + " failed: its worker died (" +
+                               deaths.front() + ") and no new one could be started: " + why);
+        return give_up_on_workers(job, why);
       }
-      Answer answer = exchange(worker, job.request);
+      Answer answer = exchange(slot.worker, job.request);
       if (answer.answered) {
+        if (!job.family.empty() && !answer.exception && answer.outcome.ok) {
+          const std::lock_guard lock(mutex);
+          slot.warm.insert(job.family);  // NVRTC built or used the family's PCH in it
+        }
         if (answer.exception) return job.promise.set_exception(answer.exception);
         return job.promise.set_value(std::move(answer.outcome));
       }
-      const std::string how = retire(worker, stopping ? std::chrono::milliseconds(0) : kExitGrace);
+      const std::string how = retire(slot, stopping ? std::chrono::milliseconds(0) : kExitGrace);
       if (stopping) return fail(job, "kiln: the JIT pool shut down while compiling " + describe_unit(job.request));
       deaths.push_back(how + " (" + answer.problem + ")");
       count([&](JitPoolStats& s) {
@@ -319,7 +494,101 @@ struct JitPool::State {
     compile_here(job);
   }
 
-  bool start(Worker& w, std::string& why) {
+  // Gives the slot a worker for a request of `family`: its own, if that one holds the family's PCH (or
+  // there is no family); else one forked from a worker that holds it; else its own as it is (it builds
+  // the PCH), or a new one from the executable.
+  bool provide_worker(Slot& slot, const std::string& family, std::string& why) {
+    if (!family.empty()) {
+      bool own_is_warm;
+      {
+        const std::lock_guard lock(mutex);
+        own_is_warm = slot.has_worker() && slot.warm.count(family) > 0;
+      }
+      if (!own_is_warm && fork_for(slot, family)) return true;
+    }
+    if (!slot.worker.running()) {
+      if (stopping) return why = "the pool is shutting down", false;
+      if (!start(slot, why)) return false;
+    }
+    const std::lock_guard lock(mutex);
+    slot.warming = !family.empty() && slot.warm.count(family) == 0 ? family : std::string();
+    return true;
+  }
+
+  // Forks a worker for the slot from an idle worker that holds `family`'s PCH, waiting for one that
+  // is busy; false when there is none (or forking failed), and the slot should go on cold.
+  bool fork_for(Slot& slot, const std::string& family) {
+    std::unique_lock lock(mutex);
+    for (;;) {
+      if (stopping || !zygote_exists(family, &slot)) return false;
+      // A worker others were forked from stays: the slot compiles cold in it.
+      if (slot.has_worker() && slot.children > 0) return false;
+      Slot* zygote = idle_zygote(family, &slot);
+      if (zygote == nullptr) {
+        if (!zygote_soon_idle(family, &slot)) return false;
+        ++fork_waiters[family];
+        const bool ready = wake.wait_for(lock, kForkWait, [&] {
+          return stopping || idle_zygote(family, &slot) != nullptr || !zygote_soon_idle(family, &slot);
+        });
+        if (--fork_waiters[family] == 0) fork_waiters.erase(family);
+        wake.notify_all();  // the zygotes that stayed idle for this thread may take requests again
+        if (!ready) return false;
+        continue;
+      }
+      zygote->lent = true;
+      const std::uint64_t zygote_id = zygote->id;
+      lock.unlock();
+
+      Worker& z = zygote->worker;  // ours while lent
+      const ForkResult result = fork_worker(
+          z.to, z.from, family, [&] { return !stopping && !z.exited(); }, [&] { return !stopping.load(); }, kHelloTimeout);
+      std::string zygote_how;
+      if (result.status == ForkStatus::zygote_broke) zygote_how = retire(*zygote, kExitGrace);
+      if (result.status == ForkStatus::forked && slot.worker.running()) retire(slot, kExitGrace);
+      std::string warning;
+      lock.lock();
+      zygote->lent = false;
+      if (result.status == ForkStatus::forked) {
+        Worker& w = slot.worker;
+        w = Worker{};
+        w.pid = result.worker.pid;
+        w.pidfd = result.worker.pidfd;
+        w.to = result.worker.to;
+        w.from = result.worker.from;
+        w.id = next_worker_id++;
+        w.parent = zygote_id;
+        slot.pid = w.pid;
+        slot.id = w.id;
+        slot.warm = zygote->warm;  // every PCH the zygote held
+        slot.warming.clear();
+        slot.refused.clear();
+        slot.root = false;
+        slot.children = 0;
+        ++zygote->children;
+        live.insert(w.pid);
+        ++stats.forked;
+        wake.notify_all();
+        return true;
+      }
+      ++stats.fork_failures;
+      if (result.status == ForkStatus::refused) zygote->refused.insert(family);
+      if (result.status != ForkStatus::zygote_broke)
+        warning = "cannot fork a JIT worker from warm worker pid " + std::to_string(zygote->pid) + ": " + result.problem +
+                  "; starting cold workers, each building its own precompiled header";
+      else
+        warning = "a warm JIT worker broke while forking (" + result.problem + "; " + zygote_how + ")";
+      wake.notify_all();
+      lock.unlock();
+      warn("fork", warning);
+      // A refusing or broken zygote is out of the running, so the next try asks another; a failure of
+      // this process's own (descriptors, a child that died at once) would only repeat: go on cold.
+      if (result.status == ForkStatus::failed) return false;
+      lock.lock();
+    }
+  }
+
+  bool start(Slot& slot, std::string& why) {
+    Worker& w = slot.worker;
     if (worker_path.empty()) {
       why = no_worker_reason;
       return false;
@@ -330,8 +599,15 @@ struct JitPool::State {
     }
     {
       const std::lock_guard lock(mutex);
+      w.id = next_worker_id++;
       live.insert(w.pid);
       ++stats.spawned;
+      slot.pid = w.pid;
+      slot.id = w.id;
+      slot.warm.clear();
+      slot.refused.clear();
+      slot.root = true;
+      slot.children = 0;
     }
     const auto deadline = std::chrono::steady_clock::now() + kHelloTimeout;
     const FrameRead read = read_frame(w.from, [&] {
@@ -356,14 +632,15 @@ struct JitPool::State {
       started_one = true;
       return true;
     }
-    const std::string how = retire(w, kExitGrace);
+    const std::string how = retire(slot, kExitGrace);
     why = "the JIT worker " + worker_path.string() + " did not start: " + problem + "; " + how;
     return false;
   }
 
+  // Input: a unix socket (a fork request passes descriptors over it); output: a pipe.
   bool spawn(Worker& w, std::string& why) {
     int in[2], out[2];
-    if (::pipe2(in, O_CLOEXEC) != 0) return why = errno_text("pipe2"), false;
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0) return why = errno_text("socketpair"), false;
     if (::pipe2(out, O_CLOEXEC) != 0) {
       why = errno_text("pipe2");
       ::close(in[0]);
@@ -381,8 +658,8 @@ struct JitPool::State {
     sigemptyset(&none);
     posix_spawnattr_setsigmask(&attr, &none);  // this thread blocks SIGPIPE; the worker must not inherit that
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-    std::string arg0 = worker_path.string();
-    char* argv[] = {arg0.data(), nullptr};
+    std::string arg0 = worker_path.string(), no_fork = kNoForkArgument;
+    char* argv[] = {arg0.data(), forking ? nullptr : no_fork.data(), nullptr};  // no zygotes when never forking
     pid_t pid = -1;
     const int rc = ::posix_spawn(&pid, worker_path.c_str(), &actions, &attr, argv, environ);
     posix_spawn_file_actions_destroy(&actions);
@@ -467,6 +744,15 @@ JitPool::JitPool(JitPoolOptions options) : state_(std::make_unique<State>()) {
     s.no_worker_reason = from_env ? "KILN_JITD=" + list + " is not an executable file"
                                   : "no JIT worker executable found (looked for " + list + ")";
   }
+  bool fork = true;
+  if (s.options.fork) {
+    fork = *s.options.fork;
+  } else {
+    std::string warning;
+    fork = jit_fork_from(std::getenv("KILN_JIT_FORK"), warning);
+    if (!warning.empty()) s.warn("fork setting", warning);
+  }
+  s.forking = fork && forking_supported();
 }
 
 JitPool::~JitPool() {
@@ -485,21 +771,28 @@ JitPool::~JitPool() {
 
 std::future<CompileOutcome> JitPool::submit(CompileRequest request) {
   State& s = *state_;
-  State::Job job{std::move(request), {}};
+  State::Job job{std::move(request), {}, {}};
+  if (s.forking) job.family = pch_family(job.request);
   auto future = job.promise.get_future();
   {
     const std::lock_guard lock(s.mutex);
     // Each idle thread takes one queued job; start another (and, through it, a worker) when none is free.
-    if (s.queue.size() + 1 > s.idle && s.threads.size() < s.max_workers) s.threads.emplace_back([&s] { s.serve(); });
+    if (s.queue.size() + 1 > s.idle && s.threads.size() < s.max_workers) {
+      Slot& slot = *s.slots.emplace_back(std::make_unique<Slot>());
+      s.threads.emplace_back([&s, &slot] { s.serve(slot); });
+    }
     s.queue.push_back(std::move(job));
   }
-  s.wake.notify_one();
+  // All: a thread may pass over a job (its family's PCH is being built elsewhere), another take it.
+  s.wake.notify_all();
   return future;
 }
 
 CompileOutcome JitPool::compile(const CompileRequest& request) { return submit(request).get(); }
 
 unsigned JitPool::max_workers() const noexcept { return state_->max_workers; }
+
+bool JitPool::forks_workers() const noexcept { return state_->forking; }
 
 const std::filesystem::path& JitPool::worker_path() const noexcept { return state_->worker_path; }
 

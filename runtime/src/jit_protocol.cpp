@@ -2,6 +2,7 @@
 #include "jit_protocol.hpp"
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <bit>
@@ -192,6 +193,19 @@ std::string encode_failure(const Failure& f) {
   return std::move(out).frame();
 }
 
+std::string encode_fork(std::string_view family) {
+  Writer out(MessageKind::fork);
+  out.str(family);
+  return std::move(out).frame();
+}
+
+std::string encode_forked(const Forked& f) {
+  Writer out(MessageKind::forked);
+  out.put<std::int64_t>(f.pid);
+  out.str(f.error);
+  return std::move(out).frame();
+}
+
 Checked<Message> open_frame(std::string_view frame) {
   if (frame.size() < kFrameHeaderSize + 4 + kFrameTrailerSize)
     return {{}, "frame of " + std::to_string(frame.size()) + " bytes is shorter than any message"};
@@ -206,7 +220,7 @@ Checked<Message> open_frame(std::string_view frame) {
   if (checksum != fnv1a(payload)) return {{}, "checksum mismatch"};
   std::uint32_t kind;
   std::memcpy(&kind, payload.data(), 4);
-  if (kind < static_cast<std::uint32_t>(MessageKind::hello) || kind > static_cast<std::uint32_t>(MessageKind::failure))
+  if (kind < static_cast<std::uint32_t>(MessageKind::hello) || kind > static_cast<std::uint32_t>(MessageKind::forked))
     return {{}, "unknown message kind " + std::to_string(kind)};
   return {{static_cast<MessageKind>(kind), payload.substr(4)}, {}};
 }
@@ -268,6 +282,20 @@ Checked<Failure> decode_failure(std::string_view body) {
   return finished(std::move(f), in, "failure");
 }
 
+Checked<std::string> decode_fork(std::string_view body) {
+  Reader in(body);
+  std::string family = in.str("family");
+  return finished(std::move(family), in, "fork");
+}
+
+Checked<Forked> decode_forked(std::string_view body) {
+  Reader in(body);
+  Forked f;
+  f.pid = in.get<std::int64_t>("pid");
+  f.error = in.str("error");
+  return finished(std::move(f), in, "forked");
+}
+
 namespace {
 
 // Waits until `fd` is ready for `events`; false when keep_waiting gave up.
@@ -281,16 +309,51 @@ bool wait_ready(int fd, short events, const KeepWaiting& keep_waiting) {
   }
 }
 
+// One read; with `descriptors`, a recvmsg that collects SCM_RIGHTS descriptors (read() would let the
+// kernel close them), until the descriptor turns out not to be a socket. Sets `truncated` when the
+// sender passed more descriptors than fit.
+ssize_t read_some(int fd, char* buf, std::size_t size, std::vector<int>* descriptors, bool& not_socket,
+                  bool& truncated) {
+  if (descriptors == nullptr || not_socket) return ::read(fd, buf, size);
+  iovec iov{buf, size};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedDescriptors)];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  const ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  if (n < 0 && errno == ENOTSOCK) {
+    not_socket = true;
+    return ::read(fd, buf, size);
+  }
+  if (n < 0) return n;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t i = 0; i < count; ++i) {
+      int received;
+      std::memcpy(&received, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      descriptors->push_back(received);
+    }
+  }
+  if (msg.msg_flags & MSG_CTRUNC) truncated = true;
+  return n;
+}
+
 // Reads exactly buf.size() bytes; returns how many were read before the end of the stream.
 struct Filled {
   IoStatus status;
   std::size_t got;
   std::string error;
 };
-Filled fill(int fd, char* buf, std::size_t size, const KeepWaiting& keep_waiting) {
+Filled fill(int fd, char* buf, std::size_t size, const KeepWaiting& keep_waiting, std::vector<int>* descriptors) {
   std::size_t got = 0;
+  bool not_socket = false, truncated = false;
   while (got < size) {
-    const ssize_t n = ::read(fd, buf + got, size - got);
+    const ssize_t n = read_some(fd, buf + got, size - got, descriptors, not_socket, truncated);
+    if (truncated)
+      return {IoStatus::error, got, "more than " + std::to_string(kMaxPassedDescriptors) + " descriptors passed"};
     if (n > 0) {
       got += static_cast<std::size_t>(n);
     } else if (n == 0) {
@@ -306,10 +369,10 @@ Filled fill(int fd, char* buf, std::size_t size, const KeepWaiting& keep_waiting
 
 }  // namespace
 
-FrameRead read_frame(int fd, const KeepWaiting& keep_waiting) {
+FrameRead read_frame(int fd, const KeepWaiting& keep_waiting, std::vector<int>* descriptors) {
   FrameRead r;
   r.frame.resize(kFrameHeaderSize);
-  const Filled header = fill(fd, r.frame.data(), kFrameHeaderSize, keep_waiting);
+  const Filled header = fill(fd, r.frame.data(), kFrameHeaderSize, keep_waiting, descriptors);
   if (header.status == IoStatus::end_of_stream && header.got == 0) return {IoStatus::end_of_stream, {}, {}};
   if (header.status == IoStatus::end_of_stream)
     return {IoStatus::error, {}, "stream ended after " + std::to_string(header.got) + " of 16 header bytes"};
@@ -318,7 +381,7 @@ FrameRead read_frame(int fd, const KeepWaiting& keep_waiting) {
   if (!size.ok()) return {IoStatus::error, {}, size.error};
   const std::size_t rest = static_cast<std::size_t>(size.value) + kFrameTrailerSize;
   r.frame.resize(kFrameHeaderSize + rest);
-  const Filled body = fill(fd, r.frame.data() + kFrameHeaderSize, rest, keep_waiting);
+  const Filled body = fill(fd, r.frame.data() + kFrameHeaderSize, rest, keep_waiting, descriptors);
   if (body.status == IoStatus::end_of_stream)
     return {IoStatus::error, {}, "stream ended after " + std::to_string(body.got) + " of " + std::to_string(rest) +
                                      " payload and trailer bytes"};
@@ -327,9 +390,13 @@ FrameRead read_frame(int fd, const KeepWaiting& keep_waiting) {
   return r;
 }
 
-WriteResult write_frame(int fd, std::string_view frame, const KeepWaiting& keep_waiting) {
+namespace {
+
+// write_frame's loop around one way of writing some bytes.
+template <typename WriteSome>
+WriteResult write_all(int fd, std::string_view frame, const KeepWaiting& keep_waiting, WriteSome&& write_some) {
   while (!frame.empty()) {
-    const ssize_t n = ::write(fd, frame.data(), frame.size());
+    const ssize_t n = write_some(frame);
     if (n >= 0) {
       frame.remove_prefix(static_cast<std::size_t>(n));
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -341,6 +408,37 @@ WriteResult write_frame(int fd, std::string_view frame, const KeepWaiting& keep_
     }
   }
   return {};
+}
+
+}  // namespace
+
+WriteResult write_frame(int fd, std::string_view frame, const KeepWaiting& keep_waiting) {
+  return write_all(fd, frame, keep_waiting, [fd](std::string_view rest) { return ::write(fd, rest.data(), rest.size()); });
+}
+
+WriteResult write_frame_passing(int socket, std::string_view frame, std::span<const int> descriptors,
+                                const KeepWaiting& keep_waiting) {
+  if (descriptors.size() > kMaxPassedDescriptors)
+    return {IoStatus::error, "cannot pass " + std::to_string(descriptors.size()) + " descriptors at once"};
+  bool passed = descriptors.empty();
+  return write_all(socket, frame, keep_waiting, [&](std::string_view rest) -> ssize_t {
+    if (passed) return ::send(socket, rest.data(), rest.size(), MSG_NOSIGNAL);
+    iovec iov{const_cast<char*>(rest.data()), rest.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedDescriptors)] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * descriptors.size());
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * descriptors.size());
+    std::memcpy(CMSG_DATA(c), descriptors.data(), sizeof(int) * descriptors.size());
+    const ssize_t n = ::sendmsg(socket, &msg, MSG_NOSIGNAL);
+    if (n > 0) passed = true;  // the descriptors went with the first bytes
+    return n;
+  });
 }
 
 }  // namespace kiln::detail

@@ -1,9 +1,32 @@
 // runtime/tools/kiln_jitd.cpp — kiln-jitd, the JIT compile worker: NVRTC runs in parallel only across processes (DESIGN.md).
 //
-// Started by libkiln's JitPool with pipes on stdin and stdout; speaks the frames of jit_protocol.hpp
-// and exits at the end of its input. Not meant to be run by hand.
+// Started by libkiln's JitPool with a unix socket on stdin and a pipe on stdout (and --no-fork when the
+// pool never forks workers), or forked by a worker that holds a PCH family's precompiled header
+// (jit_worker.hpp); speaks the frames of jit_protocol.hpp and exits at the end of its input. Not meant to
+// be run by hand.
+//
+// KILN_JITD_TEST_LINK_THREAD=1 (for tests) starts a thread that never ends after each link, as the CUDA
+// driver does where nvJitLink finds libcuda (its compute cache): a host without a GPU can then check that
+// workers are still forked from zygotes.
 #include "jit_worker.hpp"
 
 #include <unistd.h>
 
-int main() { return kiln::detail::serve_compile_requests(STDIN_FILENO, STDOUT_FILENO, &kiln::detail::compile_unit); }
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+int main(int argc, char** argv) {
+  const bool zygotes = !(argc > 1 && std::strcmp(argv[1], kiln::detail::kNoForkArgument) == 0);
+  kiln::detail::CompileStages stages = kiln::detail::nvrtc_stages();
+  if (const char* t = std::getenv("KILN_JITD_TEST_LINK_THREAD"); t != nullptr && std::strcmp(t, "1") == 0) {
+    stages.link = [](const kiln::detail::CompileRequest& request, kiln::detail::PtxStage stage) {
+      kiln::detail::CompileOutcome out = kiln::detail::link_stage(request, std::move(stage));
+      std::thread([] {
+        for (;;) ::pause();
+      }).detach();
+      return out;
+    };
+  }
+  return kiln::detail::serve_compile_requests(STDIN_FILENO, STDOUT_FILENO, stages, zygotes);
+}

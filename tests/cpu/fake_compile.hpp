@@ -1,12 +1,21 @@
 // tests/cpu/fake_compile.hpp — a compile function without NVRTC for the pool tests, steered by "fake:" options.
 //
 // It runs in the fake worker (fake_jitd.cpp) and, as the in-process fallback, in the test itself.
-// Options of the request select what it does (the first "fake:" option wins):
+// Options of the request select what it does (the first "fake:" option that answers wins), and so do
+// lines of its source that start with "fake:" (after the options): requests of one PCH family share
+// their options.
 //   (none)                   echo: ok, entry.cubin = source, entry.kernels = kernels, log = "pid=<its pid>"
 //   fake:gather=<dir>:<n>    marks <dir>/<pid>, waits until <n> marks exist (so n requests run at once), echoes
 //   fake:hang=<dir>:<k>      marks <dir>/<pid>; while at most <k> marks exist it hangs (for the test to kill
 //                            it), else echoes: the first k attempts hang, the next one answers
 //   fake:throw               throws kiln::Error(Errc::driver, "fake: thrown in <pid>")
+//   fake:thread              starts a thread that never ends (a worker that may no longer fork), and goes
+//                            on with the next control
+//   fake:thread-on-link      in the link stage (after a worker may have made its zygote), starts a thread
+//                            that never ends, as nvJitLink does where it finds the CUDA driver
+// The worker runs it in two stages (jit_worker.hpp): fake_ptx_stage does all of the above,
+// fake_link_stage only fake:thread-on-link.
+//   fake:wait=<file>         waits until <file> exists (at most 60 s), echoes
 #pragma once
 
 #include "jit_compile.hpp"
@@ -21,6 +30,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 namespace kiln::test {
 
@@ -56,8 +66,21 @@ inline detail::CompileOutcome fake_echo(const detail::CompileRequest& request) {
   return o;
 }
 
-inline detail::CompileOutcome fake_compile(const detail::CompileRequest& request) {
-  for (const std::string& option : request.options) {
+// The request's "fake:" controls: its options, then its source lines that start with "fake:".
+inline std::vector<std::string> fake_controls(const detail::CompileRequest& request) {
+  std::vector<std::string> controls = request.options;
+  std::string_view source = request.source;
+  while (!source.empty()) {
+    const std::size_t eol = source.find('\n');
+    const std::string_view line = source.substr(0, eol);
+    if (line.starts_with("fake:")) controls.emplace_back(line);
+    source = eol == std::string_view::npos ? std::string_view{} : source.substr(eol + 1);
+  }
+  return controls;
+}
+
+inline detail::CompileOutcome fake_compile_controls(const detail::CompileRequest& request) {
+  for (const std::string& option : fake_controls(request)) {
     const std::string_view o = option;
     if (o.starts_with("fake:gather=")) {
       const auto [dir, n] = dir_and_count(o.substr(12));
@@ -81,8 +104,43 @@ inline detail::CompileOutcome fake_compile(const detail::CompileRequest& request
       return fake_echo(request);
     }
     if (o == "fake:throw") throw kiln::Error(kiln::Errc::driver, "fake: thrown in " + std::to_string(::getpid()));
+    if (o.starts_with("fake:wait=")) {
+      const std::filesystem::path file(o.substr(10));
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (!std::filesystem::exists(file) && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      return fake_echo(request);
+    }
+    if (o == "fake:thread") {
+      std::thread([] {
+        for (;;) ::pause();
+      }).detach();
+    }
   }
   return fake_echo(request);
+}
+
+inline detail::PtxStage fake_ptx_stage(const detail::CompileRequest& request) {
+  detail::PtxStage stage;
+  stage.outcome = fake_compile_controls(request);
+  if (!stage.outcome.ok && stage.outcome.error.empty()) stage.outcome.error = "fake: failed";
+  return stage;
+}
+
+inline detail::CompileOutcome fake_link_stage(const detail::CompileRequest& request, detail::PtxStage stage) {
+  for (const std::string& control : fake_controls(request)) {
+    if (control == "fake:thread-on-link") {
+      std::thread([] {
+        for (;;) ::pause();
+      }).detach();
+      break;
+    }
+  }
+  return std::move(stage.outcome);
+}
+
+inline detail::CompileOutcome fake_compile(const detail::CompileRequest& request) {
+  return fake_link_stage(request, fake_ptx_stage(request));
 }
 
 // The pid in a fake outcome's log.

@@ -1,7 +1,13 @@
-// tests/cpu/fake_jitd.cpp — a kiln-jitd whose compiler is fake_compile: the pool tests need no NVRTC.
+// tests/cpu/fake_jitd.cpp — a kiln-jitd whose compiler is fake_compile, in its two stages: the pool tests need no NVRTC.
 #include "fake_compile.hpp"
 #include "jit_worker.hpp"
 
 #include <unistd.h>
 
-int main() { return kiln::detail::serve_compile_requests(STDIN_FILENO, STDOUT_FILENO, &kiln::test::fake_compile); }
+#include <cstring>
+
+int main(int argc, char** argv) {
+  const bool zygotes = !(argc > 1 && std::strcmp(argv[1], kiln::detail::kNoForkArgument) == 0);
+  return kiln::detail::serve_compile_requests(STDIN_FILENO, STDOUT_FILENO,
+                                              {&kiln::test::fake_ptx_stage, &kiln::test::fake_link_stage}, zygotes);
+}

@@ -1,18 +1,26 @@
-// tests/cpu/test_jit_pool.cpp — the JIT worker pool: parallel workers, retry after a killed worker, in-process fallback, clean shutdown.
+// tests/cpu/test_jit_pool.cpp — the JIT worker pool: parallel workers, retry after a killed worker, in-process fallback, clean shutdown, workers forked from a warm one.
 #include <doctest/doctest.h>
 
 #include "cache_entry.hpp"
 #include "cache_test_util.hpp"
+#include "cubin_elf.hpp"
 #include "examples_catalog.hpp"
 #include "fake_compile.hpp"
 #include "jit_pool.hpp"
+#include "jit_test_util.hpp"
+#include "jit_zygote.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
+#include <future>
+#include <iterator>
+#include <optional>
 #include <set>
+#include <sstream>
 
 using kiln::detail::CompileOutcome;
 using kiln::detail::CompileRequest;
@@ -66,6 +74,67 @@ pid_t wait_for_mark(const std::filesystem::path& dir, std::size_t n, std::set<pi
   return -1;
 }
 
+// A request of one PCH family (the fake compiler ignores the PCH directory); `controls` become "fake:"
+// lines of its source, so that they do not change its family as options would.
+CompileRequest family_request(std::string unit, std::vector<std::string> controls = {}) {
+  CompileRequest r = fake_request(std::move(unit));
+  for (const auto& c : controls) r.source += "\n" + c;
+  r.pch_dir = "/nonexistent/kiln-test-pch";
+  return r;
+}
+
+std::string control(const char* mode, const std::filesystem::path& dir, std::size_t n) { return option(mode, dir, n); }
+
+// Fields of /proc/<pid>/stat after the command: [0] state, [1] ppid, ..., [11] utime, [12] stime.
+std::vector<std::string> proc_stat(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t close = text.rfind(')');
+  std::vector<std::string> fields;
+  if (close == std::string::npos) return fields;
+  std::istringstream rest(text.substr(close + 1));
+  for (std::string f; rest >> f;) fields.push_back(f);
+  return fields;
+}
+
+pid_t parent_of(pid_t pid) {
+  const auto f = proc_stat(pid);
+  return f.size() > 1 ? static_cast<pid_t>(std::stol(f[1])) : -1;
+}
+
+// Whether `pid` was forked by a zygote of `worker` (jit_worker.hpp): its parent is a child of the worker.
+bool forked_by_zygote_of(pid_t pid, pid_t worker) {
+  const pid_t zygote = parent_of(pid);
+  return zygote > 0 && zygote != worker && parent_of(zygote) == worker;
+}
+
+// The threads of a process, from /proc/<pid>/task.
+std::size_t threads_of(pid_t pid) { return kiln::test::count_files("/proc/" + std::to_string(pid) + "/task"); }
+
+// The processes whose parent is `pid`.
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> found;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (parent_of(static_cast<pid_t>(std::stol(name))) == pid) found.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return found;
+}
+
+// Zombie processes whose parent is one of `parents`.
+std::vector<pid_t> zombies_of(const std::set<pid_t>& parents) {
+  std::vector<pid_t> found;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const auto f = proc_stat(static_cast<pid_t>(std::stol(name)));
+    if (f.size() > 1 && f[0] == "Z" && parents.count(static_cast<pid_t>(std::stol(f[1]))) > 0)
+      found.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return found;
+}
+
 bool gone(pid_t pid) {
   // A zombie still answers kill(pid, 0); a reaped child is no longer ours to wait for.
   errno = 0;
@@ -73,6 +142,83 @@ bool gone(pid_t pid) {
   errno = 0;
   const bool not_a_child = ::waitpid(pid, nullptr, WNOHANG) == -1 && errno == ECHILD;
   return no_process && not_a_child;
+}
+
+// gone(), allowing a forked worker's parent the moment it takes to release it after its end is seen.
+bool soon_gone(pid_t pid) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (!gone(pid) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return gone(pid);
+}
+
+JitPoolOptions real_pool(unsigned workers) {
+  JitPoolOptions o;
+  o.workers = workers;
+  o.worker = KILN_TEST_JITD;
+  return o;
+}
+
+// The CUB example unit, with a PCH directory under `dir`: one PCH family.
+CompileRequest cub_request(const std::filesystem::path& dir, std::string unit = "block_sum_f32") {
+  CompileRequest r = kiln::test::example_request(kiln::test::example_unit("block_sum_f32"), 90);
+  r.unit = std::move(unit);
+  r.pch_dir = (dir / "pch").string();
+  return r;
+}
+
+// The outcome, or nullopt when NVRTC or nvJitLink is not installed here (the test is then skipped).
+std::optional<CompileOutcome> real_outcome(std::future<CompileOutcome>& f) {
+  try {
+    return f.get();
+  } catch (const kiln::Error& e) {
+    if (e.code() != kiln::Errc::no_compiler) throw;
+    MESSAGE("skipped: NVRTC or nvJitLink is not installed here (" << e.what() << ")");
+    return std::nullopt;
+  }
+}
+
+// A request with gate.control() waits until the test calls gate.open(): so that a family's first
+// request ends only once the test has queued the rest.
+struct Gate {
+  kiln::test::TempDir dir;
+  std::string control() const { return "fake:wait=" + (dir.path() / "open").string(); }
+  void open() const { std::ofstream(dir.path() / "open").put('x'); }
+};
+
+bool forks(const JitPool& pool) {
+  if (!pool.forks_workers()) MESSAGE("skipped: no pidfds in this kernel, so no forking");
+  return pool.forks_workers();
+}
+
+// Warms a family in a pool of n workers: a first request, then n that must run at once (each waits for
+// all n); each with the `extra` controls too. Returns the pid of the worker that served the first, and
+// those that served the n.
+std::pair<pid_t, std::set<pid_t>> warm_family(JitPool& pool, std::size_t n, const std::vector<std::string>& extra = {}) {
+  kiln::test::TempDir gather;
+  const Gate gate;
+  std::vector<std::string> controls_of_first = extra;
+  controls_of_first.push_back(gate.control());
+  auto first = pool.submit(family_request("first", controls_of_first));
+  std::vector<std::string> controls;
+  std::vector<std::future<CompileOutcome>> rest;
+  for (std::size_t i = 0; i < n; ++i) {
+    controls = extra;
+    controls.push_back(control("gather", gather.path(), n));
+    rest.push_back(pool.submit(family_request(numbered("g", i), controls)));
+  }
+  gate.open();
+  const CompileOutcome f = first.get();
+  REQUIRE_MESSAGE(f.ok, f.error);
+  CHECK(f.entry.cubin == family_request("first", controls_of_first).source);  // the fake's cubin is the source
+  std::set<pid_t> pids;
+  for (std::size_t i = 0; i < n; ++i) {
+    const CompileOutcome o = rest[i].get();
+    REQUIRE_MESSAGE(o.ok, o.error);
+    CHECK(o.entry.kernels.at(0).name == numbered("g", i) + "_k");  // its own request's answer
+    pids.insert(static_cast<pid_t>(served_by(o)));
+  }
+  return {static_cast<pid_t>(served_by(f)), pids};
 }
 
 }  // namespace
@@ -308,4 +454,338 @@ TEST_CASE("the real kiln-jitd compiles an example unit with NVRTC") {
   CHECK(pool.stats().in_process == 0);
   CHECK(o.entry.arch == 90);
   CHECK(kiln::detail::check_entry(o.entry, 90) == "");  // a cubin for sm_90 defining both kernels
+}
+
+TEST_CASE("a PCH family: the same options, include directories and leading directives; comments do not count") {
+  using kiln::detail::leading_directives;
+  using kiln::detail::pch_family;
+  CHECK(leading_directives("// unit a\n/* a block\n   comment */ #include <a.cuh>\n\n#define X \\\n  1\n"
+                           "  #include \"b.h\"  // why\r\ntemplate __global__ void k<1>();\n#include <c>\n") ==
+        "#include <a.cuh>\n#define X 1\n#include \"b.h\"\n");
+  CHECK(leading_directives("int x;\n#include <a>\n").empty());
+
+  CompileRequest a = fake_request("a", {"-std=c++17"});
+  a.include_dirs = {"/inc"};
+  a.pch_dir = "/pch";
+  a.source = "// Generated for unit a\n#include <kiln/a.cuh>\n\ntemplate __global__ void k<int, 128>();\n";
+  const std::string family = pch_family(a);
+  CHECK(!family.empty());
+  CompileRequest b = fake_request("b", {"-std=c++17"});
+  b.include_dirs = a.include_dirs;
+  b.pch_dir = a.pch_dir;
+  b.source = "// Generated for unit b, longer\n#include <kiln/a.cuh>\ntemplate __global__ void k<float, 256>();\n";
+  CHECK(pch_family(b) == family);  // other unit, kernels, template arguments: the same PCH
+
+  const auto differs = [&](auto change) {
+    CompileRequest c = a;
+    change(c);
+    return pch_family(c) != family;
+  };
+  CHECK(differs([](CompileRequest& c) { c.options.push_back("-DX=1"); }));
+  CHECK(differs([](CompileRequest& c) { c.options = {"-std=c++20"}; }));
+  CHECK(differs([](CompileRequest& c) { c.include_dirs.push_back("/more"); }));
+  CHECK(differs([](CompileRequest& c) { c.arch = 80; }));
+  CHECK(differs([](CompileRequest& c) { c.pch_dir = "/other"; }));
+  CHECK(differs([](CompileRequest& c) { c.source = "#include <kiln/a.cuh>\n#include <more.cuh>\nint x;\n"; }));
+  CHECK(differs([](CompileRequest& c) { c.options = {"-std=c++1", "7"}; }));  // fields cannot run together
+  a.pch_dir.clear();
+  CHECK(pch_family(a).empty());  // no PCH, no family
+}
+
+TEST_CASE("KILN_JIT_FORK: 0 turns forking off; unset, empty or 1 leave it on; anything else warns") {
+  std::string warning;
+  CHECK(kiln::detail::jit_fork_from(nullptr, warning));
+  CHECK(kiln::detail::jit_fork_from("", warning));
+  CHECK(kiln::detail::jit_fork_from("1", warning));
+  CHECK_FALSE(kiln::detail::jit_fork_from("0", warning));
+  CHECK(warning.empty());
+  CHECK(kiln::detail::jit_fork_from("no", warning));
+  CHECK(warning.find("KILN_JIT_FORK='no'") != std::string::npos);
+
+  kiln::test::ScopedEnv env("KILN_JIT_FORK", "0");
+  JitPool off(fake_pool(1));
+  CHECK_FALSE(off.forks_workers());
+  JitPoolOptions asked = fake_pool(1);
+  asked.fork = true;  // the option wins over the environment
+  CHECK(JitPool(asked).forks_workers() == kiln::detail::forking_supported());
+}
+
+TEST_CASE("a family's backlog: one worker builds its PCH, the other workers are forked from that one") {
+  JitPool pool(fake_pool(3));
+  if (!forks(pool)) return;
+  const auto [zygote, pids] = warm_family(pool, 3);
+  CHECK(pids.size() == 3);
+  CHECK(pids.count(zygote) == 1);
+  for (const pid_t pid : pids)
+    if (pid != zygote) CHECK(forked_by_zygote_of(pid, zygote));  // from the worker that built the PCH
+  const auto stats = pool.stats();
+  CHECK(stats.spawned == 1);
+  CHECK(stats.forked == 2);
+  CHECK(stats.fork_failures == 0);
+  CHECK(pool.warnings().empty());
+
+  // Requests without a PCH family are not held back, and a forked worker serves them like any other.
+  const CompileOutcome plain = pool.compile(fake_request("plain"));
+  REQUIRE(plain.ok);
+  CHECK(pids.count(static_cast<pid_t>(served_by(plain))) == 1);
+}
+
+TEST_CASE("a forked worker killed mid-request: the request is retried on a new forked worker, and the pool keeps serving") {
+  JitPool pool(fake_pool(2));
+  if (!forks(pool)) return;
+  kiln::test::TempDir marks;
+  const Gate gate;
+  auto first = pool.submit(family_request("first", {gate.control()}));
+  auto victim = pool.submit(family_request("victim", {control("hang", marks.path(), 1)}));
+  gate.open();
+  std::set<pid_t> seen;
+  const pid_t forked = wait_for_mark(marks.path(), 1, seen);
+  const CompileOutcome f = first.get();
+  REQUIRE(f.ok);
+  const pid_t zygote = static_cast<pid_t>(served_by(f));
+  CHECK(forked != zygote);
+  CHECK(forked_by_zygote_of(forked, zygote));
+  REQUIRE(::kill(forked, SIGKILL) == 0);
+
+  const CompileOutcome o = victim.get();
+  REQUIRE_MESSAGE(o.ok, o.error);
+  const pid_t retried_on = static_cast<pid_t>(served_by(o));
+  CHECK(retried_on != forked);
+  CHECK(retried_on != zygote);
+  CHECK(forked_by_zygote_of(retried_on, zygote));  // forked again: the retry was warm too
+  auto stats = pool.stats();
+  CHECK(stats.deaths == 1);
+  CHECK(stats.retried == 1);
+  CHECK(stats.spawned == 1);
+  CHECK(stats.forked == 2);
+  CHECK(soon_gone(forked));
+
+  for (std::size_t i = 0; i < 4; ++i) CHECK(pool.compile(family_request(numbered("after", i))).ok);
+  CHECK(pool.compile(fake_request("plain")).ok);
+  CHECK(pool.stats().deaths == 1);
+}
+
+TEST_CASE("shutting down with forked workers busy and idle leaves no process behind, zombie or not") {
+  std::vector<pid_t> pids;
+  std::future<CompileOutcome> busy1, busy2;
+  kiln::test::TempDir marks;
+  {
+    JitPool pool(fake_pool(3));
+    if (!forks(pool)) return;
+    warm_family(pool, 3);
+    REQUIRE(pool.stats().forked == 2);
+    busy1 = pool.submit(family_request("busy1", {control("hang", marks.path(), 100)}));
+    busy2 = pool.submit(family_request("busy2", {control("hang", marks.path(), 100)}));
+    std::set<pid_t> seen;
+    wait_for_mark(marks.path(), 1, seen);
+    wait_for_mark(marks.path(), 2, seen);  // two workers hang, the third is idle
+    pids = pool.worker_pids();
+    REQUIRE(pids.size() == 3);
+    std::set<pid_t> zygotes;  // those the forked workers were forked by
+    for (const pid_t pid : pids)
+      if (parent_of(pid) != ::getpid()) zygotes.insert(parent_of(pid));
+    REQUIRE(zygotes.size() == 1);
+    pids.insert(pids.end(), zygotes.begin(), zygotes.end());
+  }
+  for (const pid_t pid : pids) CHECK(soon_gone(pid));
+  std::set<pid_t> parents(pids.begin(), pids.end());
+  parents.insert(::getpid());
+  CHECK(zombies_of(parents).empty());
+  for (auto* busy : {&busy1, &busy2}) CHECK(busy->get().error.find("shut down while compiling") != std::string::npos);
+}
+
+TEST_CASE("a worker that cannot fork (it runs a second thread): cold workers instead, and one warning") {
+  JitPool pool(fake_pool(2));
+  if (!forks(pool)) return;
+  kiln::test::TempDir gather;
+  const Gate gate;
+  auto first = pool.submit(family_request("first", {"fake:thread", gate.control()}));
+  auto a = pool.submit(family_request("a", {control("gather", gather.path(), 2)}));
+  auto b = pool.submit(family_request("b", {control("gather", gather.path(), 2)}));
+  gate.open();
+  REQUIRE(first.get().ok);
+  const CompileOutcome oa = a.get(), ob = b.get();
+  REQUIRE_MESSAGE(oa.ok, oa.error);
+  REQUIRE_MESSAGE(ob.ok, ob.error);
+  CHECK(served_by(oa) != served_by(ob));
+  const auto stats = pool.stats();
+  CHECK(stats.forked == 0);
+  CHECK(stats.fork_failures == 1);
+  CHECK(stats.spawned == 2);
+  REQUIRE(pool.warnings().size() == 1);
+  CHECK(pool.warnings()[0].find("runs 2 threads") != std::string::npos);
+}
+
+TEST_CASE("where linking starts a thread (the CUDA driver's), workers are still forked: by the zygote made before the first link") {
+  std::optional<JitPool> holder(std::in_place, fake_pool(3));
+  JitPool& pool = *holder;
+  if (!forks(pool)) return;
+  const auto [builder, pids] = warm_family(pool, 3, {"fake:thread-on-link"});
+  CHECK(pids.size() == 3);
+  CHECK(pids.count(builder) == 1);
+  CHECK(threads_of(builder) >= 2);  // it linked (a thread per link here): it could not fork itself
+  std::set<pid_t> zygotes;
+  for (const pid_t pid : pids) {
+    if (pid == builder) continue;
+    CHECK(forked_by_zygote_of(pid, builder));
+    zygotes.insert(parent_of(pid));
+  }
+  REQUIRE(zygotes.size() == 1);
+  const pid_t zygote = *zygotes.begin();
+  CHECK(threads_of(zygote) == 1);  // it never links
+  const auto stats = pool.stats();
+  CHECK(stats.spawned == 1);
+  CHECK(stats.forked == 2);
+  CHECK(stats.fork_failures == 0);
+  CHECK(pool.warnings().empty());
+
+  // A family new to a worker that runs two threads gets no zygote: nothing forks for it, it goes cold.
+  auto other = [](std::string unit, std::vector<std::string> controls) {
+    CompileRequest r = family_request(std::move(unit), std::move(controls));
+    r.options = {"-DOTHER_FAMILY"};
+    return r;
+  };
+  kiln::test::TempDir gather;
+  const Gate gate;
+  auto first = pool.submit(other("o_first", {"fake:thread-on-link", gate.control()}));
+  std::vector<std::future<CompileOutcome>> rest;
+  for (std::size_t i = 0; i < 3; ++i)
+    rest.push_back(pool.submit(other(numbered("o", i), {"fake:thread-on-link", control("gather", gather.path(), 3)})));
+  gate.open();
+  REQUIRE(first.get().ok);
+  for (auto& r : rest) {
+    const CompileOutcome o = r.get();
+    REQUIRE_MESSAGE(o.ok, o.error);
+  }
+  CHECK(pool.stats().forked == 2);  // no more
+
+  std::vector<pid_t> all = pool.worker_pids();
+  all.push_back(zygote);
+  holder.reset();
+  for (const pid_t pid : all) CHECK(soon_gone(pid));  // the zygote did not outlive its worker
+}
+
+TEST_CASE("a worker's zygote dies with it: a killed worker leaves no zygote behind") {
+  JitPool pool(fake_pool(1));
+  if (!forks(pool)) return;
+  const CompileOutcome o = pool.compile(family_request("first", {"fake:thread-on-link"}));
+  REQUIRE_MESSAGE(o.ok, o.error);
+  const pid_t worker = static_cast<pid_t>(served_by(o));
+  const std::vector<pid_t> zygotes = children_of(worker);
+  REQUIRE(zygotes.size() == 1);
+  CHECK(threads_of(zygotes[0]) == 1);
+  REQUIRE(::kill(worker, SIGKILL) == 0);
+  CHECK(soon_gone(zygotes[0]));
+  // The pool replaces the worker, and its zygote forks again.
+  const CompileOutcome again = pool.compile(family_request("again", {"fake:thread-on-link"}));
+  REQUIRE_MESSAGE(again.ok, again.error);
+  CHECK(served_by(again) != worker);
+}
+
+TEST_CASE("KILN_JIT_FORK=0: workers make no zygotes") {
+  JitPoolOptions options = fake_pool(1);
+  options.fork = false;
+  JitPool pool(options);
+  const CompileOutcome o = pool.compile(family_request("first"));
+  REQUIRE_MESSAGE(o.ok, o.error);
+  CHECK(children_of(static_cast<pid_t>(served_by(o))).empty());
+}
+
+TEST_CASE("KILN_JIT_FORK=0: every worker of a family is started from the executable and builds its own PCH") {
+  JitPoolOptions options = fake_pool(3);
+  options.fork = false;
+  JitPool pool(options);
+  kiln::test::TempDir gather;
+  std::vector<std::future<CompileOutcome>> all;
+  for (std::size_t i = 0; i < 3; ++i)
+    all.push_back(pool.submit(family_request(numbered("g", i), {control("gather", gather.path(), 3)})));
+  for (auto& f : all) REQUIRE(f.get().ok);
+  CHECK(pool.stats().spawned == 3);
+  CHECK(pool.stats().forked == 0);
+}
+
+TEST_CASE("the real kiln-jitd: a worker forked after the CUB family's PCH is built compiles warm, and its cubin matches") {
+  std::optional<kiln::test::ScopedEnv> link_thread;
+  SUBCASE("as on this host") {}
+  SUBCASE("its links starting a thread, as the CUDA driver does where there is one: forked by the zygote") {
+    link_thread.emplace("KILN_JITD_TEST_LINK_THREAD", "1");
+  }
+  kiln::test::TempDir temp;
+  JitPool pool(real_pool(2));
+  if (!forks(pool)) return;
+  auto cold = pool.submit(cub_request(temp.path()));
+  auto warm = pool.submit(cub_request(temp.path(), "block_sum_f32_again"));
+  const auto a = real_outcome(cold);
+  if (!a) return;
+  const auto b = real_outcome(warm);
+  REQUIRE_MESSAGE(a->ok, a->error << "\n" << a->log);
+  REQUIRE_MESSAGE(b->ok, b->error << "\n" << b->log);
+  const auto stats = pool.stats();
+  std::string warnings;
+  for (const auto& w : pool.warnings()) warnings += w + "\n";
+  INFO("pool warnings: ", warnings);
+  CHECK(stats.spawned == 1);
+  CHECK(stats.forked == 1);
+  CHECK(stats.fork_failures == 0);
+  CHECK(pool.warnings().empty());
+  if (link_thread) {
+    std::size_t threaded = 0;
+    for (const pid_t pid : pool.worker_pids()) threaded += threads_of(pid) > 1 ? 1 : 0;
+    CHECK(threaded == 2);  // both linked, so both run the simulated driver thread
+  }
+  // NVRTC in the forked worker used the PCH its parent built, and made the same kernels.
+  CHECK(a->log.find("creating precompiled header") != std::string::npos);
+  CHECK(b->log.find("using precompiled header") != std::string::npos);
+  const auto ca = kiln::detail::read_cubin(a->entry.cubin), cb = kiln::detail::read_cubin(b->entry.cubin);
+  REQUIRE(ca.ok());
+  REQUIRE(cb.ok());
+  CHECK(ca.kernels == cb.kernels);
+  CHECK(cb.defines(a->entry.kernels.at(0).lowered));
+  CHECK(b->entry.cubin == a->entry.cubin);
+  MESSAGE("block_sum_f32 NVRTC: cold worker " << a->nvrtc_ms << " ms (builds the PCH); forked worker " << b->nvrtc_ms
+                                              << " ms");
+}
+
+TEST_CASE("the real kiln-jitd killed mid-NVRTC compile of a CUB unit: retried once on a new worker, and the pool keeps serving") {
+  kiln::test::TempDir temp;
+  JitPool pool(real_pool(1));
+  auto future = pool.submit(cub_request(temp.path()));
+  // Wait for the worker, then for it to be well into NVRTC (CPU time spent), and kill it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  pid_t victim = -1;
+  for (; victim < 0 && std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(std::chrono::milliseconds(2)))
+    if (const auto pids = pool.worker_pids(); !pids.empty()) victim = pids.front();
+  REQUIRE(victim > 0);
+  for (;; std::this_thread::sleep_for(std::chrono::milliseconds(5))) {
+    const auto f = proc_stat(victim);
+    REQUIRE(f.size() > 12);
+    if (std::stol(f[11]) + std::stol(f[12]) >= 30) break;  // 0.3 s of CPU at 100 ticks/s: inside NVRTC
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+  }
+  if (future.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    const auto early = real_outcome(future);
+    if (!early) return;  // no NVRTC: the worker answered at once
+    FAIL("the compile ended before the worker could be killed");
+  }
+  REQUIRE(::kill(victim, SIGKILL) == 0);
+  const auto o = real_outcome(future);
+  if (!o) return;
+  REQUIRE_MESSAGE(o->ok, o->error << "\n" << o->log);
+  CHECK(kiln::detail::check_entry(o->entry, 90) == "");
+  const auto stats = pool.stats();
+  CHECK(stats.deaths == 1);
+  CHECK(stats.retried == 1);
+  CHECK(stats.spawned == 2);
+  CHECK(gone(victim));
+  const auto pids = pool.worker_pids();
+  REQUIRE(pids.size() == 1);
+  CHECK(pids.front() != victim);
+
+  // The pool keeps serving, on the retried worker: the family's PCH is warm in it now.
+  auto again = pool.submit(cub_request(temp.path(), "block_sum_f32_again"));
+  const auto next = real_outcome(again);
+  REQUIRE(next);
+  REQUIRE_MESSAGE(next->ok, next->error);
+  CHECK(next->log.find("using precompiled header") != std::string::npos);
+  CHECK(pool.stats().deaths == 1);
 }

@@ -1,10 +1,11 @@
-// tests/cpu/test_jit_protocol.cpp — kiln-jitd frames: every field survives a round trip; truncated, damaged and garbage frames are refused.
+// tests/cpu/test_jit_protocol.cpp — kiln-jitd frames: every field survives a round trip; truncated, damaged and garbage frames are refused; descriptors travel with a fork request.
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"
 #include "jit_protocol.hpp"
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -68,13 +69,19 @@ std::string decode_any(std::string_view frame) {
     case MessageKind::request: return decode_request(m.value.body).error;
     case MessageKind::outcome: return decode_outcome(m.value.body).error;
     case MessageKind::failure: return decode_failure(m.value.body).error;
+    case MessageKind::fork: return decode_fork(m.value.body).error;
+    case MessageKind::forked: return decode_forked(m.value.body).error;
   }
   return "unreachable";
 }
 
 std::vector<std::string> sample_frames() {
   return {encode_hello({1234, kiln::kCacheFormatVersion}), encode_request(sample_request()),
-          encode_outcome(sample_outcome()), encode_failure({true, 5, "kiln: cannot load libnvrtc.so"})};
+          encode_outcome(sample_outcome()), encode_failure({true, 5, "kiln: cannot load libnvrtc.so"}),
+          encode_fork(""),
+          encode_fork("9:/tmp/pch2:90options includes source 0:"),
+          encode_forked({4321, ""}),
+          encode_forked({0, "it runs 3 threads"})};
 }
 
 }  // namespace
@@ -126,6 +133,75 @@ TEST_CASE("an outcome, its cache entry, a failure and a hello survive a round tr
   CHECK(h.value.cache_format == 7);
 }
 
+TEST_CASE("fork and forked survive a round trip; a fork request names its PCH family") {
+  for (const std::string& family : {std::string(), std::string("9:/tmp/pch2:90options 3:-O3includes source 0:")}) {
+    const std::string fork = encode_fork(family);
+    const auto m = open_frame(fork);
+    REQUIRE(m.ok());
+    CHECK(m.value.kind == MessageKind::fork);
+    const auto back = decode_fork(m.value.body);
+    REQUIRE_MESSAGE(back.ok(), back.error);
+    CHECK(back.value == family);
+    CHECK_FALSE(decode_fork(std::string(m.value.body) + "x").ok());  // trailing bytes
+  }
+  CHECK_FALSE(decode_fork("").ok());  // the family is not optional
+
+  for (const Forked& f : {Forked{98765, ""}, Forked{0, "fork: Resource temporarily unavailable"}}) {
+    const std::string frame = encode_forked(f);
+    const auto opened = open_frame(frame);
+    REQUIRE(opened.ok());
+    REQUIRE(opened.value.kind == MessageKind::forked);
+    const auto back = decode_forked(opened.value.body);
+    REQUIRE_MESSAGE(back.ok(), back.error);
+    CHECK(back.value.pid == f.pid);
+    CHECK(back.value.error == f.error);
+  }
+
+}
+
+TEST_CASE("a fork request carries the new worker's descriptors over a unix socket; a pipe reads as without") {
+  int sockets[2], p[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sockets) == 0);
+  REQUIRE(::pipe(p) == 0);
+  const int passed[] = {p[0], p[1]};
+  REQUIRE(write_frame_passing(sockets[0], encode_fork("family"), passed).status == IoStatus::ok);
+  CHECK(write_frame(sockets[0], encode_hello({1, 2})).status == IoStatus::ok);  // a frame without any
+
+  std::vector<int> received;
+  const FrameRead r = read_frame(sockets[1], {}, &received);
+  REQUIRE(r.status == IoStatus::ok);
+  CHECK(open_frame(r.frame).value.kind == MessageKind::fork);
+  REQUIRE(received.size() == 2);
+  for (const int fd : received) CHECK((::fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+  // They are the same pipe: written through the received end, read from the original one.
+  CHECK(::write(received[1], "z", 1) == 1);
+  char c = 0;
+  CHECK(::read(p[0], &c, 1) == 1);
+  CHECK(c == 'z');
+  for (const int fd : received) ::close(fd);
+
+  std::vector<int> none;
+  const FrameRead next = read_frame(sockets[1], {}, &none);
+  CHECK(next.status == IoStatus::ok);
+  CHECK(open_frame(next.frame).value.kind == MessageKind::hello);
+  CHECK(none.empty());
+
+  // Too many at once: refused before anything is sent.
+  const std::vector<int> many(kMaxPassedDescriptors + 1, p[0]);
+  CHECK(write_frame_passing(sockets[0], encode_fork("family"), many).status == IoStatus::error);
+
+  // Reading with descriptors from a pipe falls back to plain reads.
+  CHECK(write_frame(p[1], encode_hello({3, 4})).status == IoStatus::ok);
+  const FrameRead from_pipe = read_frame(p[0], {}, &none);
+  CHECK(from_pipe.status == IoStatus::ok);
+  CHECK(none.empty());
+
+  // A peer that closed: the write is an error result, not SIGPIPE's default action.
+  ::close(sockets[1]);
+  CHECK(write_frame_passing(sockets[0], encode_fork("family"), passed).status == IoStatus::end_of_stream);
+  for (const int fd : {sockets[0], p[0], p[1]}) ::close(fd);
+}
+
 TEST_CASE("every truncation of a frame, and of a message body, is an error") {
   for (const std::string& frame : sample_frames()) {
     for (std::size_t n = 0; n < frame.size(); ++n) CHECK_FALSE(decode_any(std::string_view(frame).substr(0, n)).empty());
@@ -138,6 +214,8 @@ TEST_CASE("every truncation of a frame, and of a message body, is an error") {
       const bool refused = m.value.kind == MessageKind::hello     ? !decode_hello(body).ok()
                            : m.value.kind == MessageKind::request ? !decode_request(body).ok()
                            : m.value.kind == MessageKind::outcome ? !decode_outcome(body).ok()
+                           : m.value.kind == MessageKind::forked  ? !decode_forked(body).ok()
+                           : m.value.kind == MessageKind::fork    ? !decode_fork(body).ok()
                                                                   : !decode_failure(body).ok();
       CHECK(refused);
     }
