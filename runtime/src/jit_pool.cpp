@@ -454,7 +454,10 @@ struct JitPool::State {
       if (answer.answered) {
         if (!job.family.empty() && !answer.exception && answer.outcome.ok) {
           const std::lock_guard lock(mutex);
-          slot.warm.insert(job.family);  // NVRTC built or used the family's PCH in it
+          // NVRTC built or used the family's PCH in it. Both at once: a thread that saw the slot warm
+          // but still warming would take it for busy with another PCH and start a cold worker.
+          slot.warm.insert(job.family);
+          slot.warming.clear();
         }
         if (answer.exception) return job.promise.set_exception(answer.exception);
         return job.promise.set_value(std::move(answer.outcome));
