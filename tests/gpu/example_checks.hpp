@@ -6,9 +6,20 @@
 #include "device_buffer.hpp"
 
 #include <numeric>
+#include <string>
 #include <vector>
 
 namespace kiln::test {
+
+// Whether this build embeds a binary for this GPU's arch. A build whose arch list leaves it out (the gpu
+// suite runs one, scripts/gpu-check.sh) gets every kernel from the JIT tier, or from disk once compiled.
+inline bool arch_embedded(unsigned arch) {
+  const std::string archs = "," KILN_TEST_ARCHS ",";
+  std::string needle = ",";  // appended piece by piece: GCC 12 warns (-Wrestrict) on "," + s + ","
+  needle += std::to_string(arch);
+  needle += ',';
+  return archs.find(needle) != std::string::npos;
+}
 
 // Sums 1M ones with block_sum_f32 from `registry`; true when the result is right.
 inline bool block_sum_works(kiln::Registry& registry) {

@@ -122,12 +122,15 @@ TEST_CASE("JIT tier: 16 threads asking for one cold kernel compile it once") {
 
 TEST_CASE("warm-up: embedded kernels are deferred; cold ones compile in the background; ensure_warm waits") {
   kiln::Registry embedded(kiln::examples::catalog());
-  embedded.request_warmup({"vector_add", "scale_f32"});
   auto s = embedded.status();
-  CHECK(s.deferred == 2);
-  CHECK(s.submitted == 0);
-  CHECK(s.pending == 0);
-  CHECK(embedded.stats().unit_loads == 0);  // deferred: loaded on first get()
+  if (kiln::test::arch_embedded(embedded.device().arch)) {
+    embedded.request_warmup({"vector_add", "scale_f32"});
+    s = embedded.status();
+    CHECK(s.deferred == 2);
+    CHECK(s.submitted == 0);
+    CHECK(s.pending == 0);
+    CHECK(embedded.stats().unit_loads == 0);  // deferred: loaded on first get()
+  }
 
   TempCache tmp;
   kiln::Registry registry(kiln::examples::catalog(), 0, jit_only(tmp.cache));
