@@ -205,7 +205,7 @@ def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Pa
     lowest = min(int(t.split("_")[1]) for t in desc["targets"])
     options = [*desc["options"], *(f"-I{d}" for d in desc["include_dirs"]),
                *(f"-I{d}" for d in lowering.cuda_include_dirs(cuda_root)),
-               f"-arch=compute_{lowest}", "-fdevice-syntax-only"]
+               f"-arch=compute_{lowest}", *lowering.NVRTC_ONLY_OPTIONS, "-fdevice-syntax-only"]
     expressions = [k["expression"] for k in desc["kernels"]]
     try:
         names = lowering.lower_names(str(nvrtc), source.read_text(encoding="utf-8"), source.name, expressions,

@@ -12,6 +12,12 @@ import ctypes
 from pathlib import Path
 
 
+# Options kiln gives NVRTC and never nvcc, at build time and at run time (runtime/src/jit_compile.cpp):
+# -default-device makes functions without an execution space __device__ instead of rejecting them, as
+# nvcc accepts them in host-side declarations that device code never calls (CUB's tuning headers).
+NVRTC_ONLY_OPTIONS = ("-default-device",)
+
+
 class LoweringError(Exception):
     def __init__(self, message: str, log: str = ""):
         super().__init__(message)

@@ -30,5 +30,8 @@ fi
   exit 1
 }
 
+# Meson finds nvcc, the compiler of libkiln_prim's host code, on PATH.
+export PATH="${KILN_TOOLKIT:-/usr/local/cuda}/bin:$PATH"
+
 [ -f build/build.ninja ] || meson setup build -Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}"
 meson compile -C build

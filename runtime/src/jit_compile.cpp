@@ -160,8 +160,12 @@ std::string usable_pch_dir(const std::string& dir, std::string& log) {
 }
 
 // NVRTC's options: the unit's own, its include directories, the virtual architecture, the PCH.
+// -default-device makes functions without an execution space __device__ rather than rejected: nvcc
+// accepts such functions in host-side declarations that device code never calls (CUB's tuning headers
+// have them), and the build-time lowering (codegen/lowering.py) passes the same option.
 std::vector<std::string> nvrtc_options(const CompileRequest& request, const std::string& pch_dir) {
   std::vector<std::string> options = request.options;
+  options.push_back("-default-device");
   for (const std::string& dir : request.include_dirs) options.push_back("-I" + dir);
   options.push_back("-arch=compute_" + std::to_string(request.arch));
   if (!pch_dir.empty()) {

@@ -2,6 +2,9 @@
 #include <kiln/kiln.hpp>
 
 #include "examples_catalog.hpp"
+#ifdef KILN_WITH_PRIMITIVES
+#  include "primitives_catalog.hpp"
+#endif
 
 #include <algorithm>
 #include <cstdio>
@@ -17,7 +20,12 @@ namespace {
 
 // Every registry linked into this tool; add a generated catalog here to have it listed.
 using CatalogFn = const kiln::Catalog& (*)();
-constexpr CatalogFn catalogs[] = {&kiln::examples::catalog};
+constexpr CatalogFn catalogs[] = {
+    &kiln::examples::catalog,
+#ifdef KILN_WITH_PRIMITIVES
+    &kiln::prim::catalog,
+#endif
+};
 
 constexpr std::string_view usage =
     "usage: kiln <command>\n"

@@ -26,11 +26,15 @@ namespace kiln {
   X(cuCtxPushCurrent)            \
   X(cuCtxPopCurrent)             \
   X(cuCtxSynchronize)            \
+  X(cuCtxGetCurrent)             \
   X(cuLibraryLoadData)           \
   X(cuLibraryUnload)             \
   X(cuLibraryGetKernel)          \
   X(cuKernelGetFunction)         \
   X(cuLaunchKernel)              \
+  X(cuLaunchKernelEx)            \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
+  X(cuFuncGetAttribute)          \
   X(cuMemAlloc)                  \
   X(cuMemFree)                   \
   X(cuMemcpyHtoD)                \

@@ -1,0 +1,65 @@
+// kiln_prim/reduce.cuh — sum and segmented reduction: the types kiln's reduce kernels are instantiated with,
+// shared by the kernel units (templates/families/prim_reduce_sum.cu.j2, prim_segmented_reduce.cu.j2) and
+// the host dispatch (primitives/src/reduce.cu, segmented_reduce.cu).
+#pragma once
+
+#include <kiln_prim/cub_nvrtc.cuh>
+
+#include <cub/device/dispatch/kernels/reduce.cuh>
+#include <cub/device/dispatch/kernels/segmented_reduce.cuh>
+#include <cub/device/dispatch/tuning/tuning_reduce.cuh>
+
+#include <cuda/functional>
+#include <cuda/std/functional>
+#include <cuda/std/type_traits>
+
+namespace kiln_prim {
+
+// cub::DeviceReduce::Sum(temp, bytes, const T*, T*, int num_items) spelled out (device_reduce.cuh, Sum):
+// OffsetT = choose_offset_t<int> (unsigned 32-bit), InitT = the output's value type, zero-initialised,
+// AccumT and PolicyHub as DispatchReduce's defaults, no transform. DeviceReduceKernelSource
+// (dispatch_reduce.cuh) names three kernels: the single-tile kernel for small inputs, the per-block
+// reduction kernel, and the single-tile kernel again over the per-block partials with `int` item counts.
+template <typename T>
+struct reduce_sum {
+  using value_t = T;
+  using input_t = const T*;
+  using output_t = T*;
+  using offset_t = unsigned int;
+  using op_t = ::cuda::std::plus<>;
+  using init_t = T;
+  using accum_t = T;
+  using transform_t = ::cuda::std::__identity;
+  using policy_hub = cub::detail::reduce::policy_hub<accum_t, offset_t, op_t>;
+  using max_policy = typename policy_hub::MaxPolicy;
+  using partials_t = accum_t*;    // SingleTileSecondKernel's input: the per-block partials
+  using partials_offset_t = int;  // "Always used with int offsets" (DeviceReduceKernelSource)
+
+  static_assert(::cuda::std::is_same_v<accum_t, ::cuda::std::__accumulator_t<op_t, T, init_t>>,
+                "DispatchReduce's default AccumT");
+};
+
+// cub::DeviceSegmentedReduce::Sum/Min/Max(temp, bytes, const T*, T*, num_segments, const int* begin,
+// const int* end) spelled out (device_segmented_reduce.cuh): OffsetT = the offsets' value type (int),
+// InitT = T (DispatchSegmentedReduce's default), AccumT and PolicyHub as its defaults. Op is
+// ::cuda::std::plus<> (init T{}), ::cuda::minimum<> (init numeric_limits<T>::max()) or ::cuda::maximum<>
+// (init numeric_limits<T>::lowest()). One kernel: one thread block per segment.
+template <typename T, typename Op>
+struct segmented_reduce {
+  using value_t = T;
+  using input_t = const T*;
+  using output_t = T*;
+  using begin_t = const int*;
+  using end_t = const int*;
+  using offset_t = int;
+  using op_t = Op;
+  using init_t = T;
+  using accum_t = T;
+  using policy_hub = cub::detail::reduce::policy_hub<accum_t, offset_t, op_t>;
+  using max_policy = typename policy_hub::MaxPolicy;
+
+  static_assert(::cuda::std::is_same_v<accum_t, ::cuda::std::__accumulator_t<op_t, T, init_t>>,
+                "DispatchSegmentedReduce's default AccumT");
+};
+
+}  // namespace kiln_prim

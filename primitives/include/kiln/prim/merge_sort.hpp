@@ -1,0 +1,49 @@
+// kiln/prim/merge_sort.hpp — device-wide stable merge sort of key/value pairs
+// (cub::DeviceMergeSort::SortPairs) through kiln's registry. Specs: merge_sort_pairs_u64.
+#pragma once
+
+#include <kiln/prim/common.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kiln::prim {
+
+// Sorts keys[0, n) ascending by `<` (the spec's comparator, ::cuda::std::less<>) in place and moves
+// values[i] with keys[i]. Stable: pairs with equal keys keep their input order. (CUB documents SortPairs as
+// not guaranteed stable but runs the same dispatch for StableSortPairs; kiln's tests check stability.)
+template <typename K>  // std::uint64_t
+class MergeSortPairs {
+ public:
+  using value_type = std::int32_t;
+
+  explicit MergeSortPairs(Registry& registry = prim::registry());
+
+  // Temporary storage a call with n items needs (0 for n == 0).
+  std::size_t temp_bytes(std::size_t n) const;
+
+  // Thread-safe: a plan's const calls only read it.
+  void operator()(K* keys, value_type* values, std::size_t n, TempStorage temp, CUstream stream = nullptr) const;
+  // With storage the plan owns (allocated only when n outgrows it).
+  void operator()(K* keys, value_type* values, std::size_t n, CUstream stream = nullptr);
+
+  // Items per tile of the block-sort and merge kernels under the policy for the loaded binary's architecture.
+  std::size_t tile_items() const;
+
+  // Where the kernels came from (embedded, disk, JIT) and the arch of their binary.
+  const Kernel& kernel() const { return block_sort_; }
+
+ private:
+  Registry* registry_;
+  CUdevice device_;
+  Kernel block_sort_, partition_, merge_;
+  Workspace workspace_;
+};
+
+extern template class MergeSortPairs<std::uint64_t>;
+
+// One-shot: a process-wide plan and stream-ordered temporary storage.
+template <typename K>
+void merge_sort_pairs(K* keys, std::int32_t* values, std::size_t n, CUstream stream = nullptr);
+
+}  // namespace kiln::prim

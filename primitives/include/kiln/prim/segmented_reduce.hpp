@@ -1,0 +1,86 @@
+// kiln/prim/segmented_reduce.hpp — one sum, minimum or maximum per segment
+// (cub::DeviceSegmentedReduce::Sum/Min/Max) through kiln's registry.
+// Specs: segmented_reduce_sum_i32, segmented_reduce_sum_f64, segmented_reduce_min_f64,
+// segmented_reduce_max_f64.
+#pragma once
+
+#include <kiln/prim/common.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kiln::prim {
+
+// The reduction a SegmentedReduce applies: CUB's ::cuda::std::plus<>, ::cuda::minimum<>, ::cuda::maximum<>.
+enum class ReduceOp { sum, min, max };
+
+// For i < num_segments: out[i] = op(init, in[offsets[i]] op … op in[offsets[i+1] - 1]), with CUB's start
+// value: init = T{} for sum, std::numeric_limits<T>::max() for min, std::numeric_limits<T>::lowest() for
+// max (device_segmented_reduce.cuh). `offsets` holds num_segments + 1 non-decreasing int32 offsets into
+// `in` (CUB's begin = offsets, end = offsets + 1); a segment with offsets[i] == offsets[i+1] is empty and
+// gets init. num_segments = 0 writes nothing.
+//
+// Each segment is reduced by one thread block in CUB's order, which depends only on the policy, the
+// segment's length and the alignment of its first item: the same bits as cub::DeviceSegmentedReduce on the
+// same architecture. The consequences, all CUB's:
+//  - sum: std::int32_t wraps; double is added in a tree order (differs from a sequential sum by rounding;
+//    exact for integer values below 2^53); a segment of -0.0 alone gives +0.0 (init + aggregate).
+//  - min is (a < b) ? a : b and max is (a < b) ? b : a, with init the left operand of the last step, so:
+//    an empty segment gives DBL_MAX (min) or -DBL_MAX (max), not an infinity; a segment of only +inf
+//    gives DBL_MAX under min, and a segment of only -inf gives -DBL_MAX under max (init wins the
+//    comparison). Where the extreme is a zero and the segment holds both -0.0 and +0.0, which zero comes
+//    out depends on the order (equal operands: min keeps the right one, max the left one).
+//  - NaN: every comparison with NaN is false, so min(x, NaN) = NaN but min(NaN, x) = x, and
+//    max(x, NaN) = x but max(NaN, x) = NaN. Whether a NaN survives, and which elements it hides, depends on
+//    where it falls in the order. Two rules hold in any order: min of a segment of only NaN gives that NaN,
+//    and max of any segment whose aggregate is NaN (for one, a segment of only NaN) gives -DBL_MAX.
+template <typename T, ReduceOp Op>  // <std::int32_t, sum>, <double, sum>, <double, min>, <double, max>
+class SegmentedReduce {
+ public:
+  explicit SegmentedReduce(Registry& registry = prim::registry());
+
+  // Temporary storage a call with num_segments segments needs (1 byte, never used, when there are any: CUB
+  // asks for it).
+  std::size_t temp_bytes(std::size_t num_segments) const;
+
+  // Thread-safe: a plan's const calls only read it. `out` has num_segments elements, not part of `in`.
+  void operator()(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets, TempStorage temp,
+                  CUstream stream = nullptr) const;
+  // With storage the plan owns (allocated once).
+  void operator()(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets,
+                  CUstream stream = nullptr);
+
+  // Items per tile of the segment kernel under the policy for the loaded binary's architecture: a segment
+  // longer than this is reduced in several tiles by its block.
+  std::size_t tile_items() const;
+
+  // Where the kernel came from (embedded, disk, JIT) and the arch of its binary.
+  const Kernel& kernel() const { return segments_; }
+
+ private:
+  Registry* registry_;
+  CUdevice device_;
+  Kernel segments_;
+  // The occupancy query CUB's dispatch makes on every call, asked once when the plan is built.
+  int threads_ = 0, occupancy_ = 0;
+  Workspace workspace_;
+};
+
+template <typename T>
+using SegmentedSum = SegmentedReduce<T, ReduceOp::sum>;
+template <typename T>
+using SegmentedMin = SegmentedReduce<T, ReduceOp::min>;
+template <typename T>
+using SegmentedMax = SegmentedReduce<T, ReduceOp::max>;
+
+extern template class SegmentedReduce<std::int32_t, ReduceOp::sum>;
+extern template class SegmentedReduce<double, ReduceOp::sum>;
+extern template class SegmentedReduce<double, ReduceOp::min>;
+extern template class SegmentedReduce<double, ReduceOp::max>;
+
+// One-shot: a process-wide plan and stream-ordered temporary storage.
+template <ReduceOp Op, typename T>
+void segmented_reduce(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets,
+                      CUstream stream = nullptr);
+
+}  // namespace kiln::prim

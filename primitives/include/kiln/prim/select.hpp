@@ -1,0 +1,51 @@
+// kiln/prim/select.hpp — the indices of the nonzero bytes of a mask, in increasing order (stream
+// compaction: cub::DeviceSelect::Flagged over a counting iterator) through kiln's registry.
+// Specs: select_i32, select_i64 (the index type).
+#pragma once
+
+#include <kiln/prim/common.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kiln::prim {
+
+// Writes to out[0, k) the indices i < n with mask[i] != 0 (any nonzero byte keeps its index, 0 drops it),
+// in increasing order, and k to *count. mask, out and count are device pointers; out needs room for k
+// indices (n at most) and must not overlap mask. n is limited to 2^31 - 1 for std::int32_t indices (every
+// index and the count must fit) and to 2^32 - 1 for std::int64_t; larger n throws std::length_error.
+template <typename I>  // std::int32_t or std::int64_t
+class SelectIndices {
+ public:
+  explicit SelectIndices(Registry& registry = prim::registry());
+
+  // Temporary storage a call with n items needs.
+  std::size_t temp_bytes(std::size_t n) const;
+
+  // Thread-safe: a plan's const calls only read it.
+  void operator()(const std::uint8_t* mask, I* out, I* count, std::size_t n, TempStorage temp,
+                  CUstream stream = nullptr) const;
+  // With storage the plan owns (allocated only when n outgrows it).
+  void operator()(const std::uint8_t* mask, I* out, I* count, std::size_t n, CUstream stream = nullptr);
+
+  // Items per tile of the sweep kernel under the policy for the loaded binary's architecture.
+  std::size_t tile_items() const;
+
+  // Where the kernels came from (embedded, disk, JIT) and the arch of their binary.
+  const Kernel& kernel() const { return sweep_; }
+
+ private:
+  Registry* registry_;
+  CUdevice device_;
+  Kernel init_, sweep_;
+  Workspace workspace_;
+};
+
+extern template class SelectIndices<std::int32_t>;
+extern template class SelectIndices<std::int64_t>;
+
+// One-shot: a process-wide plan and stream-ordered temporary storage.
+template <typename I>
+void select_indices(const std::uint8_t* mask, I* out, I* count, std::size_t n, CUstream stream = nullptr);
+
+}  // namespace kiln::prim

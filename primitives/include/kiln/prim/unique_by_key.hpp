@@ -1,0 +1,54 @@
+// kiln/prim/unique_by_key.hpp — device-wide unique by key (cub::DeviceSelect::UniqueByKey) through kiln's
+// registry. Specs: unique_by_key_i32, unique_by_key_u64.
+#pragma once
+
+#include <kiln/prim/common.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kiln::prim {
+
+// Of each run of consecutive equal keys in keys_in[0, n) (by ==), copies the first key and the value that
+// came with it to keys_out and values_out, compacted in input order, and writes the number of runs to
+// *num_selected (a device pointer; the call returns before it is written). The inputs are usually sorted,
+// so that runs are all the equal keys. No range may overlap another (CUB does not support in place).
+template <typename K>  // std::int32_t or std::uint64_t
+class UniqueByKey {
+ public:
+  using value_type = std::int32_t;
+
+  explicit UniqueByKey(Registry& registry = prim::registry());
+
+  // Temporary storage a call with n items needs.
+  std::size_t temp_bytes(std::size_t n) const;
+
+  // Thread-safe: a plan's const calls only read it.
+  void operator()(const K* keys_in, const value_type* values_in, K* keys_out, value_type* values_out,
+                  std::uint64_t* num_selected, std::size_t n, TempStorage temp, CUstream stream = nullptr) const;
+  // With storage the plan owns (allocated only when n outgrows it).
+  void operator()(const K* keys_in, const value_type* values_in, K* keys_out, value_type* values_out,
+                  std::uint64_t* num_selected, std::size_t n, CUstream stream = nullptr);
+
+  // Items per tile of the sweep kernel under the policy for the loaded binary's architecture.
+  std::size_t tile_items() const;
+
+  // Where the kernels came from (embedded, disk, JIT) and the arch of their binary.
+  const Kernel& kernel() const { return sweep_; }
+
+ private:
+  Registry* registry_;
+  CUdevice device_;
+  Kernel init_, sweep_;
+  Workspace workspace_;
+};
+
+extern template class UniqueByKey<std::int32_t>;
+extern template class UniqueByKey<std::uint64_t>;
+
+// One-shot: a process-wide plan and stream-ordered temporary storage.
+template <typename K>
+void unique_by_key(const K* keys_in, const std::int32_t* values_in, K* keys_out, std::int32_t* values_out,
+                   std::uint64_t* num_selected, std::size_t n, CUstream stream = nullptr);
+
+}  // namespace kiln::prim
