@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: build from scratch, run every suite, kiln info, the start-up benchmark,
-# and the library sizes. Logs go to $OUT (the device tool brings them back) or ./gpu-check-out.
+# The GPU machine's checks, in three parts that each fit one device call:
+#  suites: build from scratch with the README's command, run every suite, kiln info, library sizes;
+#  bench:  from an sm_90-only build (the same cubins for this GPU, built in a minute or two): the
+#          start-up, JIT scaling and primitives (against cub::Device*) benchmarks;
+#  jit:    a build whose arch list leaves out this GPU's (sm_80 only): every primitive JIT-compiled at
+#          once, then the gpu suite on JIT-built kernels.
+# scripts/gpu-check.sh [suites|bench|jit|all]
+# Logs go to $OUT (the device tool brings them back) or ./gpu-check-out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+export PATH=/usr/local/cuda/bin:$PATH  # nvcc, for Meson's CUDA language (libkiln_prim)
 out="${OUT:-gpu-check-out}"
 mkdir -p "$out"
+part="${1:-all}"
+want() { [ "$part" = all ] || [ "$part" = "$1" ]; }
+
+if want suites; then
 rm -rf build
 start=$(date +%s%N)
 scripts/setup.sh > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
@@ -12,10 +23,31 @@ echo "full build: $(( ($(date +%s%N) - start) / 1000000 )) ms"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 meson test -C build --print-errorlogs 2>&1 | tee "$out/test.log" | tail -12
 grep -hE "consumer tests:|the program built" build/meson-logs/testlog.txt
-for suite in cpu gpu; do
-  echo "== $suite"; build/tests/test_$suite 2>&1 | tail -3
-done
+# Each doctest program's case and assertion counts, from the log of the run above.
+grep -E "^test:|^\[doctest\] (test cases|assertions)" build/meson-logs/testlog.txt | grep -B1 "test cases" | grep -v "^--"
 build/runtime/tools/kiln info 2>&1 | tee "$out/info.txt"
-build/bench/bench_startup 11 2>&1 | tee "$out/bench_startup.md"
-ls -l build/runtime/libkiln.so* build/generated/libkiln_examples.a | awk '{print $5, $9}'
-build/bench/bench_jit_scaling 2>&1 | tee "$out/bench_jit_scaling.md"
+ls -l build/runtime/libkiln.so* build/primitives/libkiln_prim.so build/generated/libkiln_examples.a | awk '{print $5, $9}'
+fi
+
+if want bench; then
+[ -d build-sm90 ] || meson setup build-sm90 -Darchs=sm_90 -Dembed_ptx=false > "$out/build-sm90.log" 2>&1
+ninja -C build-sm90 bench/bench_prim bench/bench_startup bench/bench_jit_scaling runtime/kiln-jitd \
+  >> "$out/build-sm90.log" 2>&1 || { tail -40 "$out/build-sm90.log"; exit 1; }
+build-sm90/bench/bench_startup 11 2>&1 | tee "$out/bench_startup.md"
+build-sm90/bench/bench_jit_scaling 2>&1 | tee "$out/bench_jit_scaling.md"
+build-sm90/bench/bench_prim 2>&1 | tee "$out/bench_prim.md"
+fi
+
+if want jit; then
+echo "== gpu suite, build without this GPU's arch (-Darchs=sm_80): JIT tier, empty cache"
+export KILN_CACHE_DIR="$PWD/.jit-check-cache"
+rm -rf build-jit "$KILN_CACHE_DIR"
+meson setup build-jit -Darchs=sm_80 -Dembed_ptx=false > "$out/build-jit.log" 2>&1 &&
+  ninja -C build-jit >> "$out/build-jit.log" 2>&1 || { tail -40 "$out/build-jit.log"; exit 1; }
+# One process JIT-compiles every primitive at once (and prints how long that took), then the suite runs
+# in parallel on what it published: these processes load the JIT-built cubins from disk.
+build-jit/tests/test_prim -tc=none-just-warm-up 2>&1 | grep -E "^primitives:|warning"
+meson test -C build-jit --suite gpu --no-rebuild --print-errorlogs 2>&1 | grep -E "^ *[0-9]+/|^Ok|^Fail" | tee "$out/test-jit.log"
+build-jit/bench/bench_prim --sizes 20 --reps 3 --only exclusive_scan 2>&1 | tail -3
+unset KILN_CACHE_DIR
+fi
