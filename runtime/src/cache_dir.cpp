@@ -50,6 +50,18 @@ std::string vet(const std::filesystem::path& dir) {
   return {};
 }
 
+std::filesystem::path entries_dir(const std::filesystem::path& root) {
+  std::string version_dir = "v";
+  version_dir += std::to_string(kCacheFormatVersion);
+  return root / version_dir;
+}
+
+// vet() of the root, then of the version directory.
+std::string vet_both(const std::filesystem::path& root, const std::filesystem::path& entries) {
+  if (std::string why = vet(root); !why.empty()) return why;
+  return vet(entries);
+}
+
 }  // namespace
 
 CacheDir open_cache_dir(const std::filesystem::path& root) {
@@ -58,17 +70,17 @@ CacheDir open_cache_dir(const std::filesystem::path& root) {
     d.refusal = "no cache directory: neither KILN_CACHE_DIR, XDG_CACHE_HOME nor HOME is set";
     return d;
   }
-  std::string version_dir = "v";
-  version_dir += std::to_string(kCacheFormatVersion);
-  d.entries = root / version_dir;
-  if (std::string why = make_dirs(d.entries); !why.empty()) {
-    d.refusal = why;
-  } else if (std::string root_why = vet(root); !root_why.empty()) {
-    d.refusal = root_why;
-  } else {
-    d.refusal = vet(d.entries);
-  }
+  d.entries = entries_dir(root);
+  d.refusal = make_dirs(d.entries);
+  if (d.refusal.empty()) d.refusal = vet_both(root, d.entries);
   return d;
+}
+
+std::string unsafe_cache_dir(const std::filesystem::path& root) {
+  const std::filesystem::path entries = entries_dir(root);
+  struct stat st {};
+  if (::stat(entries.c_str(), &st) != 0) return {};  // gone (or unreachable): every load misses anyway
+  return vet_both(root, entries);
 }
 
 }  // namespace kiln::detail

@@ -12,7 +12,13 @@ struct CacheDir {
 };
 
 // Creates missing directories 0700, then refuses the root or the version directory if it is not a
-// directory owned by the effective user, or if group or others can write it.
+// directory owned by the effective user, or if group or others can write it. Also run before every
+// store, so that a directory deleted while in use is made again, and one made unsafe is refused.
 CacheDir open_cache_dir(const std::filesystem::path& root);
+
+// Why entries under `root` must not be loaded now: the root or the version directory exists but is no
+// longer private (open_cache_dir's refusal). Empty when they are fine, and when they are gone: nothing
+// can be loaded from a directory that is not there.
+std::string unsafe_cache_dir(const std::filesystem::path& root);
 
 }  // namespace kiln::detail

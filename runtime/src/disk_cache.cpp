@@ -44,7 +44,13 @@ std::string write_problem(const std::string& why) {
 }
 
 // The validated entry, or nullopt; a bad file is deleted and counted. Misses are the caller's to count.
+// Nothing is read from a directory that others could write to now (it was private when the cache was
+// opened, but may have been replaced or chmod'ed since).
 std::optional<CacheEntry> read_entry(detail::CacheState& s, const CacheKey& key) {
+  if (std::string why = detail::unsafe_cache_dir(s.config.dir); !why.empty()) {
+    s.warn("unsafe", "not loading from the kiln cache: " + why + " (kernels still work, from the other tiers)");
+    return std::nullopt;
+  }
   const auto path = s.path_of(detail::entry_file_name(key.hex));
   const detail::EntryFile file = detail::read_entry_file(path, detail::kMaxEntryFileBytes);
   std::string problem = file.problem;
@@ -137,6 +143,10 @@ bool DiskCache::store(const CacheKey& key, const CacheEntry& entry) {
   } catch (const std::exception& e) {
     return refuse("encode", "not storing cache entry for " + describe(key) + ": " + e.what());
   }
+  // The directory again, as the constructor made it: deleted while in use, it is made again; made
+  // unsafe, it is refused.
+  if (std::string why = detail::open_cache_dir(state_->config.dir).refusal; !why.empty())
+    return refuse(kWriteWarning, write_problem(why));
   if (std::string why = detail::publish_file(state_->entries, key.hex, bytes); !why.empty())
     return refuse(kWriteWarning, write_problem(why));
   ++state_->stores;
@@ -148,8 +158,10 @@ bool DiskCache::store(const CacheKey& key, const CacheEntry& entry) {
 CacheEntry DiskCache::get_or_build(const CacheKey& key, const std::function<CacheEntry()>& build) {
   if (auto entry = load(key)) return std::move(*entry);
   if (!usable() || !valid_key(key)) return build();
-  std::string error;
-  const auto lock = detail::FileLock::acquire(state_->path_of(detail::lock_file_name(key.hex)), error);
+  // The lock file needs the directory, as store() does: made again if it was deleted while in use.
+  std::string error = detail::open_cache_dir(state_->config.dir).refusal;
+  const auto lock = error.empty() ? detail::FileLock::acquire(state_->path_of(detail::lock_file_name(key.hex)), error)
+                                  : std::nullopt;
   if (!lock) {
     state_->warn(kWriteWarning, write_problem(error));  // then build without the cross-process lock
   } else if (auto entry = read_entry(*state_, key)) {
