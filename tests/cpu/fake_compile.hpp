@@ -16,6 +16,7 @@
 // The worker runs it in two stages (jit_worker.hpp): fake_ptx_stage does all of the above,
 // fake_link_stage only fake:thread-on-link.
 //   fake:wait=<file>         waits until <file> exists (at most 60 s), echoes
+//   fake:sleep=<ms>          sleeps <ms> milliseconds, echoes: a compile that takes a while, to be killed in
 #pragma once
 
 #include "jit_compile.hpp"
@@ -109,6 +110,10 @@ inline detail::CompileOutcome fake_compile_controls(const detail::CompileRequest
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
       while (!std::filesystem::exists(file) && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      return fake_echo(request);
+    }
+    if (o.starts_with("fake:sleep=")) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::stoul(std::string(o.substr(11)))));
       return fake_echo(request);
     }
     if (o == "fake:thread") {

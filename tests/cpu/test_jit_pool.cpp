@@ -14,18 +14,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <fstream>
 #include <future>
 #include <iterator>
+#include <mutex>
 #include <optional>
+#include <random>
 #include <set>
 #include <sstream>
+#include <thread>
 
 using kiln::detail::CompileOutcome;
 using kiln::detail::CompileRequest;
 using kiln::detail::JitPool;
 using kiln::detail::JitPoolOptions;
+using kiln::test::sample_entry;
+using kiln::test::sample_key;
 using kiln::test::served_by;
 
 namespace {
@@ -788,4 +794,93 @@ TEST_CASE("the real kiln-jitd killed mid-NVRTC compile of a CUB unit: retried on
   REQUIRE_MESSAGE(next->ok, next->error);
   CHECK(next->log.find("using precompiled header") != std::string::npos);
   CHECK(pool.stats().deaths == 1);
+}
+
+TEST_CASE("JIT processes killed at random points (workers and their zygotes and forked workers): each request succeeds or fails clearly; the pool keeps serving; the cache stays consistent") {
+  kiln::test::TempDir tmp;
+  kiln::DiskCache cache(kiln::test::config_at(tmp.path()));
+  constexpr int kClients = 6, kPerClient = 20;
+  std::mutex mutex;  // guards what follows
+  std::set<pid_t> seen;  // every process of the pool's that the killer saw
+  std::vector<std::string> unexpected;
+  int compiled = 0, failed = 0, killed = 0;
+  {
+    JitPool pool(fake_pool(3));
+    std::atomic<bool> stop{false};
+    std::thread killer([&] {
+      std::mt19937 rng(20261123);
+      while (!stop) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(3 + rng() % 20));
+        std::vector<pid_t> victims = pool.worker_pids();
+        for (const pid_t w : pool.worker_pids())
+          for (const pid_t c : children_of(w)) victims.push_back(c);  // its zygotes, and what they forked
+        if (victims.empty()) continue;
+        const std::lock_guard lock(mutex);
+        seen.insert(victims.begin(), victims.end());
+        const pid_t victim = victims[rng() % victims.size()];
+        // Only one of the pool's own: a pid from the snapshot above may have ended and been reused since.
+        const pid_t parent = parent_of(victim);
+        if (parent != ::getpid() && seen.count(parent) == 0) continue;
+        killed += ::kill(victim, SIGKILL) == 0;
+      }
+    });
+    std::vector<std::thread> clients;
+    for (int t = 0; t < kClients; ++t)
+      clients.emplace_back([&, t] {
+        std::mt19937 rng(static_cast<unsigned>(t));
+        for (int i = 0; i < kPerClient; ++i) {
+          const int key = t * kPerClient + i;
+          const std::string sleep = "fake:sleep=" + std::to_string(rng() % 30);
+          try {
+            const auto entry = cache.get_or_build(sample_key(key), [&] {
+              // Half of them one PCH family (so zygotes and forked workers), half plain.
+              const CompileOutcome o = pool.compile(key % 2 ? family_request(numbered("k", key), {sleep})
+                                                            : fake_request(numbered("k", key), {sleep}));
+              if (!o.ok) throw kiln::Error(kiln::Errc::compile, o.error);
+              return sample_entry(key);
+            });
+            const std::lock_guard lock(mutex);
+            compiled += kiln::test::same_entry(entry, sample_entry(key));
+          } catch (const std::exception& e) {
+            const std::lock_guard lock(mutex);
+            // Allowed only as the pool's clear error for a request whose worker was killed and whose
+            // retry was killed too: mid-request ("its worker died twice") or while starting ("its worker
+            // died (...) and no new one could be started: ... killed by signal 9").
+            ++failed;
+            if (std::string_view(e.what()).find("its worker died") == std::string_view::npos)
+              unexpected.emplace_back(e.what());
+          }
+        }
+      });
+    for (auto& c : clients) c.join();
+    stop = true;
+    killer.join();
+
+    // Afterwards every request is served, of a family or not.
+    for (std::size_t i = 0; i < 4; ++i) CHECK(pool.compile(family_request(numbered("after", i))).ok);
+    CHECK(pool.compile(fake_request("after_plain")).ok);
+    const auto stats = pool.stats();
+    MESSAGE(killed << " kills: " << compiled << " requests compiled and cached, " << failed
+                   << " failed clearly (their retry was killed too); pool: " << stats.deaths << " deaths, " << stats.retried
+                   << " retried, " << stats.spawned << " workers started, " << stats.forked << " forked");
+    const std::lock_guard lock(mutex);
+    for (const pid_t w : pool.worker_pids()) {
+      seen.insert(w);
+      for (const pid_t c : children_of(w)) seen.insert(c);
+    }
+  }
+  for (const auto& e : unexpected) FAIL_CHECK("unexpected error: " << e);
+  CHECK(killed > 0);
+  CHECK(compiled + failed == kClients * kPerClient);
+  CHECK(compiled > failed);
+  // Nothing of the pool's runs on. (A process whose parent was killed is init's to reap: ended suffices.)
+  for (const pid_t pid : seen) {
+    CAPTURE(pid);
+    CHECK((soon_gone(pid) || proc_stat(pid).empty() || proc_stat(pid)[0] == "Z"));
+  }
+  CHECK(zombies_of({::getpid()}).empty());
+  const kiln::VerifyReport report = cache.verify();
+  CHECK(report.problems.empty());
+  CHECK(report.checked == static_cast<std::uint64_t>(compiled));
+  CHECK(kiln::test::temp_and_lock_files(kiln::test::entries_dir(tmp.path())).empty());
 }
