@@ -115,6 +115,8 @@ def load(path: str | Path, archs: tuple[int, ...], embed_ptx: bool) -> Spec:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise SpecError(f"{path}: cannot read the spec table: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{path}: the spec table is not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r})") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -306,9 +308,11 @@ class _Validator:
             self.fail(where, f"expected the path of a .cu file relative to the table, got {value!r}")
         p = (self.base / value).resolve()
         try:
-            p.read_bytes()
+            p.read_text(encoding="utf-8")  # as the generator and NVRTC will read it
         except OSError as e:
             self.fail(where, f"cannot read {value!r} ({p}): {e.strerror}")
+        except UnicodeDecodeError as e:
+            self.fail(where, f"{value!r} ({p}) is not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r})")
         return p
 
 

@@ -93,6 +93,11 @@ class SpecErrors(unittest.TestCase):
     def test_unreadable_source(self):
         self.error(HEADER + GOOD_UNIT.replace("k.cu", "missing.cu"), "unit #1 'ok'", "field 'source'", "cannot read")
 
+    def test_source_not_utf8(self):
+        (self.root / "latin1.cu").write_bytes(b"// caf\xe9\n__global__ void k() {}\n")
+        self.error(HEADER + GOOD_UNIT.replace("k.cu", "latin1.cu"), "unit #1 'ok'", "field 'source'",
+                   "is not UTF-8 text (byte 6: b'\\xe9')")
+
     def test_unknown_family(self):
         table = HEADER + 'template_dirs = ["fam"]\n[[unit]]\nname = "f"\nfamily = "thrice"\nkernels = ["f"]\n'
         self.error(table, "unit #1 'f'", "field 'family'", "unknown family 'thrice'", "known: ", "twice")
@@ -138,6 +143,13 @@ class SpecErrors(unittest.TestCase):
         self.assertEqual(unit.ptx_arch, 89)
         self.assertEqual(unit.kernels[0].expression, "f<int, 2>")
         self.assertEqual(unit.params, {"N": 2, "T": "int"})
+
+    def test_table_not_utf8(self):
+        path = self.root / "table.toml"
+        path.write_bytes(HEADER.encode() + b"# \xff\n" + GOOD_UNIT.encode())
+        with self.assertRaises(spec.SpecError) as ctx:
+            spec.load(path, ARCHS, True)
+        self.assertIn("table.toml: the spec table is not UTF-8 text", str(ctx.exception))
 
     def test_unreadable_table(self):
         with self.assertRaises(spec.SpecError) as ctx:
