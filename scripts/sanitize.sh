@@ -1,14 +1,35 @@
 #!/usr/bin/env bash
-# The cpu and codegen suites under AddressSanitizer + UndefinedBehaviorSanitizer (leaks included): any
-# finding fails. A build of its own in build-sanitize/, without the primitives and benchmarks (their host
-# code is nvcc's, their tests need a GPU) and for one architecture, to stay within CI's time.
+# The sanitizer runs; any finding fails. Each has a build of its own, without the primitives and
+# benchmarks (their host code is nvcc's, their tests need a GPU) and for one architecture, to stay
+# within CI's time:
+#  build-sanitize/  AddressSanitizer + UndefinedBehaviorSanitizer (leaks included): the cpu suite (the
+#                   soak among it) and the codegen suite;
+#  build-tsan/      ThreadSanitizer: the concurrency tests (test_cpu's suite "concurrency": the JIT pool,
+#                   single-flight, processes and threads sharing a cache) and a shorter soak. Their JIT
+#                   workers are build/'s, uninstrumented (scripts/setup.sh builds them): TSan starts a
+#                   thread of its own in every forked child, and a worker that runs two threads must not
+#                   fork, so instrumented workers would never fork. What TSan checks is the host side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="${KILN_TOOLKIT:-/usr/local/cuda}/bin:$PATH"
-[ -f build-sanitize/build.ninja ] || meson setup build-sanitize -Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}" \
-  -Db_sanitize=address,undefined -Db_lundef=false -Dcpp_args=-fno-sanitize-recover=all \
-  -Dprimitives=false -Dbench=false -Darchs=sm_80 -Dembed_ptx=false
+common=(-Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}" -Db_lundef=false -Dprimitives=false -Dbench=false
+        -Darchs=sm_80 -Dembed_ptx=false)
+
+[ -f build-sanitize/build.ninja ] ||
+  meson setup build-sanitize "${common[@]}" -Db_sanitize=address,undefined -Dcpp_args=-fno-sanitize-recover=all
 meson compile -C build-sanitize
 export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1:print_summary=1
 export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1:print_summary=1
 meson test -C build-sanitize --suite cpu --suite codegen --print-errorlogs
+
+[ -x build/runtime/kiln-jitd ] && [ -x build/tests/fake-jitd ] ||
+  { echo "scripts/sanitize.sh: no build/runtime/kiln-jitd or build/tests/fake-jitd: run scripts/setup.sh first" >&2; exit 1; }
+[ -f build-tsan/build.ninja ] || meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Dcli=false
+ninja -C build-tsan tests/test_cpu tests/cache_soak
+export TSAN_OPTIONS=halt_on_error=1:abort_on_error=1:second_deadlock_stack=1
+export KILN_JITD="$PWD/build/runtime/kiln-jitd" KILN_TEST_JITD="$PWD/build/runtime/kiln-jitd" \
+       KILN_TEST_FAKE_JITD="$PWD/build/tests/fake-jitd"
+echo "== ThreadSanitizer: the concurrency tests"
+build-tsan/tests/test_cpu -ts=concurrency
+echo "== ThreadSanitizer: the soak"
+build-tsan/tests/cache_soak --seconds 10 --processes 3 --threads 3

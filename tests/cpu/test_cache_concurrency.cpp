@@ -33,6 +33,9 @@ void record_build(const std::filesystem::path& log, int key) {
 
 }  // namespace
 
+// The concurrency suite: also run under ThreadSanitizer (scripts/sanitize.sh).
+TEST_SUITE_BEGIN("concurrency");
+
 TEST_CASE("16 processes missing the same 20 keys at once: each key is built once, nothing is left over") {
   kiln::test::TempDir tmp;
   const auto config = kiln::test::config_at(tmp.path() / "kiln");
@@ -87,3 +90,5 @@ TEST_CASE("16 processes missing the same 20 keys at once: each key is built once
   CHECK(kiln::test::files_in(dir, ".kiln").size() == kKeys);
   CHECK(kiln::test::temp_and_lock_files(dir).empty());
 }
+
+TEST_SUITE_END();

@@ -205,7 +205,9 @@ TEST_CASE("an exception from build propagates, stores nothing and leaves no lock
   CHECK(kiln::test::files_in(entries_dir(tmp.path())).empty());
 }
 
-TEST_CASE("threads of one process missing one key build it once: the file lock excludes threads too") {
+// In the concurrency suite: also run under ThreadSanitizer (scripts/sanitize.sh).
+TEST_CASE("threads of one process missing one key build it once: the file lock excludes threads too" *
+          doctest::test_suite("concurrency")) {
   kiln::test::TempDir tmp;
   kiln::DiskCache cache(kiln::test::config_at(tmp.path()));
   std::atomic<int> builds{0};

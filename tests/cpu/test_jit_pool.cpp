@@ -36,10 +36,21 @@ using kiln::test::served_by;
 
 namespace {
 
+// The worker executables the pools start: this build's, unless the environment names others.
+// scripts/sanitize.sh runs the concurrency tests under ThreadSanitizer with build/'s uninstrumented
+// workers: TSan starts a thread of its own in every forked child, and a worker that runs two threads
+// must not fork, so instrumented workers would never fork, and the forking paths would go untested.
+std::filesystem::path worker_executable(const char* variable, const char* built) {
+  const char* chosen = std::getenv(variable);
+  return chosen != nullptr && *chosen != '\0' ? chosen : built;
+}
+std::filesystem::path fake_jitd() { return worker_executable("KILN_TEST_FAKE_JITD", KILN_TEST_FAKE_JITD); }
+std::filesystem::path real_jitd() { return worker_executable("KILN_TEST_JITD", KILN_TEST_JITD); }
+
 JitPoolOptions fake_pool(unsigned workers) {
   JitPoolOptions o;
   o.workers = workers;
-  o.worker = KILN_TEST_FAKE_JITD;
+  o.worker = fake_jitd();
   o.in_process = &kiln::test::fake_compile;
   return o;
 }
@@ -161,7 +172,7 @@ bool soon_gone(pid_t pid) {
 JitPoolOptions real_pool(unsigned workers) {
   JitPoolOptions o;
   o.workers = workers;
-  o.worker = KILN_TEST_JITD;
+  o.worker = real_jitd();
   return o;
 }
 
@@ -228,6 +239,9 @@ std::pair<pid_t, std::set<pid_t>> warm_family(JitPool& pool, std::size_t n, cons
 }
 
 }  // namespace
+
+// The concurrency suite: also run under ThreadSanitizer (scripts/sanitize.sh).
+TEST_SUITE_BEGIN("concurrency");
 
 TEST_CASE("KILN_JIT_WORKERS: a whole number from 1 to 256, else the default and one warning") {
   std::string warning;
@@ -445,7 +459,7 @@ TEST_CASE("the real kiln-jitd compiles an example unit with NVRTC") {
 
   JitPoolOptions options;
   options.workers = 1;
-  options.worker = KILN_TEST_JITD;
+  options.worker = real_jitd();
   JitPool pool(options);
   CompileOutcome o;
   try {
@@ -884,3 +898,5 @@ TEST_CASE("JIT processes killed at random points (workers and their zygotes and 
   CHECK(report.checked == static_cast<std::uint64_t>(compiled));
   CHECK(kiln::test::temp_and_lock_files(kiln::test::entries_dir(tmp.path())).empty());
 }
+
+TEST_SUITE_END();

@@ -13,6 +13,9 @@
 #include <thread>
 #include <vector>
 
+// The concurrency suite: also run under ThreadSanitizer (scripts/sanitize.sh).
+TEST_SUITE_BEGIN("concurrency");
+
 TEST_CASE("64 threads missing one cold unit compile it once and share the entry") {
   kiln::test::TempDir tmp;
   kiln::DiskCache cache(kiln::test::config_at(tmp.path()));
@@ -41,3 +44,5 @@ TEST_CASE("64 threads missing one cold unit compile it once and share the entry"
   for (const auto& c : cubins) CHECK(c == cubins[0]);
   CHECK(cache.stats().entries == 1);
 }
+
+TEST_SUITE_END();
