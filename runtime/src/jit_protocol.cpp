@@ -79,7 +79,12 @@ class Reader {
     std::memcpy(&value, rest_.data() - sizeof(T), sizeof(T));
     return value;
   }
-  bool flag(const char* field) { return get<std::uint8_t>(field) != 0; }
+  // 0 or 1; any other byte is refused, so that every message has one encoding.
+  bool flag(const char* field) {
+    const auto value = get<std::uint8_t>(field);
+    if (value > 1 && invalid_.empty()) invalid_ = std::string(field) + " is " + std::to_string(value) + ", not 0 or 1";
+    return value != 0;
+  }
   std::uint32_t u32(const char* field) { return get<std::uint32_t>(field); }
   std::string str(const char* field) {
     const std::uint32_t size = u32(field);
@@ -94,11 +99,12 @@ class Reader {
     return list;
   }
 
-  bool good() const noexcept { return error_.empty(); }
+  bool good() const noexcept { return error_.empty() && invalid_.empty(); }
 
   // Empty when every read succeeded and nothing is left over; else what went wrong, in `what`.
   std::string finish(std::string_view what) const {
     if (!error_.empty()) return std::string(what) + ": truncated in " + error_;
+    if (!invalid_.empty()) return std::string(what) + ": " + invalid_;
     if (!rest_.empty()) return std::string(what) + ": " + std::to_string(rest_.size()) + " bytes after the last field";
     return {};
   }
@@ -115,7 +121,8 @@ class Reader {
   }
 
   std::string_view rest_;
-  std::string error_;
+  std::string error_;    // the field that ran short
+  std::string invalid_;  // a field with a value no encoder writes
 };
 
 template <typename T>

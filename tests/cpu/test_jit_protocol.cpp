@@ -255,6 +255,23 @@ TEST_CASE("garbage is refused without a crash or a huge allocation") {
   CHECK_FALSE(decode_outcome(std::string(1, '\1') + body).ok());
 }
 
+TEST_CASE("a flag byte other than 0 or 1 is refused: every message has one encoding") {
+  // Found by fuzz_jit_frame: 0x43 read as true, and the message did not encode back to its bytes.
+  const auto failure = open_frame(encode_failure({true, 6, "nvrtc not found"}));
+  REQUIRE(failure.ok());
+  std::string body(failure.value.body);
+  body[0] = 2;  // the kiln-error flag
+  CHECK(decode_failure(body).error.find("kiln error flag is 2, not 0 or 1") != std::string::npos);
+  CompileOutcome ok;
+  ok.ok = true;
+  ok.entry = kiln::test::sample_entry(0);
+  const auto outcome = open_frame(encode_outcome(ok));
+  REQUIRE(outcome.ok());
+  body = std::string(outcome.value.body);
+  body[0] = '\x43';  // the ok flag
+  CHECK(decode_outcome(body).error.find("ok is 67, not 0 or 1") != std::string::npos);
+}
+
 TEST_CASE("frames travel through a pipe; a stream cut short is an error, a clean end is end_of_stream") {
   int p[2];
   REQUIRE(::pipe(p) == 0);

@@ -1,0 +1,50 @@
+// tests/fuzz/fuzz_jit_frame.cpp — libFuzzer target: the JIT protocol's frame and message decoders, which read what worker processes send the host.
+#include "jit_protocol.hpp"
+
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+namespace {
+
+void require(bool invariant) {
+  if (!invariant) std::abort();  // a crash is what libFuzzer reports
+}
+
+// A message that decodes must be in canonical form: encoding it again gives the same body.
+template <typename T, typename Encode>
+void round_trip(const kiln::detail::Checked<T>& decoded, std::string_view body, Encode encode) {
+  if (!decoded.ok()) return;
+  const std::string frame = encode(decoded.value);
+  const auto reopened = kiln::detail::open_frame(frame);
+  require(reopened.ok() && reopened.value.body == body);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace kiln::detail;
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+
+  // What the host does with a frame read from a worker (and a worker with one from the host).
+  if (const auto message = open_frame(bytes); message.ok()) {
+    (void)decode_hello(message.value.body);
+    (void)decode_request(message.value.body);
+    (void)decode_outcome(message.value.body);
+    (void)decode_failure(message.value.body);
+    (void)decode_fork(message.value.body);
+    (void)decode_forked(message.value.body);
+  }
+
+  // Mutations of a frame rarely get past its checksum, so every decoder also gets the raw bytes as a
+  // message body. The body starts with the message kind, as in a frame.
+  if (bytes.size() < 4) return 0;
+  const std::string_view body = bytes.substr(4);
+  round_trip(decode_hello(body), body, [](const Hello& m) { return encode_hello(m); });
+  round_trip(decode_request(body), body, [](const CompileRequest& m) { return encode_request(m); });
+  round_trip(decode_outcome(body), body, [](const CompileOutcome& m) { return encode_outcome(m); });
+  round_trip(decode_failure(body), body, [](const Failure& m) { return encode_failure(m); });
+  round_trip(decode_fork(body), body, [](const std::string& family) { return encode_fork(family); });
+  round_trip(decode_forked(body), body, [](const Forked& m) { return encode_forked(m); });
+  return 0;
+}

@@ -1,0 +1,51 @@
+// tests/fuzz/write_jit_seeds.cpp — writes fuzz_jit_frame's seed corpus: one frame of each message kind, and each body alone.
+#include "cache_golden_input.hpp"
+#include "jit_protocol.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
+    return 2;
+  }
+  using namespace kiln::detail;
+  CompileRequest request;
+  request.registry = "examples";
+  request.unit = "block_sum_f32";
+  request.source_name = "examples.block_sum_f32.cu";
+  request.source = "#include <cub/block/block_reduce.cuh>\n__global__ void k() {}\n";
+  request.options = {"-std=c++17", "-DCUB_DISABLE_NAMESPACE_MAGIC"};
+  request.include_dirs = {"/cache/headers/r0", "/cache/headers/r1"};
+  request.kernels = {{"block_sum_f32", "_Z13block_sum_f32PKfPfj"}};
+  request.expressions = {"block_sum_f32"};
+  request.arch = 90;
+  request.pch_dir = "/cache/pch";
+  CompileOutcome ok;
+  ok.ok = true;
+  ok.entry = kiln::test::golden_entry();
+  ok.log = "remark: 831 globals stripped";
+  ok.nvrtc_ms = 412.5;
+  ok.link_ms = 31.25;
+  ok.globals_removed = 831;
+  CompileOutcome failed;
+  failed.error = "examples/block_sum_f32 for sm_90: NVRTC failed";
+  failed.log = "error: expected a ;";
+
+  const std::vector<std::string> frames = {
+      encode_hello({4242, 1}),       encode_request(request),          encode_outcome(ok),
+      encode_outcome(failed),        encode_failure({true, 6, "nvrtc not found"}),
+      encode_fork("family-key"),     encode_forked({4243, ""}),        encode_forked({0, "runs 2 threads"}),
+  };
+  int n = 0;
+  for (const std::string& frame : frames) {
+    std::ofstream(std::string(argv[1]) + "/frame_" + std::to_string(n), std::ios::binary) << frame;
+    // The body with its kind, as the fuzzer also feeds the decoders.
+    const std::string body = frame.substr(kFrameHeaderSize, frame.size() - kFrameHeaderSize - kFrameTrailerSize);
+    std::ofstream(std::string(argv[1]) + "/body_" + std::to_string(n++), std::ios::binary) << body;
+  }
+  return 0;
+}
