@@ -5,6 +5,7 @@
 
 #include "fake_cubin.hpp"
 
+#include <grp.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -169,6 +170,19 @@ inline int run_in_child(const std::function<int()>& body) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+// For a forked child that must feel file modes: root writes anywhere whatever the mode, so as root it
+// hands the tree under `top` to nobody (uid 65534) and becomes nobody, whose own the tree then is (the
+// cache refuses a directory of another user's). Otherwise nothing is needed. False if that failed.
+inline bool become_owner_of_as_nobody(const std::filesystem::path& top) {
+  if (::geteuid() != 0) return true;
+  constexpr uid_t nobody = 65534;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(top)) {
+    if (::lchown(e.path().c_str(), nobody, nobody) != 0) return false;
+  }
+  if (::chown(top.c_str(), nobody, nobody) != 0) return false;
+  return ::setgroups(0, nullptr) == 0 && ::setgid(nobody) == 0 && ::setuid(nobody) == 0;
 }
 
 // Sets an environment variable for a scope (or unsets it with nullopt), then restores it.

@@ -3,7 +3,6 @@
 
 #include "cache_test_util.hpp"
 
-#include <grp.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -16,19 +15,9 @@ using kiln::test::sample_key;
 
 namespace {
 
-constexpr uid_t kNobody = 65534;
-
-// Makes `dir` read-only for this (child) process. Root writes anywhere whatever the mode, so as root
-// the child hands the tree to nobody and becomes nobody; otherwise chmod suffices.
+// Makes `dir` read-only for this (child) process.
 bool make_read_only(const std::filesystem::path& top, const std::filesystem::path& dir) {
-  if (::geteuid() == 0) {
-    for (const auto& e : std::filesystem::recursive_directory_iterator(top)) {
-      if (::lchown(e.path().c_str(), kNobody, kNobody) != 0) return false;
-    }
-    if (::chown(top.c_str(), kNobody, kNobody) != 0) return false;
-    if (::setgroups(0, nullptr) != 0 || ::setgid(kNobody) != 0 || ::setuid(kNobody) != 0) return false;
-  }
-  return ::chmod(dir.c_str(), 0500) == 0;
+  return kiln::test::become_owner_of_as_nobody(top) && ::chmod(dir.c_str(), 0500) == 0;
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 
 #include "cache_test_util.hpp"
 
-#include <grp.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -17,8 +16,6 @@ using kiln::test::sample_entry;
 using kiln::test::sample_key;
 
 namespace {
-
-constexpr uid_t kNobody = 65534;
 
 std::filesystem::path entry_path(const std::filesystem::path& root, int n) {
   return entries_dir(root) / (sample_key(n).hex + ".kiln");
@@ -96,13 +93,7 @@ TEST_CASE("the cache directory made read-only while in use: stores fail with one
   const auto root = tmp.path() / "kiln";
   const int status = kiln::test::run_in_child([&] {
     ChildChecks checks;
-    // Root writes anywhere whatever the mode: as root, hand the tree to nobody and become nobody first,
-    // so that the directory is the user's own (or the cache would refuse it) and its mode counts.
-    std::filesystem::create_directories(tmp.path());
-    if (::geteuid() == 0) {
-      if (::chown(tmp.path().c_str(), kNobody, kNobody) != 0) return 2;
-      if (::setgroups(0, nullptr) != 0 || ::setgid(kNobody) != 0 || ::setuid(kNobody) != 0) return 2;
-    }
+    if (!kiln::test::become_owner_of_as_nobody(tmp.path())) return 2;  // so that modes count
     kiln::DiskCache cache(kiln::test::config_at(root));
     checks.expect(cache.usable(), "usable: " + cache.unusable_reason());
     checks.expect(cache.store(sample_key(0), sample_entry(0)), "a store before");
