@@ -257,7 +257,8 @@ TEST_CASE("garbage is refused without a crash or a huge allocation") {
 
 TEST_CASE("a flag byte other than 0 or 1 is refused: every message has one encoding") {
   // Found by fuzz_jit_frame: 0x43 read as true, and the message did not encode back to its bytes.
-  const auto failure = open_frame(encode_failure({true, 6, "nvrtc not found"}));
+  const std::string failure_frame = encode_failure({true, 6, "nvrtc not found"});  // the message views into it
+  const auto failure = open_frame(failure_frame);
   REQUIRE(failure.ok());
   std::string body(failure.value.body);
   body[0] = 2;  // the kiln-error flag
@@ -265,7 +266,8 @@ TEST_CASE("a flag byte other than 0 or 1 is refused: every message has one encod
   CompileOutcome ok;
   ok.ok = true;
   ok.entry = kiln::test::sample_entry(0);
-  const auto outcome = open_frame(encode_outcome(ok));
+  const std::string outcome_frame = encode_outcome(ok);
+  const auto outcome = open_frame(outcome_frame);
   REQUIRE(outcome.ok());
   body = std::string(outcome.value.body);
   body[0] = '\x43';  // the ok flag
