@@ -1,5 +1,6 @@
 // runtime/src/jit_compile.cpp — compiles one unit for one architecture: NVRTC to PTX, unreferenced globals stripped, nvJitLink to a cubin.
 #include "jit_compile.hpp"
+#include "jit_pch_dir.hpp"
 
 #include "cubin_elf.hpp"
 #include "nvrtc_api.hpp"
@@ -142,23 +143,6 @@ class Linker {
   nvJitLinkResult result_ = NVJITLINK_SUCCESS;
 };
 
-// The PCH directory, created private (0700) if missing. Empty, with a note in `log`, when it cannot be
-// made: the compile then goes on without a PCH, only slower.
-std::string usable_pch_dir(const std::string& dir, std::string& log) {
-  if (dir.empty()) return {};
-  std::error_code ec;
-  const std::filesystem::path path(dir);
-  if (!std::filesystem::is_directory(path, ec)) {
-    std::filesystem::create_directories(path, ec);
-    if (!ec) std::filesystem::permissions(path, std::filesystem::perms::owner_all, ec);
-    if (ec) {
-      log += "kiln: compiling without a precompiled header: cannot create " + dir + ": " + ec.message() + "\n";
-      return {};
-    }
-  }
-  return dir;
-}
-
 // NVRTC's options: the unit's own, its include directories, the virtual architecture, the PCH.
 // -default-device makes functions without an execution space __device__ rather than rejected: nvcc
 // accepts such functions in host-side declarations that device code never calls (CUB's tuning headers
@@ -195,7 +179,7 @@ struct Failure {
 
 // NVRTC to PTX, with every name expression checked against the lowered name the catalog recorded.
 std::string compile_to_ptx(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out) {
-  const std::string pch_dir = usable_pch_dir(request.pch_dir, out.log);
+  const std::string pch_dir = private_pch_dir(request.pch_dir, out.log);
   const std::vector<std::string> options = nvrtc_options(request, pch_dir);
   const std::string what = subject(request) + ": NVRTC ";
   const std::string with_options = "; options: " + joined(options, " ");

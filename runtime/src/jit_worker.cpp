@@ -1,6 +1,7 @@
 // runtime/src/jit_worker.cpp — a compile worker's loop (hello, then one answer per request or fork frame, until EOF), and its PCH families' zygotes.
 #include "jit_worker.hpp"
 
+#include "jit_pch_dir.hpp"
 #include "jit_protocol.hpp"
 #include "jit_zygote.hpp"  // pch_family
 
@@ -178,10 +179,14 @@ class Server {
     const pid_t pid = ::fork();
     if (pid == 0) {
       // The zygote: nothing of the worker's but the warm NVRTC state and its own end of the pair.
+      private_pch_dirs_after_fork();
       ::close(ends[0]);
       drop_channels();
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != worker) std::_Exit(0);  // the worker ended already
+      if (::getppid() != worker) {  // the worker ended already
+        remove_private_pch_dirs();
+        std::_Exit(0);
+      }
       std::exit(serve_as_zygote(ends[1], family));
     }
     ::close(ends[1]);
@@ -229,6 +234,7 @@ class Server {
         std::fflush(nullptr);
         const pid_t pid = ::fork();
         if (pid == 0) {
+          private_pch_dirs_after_fork();
           ::close(socket);
           has_children_ = false;
           std::exit(Server(passed[0], passed[1], stages_, zygotes_enabled_, families_).run());
@@ -258,6 +264,7 @@ class Server {
     const pid_t pid = ::fork();
     if (pid == 0) {
       // The child: serve the new channel; the old ones stay the parent's alone.
+      private_pch_dirs_after_fork();
       drop_channels();
       std::exit(Server(passed[0], passed[1], stages_, zygotes_enabled_, families_).run());
     }

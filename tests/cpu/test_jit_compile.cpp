@@ -141,9 +141,14 @@ TEST_CASE("with a PCH directory, a second CUB compile in the process reuses the 
   const CompileOutcome second = compile_unit(request);
   require_ok(second);
   CHECK(second.entry.cubin == first.entry.cubin);
-  // NVRTC keeps the PCH in memory and names it after the directory; it writes nothing there.
-  CHECK(first.log.find("creating precompiled header file \"" + request.pch_dir) != std::string::npos);
-  CHECK(second.log.find("using precompiled header file \"" + request.pch_dir) != std::string::npos);
+  // NVRTC writes the PCH to a file in -pch-dir and reads it back on the next compile. The directory is
+  // this process's own under pch_dir, named by its descriptor (jit_pch_dir.hpp).
+  CHECK(first.log.find("creating precompiled header file \"/proc/self/fd/") != std::string::npos);
+  CHECK(second.log.find("using precompiled header file \"/proc/self/fd/") != std::string::npos);
+  const auto own = kiln::test::files_in(request.pch_dir);
+  REQUIRE(own.size() == 1);
+  CHECK(own[0].starts_with(std::to_string(::getpid()) + "."));
+  CHECK(kiln::test::files_in(std::filesystem::path(request.pch_dir) / own[0], ".pch").size() == 1);
   MESSAGE("block_sum_f32 NVRTC: no PCH " << plain.nvrtc_ms << " ms; -pch first " << first.nvrtc_ms
                                           << " ms, second " << second.nvrtc_ms << " ms");
 }
