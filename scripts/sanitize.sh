@@ -25,7 +25,8 @@ meson test -C build-sanitize --suite cpu --suite codegen --print-errorlogs
 [ -x build/runtime/kiln-jitd ] && [ -x build/tests/fake-jitd ] ||
   { echo "scripts/sanitize.sh: no build/runtime/kiln-jitd or build/tests/fake-jitd: run scripts/setup.sh first" >&2; exit 1; }
 [ -f build-tsan/build.ninja ] || meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Dcli=false
-ninja -C build-tsan tests/test_cpu tests/cache_soak
+# Its own workers too: one case checks that libkiln finds the kiln-jitd built beside it.
+ninja -C build-tsan tests/test_cpu tests/cache_soak tests/fake-jitd runtime/kiln-jitd
 export TSAN_OPTIONS=halt_on_error=1:abort_on_error=1:second_deadlock_stack=1
 export KILN_JITD="$PWD/build/runtime/kiln-jitd" KILN_TEST_JITD="$PWD/build/runtime/kiln-jitd" \
        KILN_TEST_FAKE_JITD="$PWD/build/tests/fake-jitd"
