@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The GPU machine's checks, in three parts that each fit one device call:
+# The GPU machine's checks, in parts that each fit one device call:
 #  suites: build from scratch with the README's command, run every suite, kiln info, library sizes;
+#  sm90:   the sm_90-only build that bench uses, built whole, and its codegen, cpu and gpu suites (the
+#          README build's suites without the consumer builds, in half the time);
 #  bench:  from an sm_90-only build (the same cubins for this GPU, built in a minute or two): the
 #          start-up, JIT scaling and primitives (against cub::Device*) benchmarks;
 #  jit:    a build whose arch list leaves out this GPU's (sm_80 only): every primitive JIT-compiled at
 #          once, then the gpu suite on JIT-built kernels.
-# scripts/gpu-check.sh [suites|bench|jit|all]
+# scripts/gpu-check.sh [suites|sm90|bench|jit|all]
 # Logs go to $OUT (the device tool brings them back) or ./gpu-check-out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +29,18 @@ grep -hE "consumer tests:|the program built" build/meson-logs/testlog.txt
 grep -E "^test:|^\[doctest\] (test cases|assertions)" build/meson-logs/testlog.txt | grep -B1 "test cases" | grep -v "^--"
 build/runtime/tools/kiln info 2>&1 | tee "$out/info.txt"
 ls -l build/runtime/libkiln.so* build/primitives/libkiln_prim.so build/generated/libkiln_examples.a | awk '{print $5, $9}'
+fi
+
+if want sm90; then
+start=$(date +%s%N)
+[ -d build-sm90 ] || meson setup build-sm90 -Darchs=sm_90 -Dembed_ptx=false > "$out/build-sm90.log" 2>&1
+ninja -C build-sm90 >> "$out/build-sm90.log" 2>&1 || { tail -40 "$out/build-sm90.log"; exit 1; }
+echo "sm_90 build: $(( ($(date +%s%N) - start) / 1000000 )) ms"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+meson test -C build-sm90 --suite codegen --suite cpu --suite gpu --no-rebuild --print-errorlogs 2>&1 |
+  tee "$out/test-sm90.log" | grep -E "^ *[0-9]+/[0-9]+ |^Ok|^Fail|ERROR:|values:"
+grep -E "^test:|^\[doctest\] (test cases|assertions)" build-sm90/meson-logs/testlog.txt | grep -B1 "test cases" | grep -v "^--"
+grep -hE "MESSAGE|kills|forked worker" build-sm90/meson-logs/testlog.txt | head -20
 fi
 
 if want bench; then

@@ -20,7 +20,10 @@ Registry& registry() {
 Workspace::~Workspace() {
   if (!data_) return;
   const Driver& d = driver();
-  // The context may already be gone at process exit; nothing is left to free then.
+  // The context may already be gone at process exit, or reset since (its memory went with it, and the
+  // address may belong to a new allocation now): nothing is left to free then.
+  unsigned long long id = 0;
+  if (d.cuCtxGetId(context_, &id) != CUDA_SUCCESS || id != context_id_) return;
   if (d.cuCtxPushCurrent(context_) == CUDA_SUCCESS) {
     d.cuMemFree(reinterpret_cast<CUdeviceptr>(data_));
     CUcontext popped;
@@ -31,7 +34,8 @@ Workspace::~Workspace() {
 Workspace::Workspace(Workspace&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       bytes_(std::exchange(other.bytes_, 0)),
-      context_(std::exchange(other.context_, nullptr)) {}
+      context_(std::exchange(other.context_, nullptr)),
+      context_id_(std::exchange(other.context_id_, 0)) {}
 
 Workspace& Workspace::operator=(Workspace&& other) noexcept {
   if (this != &other) {
@@ -39,13 +43,21 @@ Workspace& Workspace::operator=(Workspace&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
     context_ = std::exchange(other.context_, nullptr);
+    context_id_ = std::exchange(other.context_id_, 0);
   }
   return *this;
 }
 
 TempStorage Workspace::reserve(std::size_t bytes) {
+  const Driver& d = driver();
+  unsigned long long current = 0;
+  check(d.cuCtxGetId(nullptr, &current), "cuCtxGetId of the current context");
+  if (data_ && current != context_id_) {
+    // Allocated in a context that was reset since (or another one): that memory is gone with it.
+    data_ = nullptr;
+    bytes_ = 0;
+  }
   if (bytes > bytes_ || !data_) {
-    const Driver& d = driver();
     if (data_) {
       d.cuMemFree(reinterpret_cast<CUdeviceptr>(data_));
       data_ = nullptr;
@@ -54,6 +66,7 @@ TempStorage Workspace::reserve(std::size_t bytes) {
     CUdeviceptr p = 0;
     check(d.cuMemAlloc(&p, bytes ? bytes : 1), "cuMemAlloc of " + std::to_string(bytes) + " bytes of temporary storage");
     check(d.cuCtxGetCurrent(&context_), "cuCtxGetCurrent");
+    context_id_ = current;
     data_ = reinterpret_cast<void*>(p);
     bytes_ = bytes ? bytes : 1;
   }

@@ -24,13 +24,14 @@
 
 namespace kiln::prim::detail {
 
-// A registry kernel as CUB's dispatch passes it around.
+// A registry kernel as CUB's dispatch passes it around: its context-independent handle, so that a plan
+// keeps working in whatever context is current, and across a reset of the device's primary context.
 struct KernelRef {
-  CUfunction function = nullptr;
+  CUfunction function = nullptr;  // Kernel::launch_handle()
   std::string_view name;
 };
 
-inline KernelRef ref(const Kernel& kernel) { return {kernel.function, kernel.name}; }
+inline KernelRef ref(const Kernel& kernel) { return {kernel.launch_handle(), kernel.name}; }
 
 // The first launch or query failure of one plan call.
 struct LaunchStatus {

@@ -113,14 +113,14 @@ std::size_t ReduceSum<T>::tile_items() const {
 template <typename T>
 std::size_t ReduceSum<T>::temp_bytes(std::size_t n) const {
   detail::ContextScope scope(*registry_);
-  const detail::DeviceAnswers answers{sm_count_, sweep_.function, sweep_threads_, sweep_occupancy_};
+  const detail::DeviceAnswers answers{sm_count_, sweep_.launch_handle(), sweep_threads_, sweep_occupancy_};
   return dispatch<T>(device_, single_tile_, sweep_, final_, answers, nullptr, nullptr, n, {}, nullptr);
 }
 
 template <typename T>
 void ReduceSum<T>::operator()(const T* in, T* out, std::size_t n, TempStorage temp, CUstream stream) const {
   detail::ContextScope scope(*registry_);
-  const detail::DeviceAnswers answers{sm_count_, sweep_.function, sweep_threads_, sweep_occupancy_};
+  const detail::DeviceAnswers answers{sm_count_, sweep_.launch_handle(), sweep_threads_, sweep_occupancy_};
   detail::check_temp(temp, dispatch<T>(device_, single_tile_, sweep_, final_, answers, in, out, n, {}, stream),
                      "reduce_sum");
   dispatch<T>(device_, single_tile_, sweep_, final_, answers, in, out, n, temp, stream);
@@ -129,7 +129,7 @@ void ReduceSum<T>::operator()(const T* in, T* out, std::size_t n, TempStorage te
 template <typename T>
 void ReduceSum<T>::operator()(const T* in, T* out, std::size_t n, CUstream stream) {
   detail::ContextScope scope(*registry_);
-  const detail::DeviceAnswers answers{sm_count_, sweep_.function, sweep_threads_, sweep_occupancy_};
+  const detail::DeviceAnswers answers{sm_count_, sweep_.launch_handle(), sweep_threads_, sweep_occupancy_};
   const std::size_t bytes = dispatch<T>(device_, single_tile_, sweep_, final_, answers, in, out, n, {}, stream);
   dispatch<T>(device_, single_tile_, sweep_, final_, answers, in, out, n, workspace_.reserve(bytes), stream);
 }

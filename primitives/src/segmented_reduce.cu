@@ -156,7 +156,7 @@ std::size_t SegmentedReduce<T, Op>::tile_items() const {
 template <typename T, ReduceOp Op>
 std::size_t SegmentedReduce<T, Op>::temp_bytes(std::size_t num_segments) const {
   detail::ContextScope scope(*registry_);
-  const detail::DeviceAnswers answers{0, segments_.function, threads_, occupancy_};
+  const detail::DeviceAnswers answers{0, segments_.launch_handle(), threads_, occupancy_};
   return dispatch<T, Op>(device_, segments_, answers, nullptr, nullptr, num_segments, nullptr, {}, nullptr);
 }
 
@@ -164,7 +164,7 @@ template <typename T, ReduceOp Op>
 void SegmentedReduce<T, Op>::operator()(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets,
                                         TempStorage temp, CUstream stream) const {
   detail::ContextScope scope(*registry_);
-  const detail::DeviceAnswers answers{0, segments_.function, threads_, occupancy_};
+  const detail::DeviceAnswers answers{0, segments_.launch_handle(), threads_, occupancy_};
   detail::check_temp(temp, dispatch<T, Op>(device_, segments_, answers, in, out, num_segments, offsets, {}, stream),
                      "segmented_reduce");
   dispatch<T, Op>(device_, segments_, answers, in, out, num_segments, offsets, temp, stream);
@@ -174,7 +174,7 @@ template <typename T, ReduceOp Op>
 void SegmentedReduce<T, Op>::operator()(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets,
                                         CUstream stream) {
   detail::ContextScope scope(*registry_);
-  const detail::DeviceAnswers answers{0, segments_.function, threads_, occupancy_};
+  const detail::DeviceAnswers answers{0, segments_.launch_handle(), threads_, occupancy_};
   const std::size_t bytes = dispatch<T, Op>(device_, segments_, answers, in, out, num_segments, offsets, {}, stream);
   dispatch<T, Op>(device_, segments_, answers, in, out, num_segments, offsets, workspace_.reserve(bytes), stream);
 }

@@ -101,7 +101,7 @@ Registry::Registry(const Catalog& catalog, int device, RegistryOptions options)
 
 Registry::~Registry() {
   warmup_.reset();  // joins the background threads before anything they use goes away
-  for (std::size_t i = 0; i < catalog_.kernels.size(); ++i) delete slots_[i].kernel.load(std::memory_order_relaxed);
+  for (std::size_t i = 0; i < catalog_.kernels.size(); ++i) delete slots_[i].loaded.load(std::memory_order_relaxed);
   if (!context_) return;  // CUDA was never initialised by this registry: nothing to release
   // Errors are ignored: at process exit the driver may already be shutting down.
   const Driver& cu = driver();
@@ -115,18 +115,53 @@ Kernel Registry::get(std::string_view name) {
   const KernelEntry* entry = catalog_.find(name);
   if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
   const std::size_t index = static_cast<std::size_t>(entry - catalog_.kernels.data());
-  if (const Kernel* loaded = slots_[index].kernel.load(std::memory_order_acquire)) return memory_hit(*loaded);
+  if (const Loaded* loaded = slots_[index].loaded.load(std::memory_order_acquire)) {
+    // Loaded means the driver is up. A failed query (a reset, destroyed context) leaves id 0: reload.
+    unsigned long long id = 0;
+    driver().cuCtxGetId(context_, &id);
+    if (id == loaded->context_id) return memory_hit(loaded->kernel);
+  }
   return load(*entry, index);
+}
+
+// The primary context's id (cuCtxGetId: unique per context the driver ever made). A reset destroys the
+// context but keeps the handle and this registry's retain on it; until someone uses it again it is dead
+// (CUDA_ERROR_CONTEXT_IS_DESTROYED), and retaining it makes a new context behind the same handle, with a
+// new id (measured: DESIGN.md's GPU machine, CUDA 13.0).
+std::uint64_t Registry::live_context_id() {
+  const Driver& cu = driver();
+  const std::string subject = " of the primary context of device " + std::to_string(ordinal_);
+  unsigned long long id = 0;
+  CUresult result = cu.cuCtxGetId(context_, &id);
+  if (result == CUDA_ERROR_CONTEXT_IS_DESTROYED) {
+    // Retain and release: the context lives again, and this registry's own retain (kept through the
+    // reset) is the count it had before.
+    CUcontext again = nullptr;
+    check(cu.cuDevicePrimaryCtxRetain(&again, cu_device_), "kiln: cuDevicePrimaryCtxRetain after a reset" + subject);
+    cu.cuDevicePrimaryCtxRelease(cu_device_);
+    if (again != context_) {
+      throw Error(Errc::driver, "kiln: the primary context of device " + std::to_string(ordinal_) +
+                                    " was reset and the driver made it anew under another handle; this registry "
+                                    "cannot follow it: make a new kiln::Registry after a device reset");
+    }
+    result = cu.cuCtxGetId(context_, &id);
+  }
+  check(result, "kiln: cuCtxGetId" + subject);
+  return id;
 }
 
 Kernel Registry::load(const KernelEntry& entry, std::size_t index) {
   const auto start = std::chrono::steady_clock::now();
   ensure_device();
   const Driver& cu = driver();
+  const std::uint64_t context_id = live_context_id();
   UnitState& unit = units_[entry.unit];
   std::lock_guard lock(unit.mutex);
   // Another thread may have loaded the kernel while this one waited for the lock.
-  if (const Kernel* loaded = slots_[index].kernel.load(std::memory_order_acquire)) return memory_hit(*loaded);
+  const Loaded* before = slots_[index].loaded.load(std::memory_order_acquire);
+  if (before && before->context_id == context_id) return memory_hit(before->kernel);
+  // Not loaded, or loaded in a context that was reset since. The unit's library is context-independent
+  // and outlives a reset: only the CUfunction is resolved again.
   if (!unit.library) load_unit(unit, entry);
 
   // StrRef is not NUL-terminated; the driver wants a C string.
@@ -142,16 +177,26 @@ Kernel Registry::load(const KernelEntry& entry, std::size_t index) {
   }
 
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  const Kernel* published = new Kernel{
-      catalog_.str(entry.name),
-      catalog_.str(entry.lowered),
-      kernel,
-      function,
-      Provenance{unit.source, unit.source, unit.arch, unit.ptx, load_ms, unit.cache_key},
+  const Loaded* published = new Loaded{
+      Kernel{
+          catalog_.str(entry.name),
+          catalog_.str(entry.lowered),
+          kernel,
+          function,
+          Provenance{unit.source, unit.source, unit.arch, unit.ptx, load_ms, unit.cache_key},
+      },
+      context_id,
   };
-  slots_[index].kernel.store(published, std::memory_order_release);
-  kernel_loads_.fetch_add(1, std::memory_order_relaxed);
-  return *published;
+  slots_[index].loaded.store(published, std::memory_order_release);
+  if (before) {
+    // Other threads may still be reading the old one: it stays until the registry ends.
+    std::lock_guard retire(retired_mutex_);
+    retired_.emplace_back(before);
+    context_reloads_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    kernel_loads_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return published->kernel;
 }
 
 // Tiers 2 and 3 for a unit: the embedded cubin for this device, else the disk cache's entry for this
@@ -266,11 +311,11 @@ Plan Registry::plan(std::string_view name) {
     return plan;
   }
   const std::size_t index = static_cast<std::size_t>(entry - catalog_.kernels.data());
-  if (const Kernel* loaded = slots_[index].kernel.load(std::memory_order_acquire)) {
+  if (const Loaded* loaded = slots_[index].loaded.load(std::memory_order_acquire)) {
     plan.available = true;
     plan.source = Tier::memory;
-    plan.arch = loaded->provenance.arch;
-    plan.ptx = loaded->provenance.ptx;
+    plan.arch = loaded->kernel.provenance.arch;
+    plan.ptx = loaded->kernel.provenance.ptx;
     return plan;
   }
   const UnitEntry& unit = catalog_.units[entry->unit];
@@ -346,16 +391,18 @@ DeviceInfo Registry::device() {
 
 CUcontext Registry::context() {
   ensure_device();
+  live_context_id();  // a context reset since: make it live again, so the caller can push it
   return context_;
 }
 
 RegistryStats Registry::stats() const noexcept {
   return {unit_loads_.load(std::memory_order_relaxed), kernel_loads_.load(std::memory_order_relaxed),
-          disk_loads_.load(std::memory_order_relaxed), jit_compiles_.load(std::memory_order_relaxed)};
+          disk_loads_.load(std::memory_order_relaxed), jit_compiles_.load(std::memory_order_relaxed),
+          context_reloads_.load(std::memory_order_relaxed)};
 }
 
 void launch(const Kernel& kernel, Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream, void** args) {
-  const CUresult result = driver().cuLaunchKernel(kernel.function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+  const CUresult result = driver().cuLaunchKernel(kernel.launch_handle(), grid.x, grid.y, grid.z, block.x, block.y, block.z,
                                                   shared_bytes, stream, args, nullptr);
   if (result != CUDA_SUCCESS) check(result, "kiln: cuLaunchKernel of kernel '" + std::string(kernel.name) + "'");
 }

@@ -7,9 +7,16 @@
 
 namespace kiln {
 
-// Per kernel: the published, immutable Kernel. Written once under the unit's mutex, read without a lock.
+// A kernel made launchable, and the context (its cuCtxGetId) its CUfunction belongs to. Immutable.
+struct Registry::Loaded {
+  Kernel kernel;
+  std::uint64_t context_id = 0;  // never 0 for a live context
+};
+
+// Per kernel: the published Loaded. Written under the unit's mutex (once, and again after a context
+// reset, the old one kept until the registry ends), read without a lock.
 struct Registry::Slot {
-  std::atomic<const Kernel*> kernel{nullptr};
+  std::atomic<const Loaded*> loaded{nullptr};
 };
 
 }  // namespace kiln

@@ -76,7 +76,7 @@ void Registry::request_warmup(const std::vector<std::string>& names) {
     }
     const std::size_t index = static_cast<std::size_t>(catalog_.find(name) - catalog_.kernels.data());
     Warmup::Record record;
-    if (slots_[index].kernel.load(std::memory_order_acquire)) {
+    if (slots_[index].loaded.load(std::memory_order_acquire)) {
       record.state = Warmup::State::loaded;
     } else {
       const Plan p = plan(name);  // a directory probe at most
@@ -138,7 +138,8 @@ WarmupStatus Registry::status() {
   std::lock_guard guard(warmup_mutex_);
   for (std::size_t i = 0; i < catalog_.kernels.size(); ++i) {
     const std::string name(catalog_.str(catalog_.kernels[i].name));
-    const Kernel* loaded = slots_[i].kernel.load(std::memory_order_acquire);
+    const Loaded* slot = slots_[i].loaded.load(std::memory_order_acquire);
+    const Kernel* loaded = slot ? &slot->kernel : nullptr;
     const Warmup::Record* record = nullptr;
     std::unique_lock<std::mutex> lock;
     if (warmup_) {

@@ -23,10 +23,12 @@ namespace kiln {
   X(cuDeviceTotalMem)            \
   X(cuDevicePrimaryCtxRetain)    \
   X(cuDevicePrimaryCtxRelease)   \
+  X(cuDevicePrimaryCtxReset)     \
   X(cuCtxPushCurrent)            \
   X(cuCtxPopCurrent)             \
   X(cuCtxSynchronize)            \
   X(cuCtxGetCurrent)             \
+  X(cuCtxGetId)                  \
   X(cuLibraryLoadData)           \
   X(cuLibraryUnload)             \
   X(cuLibraryGetKernel)          \

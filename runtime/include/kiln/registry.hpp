@@ -33,8 +33,17 @@ struct Kernel {
   std::string_view name;
   std::string_view lowered_name;
   CUkernel kernel = nullptr;      // context-independent handle (cuLibraryGetKernel)
-  CUfunction function = nullptr;  // the same kernel in the registry's device's primary context
+  // The same kernel in the registry's device's primary context, as that context was when get() returned:
+  // a reset of the context (cudaDeviceReset, cuDevicePrimaryCtxReset) invalidates it, and the next get()
+  // hands out a new one. Kernel values kept across a reset should launch through launch_handle().
+  CUfunction function = nullptr;
   Provenance provenance{};
+
+  // What cuLaunchKernel and cuOccupancy* accept in any context: the CUkernel, cast as the driver allows
+  // since CUDA 12.0. It launches in the current context and stays valid across context resets; kiln's
+  // own launches (kiln::launch, the primitives) use it. (cuFuncGetAttribute does not take it: use
+  // cuKernelGetAttribute.)
+  CUfunction launch_handle() const noexcept { return reinterpret_cast<CUfunction>(kernel); }
 };
 
 struct RegistryOptions {
@@ -91,10 +100,16 @@ struct RegistryStats {
   std::uint64_t kernel_loads = 0;  // kernels made launchable
   std::uint64_t disk_loads = 0;    // units served by the disk tier
   std::uint64_t jit_compiles = 0;  // units this registry compiled
+  std::uint64_t context_reloads = 0;  // kernels made launchable again after their context was reset
 };
 
 // One registry per (catalog, device). Thread-safe. Construction does not touch CUDA; the first
 // get() (or device()) initialises the driver and retains the device's primary context.
+//
+// A reset of that context (cudaDeviceReset, cuDevicePrimaryCtxReset) is survived: the loaded libraries
+// are context-independent and stay; get() notices the context is a new one (cuCtxGetId) and resolves
+// the kernel's CUfunction in it again (stats().context_reloads), and get() or context() bring a reset
+// context that nobody has used since back to life, as the runtime would.
 class Registry {
  public:
   explicit Registry(const Catalog& catalog, int device = 0, RegistryOptions options = {});
@@ -102,8 +117,9 @@ class Registry {
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
-  // A launchable kernel. The second and later calls for a name are a lock-free read.
-  // Concurrent first calls load it once. Throws kiln::Error.
+  // A launchable kernel. The second and later calls for a name are a lock-free read (and one
+  // cuCtxGetId, ~16 ns, to see that the context was not reset). Concurrent first calls load it once.
+  // Throws kiln::Error.
   Kernel get(std::string_view name);
 
   Plan plan(std::string_view name);
@@ -130,7 +146,9 @@ class Registry {
   struct Warmup;
   struct UnitState;
   struct Slot;
+  struct Loaded;
   void ensure_device();
+  std::uint64_t live_context_id();
   Kernel load(const KernelEntry& entry, std::size_t index);
   void load_unit(UnitState& unit, const KernelEntry& entry);
   DiskCache& disk();
@@ -151,6 +169,9 @@ class Registry {
   std::atomic<std::uint64_t> kernel_loads_{0};
   std::atomic<std::uint64_t> disk_loads_{0};
   std::atomic<std::uint64_t> jit_compiles_{0};
+  std::atomic<std::uint64_t> context_reloads_{0};
+  std::mutex retired_mutex_;
+  std::vector<std::unique_ptr<const Loaded>> retired_;  // replaced after a context reset; readers may still hold them
   std::unique_ptr<Warmup> warmup_;  // created on the first warm-up call
   std::mutex warmup_mutex_;
 };

@@ -48,7 +48,8 @@ class Workspace {
  private:
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
-  CUcontext context_ = nullptr;  // the context current when it was allocated
+  CUcontext context_ = nullptr;   // the context current when it was allocated
+  std::uint64_t context_id_ = 0;  // and its cuCtxGetId: after a reset the handle stays, the memory is gone
 };
 
 namespace detail {
