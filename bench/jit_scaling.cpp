@@ -41,33 +41,6 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-// The parent pid in /proc/<pid>/stat, or -1.
-long parent_of(const std::string& pid) {
-  std::ifstream in("/proc/" + pid + "/stat");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::size_t close = text.rfind(')');
-  long ppid = -1;
-  if (close == std::string::npos || std::sscanf(text.c_str() + close + 1, " %*c %ld", &ppid) != 1) return -1;
-  return ppid;
-}
-
-// The pool's workers, still alive (idle) when the run ends: this process's children were started from
-// the executable, their children were forked from a warm worker.
-std::pair<int, int> count_workers() {
-  std::vector<std::pair<std::string, long>> processes;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") == std::string::npos) processes.emplace_back(name, parent_of(name));
-  }
-  std::set<long> started;
-  for (const auto& [pid, ppid] : processes)
-    if (ppid == getpid()) started.insert(std::stol(pid));
-  int forked = 0;
-  for (const auto& [pid, ppid] : processes) forked += started.count(ppid) > 0;
-  return {static_cast<int>(started.size()), forked};
-}
-
 // `--child JOBS`: precompile both registries for sm_90 into $KILN_CACHE_DIR; prints wall ms, units,
 // failures, and how many workers were started and forked.
 int child(unsigned jobs) {
@@ -87,8 +60,9 @@ int child(unsigned jobs) {
     }
   }
   const double ms = ms_since(start);
-  const auto [started, forked] = count_workers();
-  std::printf("%.3f %d %d %d %d\n", ms, units, failed, started, forked);
+  const kiln::detail::JitPoolStats pool = kiln::detail::jit_pool_stats();
+  std::printf("%.3f %d %d %llu %llu\n", ms, units, failed, static_cast<unsigned long long>(pool.spawned),
+              static_cast<unsigned long long>(pool.forked));
   return failed ? 1 : 0;
 }
 

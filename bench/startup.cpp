@@ -22,11 +22,24 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 extern char** environ;
 
 namespace {
+
+// Removes a cache directory a child used. Its JIT workers' forked processes may still be removing their
+// private PCH directories inside it after the child ended, so a first pass can race with them: retry.
+void remove_tree(const std::string& dir) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    if (!ec && !std::filesystem::exists(dir, ec)) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::fprintf(stderr, "bench_startup: warning: could not remove %s\n", dir.c_str());
+}
 
 constexpr const char* kKernel = "block_sum_f32";
 constexpr int kPhases = 8;
@@ -237,14 +250,14 @@ int main(int argc, char** argv) {
     }
     const auto disk = run_children(argv[0], {"--disk-child", dir}, runs, 3);
     const auto read = run_children(argv[0], {"--read-child", dir, std::to_string(arch)}, runs, 2);
-    std::filesystem::remove_all(dir);
+    remove_tree(dir);
 
     // The JIT tier: each run into an empty cache directory; then the JIT-built entries from disk.
     const int jit_runs = std::max(3, runs / 2);
     std::vector<std::vector<double>> jit(3);
     std::string jit_dir;
     for (int r = 0; r < jit_runs; ++r) {
-      if (!jit_dir.empty()) std::filesystem::remove_all(jit_dir);
+      if (!jit_dir.empty()) remove_tree(jit_dir);
       char jit_template[] = "/tmp/kiln-bench-jit-XXXXXX";
       jit_dir = mkdtemp(jit_template);
       const auto one = run_children(argv[0], {"--jit-child", jit_dir}, 1, 3);
@@ -259,7 +272,7 @@ int main(int argc, char** argv) {
       kiln::Registry registry(kiln::examples::catalog());
       if (auto entry = jit_cache.load(registry.cache_key(kKernel, arch))) jit_cubin_bytes = entry->cubin.size();
     }
-    std::filesystem::remove_all(jit_dir);
+    remove_tree(jit_dir);
     std::uint64_t aot_cubin_bytes = 0;
     {
       const kiln::Catalog& c = kiln::examples::catalog();

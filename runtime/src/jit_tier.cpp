@@ -26,6 +26,8 @@ JitPool& pool() {
 
 CompileOutcome jit_compile(const CompileRequest& request) { return pool().compile(request); }
 
+JitPoolStats jit_pool_stats() { return pool().stats(); }
+
 CacheEntry jit_compile_entry(const CompileRequest& request) {
   CompileOutcome outcome = jit_compile(request);
   if (!outcome.ok) throw Error(Errc::compile, outcome.error + "\n" + outcome.log);

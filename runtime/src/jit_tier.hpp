@@ -2,6 +2,7 @@
 #pragma once
 
 #include "jit_compile.hpp"
+#include "jit_pool.hpp"  // JitPoolStats
 
 #include <kiln/catalog.hpp>
 
@@ -27,6 +28,10 @@ CacheEntry jit_compile_entry(const CompileRequest& request);
 
 // How many compiles the pool runs at once.
 unsigned jit_parallelism();
+
+// What the process-wide pool has done so far: workers started from the executable and forked (for the
+// benchmarks; starts nothing new beyond the pool object).
+JitPoolStats jit_pool_stats();
 
 // A private (0700) directory for unpacked headers and PCH when the disk cache is off:
 // $TMPDIR/kiln-<uid>, created once per process.
