@@ -63,6 +63,7 @@ TEST_CASE("primitives: a reset of the primary context between calls: kernels are
     const auto reloads = registry.stats().context_reloads;
 
     if (how == "cudaDeviceReset") {
+      PrimContext current;  // the runtime resets the current device's context: as a user's code would have it
       REQUIRE(cudaDeviceReset() == cudaSuccess);
     } else {
       REQUIRE(kiln::driver().cuDevicePrimaryCtxReset(kiln::prim::detail::device_of(registry)) == CUDA_SUCCESS);
