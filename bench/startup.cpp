@@ -6,6 +6,8 @@
 // with the parent's) at each phase and prints the offsets from the moment the parent called posix_spawn.
 #include <kiln/kiln.hpp>
 
+#include "bench_util.hpp"
+
 #include "examples_catalog.hpp"
 #include "fill_cache.hpp"
 
@@ -25,21 +27,12 @@
 #include <thread>
 #include <vector>
 
-extern char** environ;
-
 namespace {
 
-// Removes a cache directory a child used. Its JIT workers' forked processes may still be removing their
-// private PCH directories inside it after the child ended, so a first pass can race with them: retry.
-void remove_tree(const std::string& dir) {
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-    if (!ec && !std::filesystem::exists(dir, ec)) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  std::fprintf(stderr, "bench_startup: warning: could not remove %s\n", dir.c_str());
-}
+using kiln::bench::median;
+using kiln::bench::now_ms;
+using kiln::bench::remove_tree;
+using kiln::bench::run_children;
 
 constexpr const char* kKernel = "block_sum_f32";
 constexpr int kPhases = 8;
@@ -53,17 +46,6 @@ constexpr const char* kPhaseNames[kPhases] = {
     "get() from the embedded tier: 2nd kernel of a loaded unit (scale_f64)",
     "second get() (in-memory tier), ns",
 };
-
-double now_ms() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 // Median over batches of the mean time of one get() of a loaded kernel, in nanoseconds.
 double second_get_ns(kiln::Registry& registry) {
@@ -169,39 +151,6 @@ int read_child(double spawned_ms, const char* dir, unsigned arch) {
   if (!entry) return 1;
   std::printf("%.6f %.6f\n", t_main - spawned_ms, t1 - t0);
   return 0;
-}
-
-// Runs this program with `args` after the spawn time stamp, `runs` times; each run prints one line of numbers.
-std::vector<std::vector<double>> run_children(const char* self, std::vector<std::string> args, int runs, int fields) {
-  std::vector<std::vector<double>> columns(fields);
-  for (int r = 0; r < runs; ++r) {
-    char stamp[64];
-    std::snprintf(stamp, sizeof stamp, "%.6f", now_ms());
-    std::vector<char*> argv{const_cast<char*>(self), args[0].data(), stamp};
-    for (std::size_t i = 1; i < args.size(); ++i) argv.push_back(args[i].data());
-    argv.push_back(nullptr);
-    int fds[2];
-    if (pipe(fds) != 0) throw std::runtime_error("pipe");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, fds[0]);
-    pid_t pid;
-    if (posix_spawn(&pid, self, &actions, nullptr, argv.data(), environ) != 0) throw std::runtime_error("spawn");
-    posix_spawn_file_actions_destroy(&actions);
-    close(fds[1]);
-    char line[512] = {};
-    FILE* out = fdopen(fds[0], "r");
-    const bool got = std::fgets(line, sizeof line, out) != nullptr;
-    fclose(out);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!got || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-      throw std::runtime_error(args[0] + " run " + std::to_string(r) + " failed: " + line);
-    char* cursor = line;
-    for (int f = 0; f < fields; ++f) columns[f].push_back(std::strtod(cursor, &cursor));
-  }
-  return columns;
 }
 
 void print_row(const char* name, std::vector<double> v, const char* unit) {

@@ -1,0 +1,280 @@
+// bench/big_registry.cpp — start-up of a big registry: 200 generated units of realistic sizes
+// (big_registry/make_table.py), from process start until every kernel is ready, (a) all embedded, eager
+// and lazy, (b) all on disk, (c) all cold through the JIT tier with 1, 2, 4, 8 and 16 worker processes
+// and with 16 in-process threads; and the footprint: embedded bytes per architecture, the disk cache's
+// size for the 200 units, and the peak host memory (all processes) of the cold JIT with the most workers.
+//
+// (a) and (b) need a GPU; (c) and the footprint do not (the JIT compiles for --arch, sm_90 by default).
+// Prints Markdown; `--csv FILE` also writes the rows as CSV.
+//
+//   bench_big_registry [--runs N] [--jit-runs N] [--arch 90] [--workers 1,2,4,8,16] [--csv FILE]
+#include <kiln/kiln.hpp>
+
+#include "big_catalog.hpp"
+#include "bench_util.hpp"
+#include "fill_cache.hpp"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using kiln::bench::median;
+using kiln::bench::now_ms;
+using kiln::bench::remove_tree;
+using kiln::bench::run_children;
+
+std::vector<std::string> kernel_names() {
+  const kiln::Catalog& c = kiln::big::catalog();
+  std::vector<std::string> names;
+  for (const auto& k : c.kernels) names.emplace_back(c.str(k.name));
+  return names;
+}
+
+// `--child SPAWNED eager|lazy|disk [DIR]`: prints spawn -> main, main -> context, then the mode's time.
+//  eager: every kernel made launchable (get) at start;
+//  lazy:  the registry serving its first kernel (the others load at their first get, each paying the
+//         per-kernel time printed third: the mean of the remaining first gets);
+//  disk:  every kernel from the disk cache DIR (use_embedded off).
+int child(double spawned_ms, const std::string& mode, const char* dir) {
+  const double t_main = now_ms();
+  if (mode == "disk") setenv("KILN_CACHE_DIR", dir, 1);
+  kiln::RegistryOptions options;
+  options.use_embedded = mode != "disk";
+  options.use_jit = false;  // a miss is a failure here, not a compile
+  kiln::Registry registry(kiln::big::catalog(), 0, options);
+  registry.context();
+  const double t_context = now_ms();
+  const auto names = kernel_names();
+  double ready = 0, per_kernel = 0;
+  if (mode == "lazy") {
+    registry.get(names.front());
+    ready = now_ms() - t_context;
+    const double t0 = now_ms();
+    for (std::size_t i = 1; i < names.size(); ++i) registry.get(names[i]);
+    per_kernel = (now_ms() - t0) / static_cast<double>(names.size() - 1);
+  } else {
+    for (const auto& name : names) {
+      const kiln::Kernel k = registry.get(name);
+      if (mode == "disk" && k.provenance.source != kiln::Tier::disk) return 1;
+    }
+    ready = now_ms() - t_context;
+  }
+  std::printf("%.6f %.6f %.6f %.6f\n", t_main - spawned_ms, t_context - t_main, ready, per_kernel);
+  return 0;
+}
+
+// `--jit-child SPAWNED ARCH`: every unit compiled cold for ARCH into $KILN_CACHE_DIR with the JIT tier
+// (KILN_JIT_WORKERS workers, or in-process threads when KILN_JITD names no executable); prints
+// spawn -> main and the wall time of the compile.
+int jit_child(double spawned_ms, unsigned arch) {
+  const double t_main = now_ms();
+  const auto results = kiln::precompile(kiln::big::catalog(), arch, {}, 0);
+  const double t_done = now_ms();
+  for (const auto& r : results) {
+    if (!r.ok) {
+      std::fprintf(stderr, "%s\n", r.error.c_str());
+      return 1;
+    }
+  }
+  std::printf("%.6f %.6f\n", t_main - spawned_ms, t_done - t_main);
+  return 0;
+}
+
+// The resident memory of `root` and all its descendants, in bytes (/proc; 0 once it has ended).
+std::uint64_t tree_rss(pid_t root) {
+  std::map<pid_t, pid_t> parent;
+  std::map<pid_t, std::uint64_t> rss;
+  const long page = sysconf(_SC_PAGESIZE);
+  if (DIR* proc = opendir("/proc")) {
+    while (dirent* e = readdir(proc)) {
+      const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+      if (pid <= 0) continue;
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      const std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+      const std::size_t close = text.rfind(')');
+      long ppid = -1;
+      if (close == std::string::npos || std::sscanf(text.c_str() + close + 1, " %*c %ld", &ppid) != 1) continue;
+      std::ifstream statm("/proc/" + std::to_string(pid) + "/statm");
+      std::uint64_t size = 0, resident = 0;
+      statm >> size >> resident;
+      parent[pid] = static_cast<pid_t>(ppid);
+      rss[pid] = resident * static_cast<std::uint64_t>(page);
+    }
+    closedir(proc);
+  }
+  std::uint64_t total = 0;
+  for (const auto& [pid, bytes] : rss) {
+    for (pid_t p = pid; p > 1; p = parent.count(p) ? parent[p] : 0) {
+      if (p == root) {
+        total += bytes;
+        break;
+      }
+    }
+  }
+  return total;
+}
+
+std::uint64_t directory_bytes(const std::string& dir) {
+  std::uint64_t bytes = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec))
+    if (e.is_regular_file(ec) && e.path().extension() == ".kiln") bytes += e.file_size(ec);
+  return bytes;
+}
+
+std::string temp_dir(const char* what) {
+  std::string pattern = std::string("/tmp/kiln-bench-big-") + what + "-XXXXXX";
+  return mkdtemp(pattern.data());
+}
+
+struct Table {
+  std::ostringstream md, csv;
+  void row(const std::string& what, const std::string& value, const std::string& note = "") {
+    md << "| " << what << " | " << value << " | " << note << " |\n";
+    csv << '"' << what << "\",\"" << value << "\",\"" << note << "\"\n";
+  }
+};
+
+std::string ms(double v) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.1f ms", v);
+  return text;
+}
+
+std::string mib(std::uint64_t bytes) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 4 && std::strcmp(argv[1], "--child") == 0)
+    return child(std::atof(argv[2]), argv[3], argc > 4 ? argv[4] : "");
+  if (argc == 4 && std::strcmp(argv[1], "--jit-child") == 0)
+    return jit_child(std::atof(argv[2]), static_cast<unsigned>(std::atoi(argv[3])));
+
+  int runs = 5;
+  int jit_runs = 0;  // 0: runs
+  unsigned arch = 90;
+  std::vector<unsigned> workers = {1, 2, 4, 8, 16};
+  std::string csv_path;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--runs") runs = std::atoi(argv[i + 1]);
+    else if (flag == "--jit-runs") jit_runs = std::atoi(argv[i + 1]);
+    else if (flag == "--arch") arch = static_cast<unsigned>(std::atoi(argv[i + 1]));
+    else if (flag == "--csv") csv_path = argv[i + 1];
+    else if (flag == "--workers") {
+      workers.clear();
+      std::stringstream list(argv[i + 1]);
+      for (std::string w; std::getline(list, w, ',');) workers.push_back(static_cast<unsigned>(std::stoul(w)));
+    } else {
+      std::fprintf(stderr, "usage: %s [--runs N] [--jit-runs N] [--arch 90] [--workers 1,2,4,8,16] [--csv FILE]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+
+  const kiln::Catalog& catalog = kiln::big::catalog();
+  Table table;
+  const bool gpu = kiln::driver_available();
+  std::string machine = "no GPU";
+  if (gpu) {
+    kiln::Registry probe(catalog);
+    const auto info = probe.device();
+    machine = info.name + " (sm_" + std::to_string(info.arch) + "), driver " + std::to_string(info.driver_version);
+    arch = info.arch;
+  }
+  std::printf("kiln big registry: %zu units, %zu kernels; %s; %u cores; medians of %d fresh processes\n\n",
+              catalog.units.size(), catalog.kernels.size(), machine.c_str(), std::thread::hardware_concurrency(),
+              runs);
+  std::printf("| what | median | note |\n|---|---:|---|\n");
+
+  if (gpu) {
+    const auto eager = run_children(argv[0], {"--child", "eager"}, runs, 4);
+    const auto lazy = run_children(argv[0], {"--child", "lazy"}, runs, 4);
+    table.row("driver + primary context (cuInit, retain), not counted below", ms(median(eager[1])));
+    table.row("(a) all embedded, eager: every kernel launchable", ms(median(eager[2])), "get() of all, after the context");
+    table.row("(a) all embedded, lazy: the first kernel launchable", ms(median(lazy[2])),
+              "each further kernel at its first get(): " + ms(median(lazy[3])));
+    const std::string dir = temp_dir("disk");
+    {
+      kiln::CacheConfig config;
+      config.dir = dir;
+      kiln::DiskCache cache(config);
+      kiln::Registry registry(catalog);
+      kiln::test::fill_cache_from_embedded(registry, cache);
+    }
+    const auto disk = run_children(argv[0], {"--child", "disk", dir}, runs, 4);
+    table.row("(b) all on disk: every kernel launchable", ms(median(disk[2])), "nvcc's cubins, through the disk tier");
+    table.row("disk cache, 200 units of nvcc cubins", mib(directory_bytes(dir)));
+    remove_tree(dir);
+  } else {
+    table.row("(a), (b)", "not run", "no GPU here");
+  }
+
+  // (c) cold JIT: each run a new process and an empty cache.
+  std::uint64_t peak = 0, jit_cache_bytes = 0;
+  const unsigned most = *std::max_element(workers.begin(), workers.end());
+  auto jit_row = [&](const std::string& what, std::vector<std::string> env, bool sample) {
+    std::vector<double> wall;
+    for (int r = 0; r < (jit_runs > 0 ? jit_runs : runs); ++r) {
+      const std::string dir = temp_dir("jit");
+      env.push_back("KILN_CACHE_DIR=" + dir);
+      std::uint64_t run_peak = 0;
+      auto sampler = [&](pid_t pid) {
+        if (!sample) return;
+        // Until the child's output closes: waitpid would reap it; kill(pid, 0) sees a zombie as alive.
+        for (;;) {
+          const std::uint64_t now = tree_rss(pid);
+          if (now == 0) break;
+          run_peak = std::max(run_peak, now);
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+      };
+      const auto one = run_children(argv[0], {"--jit-child", std::to_string(arch)}, 1, 2, env, sampler);
+      env.pop_back();
+      wall.push_back(one[1][0]);
+      peak = std::max(peak, run_peak);
+      jit_cache_bytes = directory_bytes(dir);
+      remove_tree(dir);
+    }
+    table.row(what, ms(median(wall)), "sm_" + std::to_string(arch) + ", empty cache, new process");
+  };
+  for (unsigned w : workers) {
+    jit_row("(c) all cold through JIT, " + std::to_string(w) + (w == 1 ? " worker process" : " worker processes"),
+            {"KILN_JIT_WORKERS=" + std::to_string(w)}, w == most);
+  }
+  jit_row("(c) all cold through JIT, 16 in-process threads",
+          {"KILN_JIT_WORKERS=16", "KILN_JITD=/nonexistent/kiln-jitd"}, false);
+
+  // Footprint.
+  std::map<std::string, std::uint64_t> per_arch;
+  for (const auto& b : catalog.binaries)
+    per_arch[(b.kind == kiln::BinaryKind::ptx ? "compute_" : "sm_") + std::to_string(b.arch)] += b.size;
+  for (const auto& [label, bytes] : per_arch) table.row("embedded binaries, " + label, mib(bytes), "200 units");
+  table.row("disk cache, 200 units of JIT cubins", mib(jit_cache_bytes));
+  if (peak)
+    table.row("peak host memory, " + std::to_string(most) + "-worker cold JIT", mib(peak),
+              "the process and its workers, /proc sampled every 20 ms");
+
+  std::fputs(table.md.str().c_str(), stdout);
+  if (!csv_path.empty()) {
+    std::ofstream csv(csv_path);
+    csv << "what,value,note\n" << table.csv.str();
+  }
+  return 0;
+}

@@ -1,0 +1,104 @@
+"""kiln's benchmark suite: what kiln exists for, side by side with CuPy's kernel cache, in one run.
+
+Runs, from a build configured with -Dbig_registry=true (scripts/gpu-check.sh suite makes one):
+  bench_tiers         time to a launchable kernel per tier, three kernels (and exports their sources)
+  cupy_tiers.py       CuPy's RawModule on the same sources: cold, disk hit, in-memory hit
+  bench_big_registry  200 units: all embedded (eager, lazy), all on disk, all cold through the JIT
+                      (1-16 workers, 16 threads); footprint
+  bench_jit_scaling   per-unit CUB compile time without and with PCH; workers against threads
+  bench_startup       process start to first result; the JIT-built cubin's load against nvcc's
+prints every table (Markdown) with the kiln/CuPy ratios, and writes all rows to OUT/results.csv.
+
+    suite.py BUILD_DIR [--out DIR] [--runs N] [--cupy-python PYTHON]
+"""
+
+import argparse
+import csv
+import datetime
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def run(title: str, command: list[str], rows: list[list[str]]) -> str:
+    """Runs one benchmark, echoes its output, and keeps its Markdown table rows (section, cells...)."""
+    print(f"\n## {title}\n", flush=True)
+    done = subprocess.run(command, capture_output=True, text=True)
+    text = done.stdout
+    print(text, end="")
+    if done.returncode not in (0, 77):
+        print(f"\n{title}: exited {done.returncode}\n{done.stderr[-4000:]}")
+    for line in text.splitlines():
+        if line.startswith("|") and not line.startswith("|---"):
+            rows.append([title] + [cell.strip() for cell in line.strip("|").split("|")])
+    return text
+
+
+def ratio_table(kiln_json: Path, cupy_json: Path, rows: list[list[str]]) -> None:
+    if not kiln_json.exists() or not cupy_json.exists():
+        print("\n(no kiln/CuPy ratios: one side did not run)")
+        return
+    kiln = {r["kernel"]: r for r in json.loads(kiln_json.read_text())["rows"]}
+    cupy = json.loads(cupy_json.read_text())
+    title = f"kiln / CuPy {cupy['cupy']} (time to a launchable kernel; below 1 means kiln is faster)"
+    print(f"\n## {title}\n")
+    header = ["kernel", "cold (JIT / CuPy cold)", "disk hit, new process", "in-memory hit"]
+    print("| " + " | ".join(header) + " |\n|---|---:|---:|---:|")
+    rows.append([title] + header)
+    for c in cupy["rows"]:
+        k = kiln.get(c["kernel"])
+        if not k:
+            continue
+        cells = [c["label"], f"{k['jit_ms'] / c['cold_ms']:.3f}", f"{k['disk_ms'] / c['disk_ms']:.3f}",
+                 f"{k['memory_ns'] / c['memory_ns']:.3f}"]
+        print("| " + " | ".join(cells) + " |")
+        rows.append([title] + cells)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("build", type=Path)
+    parser.add_argument("--out", type=Path, default=Path("bench-out"))
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--cupy-python", default=sys.executable, help="a python3 that can import cupy")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run: one run each, 2 JIT workers only (not for the record)")
+    args = parser.parse_args()
+    bench = args.build / "bench"
+    if not (bench / "bench_big_registry").exists():
+        print(f"suite.py: {bench}/bench_big_registry is missing: configure {args.build} with "
+              "-Dbig_registry=true (scripts/gpu-check.sh suite does) and build it")
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    commit = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    print(f"# kiln benchmark suite, {datetime.date.today()}, commit {commit or 'unknown'}")
+    rows: list[list[str]] = []
+    sources, kiln_json, cupy_json = args.out / "sources.json", args.out / "kiln_tiers.json", args.out / "cupy_tiers.json"
+    run("Time to a launchable kernel, per tier (kiln)",
+        [str(bench / "bench_tiers"), "--runs", str(args.runs), "--export", str(sources), "--json", str(kiln_json)], rows)
+    if sources.exists():
+        run("The same sources through CuPy",
+            [args.cupy_python, str(HERE / "cupy_tiers.py"), str(sources), "--runs", str(max(3, args.runs - 2)),
+             "--json", str(cupy_json)], rows)
+    ratio_table(kiln_json, cupy_json, rows)
+    quick = ["--workers", "2"] if args.quick else []
+    run("Start-up of a big registry (200 units)",
+        [str(bench / "bench_big_registry"), "--runs", str(max(1 if args.quick else 3, args.runs - 2)),
+         "--jit-runs", "1" if args.quick else "3"] + quick, rows)
+    run("JIT scaling and PCH", [str(bench / "bench_jit_scaling")] + (["2"] if args.quick else []), rows)
+    run("Process start to first result; JIT-built against nvcc's cubin",
+        [str(bench / "bench_startup"), "3" if args.quick else "7"], rows)
+    with open(args.out / "results.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["table", "row", "values..."])
+        writer.writerows(rows)
+    print(f"\nall rows: {args.out / 'results.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
