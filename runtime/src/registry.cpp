@@ -130,9 +130,10 @@ Kernel Registry::get(std::string_view name) {
 // new id (measured: DESIGN.md's GPU machine, CUDA 13.0).
 std::uint64_t Registry::live_context_id() {
   const Driver& cu = driver();
-  const std::string subject = " of the primary context of device " + std::to_string(ordinal_);
   unsigned long long id = 0;
   CUresult result = cu.cuCtxGetId(context_, &id);
+  if (result == CUDA_SUCCESS) return id;  // the usual case: nothing allocated (plans call this per call)
+  const std::string subject = " of the primary context of device " + std::to_string(ordinal_);
   if (result == CUDA_ERROR_CONTEXT_IS_DESTROYED) {
     // Retain and release: the context lives again, and this registry's own retain (kept through the
     // reset) is the count it had before.
