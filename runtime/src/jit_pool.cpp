@@ -144,6 +144,7 @@ struct Slot {
   std::uint64_t id = 0;         // the worker's
   std::set<std::string> warm;   // the PCH families its worker holds (NVRTC keeps several)
   std::string warming;          // the family whose PCH its current request builds, if any
+  std::string will_fork;        // the family of the request it took to run on a worker forked for it
   bool busy = false;            // its thread is running a request
   bool lent = false;            // another thread is forking a worker from its worker
   std::set<std::string> refused;  // the families its worker refused to fork workers for
@@ -314,6 +315,12 @@ struct JitPool::State {
       return s.get() != self && can_fork_for(*s, family) && (s->lent || s->warming.empty());
     });
   }
+  // Whether a thread other than `self` took a request of `family` to run on a worker it will fork:
+  // until it asks (fork_for), a worker that holds the family must stay idle for it too.
+  bool fork_coming(const std::string& family, const Slot* self) const {
+    return std::any_of(slots.begin(), slots.end(),
+                       [&](const auto& s) { return s.get() != self && s->will_fork == family; });
+  }
   bool warming_elsewhere(const std::string& family, const Slot* self) const {
     return std::any_of(slots.begin(), slots.end(),
                        [&](const auto& s) { return s.get() != self && s->warming == family; });
@@ -342,7 +349,8 @@ struct JitPool::State {
     // Threads wait to fork a worker from this one: stay idle for them.
     if (lends)
       for (const std::string& family : slot.warm)
-        if (fork_waiters.count(family) > 0 && slot.refused.count(family) == 0) return kNone;
+        if ((fork_waiters.count(family) > 0 || fork_coming(family, &slot)) && slot.refused.count(family) == 0)
+          return kNone;
     // Its own families first. But where another idle thread would fork a worker from this one for
     // the request, leave the request to it: it runs as soon, and one more worker is warm. (That thread
     // has no own requests to run, so it never leaves this one to this thread in turn.)
@@ -358,7 +366,13 @@ struct JitPool::State {
     // PCH nobody builds yet (this worker builds it). A family's other requests wait for its builder.
     for (std::size_t i = 0; i < queue.size(); ++i) {
       const std::string& family = queue[i].family;
-      if (family.empty() || zygote_exists(family, &slot)) return i;
+      if (family.empty()) return i;
+      if (zygote_exists(family, &slot)) {
+        // It will fork a worker for it (fork_for): the worker it forks from must not take a request
+        // meanwhile, or both could wait on each other (a request that waits for another one).
+        if (!(slot.has_worker() && slot.warm.count(family) > 0)) slot.will_fork = family;
+        return i;
+      }
       if (!warming_elsewhere(family, &slot)) {
         slot.warming = family;
         return i;
@@ -393,6 +407,7 @@ struct JitPool::State {
         const std::lock_guard lock(mutex);
         slot.busy = false;
         slot.warming.clear();
+        slot.will_fork.clear();  // when the request never got to fork_for (in-process, own worker warm)
       }
       wake.notify_all();
     }
@@ -522,6 +537,7 @@ struct JitPool::State {
   // is busy; false when there is none (or forking failed), and the slot should go on cold.
   bool fork_for(Slot& slot, const std::string& family) {
     std::unique_lock lock(mutex);
+    slot.will_fork.clear();  // from here on it is lent a zygote or counted in fork_waiters, or goes cold
     for (;;) {
       if (stopping || !zygote_exists(family, &slot)) return false;
       // A worker others were forked from stays: the slot compiles cold in it.
