@@ -321,6 +321,10 @@ struct JitPool::State {
     return std::any_of(slots.begin(), slots.end(),
                        [&](const auto& s) { return s.get() != self && s->will_fork == family; });
   }
+  bool held_elsewhere(const std::string& family, const Slot* self) const {
+    return std::any_of(slots.begin(), slots.end(),
+                       [&](const auto& s) { return s.get() != self && s->has_worker() && s->warm.count(family) > 0; });
+  }
   bool warming_elsewhere(const std::string& family, const Slot* self) const {
     return std::any_of(slots.begin(), slots.end(),
                        [&](const auto& s) { return s.get() != self && s->warming == family; });
@@ -373,7 +377,11 @@ struct JitPool::State {
         if (!(slot.has_worker() && slot.warm.count(family) > 0)) slot.will_fork = family;
         return i;
       }
-      if (!warming_elsewhere(family, &slot)) {
+      // Waiting for the family's builder pays only while no worker holds the family: where one does
+      // and still cannot fork for it (it refused: it runs threads), the builder will not fork either, and
+      // a request left waiting behind it waits for a whole compile (or for ever, behind a request that
+      // waits on this one).
+      if (!warming_elsewhere(family, &slot) || held_elsewhere(family, &slot)) {
         slot.warming = family;
         return i;
       }
