@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +42,14 @@ inline void remove_tree(const std::string& dir) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   std::fprintf(stderr, "warning: could not remove %s\n", dir.c_str());
+}
+
+// A new directory /tmp/kiln-bench-<what>-XXXXXX, or a runtime_error that says why there is none.
+inline std::string make_temp_dir(const std::string& what) {
+  std::string pattern = "/tmp/kiln-bench-" + what + "-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr)
+    throw std::runtime_error("cannot create " + pattern + ": " + std::strerror(errno) + " (is /tmp writable?)");
+  return pattern;
 }
 
 inline double median(std::vector<double> v) {

@@ -29,6 +29,7 @@
 
 namespace {
 
+using kiln::bench::make_temp_dir;
 using kiln::bench::median;
 using kiln::bench::now_ms;
 using kiln::bench::remove_tree;
@@ -133,11 +134,6 @@ std::uint64_t directory_bytes(const std::string& dir) {
   return bytes;
 }
 
-std::string temp_dir(const char* what) {
-  std::string pattern = std::string("/tmp/kiln-bench-big-") + what + "-XXXXXX";
-  return mkdtemp(pattern.data());
-}
-
 struct Table {
   std::ostringstream md, csv;
   void row(const std::string& what, const std::string& value, const std::string& note = "") {
@@ -210,7 +206,7 @@ int main(int argc, char** argv) {
     table.row("(a) all embedded, eager: every kernel launchable", ms(median(eager[2])), "get() of all, after the context");
     table.row("(a) all embedded, lazy: the first kernel launchable", ms(median(lazy[2])),
               "each further kernel at its first get(): " + ms(median(lazy[3])));
-    const std::string dir = temp_dir("disk");
+    const std::string dir = make_temp_dir("big-disk");
     {
       kiln::CacheConfig config;
       config.dir = dir;
@@ -232,7 +228,7 @@ int main(int argc, char** argv) {
   auto jit_row = [&](const std::string& what, std::vector<std::string> env, bool sample) {
     std::vector<double> wall;
     for (int r = 0; r < (jit_runs > 0 ? jit_runs : runs); ++r) {
-      const std::string dir = temp_dir("jit");
+      const std::string dir = make_temp_dir("big-jit");
       env.push_back("KILN_CACHE_DIR=" + dir);
       std::uint64_t run_peak = 0;
       auto sampler = [&](pid_t pid) {

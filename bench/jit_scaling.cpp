@@ -10,6 +10,8 @@
 #include "jit_compile.hpp"
 #include "jit_tier.hpp"
 
+#include "bench_util.hpp"
+
 #include <spawn.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -20,25 +22,20 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
-extern char** environ;
-
 namespace {
+
+using kiln::bench::make_temp_dir;
+using kiln::bench::median;
+using kiln::bench::remove_tree;
 
 constexpr unsigned kArch = 90;
 
 double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 // `--child JOBS`: precompile both registries for sm_90 into $KILN_CACHE_DIR; prints wall ms, units,
@@ -73,8 +70,7 @@ struct Run {
 
 // Runs `self --child jobs` with `env` added; returns its wall time in ms and its workers.
 Run run_child(const char* self, unsigned jobs, std::vector<std::string> env) {
-  char dir_template[] = "/tmp/kiln-bench-scaling-XXXXXX";
-  const std::string dir = mkdtemp(dir_template);
+  const std::string dir = make_temp_dir("scaling");
   env.push_back("KILN_CACHE_DIR=" + dir);
   std::vector<char*> envp;
   for (char** e = environ; *e; ++e)
@@ -99,8 +95,7 @@ Run run_child(const char* self, unsigned jobs, std::vector<std::string> env) {
   if (out) fclose(out);
   int status = 0;
   if (spawned == 0) waitpid(pid, &status, 0);
-  std::error_code ignored;  // a worker that is still exiting may be removing its PCH file meanwhile
-  std::filesystem::remove_all(dir, ignored);
+  remove_tree(dir);  // a worker that is still exiting may be removing its PCH directory meanwhile
   Run run;
   int units = 0, failed = 0;
   if (spawned != 0 || !got ||
@@ -163,12 +158,10 @@ int main(int argc, char** argv) {
   row(std::to_string(most) + " in-process threads",
       run_child(argv[0], most, {workers, "KILN_JITD=/nonexistent/kiln-jitd"}), one);
 
-  char dir_template[] = "/tmp/kiln-bench-pch-XXXXXX";
-  const std::filesystem::path base = mkdtemp(dir_template);
+  const std::filesystem::path base = make_temp_dir("pch");
   const auto without = nvrtc_times(false, base);
   const auto with = nvrtc_times(true, base);
-  std::error_code ignored;
-  std::filesystem::remove_all(base, ignored);
+  remove_tree(base);
   std::printf("\nNVRTC time per CUB unit, 16 units in one process: without PCH median %.0f ms; with -pch first "
               "%.0f ms (builds the PCH), then median %.0f ms (%.2fx)\n",
               median(without), with.front(), median({with.begin() + 1, with.end()}),

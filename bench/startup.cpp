@@ -11,7 +11,6 @@
 #include "examples_catalog.hpp"
 #include "fill_cache.hpp"
 
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +28,7 @@
 
 namespace {
 
+using kiln::bench::make_temp_dir;
 using kiln::bench::median;
 using kiln::bench::now_ms;
 using kiln::bench::remove_tree;
@@ -177,8 +177,7 @@ int main(int argc, char** argv) {
     const auto embedded = run_children(argv[0], {"--child"}, runs, kPhases);
 
     // The disk tier: a private cache directory filled with this device's cubins, as the JIT would leave it.
-    char dir_template[] = "/tmp/kiln-bench-cache-XXXXXX";
-    const std::string dir = mkdtemp(dir_template);
+    const std::string dir = make_temp_dir("cache");
     kiln::CacheConfig config;
     config.dir = dir;
     std::uint64_t cubin_bytes = 0, entry_bytes = 0;
@@ -207,8 +206,7 @@ int main(int argc, char** argv) {
     std::string jit_dir;
     for (int r = 0; r < jit_runs; ++r) {
       if (!jit_dir.empty()) remove_tree(jit_dir);
-      char jit_template[] = "/tmp/kiln-bench-jit-XXXXXX";
-      jit_dir = mkdtemp(jit_template);
+      jit_dir = make_temp_dir("jit");
       const auto one = run_children(argv[0], {"--jit-child", jit_dir}, 1, 3);
       for (int f = 0; f < 3; ++f) jit[f].push_back(one[f][0]);
     }

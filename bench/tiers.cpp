@@ -27,6 +27,7 @@
 
 namespace {
 
+using kiln::bench::make_temp_dir;
 using kiln::bench::median;
 using kiln::bench::now_ms;
 using kiln::bench::remove_tree;
@@ -75,11 +76,6 @@ int child(const std::string& tier, const std::string& registry_name, const std::
   }
   std::printf("%.6f %.6f %.3f\n", t_context - t_main, t_get - t_context, median(batches));
   return 0;
-}
-
-std::string temp_dir() {
-  char pattern[] = "/tmp/kiln-bench-tiers-XXXXXX";
-  return mkdtemp(pattern);
 }
 
 std::string json(const std::string& s) {
@@ -154,7 +150,7 @@ int main(int argc, char** argv) {
     arch = info.arch;
   }
   if (!export_path.empty()) {
-    const std::string base = temp_dir();  // the unpacked headers stay: cupy_tiers.py includes them
+    const std::string base = make_temp_dir("tiers");  // the unpacked headers stay: cupy_tiers.py includes them
     export_sources(export_path, arch, base);
     std::printf("sources for CuPy: %s (headers under %s)\n\n", export_path.c_str(), base.c_str());
   }
@@ -170,7 +166,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> rows;
   for (const Subject& s : kSubjects) {
     // The disk tier: nvcc's cubins of the whole registry in a cache directory of their own.
-    const std::string disk_dir = temp_dir();
+    const std::string disk_dir = make_temp_dir("tiers");
     {
       kiln::CacheConfig config;
       config.dir = disk_dir;
@@ -183,7 +179,7 @@ int main(int argc, char** argv) {
     remove_tree(disk_dir);
     std::vector<double> jit;
     for (int r = 0; r < runs; ++r) {
-      const std::string dir = temp_dir();
+      const std::string dir = make_temp_dir("tiers");
       jit.push_back(run_children(argv[0], {"--child", "jit", s.registry, s.kernel, dir}, 1, 3)[1][0]);
       remove_tree(dir);
     }
