@@ -41,8 +41,10 @@ def child(spec_path: str, index: int) -> None:
 
 def run_child(spec_path: str, index: int, cache_dir: str) -> list[float]:
     env = dict(os.environ, CUPY_CACHE_DIR=cache_dir)
-    out = subprocess.run([sys.executable, __file__, "--child", spec_path, str(index)], env=env, check=True,
+    out = subprocess.run([sys.executable, __file__, "--child", spec_path, str(index)], env=env,
                          capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"exited {out.returncode}: {out.stderr.strip()[-1500:]}")
     return [float(x) for x in out.stdout.split()]
 
 
@@ -72,18 +74,25 @@ def main() -> int:
         cold, disk, memory, context = [], [], [], []
         for _ in range(args.runs):
             with tempfile.TemporaryDirectory(prefix="kiln-bench-cupy-") as cache:
-                first = run_child(args.sources, index, cache)
-                second = run_child(args.sources, index, cache)
+                try:
+                    first = run_child(args.sources, index, cache)
+                    second = run_child(args.sources, index, cache)
+                except RuntimeError as e:
+                    print(f"| {spec['label']} | CuPy failed: {str(e).splitlines()[-1]} | | | |", flush=True)
+                    print(e, file=sys.stderr)
+                    break
             context.append(first[0])
             cold.append(first[1])
             disk.append(second[1])
             memory.append(second[2])
+        if not cold:
+            continue
         row = {"kernel": spec["kernel"], "label": spec["label"], "context_ms": statistics.median(context),
                "cold_ms": statistics.median(cold), "disk_ms": statistics.median(disk),
                "memory_ns": statistics.median(memory)}
         results.append(row)
         print(f"| {spec['label']} | {row['context_ms']:.1f} ms | {row['cold_ms']:.1f} ms | {row['disk_ms']:.3f} ms "
-              f"| {row['memory_ns']:.1f} ns |")
+              f"| {row['memory_ns']:.1f} ns |", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"cupy": version, "rows": results}, f, indent=1)

@@ -16,25 +16,49 @@ import argparse
 import csv
 import datetime
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
 
 def run(title: str, command: list[str], rows: list[list[str]]) -> str:
-    """Runs one benchmark, echoes its output, and keeps its Markdown table rows (section, cells...)."""
+    """Runs one benchmark, echoes its output as it comes (a run cut short still shows its finished tables),
+    and keeps its Markdown table rows (section, cells...)."""
     print(f"\n## {title}\n", flush=True)
-    done = subprocess.run(command, capture_output=True, text=True)
-    text = done.stdout
-    print(text, end="")
-    if done.returncode not in (0, 77):
-        print(f"\n{title}: exited {done.returncode}\n{done.stderr[-4000:]}")
-    for line in text.splitlines():
+    lines = []
+    with tempfile.TemporaryFile(mode="w+") as errors:
+        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True) as child:
+            for line in child.stdout:
+                print(line, end="", flush=True)
+                lines.append(line.rstrip("\n"))
+        if child.returncode not in (0, 77):
+            errors.seek(0)
+            print(f"\n{title}: exited {child.returncode}\n{errors.read()[-4000:]}", flush=True)
+    for line in lines:
         if line.startswith("|") and not line.startswith("|---"):
             rows.append([title] + [cell.strip() for cell in line.strip("|").split("|")])
-    return text
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    """The GPU, its driver, the CUDA toolkit and the CPU count, in one line."""
+    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True) if shutil.which("nvidia-smi") else None
+    gpu_text = gpu.stdout.strip().splitlines()[0].replace(", ", ", driver ") if gpu and gpu.returncode == 0 \
+        and gpu.stdout.strip() else "no GPU"
+    cuda = "unknown"
+    version = Path(os.environ.get("CUDA_PATH", "/usr/local/cuda")) / "version.json"
+    if version.exists():
+        cuda = json.loads(version.read_text()).get("cuda", {}).get("version", cuda)
+    elif shutil.which("nvcc"):
+        nvcc = subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout
+        cuda = next((part.split()[-1] for part in nvcc.split(",") if "release" in part), cuda)
+    return f"{gpu_text}; CUDA {cuda}; {os.cpu_count()} CPU cores"
 
 
 def ratio_table(kiln_json: Path, cupy_json: Path, rows: list[list[str]]) -> None:
@@ -75,7 +99,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     commit = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    print(f"# kiln benchmark suite, {datetime.date.today()}, commit {commit or 'unknown'}")
+    print(f"# kiln benchmark suite, {datetime.date.today()}, commit {commit or 'unknown'}\n\n{machine()}", flush=True)
     rows: list[list[str]] = []
     sources, kiln_json, cupy_json = args.out / "sources.json", args.out / "kiln_tiers.json", args.out / "cupy_tiers.json"
     run("Time to a launchable kernel, per tier (kiln)",
