@@ -11,6 +11,12 @@
 //
 // `--json FILE` writes the medians (ms; in-memory in ns) for suite.py's kiln/CuPy ratios.
 //
+// A second table splits a cold JIT get() into its steps, each measured in fresh processes of its own
+// (an empty directory each): unpacking the header bundle, the compile on the worker pool (its wall time,
+// and the NVRTC and nvJitLink times the worker reports), and NVRTC without -pch, to show what building
+// the family's precompiled header costs the first unit. What is left of the cold get() (worker start,
+// the request's trip, PTX stripping, publishing, loading) is the JIT cold median less the others.
+//
 //   bench_tiers [--runs N] [--export FILE] [--json FILE]
 #include <kiln/kiln.hpp>
 
@@ -49,9 +55,33 @@ const kiln::Catalog& catalog_of(const std::string& registry) {
   return registry == "big" ? kiln::big::catalog() : kiln::examples::catalog();
 }
 
+// `--child SPAWNED phases|phases-nopch REGISTRY KERNEL DIR`: the steps of a cold JIT get(), done one by one
+// (after the context, which device() makes): prints header unpacking (ms), the compile's wall time on the pool (ms), and the
+// NVRTC and nvJitLink times the worker reports (ms). phases-nopch compiles without a PCH directory.
+int phases_child(const std::string& mode, const std::string& registry_name, const std::string& kernel,
+                 const char* dir) {
+  const kiln::Catalog& catalog = catalog_of(registry_name);
+  unsigned arch = 90;  // without a GPU (a check of this code on a machine without one): sm_90
+  if (kiln::driver_available()) arch = kiln::Registry(catalog).device().arch;
+  const kiln::KernelEntry* entry = catalog.find(kernel);
+  const double t0 = now_ms();
+  kiln::detail::CompileRequest request = kiln::detail::make_request(catalog, entry->unit, arch, dir);
+  if (mode == "phases-nopch") request.pch_dir.clear();
+  const double t1 = now_ms();
+  const kiln::detail::CompileOutcome outcome = kiln::detail::jit_compile(request);
+  const double t2 = now_ms();
+  if (!outcome.ok) {
+    std::fprintf(stderr, "%s\n%s\n", outcome.error.c_str(), outcome.log.c_str());
+    return 1;
+  }
+  std::printf("%.6f %.6f %.6f %.6f\n", t1 - t0, t2 - t1, outcome.nvrtc_ms, outcome.link_ms);
+  return 0;
+}
+
 // `--child SPAWNED TIER REGISTRY KERNEL DIR`: prints main -> context (ms), the get() that makes the
 // kernel launchable (ms), and then a second get() (ns, median of batches).
 int child(const std::string& tier, const std::string& registry_name, const std::string& kernel, const char* dir) {
+  if (tier.rfind("phases", 0) == 0) return phases_child(tier, registry_name, kernel, dir);
   const double t_main = now_ms();
   if (tier != "embedded") setenv("KILN_CACHE_DIR", dir, 1);
   kiln::RegistryOptions options;
@@ -164,6 +194,7 @@ int main(int argc, char** argv) {
   std::printf("| kernel | context | embedded | disk | JIT cold | in-memory |\n|---|---:|---:|---:|---:|---:|\n");
 
   std::vector<std::string> rows;
+  std::vector<double> jit_medians;
   for (const Subject& s : kSubjects) {
     // The disk tier: nvcc's cubins of the whole registry in a cache directory of their own.
     const std::string disk_dir = make_temp_dir("tiers");
@@ -183,6 +214,7 @@ int main(int argc, char** argv) {
       jit.push_back(run_children(argv[0], {"--child", "jit", s.registry, s.kernel, dir}, 1, 3)[1][0]);
       remove_tree(dir);
     }
+    jit_medians.push_back(median(jit));
     std::printf("| %s | %.1f ms | %.3f ms | %.3f ms | %.1f ms | %.1f ns |\n", s.label, median(embedded[0]),
                 median(embedded[1]), median(disk[1]), median(jit), median(embedded[2]));
     char row[512];
@@ -193,6 +225,29 @@ int main(int argc, char** argv) {
                   median(embedded[2]));
     rows.push_back(row);
   }
+
+  // Where a cold JIT get() spends its time.
+  std::printf("\nJIT cold, step by step (medians of %d fresh processes each, after the context; the compile is "
+              "the first on a new worker pool, so it includes starting a worker)\n\n", runs);
+  std::printf("| kernel | unpack headers | compile on the pool | of which NVRTC (-pch) | of which nvJitLink | "
+              "NVRTC without -pch | rest of the cold get() |\n|---|---:|---:|---:|---:|---:|---:|\n");
+  for (std::size_t i = 0; i < std::size(kSubjects); ++i) {
+    const Subject& s = kSubjects[i];
+    std::vector<std::vector<double>> with(4), without(4);
+    for (int r = 0; r < runs; ++r) {
+      for (const char* mode : {"phases", "phases-nopch"}) {
+        const std::string dir = make_temp_dir("tiers");
+        const auto one = run_children(argv[0], {"--child", mode, s.registry, s.kernel, dir}, 1, 4);
+        remove_tree(dir);
+        auto& into = std::strcmp(mode, "phases") == 0 ? with : without;
+        for (int f = 0; f < 4; ++f) into[f].push_back(one[f][0]);
+      }
+    }
+    const double unpack = median(with[0]), compile = median(with[1]);
+    std::printf("| %s | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.1f ms |\n", s.label, unpack, compile,
+                median(with[2]), median(with[3]), median(without[2]), jit_medians[i] - unpack - compile);
+  }
+
   if (!json_path.empty()) {
     std::ofstream out(json_path);
     out << "{\"device\": " << json(info.name) << ", \"rows\": [\n";

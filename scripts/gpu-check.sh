@@ -8,8 +8,9 @@
 #  jit:    a build whose arch list leaves out this GPU's (sm_80 only): every primitive JIT-compiled at
 #          once, then the gpu suite on JIT-built kernels;
 #  suite:  the benchmark suite (bench/suite.py: tiers against CuPy, the 200-unit registry, JIT scaling,
-#          start-up) from an sm_90 build with the big registry, its tables and results.csv.
-# scripts/gpu-check.sh [suites|sm90|bench|jit|suite|all]
+#          start-up) from an sm_90 build with the big registry, its tables and results.csv;
+#  tiers:  the suite's first part only (kiln's tiers, a cold JIT get step by step, CuPy on the same sources).
+# scripts/gpu-check.sh [suites|sm90|bench|jit|suite|tiers|all]
 # Logs go to $OUT (the device tool brings them back) or ./gpu-check-out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -64,15 +65,16 @@ meson setup build-jit -Darchs=sm_80 -Dembed_ptx=false > "$out/build-jit.log" 2>&
 # in parallel on what it published: these processes load the JIT-built cubins from disk.
 build-jit/tests/test_prim -tc=none-just-warm-up 2>&1 | grep -E "^primitives:|warning"
 meson test -C build-jit --suite gpu --no-rebuild --print-errorlogs 2>&1 | grep -E "^ *[0-9]+/|^Ok|^Fail" | tee "$out/test-jit.log"
-build-jit/bench/bench_prim --sizes 20 --reps 3 --only exclusive_scan 2>&1 | tail -3
 unset KILN_CACHE_DIR
 fi
 
-if want suite; then
+if want suite || [ "$part" = tiers ]; then
 start=$(date +%s%N)
 [ -d build-bench ] || meson setup build-bench -Darchs=sm_90 -Dembed_ptx=false -Dprimitives=false -Dtests=false \
   -Dbig_registry=true > "$out/build-bench.log" 2>&1
 ninja -C build-bench >> "$out/build-bench.log" 2>&1 || { tail -40 "$out/build-bench.log"; exit 1; }
 echo "bench build (200-unit registry, sm_90): $(( ($(date +%s%N) - start) / 1000000 )) ms"
-python3 bench/suite.py build-bench --out "$out/suite" 2>&1 | tee "$out/suite.md"
+parts=tiers,big,scaling,startup
+[ "$part" = tiers ] && parts=tiers
+python3 bench/suite.py build-bench --out "$out/suite" --parts "$parts" 2>&1 | tee "$out/suite.md"
 fi
