@@ -104,8 +104,9 @@ def main() -> int:
               "-Dbig_registry=true (scripts/gpu-check.sh suite does) and build it")
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
+    # KILN_COMMIT names the commit where the tree is a copy whose .git may lag (the device machine's).
+    commit = os.environ.get("KILN_COMMIT") or subprocess.run(
+        ["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(f"# kiln benchmark suite, {datetime.date.today()}, commit {commit or 'unknown'}\n\n{machine()}", flush=True)
     rows: list[list[str]] = []
     sources, kiln_json, cupy_json = args.out / "sources.json", args.out / "kiln_tiers.json", args.out / "cupy_tiers.json"
