@@ -58,15 +58,18 @@ inline double median(std::vector<double> v) {
 }
 
 // Runs `self args[0] STAMP args[1...]` `runs` times, STAMP being now_ms() at the spawn, with `env`
-// ("NAME=value") added to this process's environment (replacing the same names); each run must print
-// one line of `fields` numbers and exit 0. `while_running(pid)` is called on the parent's side while
-// each child runs (it returns when the child has ended, e.g. after sampling its memory). Returns the
-// numbers column by column.
+// ("NAME=value") added to this process's environment (replacing the same names; with `only_env_kiln`,
+// this process's own KILN_* variables are left out, so that the children's settings are env's alone);
+// each run must print one line of `fields` numbers and exit 0, else a runtime_error says which run
+// failed. `while_running(pid)` is called on the parent's side while each child runs (it returns when
+// the child has ended, e.g. after sampling its memory). Returns the numbers column by column.
 inline std::vector<std::vector<double>> run_children(const char* self, std::vector<std::string> args, int runs,
                                                      int fields, std::vector<std::string> env = {},
-                                                     const std::function<void(pid_t)>& while_running = {}) {
+                                                     const std::function<void(pid_t)>& while_running = {},
+                                                     bool only_env_kiln = false) {
   std::vector<char*> envp;
   for (char** e = environ; *e; ++e) {
+    if (only_env_kiln && std::strncmp(*e, "KILN_", 5) == 0) continue;
     const char* eq = std::strchr(*e, '=');
     const std::size_t name = eq ? static_cast<std::size_t>(eq - *e) + 1 : std::strlen(*e);
     bool replaced = false;

@@ -12,15 +12,11 @@
 
 #include "bench_util.hpp"
 
-#include <spawn.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -31,6 +27,7 @@ namespace {
 using kiln::bench::make_temp_dir;
 using kiln::bench::median;
 using kiln::bench::remove_tree;
+using kiln::bench::run_children;
 
 constexpr unsigned kArch = 90;
 
@@ -38,7 +35,7 @@ double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-// `--child JOBS`: precompile both registries for sm_90 into $KILN_CACHE_DIR; prints wall ms, units,
+// `--child STAMP JOBS`: precompile both registries for sm_90 into $KILN_CACHE_DIR; prints wall ms, units,
 // failures, and how many workers were started and forked.
 int child(unsigned jobs) {
   const auto start = std::chrono::steady_clock::now();
@@ -68,39 +65,21 @@ struct Run {
   int started = 0, forked = 0;
 };
 
-// Runs `self --child jobs` with `env` added; returns its wall time in ms and its workers.
+// Runs `self --child STAMP jobs` with `env` (and no other KILN_* variable) in a new empty cache
+// directory; returns its wall time in ms and its workers (ms -1 when it failed).
 Run run_child(const char* self, unsigned jobs, std::vector<std::string> env) {
   const std::string dir = make_temp_dir("scaling");
   env.push_back("KILN_CACHE_DIR=" + dir);
-  std::vector<char*> envp;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "KILN_", 5) != 0) envp.push_back(*e);
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::string jobs_text = std::to_string(jobs);
-  char* argv[] = {const_cast<char*>(self), const_cast<char*>("--child"), jobs_text.data(), nullptr};
-  int fds[2];
-  if (pipe(fds) != 0) return {};
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, fds[0]);
-  pid_t pid;
-  const int spawned = posix_spawn(&pid, self, &actions, nullptr, argv, envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  char line[256] = {};
-  FILE* out = fdopen(fds[0], "r");
-  const bool got = out && std::fgets(line, sizeof line, out);
-  if (out) fclose(out);
-  int status = 0;
-  if (spawned == 0) waitpid(pid, &status, 0);
-  remove_tree(dir);  // a worker that is still exiting may be removing its PCH directory meanwhile
   Run run;
-  int units = 0, failed = 0;
-  if (spawned != 0 || !got ||
-      std::sscanf(line, "%lf %d %d %d %d", &run.ms, &units, &failed, &run.started, &run.forked) != 5 || failed)
-    std::fprintf(stderr, "jit_scaling: run with %u jobs failed: %s\n", jobs, line);
+  try {
+    const auto out = run_children(self, {"--child", std::to_string(jobs)}, 1, 5, env, {}, true);
+    run.ms = out[0][0];
+    run.started = static_cast<int>(out[3][0]);
+    run.forked = static_cast<int>(out[4][0]);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "jit_scaling: run with %u jobs failed: %s\n", jobs, e.what());
+  }
+  remove_tree(dir);  // a worker that is still exiting may be removing its PCH directory meanwhile
   return run;
 }
 
@@ -126,7 +105,7 @@ std::vector<double> nvrtc_times(bool pch, const std::filesystem::path& base) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 3 && std::strcmp(argv[1], "--child") == 0) return child(static_cast<unsigned>(std::atoi(argv[2])));
+  if (argc == 4 && std::strcmp(argv[1], "--child") == 0) return child(static_cast<unsigned>(std::atoi(argv[3])));
   if (argc > 1 && std::atoi(argv[1]) == 0) {
     std::fprintf(stderr, "usage: %s [WORKERS...]   (default: 1 2 4 8 16)\n", argv[0]);
     return 2;
