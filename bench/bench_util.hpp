@@ -1,4 +1,4 @@
-// bench/bench_util.hpp — what the start-up benchmarks share: a clock that crosses processes, medians, and
+// What the start-up benchmarks share: a clock that crosses processes, medians, and
 // running this program again as a child that prints one line of numbers.
 #pragma once
 

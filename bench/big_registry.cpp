@@ -1,4 +1,4 @@
-// bench/big_registry.cpp — start-up of a big registry: 200 generated units of realistic sizes
+// Start-up of a big registry: 200 generated units of realistic sizes
 // (big_registry/make_table.py), from process start until every kernel is ready, (a) all embedded, eager
 // and lazy, (b) all on disk, (c) all cold through the JIT tier with 1, 2, 4, 8 and 16 worker processes
 // and with 16 in-process threads; and the footprint: embedded bytes per architecture, the disk cache's

@@ -1,4 +1,4 @@
-// bench/jit_scaling.cpp — the JIT tier's cold compile of 16 CUB-heavy units plus the example units for sm_90:
+// The JIT tier's cold compile of 16 CUB-heavy units plus the example units for sm_90:
 // wall time with 1, 2, 4, 8 and 16 worker processes (a PCH family's further workers forked from the one
 // that built its PCH), 16 workers that each build their own PCH (KILN_JIT_FORK=0), 16 in-process threads,
 // and per-unit NVRTC time without and with the automatic PCH. Needs no GPU (NVRTC only). Prints one
@@ -7,8 +7,8 @@
 
 #include "bench_cub_catalog.hpp"
 #include "examples_catalog.hpp"
-#include "jit_compile.hpp"
-#include "jit_tier.hpp"
+#include "jit/compiler/compile.hpp"
+#include "jit/jit_tier.hpp"
 
 #include "bench_util.hpp"
 

@@ -1,4 +1,4 @@
-// bench/prim_bench.hpp — one row of the primitives' throughput table: the same algorithm run through a kiln
+// One row of the primitives' throughput table: the same algorithm run through a kiln
 // plan and through nvcc-compiled cub::Device*, on the same data, timed side by side.
 #pragma once
 

@@ -1,4 +1,4 @@
-// bench/prim_bench_merge_sort.cu — merge sort of u64 keys with i32 values, kiln's plan against
+// Merge sort of u64 keys with i32 values, kiln's plan against
 // cub::DeviceMergeSort::SortPairs with the same comparator. Rate: G items/s (pairs sorted per second).
 #include "prim_bench.hpp"
 

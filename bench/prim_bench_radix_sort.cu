@@ -1,4 +1,4 @@
-// bench/prim_bench_radix_sort.cu — radix sort of key/int pairs over all key bits, kiln's plan against
+// Radix sort of key/int pairs over all key bits, kiln's plan against
 // cub::DeviceRadixSort::SortPairs in both of CUB's forms: out of place (type "i32") and double buffer
 // (type "i32 db"). Rates in G items/s.
 #include "prim_bench.hpp"

@@ -1,4 +1,4 @@
-// bench/prim_bench_reduce.cu — sum and segmented sum/min/max: kiln's plans against cub::DeviceReduce::Sum and
+// Sum and segmented sum/min/max: kiln's plans against cub::DeviceReduce::Sum and
 // cub::DeviceSegmentedReduce::Sum/Min/Max, on the same data.
 //
 // Rates count the input items' bytes only (n * sizeof(T)), for both families. Segmented rows use one layout

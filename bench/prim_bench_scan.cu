@@ -1,4 +1,4 @@
-// bench/prim_bench_scan.cu — exclusive sum, kiln's plan against cub::DeviceScan::ExclusiveSum.
+// Exclusive sum, kiln's plan against cub::DeviceScan::ExclusiveSum.
 #include "prim_bench.hpp"
 
 #include <kiln/prim/scan.hpp>

@@ -1,4 +1,4 @@
-// bench/prim_bench_search.cu — lower_bound/upper_bound of n random needles in a sorted haystack of n
+// Lower_bound/upper_bound of n random needles in a sorted haystack of n
 // elements, kiln's plan against the same functor (kiln_prim::search_op) through nvcc-compiled
 // cub::DeviceFor::Bulk. Rate: needles per second (G items/s).
 #include "prim_bench.hpp"

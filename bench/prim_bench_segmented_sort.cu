@@ -1,4 +1,4 @@
-// bench/prim_bench_segmented_sort.cu — segmented sort (keys only), kiln's plan against
+// Segmented sort (keys only), kiln's plan against
 // cub::DeviceSegmentedSort::SortKeys, in two layouts: segments of 1 to 1999 items (the partitioned path:
 // three-way partition, then the large and small/medium kernels), and 64 huge segments (the fallback kernel,
 // one block per segment, radix passes through global memory).

@@ -1,4 +1,4 @@
-// bench/prim_bench_select.cu — select of indices by a byte mask (random 50% kept), kiln's plan against
+// Select of indices by a byte mask (random 50% kept), kiln's plan against
 // cub::DeviceSelect::Flagged over thrust::counting_iterator (CCCL 3.0.1's counting iterator). Rate: mask
 // items per second (G items/s).
 #include "prim_bench.hpp"

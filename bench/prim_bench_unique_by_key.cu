@@ -1,4 +1,4 @@
-// bench/prim_bench_unique_by_key.cu — unique by key on sorted keys with about 50% duplicates, i32 values,
+// Unique by key on sorted keys with about 50% duplicates, i32 values,
 // kiln's plan against cub::DeviceSelect::UniqueByKey. Rate: G items/s (input pairs per second).
 #include "prim_bench.hpp"
 

@@ -1,4 +1,4 @@
-// bench/prim_bench_util.cuh — device vectors and random fills for the primitives' benchmark (nvcc only).
+// Device vectors and random fills for the primitives' benchmark (nvcc only).
 #pragma once
 
 #include <cuda_runtime_api.h>

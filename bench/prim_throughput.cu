@@ -1,4 +1,4 @@
-// bench/prim_throughput.cu — kiln's primitives against nvcc-compiled cub::Device*, side by side in one
+// Kiln's primitives against nvcc-compiled cub::Device*, side by side in one
 // process: for each family and type at 2^20, 2^24 and 2^28 items, the median rate of each and their ratio.
 // Then, each in a fresh process: each family's kernels made ready and its first run (embedded tier), and
 // the time until every kernel of the primitives' registry is ready.

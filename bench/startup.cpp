@@ -1,4 +1,4 @@
-// bench/startup.cpp — time from process start to the first result of the CUB example kernel (embedded tier),
+// Time from process start to the first result of the CUB example kernel (embedded tier),
 // split into its phases; later first loads; a second get(); and the disk tier in a new process.
 // Prints one Markdown table of medians.
 //

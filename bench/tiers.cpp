@@ -1,4 +1,4 @@
-// bench/tiers.cpp — time to a launchable kernel in each tier, for three kernels: a trivial one
+// Time to a launchable kernel in each tier, for three kernels: a trivial one
 // (vector_add), the CUB example (block_sum_f32) and a generated one of ~2,000 lines (synthetic_2000 of
 // the big registry). Each tier in fresh processes: embedded, disk (nvcc's cubins put in a cache
 // directory), JIT cold (empty cache directory), and the in-memory get() after them. Context creation
@@ -25,7 +25,7 @@
 #include "bench_util.hpp"
 #include "examples_catalog.hpp"
 #include "fill_cache.hpp"
-#include "jit_tier.hpp"
+#include "jit/jit_tier.hpp"
 
 #include <cstdio>
 #include <fstream>

@@ -1,4 +1,4 @@
-// common.cpp — the primitives' registry, owned temporary storage and context scope.
+// The primitives' registry, owned temporary storage and context scope.
 #include <kiln/prim/common.hpp>
 
 #include "primitives_catalog.hpp"

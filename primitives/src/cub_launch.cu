@@ -1,4 +1,4 @@
-// cub_launch.cu — turns the outcome of a CUB dispatch into kiln's error model.
+// Turns the outcome of a CUB dispatch into kiln's error model.
 #include "cub_launch.cuh"
 
 #include <string>

@@ -1,4 +1,4 @@
-// cub_launch.cuh — runs CUB's own host dispatch on kernels from kiln's registry (nvcc only).
+// Runs CUB's own host dispatch on kernels from kiln's registry (nvcc only).
 //
 // CUB's Dispatch* structs take a KernelSource (where the kernels come from), a launcher factory (how they
 // are launched and how the device is queried) and a policy hub object (which tuning policy fits the

@@ -1,4 +1,4 @@
-// merge_sort.cu — MergeSortPairs<K>: CUB's DispatchMergeSort on the registry's merge_sort_pairs_<K> kernels.
+// MergeSortPairs<K>: CUB's DispatchMergeSort on the registry's merge_sort_pairs_<K> kernels.
 #include <kiln/prim/merge_sort.hpp>
 
 #include "cub_launch.cuh"

@@ -1,4 +1,4 @@
-// radix_sort.cu — RadixSortPairs<K>: kiln's copy of CUB's host dispatch for radix sort, launching the
+// RadixSortPairs<K>: kiln's copy of CUB's host dispatch for radix sort, launching the
 // registry's radix_sort_pairs_<K> kernels.
 //
 // CUB 3.0.1's DispatchRadixSort takes no KernelSource or launcher factory (it names its kernels and

@@ -1,4 +1,4 @@
-// reduce.cu — ReduceSum<T>: CUB's DispatchReduce on the registry's reduce_<T> kernels.
+// ReduceSum<T>: CUB's DispatchReduce on the registry's reduce_<T> kernels.
 #include <kiln/prim/reduce.hpp>
 
 #include "cub_launch.cuh"

@@ -1,4 +1,4 @@
-// reduce_launch.cuh — a LauncherFactory whose device queries were answered when the plan was built (nvcc only).
+// A LauncherFactory whose device queries were answered when the plan was built (nvcc only).
 //
 // DispatchReduce and DispatchSegmentedReduce ask for the SM count and a kernel's occupancy on every call
 // (KernelConfig::Init, util_device.cuh); a plan calls CUB's dispatch twice per call (size, then run). The

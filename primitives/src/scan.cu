@@ -1,4 +1,4 @@
-// scan.cu — ExclusiveSum<T>: CUB's DispatchScan on the registry's exclusive_scan_<T> kernels.
+// ExclusiveSum<T>: CUB's DispatchScan on the registry's exclusive_scan_<T> kernels.
 #include <kiln/prim/scan.hpp>
 
 #include "cub_launch.cuh"

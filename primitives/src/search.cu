@@ -1,4 +1,4 @@
-// search.cu — SortedSearch<T, Side>: one binary search per needle through CUB's for-each kernel from the
+// SortedSearch<T, Side>: one binary search per needle through CUB's for-each kernel from the
 // registry.
 //
 // CCCL 3.0.1 has no device-wide binary search and its for-each dispatch takes no KernelSource, so this is

@@ -1,4 +1,4 @@
-// segmented_reduce.cu — SegmentedReduce<T, Op>: CUB's DispatchSegmentedReduce on the registry's
+// SegmentedReduce<T, Op>: CUB's DispatchSegmentedReduce on the registry's
 // segmented_reduce_<op>_<T> kernels.
 #include <kiln/prim/segmented_reduce.hpp>
 

@@ -1,4 +1,4 @@
-// segmented_sort.cu — SegmentedSort<K>: kiln's host orchestration of CUB's segmented sort kernels, as
+// SegmentedSort<K>: kiln's host orchestration of CUB's segmented sort kernels, as
 // cub::DeviceSegmentedSort::SortKeys (keys_in, keys_out, offsets, offsets + 1) dispatches them.
 //
 // CCCL 3.0.1's DispatchSegmentedSort and the DispatchThreeWayPartitionIf it runs take no KernelSource, so the

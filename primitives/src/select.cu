@@ -1,4 +1,4 @@
-// select.cu — SelectIndices<I>: kiln's orchestration of CUB's select-by-flags kernels from the registry.
+// SelectIndices<I>: kiln's orchestration of CUB's select-by-flags kernels from the registry.
 //
 // CCCL 3.0.1's DispatchSelectIf takes no KernelSource, so this is DispatchSelectIf::Invoke
 // (cub/device/dispatch/dispatch_select_if.cuh:557-750) for what cub::DeviceSelect::Flagged(counting

@@ -1,4 +1,4 @@
-// stream_temp.cuh — temporary storage for one-shot calls: allocated and freed in stream order from the
+// Temporary storage for one-shot calls: allocated and freed in stream order from the
 // device's memory pool (cudaMallocAsync), so a one-shot call neither synchronises nor keeps memory.
 #pragma once
 

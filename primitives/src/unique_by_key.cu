@@ -1,4 +1,4 @@
-// unique_by_key.cu — UniqueByKey<K>: CUB's DispatchUniqueByKey on the registry's unique_by_key_<K> kernels.
+// UniqueByKey<K>: CUB's DispatchUniqueByKey on the registry's unique_by_key_<K> kernels.
 #include <kiln/prim/unique_by_key.hpp>
 
 #include "cub_launch.cuh"

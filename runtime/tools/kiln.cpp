@@ -1,4 +1,4 @@
-// runtime/tools/kiln.cpp — the `kiln` command: lists the embedded kernels and shows where each would load from.
+// The `kiln` command: lists the embedded kernels and shows where each would load from.
 #include <kiln/kiln.hpp>
 
 #include "examples_catalog.hpp"

@@ -1,14 +1,14 @@
-// runtime/tools/kiln_jitd.cpp — kiln-jitd, the JIT compile worker: NVRTC runs in parallel only across processes (DESIGN.md).
+// kiln-jitd, the JIT compile worker: NVRTC runs in parallel only across processes (docs/DESIGN.md).
 //
 // Started by libkiln's JitPool with a unix socket on stdin and a pipe on stdout (and --no-fork when the
 // pool never forks workers), or forked by a worker that holds a PCH family's precompiled header
-// (jit_worker.hpp); speaks the frames of jit_protocol.hpp and exits at the end of its input. Not meant to
+// (jit/worker/serve.hpp); speaks the frames of jit/protocol.hpp and exits at the end of its input. Not meant to
 // be run by hand.
 //
 // KILN_JITD_TEST_LINK_THREAD=1 (for tests) starts a thread that never ends after each link, as the CUDA
 // driver does where nvJitLink finds libcuda (its compute cache): a host without a GPU can then check that
 // workers are still forked from zygotes.
-#include "jit_worker.hpp"
+#include "jit/worker/serve.hpp"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-// runtime/tools/kiln_jitd_no_driver.cpp — kiln-jitd keeps the CUDA driver out of its process.
+// kiln-jitd keeps the CUDA driver out of its process.
 //
 // NVRTC 13.0 loads libcuda.so.1 and calls cuInit inside nvrtcCompileProgram (nvJitLink does too, for its
 // compute cache), though neither needs a GPU to compile. Where a driver is installed that starts the

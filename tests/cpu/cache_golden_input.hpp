@@ -1,4 +1,4 @@
-// tests/cpu/cache_golden_input.hpp — the fixed key and entry behind the golden entry file and the fuzzer's seeds.
+// The fixed key and entry behind the golden entry file and the fuzzer's seeds.
 #pragma once
 
 #include <kiln/cache.hpp>

@@ -1,4 +1,4 @@
-// tests/cpu/cache_test_util.hpp — what the disk-cache tests share: temp dirs, sample keys and entries, forked children.
+// What the disk-cache tests share: temp dirs, sample keys and entries, forked children.
 #pragma once
 
 #include <kiln/cache.hpp>

@@ -1,4 +1,4 @@
-// tests/cpu/catalog_builder.hpp — builds small in-memory catalogs for tests, laid out as the generator lays them out.
+// Builds small in-memory catalogs for tests, laid out as the generator lays them out.
 #pragma once
 
 #include <kiln/catalog.hpp>

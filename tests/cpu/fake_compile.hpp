@@ -1,4 +1,4 @@
-// tests/cpu/fake_compile.hpp — a compile function without NVRTC for the pool tests, steered by "fake:" options.
+// A compile function without NVRTC for the pool tests, steered by "fake:" options.
 //
 // It runs in the fake worker (fake_jitd.cpp) and, as the in-process fallback, in the test itself.
 // Options of the request select what it does (the first "fake:" option that answers wins), and so do
@@ -13,13 +13,13 @@
 //                            on with the next control
 //   fake:thread-on-link      in the link stage (after a worker may have made its zygote), starts a thread
 //                            that never ends, as nvJitLink does where it finds the CUDA driver
-// The worker runs it in two stages (jit_worker.hpp): fake_ptx_stage does all of the above,
+// The worker runs it in two stages (jit/worker/serve.hpp): fake_ptx_stage does all of the above,
 // fake_link_stage only fake:thread-on-link.
 //   fake:wait=<file>         waits until <file> exists (at most 60 s), echoes
 //   fake:sleep=<ms>          sleeps <ms> milliseconds, echoes: a compile that takes a while, to be killed in
 #pragma once
 
-#include "jit_compile.hpp"
+#include "jit/compiler/compile.hpp"
 
 #include <kiln/error.hpp>
 

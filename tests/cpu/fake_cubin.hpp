@@ -1,4 +1,4 @@
-// tests/cpu/fake_cubin.hpp — minimal cubin-shaped ELF files (header, symbol table, kernels) built in tests.
+// Minimal cubin-shaped ELF files (header, symbol table, kernels) built in tests.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
-// tests/cpu/fake_jitd.cpp — a kiln-jitd whose compiler is fake_compile, in its two stages: the pool tests need no NVRTC.
+// A kiln-jitd whose compiler is fake_compile, in its two stages: the pool tests need no NVRTC.
 #include "fake_compile.hpp"
-#include "jit_worker.hpp"
+#include "jit/worker/serve.hpp"
 
 #include <unistd.h>
 

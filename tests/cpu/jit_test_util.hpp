@@ -1,11 +1,11 @@
-// tests/cpu/jit_test_util.hpp — what the JIT-compiler tests share: a CompileRequest per example unit, and NVRTC called directly.
+// What the JIT-compiler tests share: a CompileRequest per example unit, and NVRTC called directly.
 #pragma once
 
 #include <kiln/catalog.hpp>
 
 #include "examples_catalog.hpp"
-#include "jit_compile.hpp"  // runtime/src
-#include "nvrtc_api.hpp"
+#include "jit/compiler/compile.hpp"  // runtime/src
+#include "jit/compiler/nvrtc_library.hpp"
 
 #include <fstream>
 #include <iterator>

@@ -1,4 +1,4 @@
-// tests/cpu/test_cache_concurrency.cpp — 16 processes missing the same 20 keys at once build each key exactly once.
+// 16 processes missing the same 20 keys at once build each key exactly once.
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"

@@ -1,4 +1,4 @@
-// tests/cpu/test_cache_crash.cpp — a writer killed with SIGKILL mid-publish leaves no readable partial entry, only a
+// A writer killed with SIGKILL mid-publish leaves no readable partial entry, only a
 // temp file that prune removes.
 #include <doctest/doctest.h>
 

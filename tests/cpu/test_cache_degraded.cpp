@@ -1,4 +1,4 @@
-// tests/cpu/test_cache_degraded.cpp — a read-only cache directory and a full disk: one warning, loads keep working.
+// A read-only cache directory and a full disk: one warning, loads keep working.
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"

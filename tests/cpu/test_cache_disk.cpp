@@ -1,4 +1,4 @@
-// tests/cpu/test_cache_disk.cpp — DiskCache on a directory: round trip, damaged files as counted misses, verify, clear.
+// DiskCache on a directory: round trip, damaged files as counted misses, verify, clear.
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"

@@ -1,11 +1,11 @@
-// tests/cpu/test_cache_entry.cpp — the entry codec: round trip, and every kind of damage rejected with its reason.
+// The entry codec: round trip, and every kind of damage rejected with its reason.
 #include <doctest/doctest.h>
 
 #include <kiln/catalog.hpp>
 
-#include "cache_entry.hpp"
+#include "disk/entry.hpp"
 #include "cache_golden_input.hpp"
-#include "cache_key.hpp"
+#include "disk/key.hpp"
 #include "cache_test_util.hpp"
 #include "examples_catalog.hpp"
 

@@ -1,4 +1,4 @@
-// tests/cpu/test_cache_eviction.cpp — the size cap: least recently used entries go first, a load refreshes an
+// The size cap: least recently used entries go first, a load refreshes an
 // entry, and prune also sweeps files that dead processes left behind.
 #include <doctest/doctest.h>
 

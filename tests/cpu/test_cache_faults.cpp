@@ -1,4 +1,4 @@
-// tests/cpu/test_cache_faults.cpp — faults injected while a cache is in use: its directory deleted or made read-only, an entry corrupted between check and read, a real full disk, a clock that jumps.
+// Faults injected while a cache is in use: its directory deleted or made read-only, an entry corrupted between check and read, a real full disk, a clock that jumps.
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"

@@ -1,7 +1,7 @@
-// tests/cpu/test_cache_golden.cpp — the committed golden entry pins the format: a change without a version bump fails here.
+// The committed golden entry pins the format: a change without a version bump fails here.
 #include <doctest/doctest.h>
 
-#include "cache_entry.hpp"
+#include "disk/entry.hpp"
 #include "cache_golden_input.hpp"
 #include "cache_test_util.hpp"
 

@@ -1,10 +1,10 @@
-// tests/cpu/test_cache_key.cpp — cache keys: the readable text, its SHA-256, stability, and every field mattering.
+// Cache keys: the readable text, its SHA-256, stability, and every field mattering.
 #include <doctest/doctest.h>
 
 #include <kiln/cache.hpp>
 
 #include "cache_golden_input.hpp"
-#include "cache_key.hpp"
+#include "disk/key.hpp"
 
 #include <set>
 #include <string>

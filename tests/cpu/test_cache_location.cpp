@@ -1,4 +1,4 @@
-// tests/cpu/test_cache_location.cpp — where the cache lives (environment precedence), KILN_CACHE=off, the size cap
+// Where the cache lives (environment precedence), KILN_CACHE=off, the size cap
 // variable, and the refusal of directories that others could write.
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// tests/cpu/test_catalog_find.cpp — Catalog::find over the sorted kernel table.
+// Catalog::find over the sorted kernel table.
 #include <kiln/catalog.hpp>
 
 #include <doctest/doctest.h>

@@ -1,7 +1,7 @@
-// tests/cpu/test_cubin_elf.cpp — the cubin reader: what it finds in a cubin, and what it refuses in hostile bytes.
+// The cubin reader: what it finds in a cubin, and what it refuses in hostile bytes.
 #include <doctest/doctest.h>
 
-#include "cubin_elf.hpp"
+#include "base/cubin_elf.hpp"
 #include "fake_cubin.hpp"
 
 #include <cstring>

@@ -1,11 +1,11 @@
-// tests/cpu/test_embedded_catalog.cpp — the examples catalog as built: every binary is where the table says,
+// The examples catalog as built: every binary is where the table says,
 // is for the architecture it claims, and defines every kernel of its unit under the recorded lowered name.
 #include <doctest/doctest.h>
 
 #include <kiln/catalog.hpp>
 #include <kiln/select.hpp>
 
-#include "cubin_elf.hpp"  // runtime/src: the reader the disk cache vets entries with
+#include "base/cubin_elf.hpp"  // runtime/src: the reader the disk cache vets entries with
 #include "examples_catalog.hpp"
 
 #include <algorithm>

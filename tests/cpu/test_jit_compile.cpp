@@ -1,10 +1,10 @@
-// tests/cpu/test_jit_compile.cpp — the JIT compiler: every example unit through NVRTC + nvJitLink, with the AOT lowered names; errors; PCH.
+// The JIT compiler: every example unit through NVRTC + nvJitLink, with the AOT lowered names; errors; PCH.
 #include <doctest/doctest.h>
 
 #include <kiln/error.hpp>
 
 #include "cache_test_util.hpp"
-#include "cubin_elf.hpp"
+#include "base/cubin_elf.hpp"
 #include "jit_test_util.hpp"
 
 #include <sys/stat.h>
@@ -142,7 +142,7 @@ TEST_CASE("with a PCH directory, a second CUB compile in the process reuses the 
   require_ok(second);
   CHECK(second.entry.cubin == first.entry.cubin);
   // NVRTC writes the PCH to a file in -pch-dir and reads it back on the next compile. The directory is
-  // this process's own under pch_dir, named by its descriptor (jit_pch_dir.hpp).
+  // this process's own under pch_dir, named by its descriptor (jit/compiler/pch_dir.hpp).
   CHECK(first.log.find("creating precompiled header file \"/proc/self/fd/") != std::string::npos);
   CHECK(second.log.find("using precompiled header file \"/proc/self/fd/") != std::string::npos);
   const auto own = kiln::test::files_in(request.pch_dir);

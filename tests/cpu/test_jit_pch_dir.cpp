@@ -1,8 +1,8 @@
-// tests/cpu/test_jit_pch_dir.cpp — NVRTC's PCH files: a directory private to each process, the same -pch-dir in all, links for a forked child, cleanup.
+// NVRTC's PCH files: a directory private to each process, the same -pch-dir in all, links for a forked child, cleanup.
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"
-#include "jit_pch_dir.hpp"
+#include "jit/compiler/pch_dir.hpp"
 
 #include <sys/file.h>
 #include <sys/wait.h>

@@ -1,14 +1,15 @@
-// tests/cpu/test_jit_pool.cpp — the JIT worker pool: parallel workers, retry after a killed worker, in-process fallback, clean shutdown, workers forked from a warm one.
+// The JIT worker pool: parallel workers, retry after a killed worker, in-process fallback, clean shutdown, workers forked from a warm one.
 #include <doctest/doctest.h>
 
-#include "cache_entry.hpp"
+#include "disk/entry.hpp"
 #include "cache_test_util.hpp"
-#include "cubin_elf.hpp"
+#include "base/cubin_elf.hpp"
 #include "examples_catalog.hpp"
 #include "fake_compile.hpp"
-#include "jit_pool.hpp"
+#include "jit/pool/pool.hpp"
 #include "jit_test_util.hpp"
-#include "jit_zygote.hpp"
+#include "jit/pch_family.hpp"
+#include "jit/pool/fork.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -119,7 +120,7 @@ pid_t parent_of(pid_t pid) {
   return f.size() > 1 ? static_cast<pid_t>(std::stol(f[1])) : -1;
 }
 
-// Whether `pid` was forked by a zygote of `worker` (jit_worker.hpp): its parent is a child of the worker.
+// Whether `pid` was forked by a zygote of `worker` (jit/worker/serve.hpp): its parent is a child of the worker.
 bool forked_by_zygote_of(pid_t pid, pid_t worker) {
   const pid_t zygote = parent_of(pid);
   return zygote > 0 && zygote != worker && parent_of(zygote) == worker;

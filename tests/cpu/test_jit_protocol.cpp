@@ -1,8 +1,8 @@
-// tests/cpu/test_jit_protocol.cpp — kiln-jitd frames: every field survives a round trip; truncated, damaged and garbage frames are refused; descriptors travel with a fork request.
+// kiln-jitd frames: every field survives a round trip; truncated, damaged and garbage frames are refused; descriptors travel with a fork request.
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"
-#include "jit_protocol.hpp"
+#include "jit/protocol.hpp"
 
 #include <fcntl.h>
 #include <sys/socket.h>

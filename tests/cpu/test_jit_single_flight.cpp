@@ -1,4 +1,4 @@
-// tests/cpu/test_jit_single_flight.cpp — 64 threads asking for one cold unit through the JIT tier and the disk
+// 64 threads asking for one cold unit through the JIT tier and the disk
 // cache's lock compile it once, with the real NVRTC (no GPU needed), and all get the same cubin.
 #include <doctest/doctest.h>
 
@@ -6,7 +6,7 @@
 
 #include "cache_test_util.hpp"
 #include "examples_catalog.hpp"
-#include "jit_tier.hpp"
+#include "jit/jit_tier.hpp"
 
 #include <atomic>
 #include <latch>

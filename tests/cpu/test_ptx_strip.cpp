@@ -1,8 +1,8 @@
-// tests/cpu/test_ptx_strip.cpp — removing unreferenced module-scope .global variables from PTX, on snippets and on NVRTC's own output.
+// Removing unreferenced module-scope .global variables from PTX, on snippets and on NVRTC's own output.
 #include <doctest/doctest.h>
 
 #include "jit_test_util.hpp"
-#include "ptx_strip.hpp"
+#include "jit/compiler/ptx_strip.hpp"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-// tests/cpu/test_registry_nogpu.cpp — what the registry does without touching a GPU: construction, unknown names, names.
+// What the registry does without touching a GPU: construction, unknown names, names.
 #include <kiln/kiln.hpp>
 
 #include <doctest/doctest.h>

@@ -1,4 +1,4 @@
-// tests/cpu/test_select.cpp — which embedded binary runs on which device, and the messages when none does.
+// Which embedded binary runs on which device, and the messages when none does.
 #include <kiln/select.hpp>
 
 #include <doctest/doctest.h>

@@ -1,8 +1,8 @@
-// tests/fuzz/fuzz_cache_entry.cpp — libFuzzer target: the cache entry decoder and the parsers behind its checksum.
-#include "cache_entry.hpp"
+// LibFuzzer target: the cache entry decoder and the parsers behind its checksum.
+#include "disk/entry.hpp"
 #include "cache_golden_input.hpp"
-#include "cache_key.hpp"
-#include "cubin_elf.hpp"
+#include "disk/key.hpp"
+#include "base/cubin_elf.hpp"
 
 #include <cstdint>
 #include <cstdlib>

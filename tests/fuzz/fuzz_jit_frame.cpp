@@ -1,5 +1,5 @@
-// tests/fuzz/fuzz_jit_frame.cpp — libFuzzer target: the JIT protocol's frame and message decoders, which read what worker processes send the host.
-#include "jit_protocol.hpp"
+// LibFuzzer target: the JIT protocol's frame and message decoders, which read what worker processes send the host.
+#include "jit/protocol.hpp"
 
 #include <cstdint>
 #include <cstdlib>

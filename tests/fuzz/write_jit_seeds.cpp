@@ -1,6 +1,6 @@
-// tests/fuzz/write_jit_seeds.cpp — writes fuzz_jit_frame's seed corpus: one frame of each message kind, and each body alone.
+// Writes fuzz_jit_frame's seed corpus: one frame of each message kind, and each body alone.
 #include "cache_golden_input.hpp"
-#include "jit_protocol.hpp"
+#include "jit/protocol.hpp"
 
 #include <cstdio>
 #include <fstream>

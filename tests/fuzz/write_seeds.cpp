@@ -1,5 +1,5 @@
-// tests/fuzz/write_seeds.cpp — writes the fuzzer's seed corpus: valid entries, frames, payloads and cubins for the golden key.
-#include "cache_entry.hpp"
+// Writes the fuzzer's seed corpus: valid entries, frames, payloads and cubins for the golden key.
+#include "disk/entry.hpp"
 #include "cache_golden_input.hpp"
 
 #include <cstdio>

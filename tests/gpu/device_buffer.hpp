@@ -1,4 +1,4 @@
-// tests/gpu/device_buffer.hpp — a device allocation for the tests, through kiln's dlopen'ed driver table.
+// A device allocation for the tests, through kiln's dlopen'ed driver table.
 #pragma once
 
 #include <kiln/driver.hpp>

@@ -1,4 +1,4 @@
-// tests/gpu/example_checks.hpp — launches an example kernel from a registry and checks the result.
+// Launches an example kernel from a registry and checks the result.
 #pragma once
 
 #include <kiln/kiln.hpp>

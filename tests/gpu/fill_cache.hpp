@@ -1,4 +1,4 @@
-// tests/gpu/fill_cache.hpp — puts a catalog's cubins for this device into a disk cache, as the JIT tier
+// Puts a catalog's cubins for this device into a disk cache, as the JIT tier
 // would publish them, so the disk tier can be tested (and timed): the embedded cubin where the build has
 // this GPU's arch, otherwise one the JIT tier compiles and publishes to that cache.
 #pragma once

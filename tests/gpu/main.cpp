@@ -1,4 +1,4 @@
-// tests/gpu/main.cpp — runs the gpu suite, or exits 77 (skipped) on a machine without a CUDA driver or GPU.
+// Runs the gpu suite, or exits 77 (skipped) on a machine without a CUDA driver or GPU.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 

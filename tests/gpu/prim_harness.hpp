@@ -1,4 +1,4 @@
-// tests/gpu/prim_harness.hpp — what the primitives' tests share: the sizes every spec runs at, random data,
+// What the primitives' tests share: the sizes every spec runs at, random data,
 // device arrays poisoned before each run (so an element a kernel failed to write shows), and the tier the
 // kernels must have come from in this build.
 #pragma once

@@ -1,4 +1,4 @@
-// tests/gpu/prim_main.cpp — runs the primitives' tests, or exits 77 (skipped) without a CUDA driver or GPU.
+// Runs the primitives' tests, or exits 77 (skipped) without a CUDA driver or GPU.
 // First it makes every primitive kernel ready at once (precompile_all + ensure_warm), so that in a build
 // without this GPU's arch the JIT tier compiles them all in parallel, and prints how long that took.
 #define DOCTEST_CONFIG_IMPLEMENT

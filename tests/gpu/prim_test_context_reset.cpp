@@ -1,4 +1,4 @@
-// tests/gpu/prim_test_context_reset.cpp — a reset of the device's primary context between calls
+// A reset of the device's primary context between calls
 // (cudaDeviceReset, cuDevicePrimaryCtxReset): the registry hands out kernels resolved in the new context,
 // plans built before keep working (their kernels launch through context-independent handles, their
 // workspace is allocated anew), and one-shot calls work. In the 'faults' group: it resets the device,

@@ -1,4 +1,4 @@
-// tests/gpu/prim_test_launch_errors.cu — a launch the driver refuses comes back as kiln::Error naming the
+// A launch the driver refuses comes back as kiln::Error naming the
 // primitive and the kernel: CUB 3.0.1's own driver launcher drops such errors (every plan checks its
 // dispatch with detail::check_dispatch, which this exercises on a real driver).
 #include "prim_harness.hpp"

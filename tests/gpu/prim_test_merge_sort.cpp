@@ -1,4 +1,4 @@
-// tests/gpu/prim_test_merge_sort.cpp — merge_sort_pairs_u64 against a stable CPU sort.
+// Merge_sort_pairs_u64 against a stable CPU sort.
 #include "prim_harness.hpp"
 
 #include <kiln/prim/merge_sort.hpp>

@@ -1,4 +1,4 @@
-// tests/gpu/prim_test_radix_sort.cpp — radix_sort_pairs_i32/i64/u64/f64 against a stable CPU radix sort by
+// Radix_sort_pairs_i32/i64/u64/f64 against a stable CPU radix sort by
 // the key order CUB's radix sort uses. A stable LSD radix sort is determined by its key order: the
 // expected keys and values are exact, and are compared bitwise.
 #include "prim_harness.hpp"

@@ -1,4 +1,4 @@
-// tests/gpu/prim_test_reduce.cpp — reduce_i32/f64 (cub::DeviceReduce::Sum) against a CPU sum.
+// Reduce_i32/f64 (cub::DeviceReduce::Sum) against a CPU sum.
 //
 // i32 is compared exactly (wrapping: the inputs span the whole int32 range). f64 is added in CUB's tree
 // order, so random reals are compared with a tolerance: |got - exact| <= 1e-9 * sum(|x|), the exact sum

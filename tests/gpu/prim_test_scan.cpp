@@ -1,4 +1,4 @@
-// tests/gpu/prim_test_scan.cpp — exclusive_scan_i32/i64 against a CPU prefix sum.
+// Exclusive_scan_i32/i64 against a CPU prefix sum.
 #include "prim_harness.hpp"
 
 #include <kiln/prim/scan.hpp>

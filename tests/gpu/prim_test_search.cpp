@@ -1,4 +1,4 @@
-// tests/gpu/prim_test_search.cpp — lower_bound/upper_bound_{i32,i64,f64,u64} against std::lower_bound and
+// Lower_bound/upper_bound_{i32,i64,f64,u64} against std::lower_bound and
 // std::upper_bound (operator<) on the CPU.
 #include "prim_harness.hpp"
 

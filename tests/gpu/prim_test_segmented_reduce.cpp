@@ -1,4 +1,4 @@
-// tests/gpu/prim_test_segmented_reduce.cpp — segmented_reduce_{sum_i32, sum_f64, min_f64, max_f64}
+// Segmented_reduce_{sum_i32, sum_f64, min_f64, max_f64}
 // (cub::DeviceSegmentedReduce::Sum/Min/Max) against CPU models of CUB's rules.
 //
 // The models (kiln/prim/segmented_reduce.hpp says why):

@@ -1,4 +1,4 @@
-// tests/gpu/prim_test_segmented_sort.cpp — segmented_sort_i32/f64 against a CPU reference that sorts each
+// Segmented_sort_i32/f64 against a CPU reference that sorts each
 // segment the way CUB's kernel for it does.
 //
 // Which kernel sorts a segment (dispatch_segmented_sort.cuh): with at most limits().partitioning_threshold

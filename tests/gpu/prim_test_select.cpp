@@ -1,4 +1,4 @@
-// tests/gpu/prim_test_select.cpp — select_i32/i64 (indices of a mask's nonzero bytes) against a CPU loop.
+// Select_i32/i64 (indices of a mask's nonzero bytes) against a CPU loop.
 #include "prim_harness.hpp"
 
 #include <kiln/prim/select.hpp>

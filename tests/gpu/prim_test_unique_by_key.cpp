@@ -1,4 +1,4 @@
-// tests/gpu/prim_test_unique_by_key.cpp — unique_by_key_i32/u64 against a CPU unique by key.
+// Unique_by_key_i32/u64 against a CPU unique by key.
 #include "prim_harness.hpp"
 
 #include <kiln/prim/unique_by_key.hpp>

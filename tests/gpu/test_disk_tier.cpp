@@ -1,4 +1,4 @@
-// tests/gpu/test_disk_tier.cpp — the disk tier on a real GPU: entries in a cache directory are loaded,
+// The disk tier on a real GPU: entries in a cache directory are loaded,
 // launched and checked, in this process and in a new one; a corrupt entry never reaches the driver.
 #include <doctest/doctest.h>
 

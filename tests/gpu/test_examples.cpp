@@ -1,4 +1,4 @@
-// tests/gpu/test_examples.cpp — each example kernel from the embedded tier: launched on real data, checked
+// Each example kernel from the embedded tier: launched on real data, checked
 // against the CPU, with its provenance; then the in-memory tier, lazy loading and concurrent first calls.
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// tests/gpu/test_jit_tier.cpp — the JIT tier on a real GPU: with the embedded tier off, every kernel is compiled
+// The JIT tier on a real GPU: with the embedded tier off, every kernel is compiled
 // by NVRTC + nvJitLink (in worker processes), launched and checked, published to disk, and found there by the
 // next registry and the next process; racing threads compile once; warm-up compiles in the background.
 #include <doctest/doctest.h>

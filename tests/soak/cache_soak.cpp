@@ -1,4 +1,4 @@
-// tests/soak/cache_soak.cpp — many processes and threads on one cache directory for a fixed time, then checks that nothing was lost, built twice or left behind.
+// Many processes and threads on one cache directory for a fixed time, then checks that nothing was lost, built twice or left behind.
 //
 //   cache_soak [--processes N] [--threads M] [--seconds S] [--no-jit]
 //
@@ -20,7 +20,7 @@
 
 #include "cache_test_util.hpp"
 #include "examples_catalog.hpp"
-#include "jit_tier.hpp"
+#include "jit/jit_tier.hpp"
 
 #include <fcntl.h>
 #include <spawn.h>

@@ -1,4 +1,4 @@
-// kiln_prim/cub_nvrtc.cuh — lets CUB's tuning headers compile under NVRTC, so kernels and host dispatch
+// Lets CUB's tuning headers compile under NVRTC, so kernels and host dispatch
 // share CUB's own policy hubs (one set of tuning numbers for both, by construction).
 //
 // Every primitive unit includes this first. Under nvcc it only includes CUB's configuration. Under NVRTC,

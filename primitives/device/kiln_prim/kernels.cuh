@@ -1,4 +1,4 @@
-// kiln_prim/kernels.cuh — every kernel header of kiln's primitives. Each primitive unit includes this one
+// Every kernel header of kiln's primitives. Each primitive unit includes this one
 // header first, so that all of them have the same leading #include and share one NVRTC precompiled header.
 #pragma once
 

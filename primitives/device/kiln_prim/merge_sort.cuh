@@ -1,4 +1,4 @@
-// kiln_prim/merge_sort.cuh — merge sort of key/value pairs: the types kiln's merge sort kernels are
+// Merge sort of key/value pairs: the types kiln's merge sort kernels are
 // instantiated with, shared by the kernel units (templates/families/prim_merge_sort_pairs.cu.j2) and the
 // host dispatch (primitives/src/merge_sort.cu).
 #pragma once

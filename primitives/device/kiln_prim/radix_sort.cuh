@@ -1,4 +1,4 @@
-// kiln_prim/radix_sort.cuh — radix sort of key/value pairs: the types kiln's radix sort kernels are
+// Radix sort of key/value pairs: the types kiln's radix sort kernels are
 // instantiated with, shared by the kernel units (templates/families/prim_radix_sort_pairs.cu.j2) and the
 // host orchestration (primitives/src/radix_sort.cu).
 #pragma once

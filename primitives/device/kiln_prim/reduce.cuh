@@ -1,4 +1,4 @@
-// kiln_prim/reduce.cuh — sum and segmented reduction: the types kiln's reduce kernels are instantiated with,
+// Sum and segmented reduction: the types kiln's reduce kernels are instantiated with,
 // shared by the kernel units (templates/families/prim_reduce_sum.cu.j2, prim_segmented_reduce.cu.j2) and
 // the host dispatch (primitives/src/reduce.cu, segmented_reduce.cu).
 #pragma once

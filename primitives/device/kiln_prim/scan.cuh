@@ -1,4 +1,4 @@
-// kiln_prim/scan.cuh — exclusive sum: the types kiln's scan kernels are instantiated with, shared by the
+// Exclusive sum: the types kiln's scan kernels are instantiated with, shared by the
 // kernel units (templates/families/prim_exclusive_sum.cu.j2) and the host dispatch (primitives/src/scan.cu).
 #pragma once
 

@@ -1,4 +1,4 @@
-// kiln_prim/search.cuh — vectorised binary search (lower_bound, upper_bound of many needles in one sorted
+// Vectorised binary search (lower_bound, upper_bound of many needles in one sorted
 // haystack): the types kiln's search kernels are instantiated with, shared by the kernel units
 // (templates/families/prim_search.cu.j2), the host dispatch (primitives/src/search.cu) and the benchmark's
 // nvcc-compiled baseline (bench/prim_bench_search.cu).

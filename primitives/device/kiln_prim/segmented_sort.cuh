@@ -1,4 +1,4 @@
-// kiln_prim/segmented_sort.cuh — segmented sort (keys only, ascending): CUB's kernels and the types they are
+// Segmented sort (keys only, ascending): CUB's kernels and the types they are
 // instantiated with, shared by the kernel units (templates/families/prim_segmented_sort.cu.j2) and the host
 // orchestration (primitives/src/segmented_sort.cu).
 //

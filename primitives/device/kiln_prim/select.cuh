@@ -1,4 +1,4 @@
-// kiln_prim/select.cuh — stream compaction of indices by a byte mask: the types kiln's select kernels are
+// Stream compaction of indices by a byte mask: the types kiln's select kernels are
 // instantiated with, shared by the kernel units (templates/families/prim_select.cu.j2) and the host
 // dispatch (primitives/src/select.cu). What cub::DeviceSelect::Flagged(counting iterator, mask, out,
 // num_selected, n) instantiates, spelled out.

@@ -1,4 +1,4 @@
-// kiln_prim/unique_by_key.cuh — unique by key: the types kiln's unique-by-key kernels are instantiated
+// Unique by key: the types kiln's unique-by-key kernels are instantiated
 // with, shared by the kernel units (templates/families/prim_unique_by_key.cu.j2) and the host dispatch
 // (primitives/src/unique_by_key.cu).
 #pragma once

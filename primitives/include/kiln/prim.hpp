@@ -1,4 +1,4 @@
-// kiln/prim.hpp — every kiln primitive (libkiln_prim): CUB's device-wide algorithms through kiln's registry.
+// Every kiln primitive (libkiln_prim): CUB's device-wide algorithms through kiln's registry.
 #pragma once
 
 #include <kiln/prim/common.hpp>

@@ -1,4 +1,4 @@
-// kiln/cache.hpp — tier 3: a zstd-compressed, crash-safe, content-addressed cache of compiled kernels on disk.
+// Tier 3: a zstd-compressed, crash-safe, content-addressed cache of compiled kernels on disk.
 #pragma once
 
 #include <cstdint>

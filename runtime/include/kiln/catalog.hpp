@@ -1,4 +1,4 @@
-// kiln/catalog.hpp — the build-time table (units, kernels, embedded binaries) that a generated catalog defines.
+// The build-time table (units, kernels, embedded binaries) that a generated catalog defines.
 #pragma once
 
 #include <cstddef>

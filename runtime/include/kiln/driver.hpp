@@ -1,4 +1,4 @@
-// kiln/driver.hpp — the CUDA driver API, loaded with dlopen so that a program without a GPU driver still starts.
+// The CUDA driver API, loaded with dlopen so that a program without a GPU driver still starts.
 #pragma once
 
 #include <cuda.h>

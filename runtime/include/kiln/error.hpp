@@ -1,4 +1,4 @@
-// kiln/error.hpp — the one error type of the library: an exception with a code and a message that carries context.
+// The one error type of the library: an exception with a code and a message that carries context.
 #pragma once
 
 #include <stdexcept>

@@ -1,4 +1,4 @@
-// kiln/kiln.hpp — everything a user of kiln includes.
+// Everything a user of kiln includes.
 #pragma once
 
 #include <kiln/cache.hpp>

@@ -1,4 +1,4 @@
-// kiln/precompile.hpp — fill the disk cache ahead of time for an architecture, with no GPU needed.
+// Fill the disk cache ahead of time for an architecture, with no GPU needed.
 #pragma once
 
 #include <kiln/catalog.hpp>

@@ -1,4 +1,4 @@
-// kiln/registry.hpp — the registry: hands out launchable kernels from the fastest tier that has them.
+// The registry: hands out launchable kernels from the fastest tier that has them.
 #pragma once
 
 #include <kiln/cache.hpp>

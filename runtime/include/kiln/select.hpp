@@ -1,4 +1,4 @@
-// kiln/select.hpp — which embedded binary of a unit runs on a device: pure functions, no CUDA calls.
+// Which embedded binary of a unit runs on a device: pure functions, no CUDA calls.
 #pragma once
 
 #include <kiln/catalog.hpp>

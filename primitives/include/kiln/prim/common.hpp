@@ -1,4 +1,4 @@
-// kiln/prim/common.hpp — what every kiln primitive shares: the registry its kernels come from, and
+// What every kiln primitive shares: the registry its kernels come from, and
 // temporary device storage (supplied by the caller, or owned by a plan).
 //
 // A plan (ExclusiveSum<T>, RadixSortPairs<K>, …) resolves its kernels once, when it is built, and is then

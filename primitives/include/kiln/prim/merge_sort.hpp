@@ -1,4 +1,4 @@
-// kiln/prim/merge_sort.hpp — device-wide stable merge sort of key/value pairs
+// Device-wide stable merge sort of key/value pairs
 // (cub::DeviceMergeSort::SortPairs) through kiln's registry. Specs: merge_sort_pairs_u64.
 #pragma once
 

@@ -1,4 +1,4 @@
-// kiln/prim/radix_sort.hpp — device-wide radix sort of key/value pairs, ascending, over all key bits
+// Device-wide radix sort of key/value pairs, ascending, over all key bits
 // (cub::DeviceRadixSort::SortPairs) through kiln's registry. Specs: radix_sort_pairs_i32,
 // radix_sort_pairs_i64, radix_sort_pairs_u64, radix_sort_pairs_f64; values are std::int32_t.
 //

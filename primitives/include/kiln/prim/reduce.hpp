@@ -1,4 +1,4 @@
-// kiln/prim/reduce.hpp — device-wide sum (cub::DeviceReduce::Sum) through kiln's registry.
+// Device-wide sum (cub::DeviceReduce::Sum) through kiln's registry.
 // Specs: reduce_i32, reduce_f64.
 #pragma once
 

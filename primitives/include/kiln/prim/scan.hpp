@@ -1,4 +1,4 @@
-// kiln/prim/scan.hpp — device-wide exclusive prefix sum (cub::DeviceScan::ExclusiveSum) through kiln's
+// Device-wide exclusive prefix sum (cub::DeviceScan::ExclusiveSum) through kiln's
 // registry. Specs: exclusive_scan_i32, exclusive_scan_i64.
 #pragma once
 

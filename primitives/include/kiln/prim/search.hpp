@@ -1,4 +1,4 @@
-// kiln/prim/search.hpp — vectorised binary search: for each needle, its insertion position in a sorted
+// Vectorised binary search: for each needle, its insertion position in a sorted
 // haystack (numpy/CuPy's searchsorted, side 'left' or 'right'), through kiln's registry.
 // Specs: lower_bound_i32/i64/f64/u64, upper_bound_i32/i64/f64/u64.
 #pragma once

@@ -1,4 +1,4 @@
-// kiln/prim/segmented_reduce.hpp — one sum, minimum or maximum per segment
+// One sum, minimum or maximum per segment
 // (cub::DeviceSegmentedReduce::Sum/Min/Max) through kiln's registry.
 // Specs: segmented_reduce_sum_i32, segmented_reduce_sum_f64, segmented_reduce_min_f64,
 // segmented_reduce_max_f64.

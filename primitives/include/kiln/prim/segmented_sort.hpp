@@ -1,4 +1,4 @@
-// kiln/prim/segmented_sort.hpp — sorting keys within segments (cub::DeviceSegmentedSort::SortKeys, ascending)
+// Sorting keys within segments (cub::DeviceSegmentedSort::SortKeys, ascending)
 // through kiln's registry. Specs: segmented_sort_i32, segmented_sort_f64.
 #pragma once
 

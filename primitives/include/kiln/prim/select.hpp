@@ -1,4 +1,4 @@
-// kiln/prim/select.hpp — the indices of the nonzero bytes of a mask, in increasing order (stream
+// The indices of the nonzero bytes of a mask, in increasing order (stream
 // compaction: cub::DeviceSelect::Flagged over a counting iterator) through kiln's registry.
 // Specs: select_i32, select_i64 (the index type).
 #pragma once

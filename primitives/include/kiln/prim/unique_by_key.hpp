@@ -1,4 +1,4 @@
-// kiln/prim/unique_by_key.hpp — device-wide unique by key (cub::DeviceSelect::UniqueByKey) through kiln's
+// Device-wide unique by key (cub::DeviceSelect::UniqueByKey) through kiln's
 // registry. Specs: unique_by_key_i32, unique_by_key_u64.
 #pragma once
 

@@ -1,0 +1,236 @@
+// One cache entry file: header, key text, zstd frame; see disk/entry.hpp for the layout.
+#include "disk/entry.hpp"
+
+#include "disk/key.hpp"
+#include "base/cubin_elf.hpp"
+
+#include <zstd.h>
+#include <zstd_errors.h>
+
+#include <bit>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+
+namespace kiln::detail {
+
+static_assert(std::endian::native == std::endian::little, "the entry format is little-endian; add byte swaps");
+
+namespace {
+
+// Level 3 is zstd's default: ~8.5x on cubins and fast enough to run after every JIT build (docs/DESIGN.md);
+// decompression speed barely depends on the level.
+constexpr int kCompressionLevel = 3;
+
+// Frame header descriptor bit of Content_Checksum_flag (RFC 8878, 3.1.1.1.1); read directly because
+// ZSTD_getFrameHeader is not part of zstd's stable API.
+constexpr unsigned char kZstdChecksumFlag = 0x04;
+constexpr std::string_view kZstdMagic{"\x28\xb5\x2f\xfd", 4};  // 0xFD2FB528 little-endian; not a skippable frame
+// Every zstd block has a 3-byte header and decompresses to at most 128 KiB, which bounds what a frame
+// of n bytes can honestly claim to hold; a bigger claim is rejected before anything is allocated.
+constexpr std::uint64_t kZstdBlockHeaderSize = 3;
+constexpr std::uint64_t kZstdMaxBlockContent = 128 * 1024;
+
+template <typename T>
+void put(std::string& out, T value) {
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &value, sizeof(T));
+  out.append(bytes, sizeof(T));
+}
+
+void put_str(std::string& out, std::string_view s) {
+  if (s.size() > UINT32_MAX) throw std::length_error("kiln: a cache entry field is larger than 4 GiB");
+  put(out, static_cast<std::uint32_t>(s.size()));
+  out += s;
+}
+
+// Sequential reads over untrusted bytes; each read checks the remaining length first.
+class Reader {
+ public:
+  explicit Reader(std::string_view bytes) : rest_(bytes) {}
+
+  template <typename T>
+  std::optional<T> get() {
+    if (rest_.size() < sizeof(T)) return std::nullopt;
+    T value;
+    std::memcpy(&value, rest_.data(), sizeof(T));
+    rest_.remove_prefix(sizeof(T));
+    return value;
+  }
+
+  std::optional<std::string_view> str() {
+    const auto size = get<std::uint32_t>();
+    if (!size || rest_.size() < *size) return std::nullopt;
+    const std::string_view s = rest_.substr(0, *size);
+    rest_.remove_prefix(*size);
+    return s;
+  }
+
+  std::size_t left() const noexcept { return rest_.size(); }
+
+ private:
+  std::string_view rest_;
+};
+
+std::string sm(unsigned arch) { return "sm_" + std::to_string(arch); }
+
+struct ZstdCCtxDeleter {
+  void operator()(ZSTD_CCtx* c) const noexcept { ZSTD_freeCCtx(c); }
+};
+struct ZstdDCtxDeleter {
+  void operator()(ZSTD_DCtx* d) const noexcept { ZSTD_freeDCtx(d); }
+};
+
+std::string zstd_error(std::size_t code) {
+  if (ZSTD_getErrorCode(code) == ZSTD_error_checksum_wrong) return "zstd: checksum wrong";
+  return std::string("zstd: ") + ZSTD_getErrorName(code);
+}
+
+}  // namespace
+
+std::string encode_payload(const CacheEntry& entry) {
+  std::string out;
+  out.reserve(64 + entry.options.size() + entry.compiler.size() + entry.cubin.size() + 128 * entry.kernels.size());
+  put<std::uint32_t>(out, entry.arch);
+  put(out, static_cast<std::uint32_t>(entry.kernels.size()));
+  for (const CachedKernel& k : entry.kernels) {
+    put_str(out, k.name);
+    put_str(out, k.lowered);
+  }
+  put_str(out, entry.options);
+  put_str(out, entry.compiler);
+  put_str(out, entry.cubin);
+  return out;
+}
+
+Checked<CacheEntry> parse_payload(std::string_view payload) {
+  Checked<CacheEntry> r;
+  Reader in(payload);
+  const auto arch = in.get<std::uint32_t>();
+  const auto count = in.get<std::uint32_t>();
+  if (!arch || !count) return {{}, "payload: truncated before the kernel list"};
+  r.value.arch = *arch;
+  // No reserve(count): the count is untrusted, and each kernel must prove itself with its bytes.
+  for (std::uint32_t i = 0; i < *count; ++i) {
+    const auto name = in.str();
+    const auto lowered = name ? in.str() : std::nullopt;
+    if (!lowered) return {{}, "payload: truncated in kernel " + std::to_string(i) + " of " + std::to_string(*count)};
+    r.value.kernels.push_back({std::string(*name), std::string(*lowered)});
+  }
+  const auto options = in.str();
+  const auto compiler = options ? in.str() : std::nullopt;
+  const auto cubin = compiler ? in.str() : std::nullopt;
+  if (!cubin) return {{}, "payload: truncated in the options, compiler or cubin"};
+  if (in.left() != 0) return {{}, "payload: " + std::to_string(in.left()) + " bytes after the cubin"};
+  r.value.options = *options;
+  r.value.compiler = *compiler;
+  r.value.cubin = *cubin;
+  return r;
+}
+
+std::string compress_frame(std::string_view payload) {
+  const std::unique_ptr<ZSTD_CCtx, ZstdCCtxDeleter> cctx(ZSTD_createCCtx());
+  if (!cctx) throw std::bad_alloc();
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, kCompressionLevel);
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 1);
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_contentSizeFlag, 1);
+  std::string frame(ZSTD_compressBound(payload.size()), '\0');
+  const std::size_t size = ZSTD_compress2(cctx.get(), frame.data(), frame.size(), payload.data(), payload.size());
+  if (ZSTD_isError(size)) throw std::runtime_error("kiln: compressing a cache entry failed: " + zstd_error(size));
+  frame.resize(size);
+  return frame;
+}
+
+Checked<std::string> decompress_frame(std::string_view frame) {
+  if (!frame.starts_with(kZstdMagic)) return {{}, "zstd: not a zstd data frame"};
+  const std::size_t frame_size = ZSTD_findFrameCompressedSize(frame.data(), frame.size());
+  if (ZSTD_isError(frame_size)) return {{}, zstd_error(frame_size)};
+  if (frame_size != frame.size())
+    return {{}, "zstd: " + std::to_string(frame.size() - frame_size) + " bytes after the frame"};
+  // A whole frame was found, so it is at least magic + descriptor long.
+  if ((static_cast<unsigned char>(frame[kZstdMagic.size()]) & kZstdChecksumFlag) == 0)
+    return {{}, "zstd: frame has no content checksum"};
+  const unsigned long long content = ZSTD_getFrameContentSize(frame.data(), frame.size());
+  if (content == ZSTD_CONTENTSIZE_UNKNOWN) return {{}, "zstd: frame does not record its content size"};
+  if (content == ZSTD_CONTENTSIZE_ERROR) return {{}, "zstd: unreadable frame header"};
+  const std::uint64_t possible = (frame.size() / kZstdBlockHeaderSize + 1) * kZstdMaxBlockContent;
+  if (content > kMaxPayloadBytes || content > possible)
+    return {{}, "zstd: frame claims " + std::to_string(content) + " bytes of content, more than it can hold"};
+  const std::unique_ptr<ZSTD_DCtx, ZstdDCtxDeleter> dctx(ZSTD_createDCtx());
+  if (!dctx) throw std::bad_alloc();
+  Checked<std::string> r;
+  r.value.resize(static_cast<std::size_t>(content));
+  const std::size_t size = ZSTD_decompressDCtx(dctx.get(), r.value.data(), r.value.size(), frame.data(), frame.size());
+  if (ZSTD_isError(size)) return {{}, zstd_error(size)};
+  if (size != content) return {{}, "zstd: frame holds " + std::to_string(size) + " bytes, header says " + std::to_string(content)};
+  return r;
+}
+
+std::string check_entry(const CacheEntry& entry, unsigned arch) {
+  if (entry.arch != arch) return "payload is for " + sm(entry.arch) + ", key says " + sm(arch);
+  if (entry.kernels.empty()) return "payload lists no kernels";
+  const Cubin cubin = read_cubin(entry.cubin);
+  if (!cubin.ok()) return "cubin: " + cubin.error;
+  if (cubin.arch != arch) return "cubin is for " + sm(cubin.arch) + ", key says " + sm(arch);
+  for (const CachedKernel& k : entry.kernels) {
+    if (k.name.empty()) return "payload has a kernel without a name (lowered '" + k.lowered + "')";
+    if (!cubin.defines(k.lowered)) return "cubin lacks kernel " + k.name + " (symbol " + k.lowered + ")";
+  }
+  return {};
+}
+
+std::string encode_entry(const CacheKey& key, const CacheEntry& entry) {
+  const std::string frame = compress_frame(encode_payload(entry));
+  std::string out;
+  out.reserve(kEntryHeaderSize + key.text.size() + frame.size());
+  out += kEntryMagic;
+  put<std::uint32_t>(out, kCacheFormatVersion);
+  put<std::uint32_t>(out, 0);  // flags: none defined in this version
+  put<std::uint64_t>(out, key.text.size());
+  put<std::uint64_t>(out, frame.size());
+  const auto digest = sha256(frame);
+  out.append(reinterpret_cast<const char*>(digest.data()), digest.size());
+  out += key.text;
+  out += frame;
+  return out;
+}
+
+Checked<EntryRegions> split_entry(std::string_view file) {
+  if (file.empty()) return {{}, "empty file"};
+  if (file.size() < kEntryHeaderSize) return {{}, "truncated header"};
+  if (file.substr(0, kEntryMagic.size()) != kEntryMagic) return {{}, "wrong magic"};
+  Reader in(file.substr(kEntryMagic.size(), kFrameDigestOffset - kEntryMagic.size()));
+  const auto version = *in.get<std::uint32_t>();
+  const auto flags = *in.get<std::uint32_t>();
+  const auto key_size = *in.get<std::uint64_t>();
+  const auto frame_size = *in.get<std::uint64_t>();
+  if (version != kCacheFormatVersion)
+    return {{}, "format version " + std::to_string(version) + ", expected " + std::to_string(kCacheFormatVersion)};
+  if (flags != 0) return {{}, "unknown flags " + std::to_string(flags)};
+  // Compared without adding the untrusted sizes, which could overflow.
+  const std::uint64_t body = file.size() - kEntryHeaderSize;
+  const auto sizes = [&] { return " (key text " + std::to_string(key_size) + ", frame " + std::to_string(frame_size) +
+                                  ", file " + std::to_string(file.size()) + " bytes)"; };
+  if (key_size > body || frame_size > body - key_size) return {{}, "truncated: the header promises more bytes" + sizes()};
+  if (frame_size < body - key_size) return {{}, "bytes after the frame" + sizes()};
+  const std::string_view frame = file.substr(kEntryHeaderSize + key_size);
+  const auto digest = sha256(frame);
+  if (std::memcmp(digest.data(), file.data() + kFrameDigestOffset, digest.size()) != 0)
+    return {{}, "frame checksum wrong (the SHA-256 of the zstd frame differs from the header's)"};
+  return {{file.substr(0, kEntryHeaderSize), file.substr(kEntryHeaderSize, key_size), frame}, {}};
+}
+
+Checked<CacheEntry> decode_entry(std::string_view file, const CacheKey& key) {
+  const auto regions = split_entry(file);
+  if (!regions.ok()) return {{}, regions.error};
+  if (regions.value.key_text != key.text) return {{}, "key mismatch"};
+  const auto payload = decompress_frame(regions.value.frame);
+  if (!payload.ok()) return {{}, payload.error};
+  auto entry = parse_payload(payload.value);
+  if (!entry.ok()) return entry;
+  if (std::string why = check_entry(entry.value, key.arch); !why.empty()) return {{}, why};
+  return entry;
+}
+
+}  // namespace kiln::detail

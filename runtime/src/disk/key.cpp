@@ -1,0 +1,101 @@
+// The cache key: readable key text and its SHA-256, the name of the entry file.
+#include "disk/key.hpp"
+
+// OpenSSL's one-shot SHA-256, not EVP: EVP's first call initialises providers (and reads openssl.cnf),
+// ~1 ms, which is the whole budget of a disk-tier get in a new process; SHA256() costs ~10 us on its
+// first call. It is deprecated in OpenSSL 3 in favour of EVP but still part of its API.
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/sha.h>
+
+#include <charconv>
+#include <stdexcept>
+
+namespace kiln {
+
+namespace {
+
+// One field per line: escape what could forge a line break (control bytes) and the escape itself, so
+// that distinct fields always give distinct texts.
+void append_field(std::string& out, std::string_view name, std::string_view value) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += name;
+  out += '=';
+  for (const char c : value) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (u < 0x20 || u == 0x7f) {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  out += '\n';
+}
+
+}  // namespace
+
+std::string CacheKeyFields::text() const {
+  std::string out;
+  out.reserve(160 + registry.size() + unit.size() + source_digest.size());
+  append_field(out, "format", std::to_string(kCacheFormatVersion));
+  append_field(out, "registry", registry);
+  append_field(out, "unit", unit);
+  append_field(out, "source", source_digest);
+  append_field(out, "arch", "sm_" + std::to_string(arch));
+  append_field(out, "nvrtc", nvrtc);
+  append_field(out, "nvjitlink", nvjitlink);
+  append_field(out, "cccl", cccl);
+  return out;
+}
+
+CacheKey CacheKey::from(const CacheKeyFields& fields) {
+  CacheKey key;
+  key.text = fields.text();
+  key.hex = detail::sha256_hex(key.text);
+  key.arch = fields.arch;
+  return key;
+}
+
+namespace detail {
+
+std::array<unsigned char, 32> sha256(std::string_view bytes) {
+  std::array<unsigned char, 32> digest{};
+  SHA256_CTX context;
+  if (SHA256_Init(&context) != 1 || SHA256_Update(&context, bytes.data(), bytes.size()) != 1 ||
+      SHA256_Final(digest.data(), &context) != 1)
+    throw std::runtime_error("kiln: SHA-256 failed in OpenSSL (SHA256_Init/Update/Final); is libcrypto usable?");
+  return digest;
+}
+
+std::string sha256_hex(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(64);
+  for (const unsigned char byte : sha256(bytes)) {
+    hex += kHex[byte >> 4];
+    hex += kHex[byte & 0xf];
+  }
+  return hex;
+}
+
+std::optional<CacheKey> key_from_text(std::string_view text) {
+  static constexpr std::string_view kArchLine = "\narch=sm_";
+  const auto at = text.find(kArchLine);
+  if (at == std::string_view::npos) return std::nullopt;
+  const char* first = text.data() + at + kArchLine.size();
+  const char* last = text.data() + text.size();
+  unsigned arch = 0;
+  const auto [end, ec] = std::from_chars(first, last, arch);
+  if (ec != std::errc() || end == first || end == last || *end != '\n') return std::nullopt;
+  CacheKey key;
+  key.text = std::string(text);
+  key.hex = sha256_hex(key.text);
+  key.arch = arch;
+  return key;
+}
+
+}  // namespace detail
+}  // namespace kiln

@@ -1,0 +1,182 @@
+// Whole-directory operations of DiskCache: stats, prune (LRU by mtime), verify, clear.
+#include "disk/entry.hpp"
+#include "disk/files.hpp"
+#include "disk/key.hpp"
+#include "disk/lock.hpp"
+#include "disk/cache_state.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <ctime>
+#include <memory>
+#include <system_error>
+
+namespace kiln {
+
+namespace {
+
+// A temp file this old is abandoned even if a process with its writer's pid exists (pid reuse, or a
+// writer on another machine sharing the directory): no entry takes an hour to write.
+constexpr std::time_t kAbandonedTempSeconds = 3600;
+
+struct ScannedFile {
+  std::string name;
+  detail::CacheFileKind kind;
+  pid_t writer;
+  struct stat st;  // lstat: a symlink is seen as a symlink
+};
+
+struct DirCloser {
+  void operator()(DIR* d) const noexcept { ::closedir(d); }
+};
+
+std::vector<ScannedFile> scan(const std::filesystem::path& dir) {
+  std::vector<ScannedFile> files;
+  const std::unique_ptr<DIR, DirCloser> d(::opendir(dir.c_str()));
+  if (!d) return files;
+  while (const dirent* e = ::readdir(d.get())) {
+    const std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    const auto kind = detail::classify_cache_file(name);
+    if (kind.kind == detail::CacheFileKind::other) continue;
+    ScannedFile f{std::string(name), kind.kind, kind.writer, {}};
+    // Gone since readdir (another process pruned it): nothing to count.
+    if (::fstatat(::dirfd(d.get()), e->d_name, &f.st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    files.push_back(std::move(f));
+  }
+  return files;
+}
+
+bool is_entry_file(const ScannedFile& f) { return f.kind == detail::CacheFileKind::entry && S_ISREG(f.st.st_mode); }
+
+bool process_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+
+bool remove_path(const std::filesystem::path& path, const struct stat& st) {
+  std::error_code error;
+  if (S_ISDIR(st.st_mode)) return std::filesystem::remove_all(path, error) > 0;
+  return std::filesystem::remove(path, error);
+}
+
+// Lock files nobody holds (their holder was killed before deleting them) and temp files of dead or
+// long-gone writers. Locks are taken before deletion, so a lock in use is never pulled from its holder.
+std::uint64_t remove_strays(const detail::CacheState& s, const std::vector<ScannedFile>& files, bool every_temp) {
+  std::uint64_t removed = 0;
+  const std::time_t now = std::time(nullptr);
+  for (const ScannedFile& f : files) {
+    const auto path = s.path_of(f.name);
+    if (f.kind == detail::CacheFileKind::lock) {
+      removed += detail::FileLock::try_acquire(path).has_value();  // its destructor deletes the file
+    } else if (f.kind == detail::CacheFileKind::temp &&
+               (every_temp || !process_alive(f.writer) || now - f.st.st_mtime > kAbandonedTempSeconds)) {
+      removed += remove_path(path, f.st);
+    }
+  }
+  return removed;
+}
+
+// Why an entry file must go, or empty when it is a valid entry for the key its name claims.
+std::string check_entry_file(const std::filesystem::path& path, std::string_view stem, detail::EntryFile& file) {
+  file = detail::read_entry_file(path, detail::kMaxEntryFileBytes);
+  if (file.status != detail::EntryFile::Status::ok) return file.problem;
+  const auto regions = detail::split_entry(file.bytes);
+  if (!regions.ok()) return regions.error;
+  const auto key = detail::key_from_text(regions.value.key_text);
+  if (!key) return "key text names no architecture";
+  if (key->hex != stem) return "file name is not the SHA-256 of the entry's key text";
+  const auto decoded = detail::decode_entry(file.bytes, *key);
+  return decoded.error;
+}
+
+}  // namespace
+
+CacheStats DiskCache::stats() const {
+  CacheStats s;
+  if (usable()) {
+    for (const ScannedFile& f : scan(state_->entries)) {
+      if (!is_entry_file(f)) continue;
+      ++s.entries;
+      s.bytes += static_cast<std::uint64_t>(f.st.st_size);
+    }
+  }
+  s.hits = state_->hits;
+  s.misses = state_->misses;
+  s.corrupt = state_->corrupt;
+  s.stores = state_->stores;
+  s.store_failures = state_->store_failures;
+  s.evictions = state_->evictions;
+  return s;
+}
+
+PruneReport DiskCache::prune(std::uint64_t max_bytes) {
+  PruneReport r;
+  if (!usable()) return r;
+  auto files = scan(state_->entries);
+  r.stray_removed = remove_strays(*state_, files, false);
+  std::erase_if(files, [](const ScannedFile& f) { return !is_entry_file(f); });
+  for (const ScannedFile& f : files) r.bytes_before += static_cast<std::uint64_t>(f.st.st_size);
+  // load() sets the mtime of every hit, so the oldest mtime is the least recently used entry.
+  std::sort(files.begin(), files.end(), [](const ScannedFile& a, const ScannedFile& b) {
+    if (a.st.st_mtim.tv_sec != b.st.st_mtim.tv_sec) return a.st.st_mtim.tv_sec < b.st.st_mtim.tv_sec;
+    if (a.st.st_mtim.tv_nsec != b.st.st_mtim.tv_nsec) return a.st.st_mtim.tv_nsec < b.st.st_mtim.tv_nsec;
+    return a.name < b.name;
+  });
+  r.bytes_after = r.bytes_before;
+  for (const ScannedFile& f : files) {
+    if (r.bytes_after <= max_bytes) break;
+    // ENOENT: another process evicted it first; either way it no longer counts.
+    if (::unlink(state_->path_of(f.name).c_str()) != 0 && errno != ENOENT) continue;
+    r.bytes_after -= static_cast<std::uint64_t>(f.st.st_size);
+    ++r.removed;
+  }
+  state_->evictions += r.removed;
+  return r;
+}
+
+VerifyReport DiskCache::verify() {
+  VerifyReport r;
+  if (!usable()) return r;
+  const auto files = scan(state_->entries);
+  remove_strays(*state_, files, false);
+  for (const ScannedFile& f : files) {
+    if (f.kind != detail::CacheFileKind::entry) continue;
+    const auto path = state_->path_of(f.name);
+    detail::EntryFile file;
+    const std::string problem = check_entry_file(path, detail::classify_cache_file(f.name).stem, file);
+    if (file.status == detail::EntryFile::Status::missing) continue;  // evicted meanwhile
+    ++r.checked;
+    if (problem.empty() || file.status == detail::EntryFile::Status::unreadable) continue;
+    detail::remove_bad_entry(path, file);
+    ++r.removed;
+    r.problems.push_back(path.string() + ": " + problem);
+  }
+  return r;
+}
+
+std::uint64_t DiskCache::clear() {
+  if (!usable()) return 0;
+  const auto files = scan(state_->entries);
+  remove_strays(*state_, files, true);
+  std::uint64_t removed = 0;
+  for (const ScannedFile& f : files) {
+    if (f.kind == detail::CacheFileKind::entry && remove_path(state_->path_of(f.name), f.st)) removed += is_entry_file(f);
+  }
+  return removed;
+}
+
+DiskCache& default_cache() {
+  static DiskCache cache(CacheConfig::from_environment());
+  return cache;
+}
+
+CacheStats cache_stats() { return default_cache().stats(); }
+std::uint64_t clear_cache() { return default_cache().clear(); }
+VerifyReport verify_cache() { return default_cache().verify(); }
+PruneReport prune(std::uint64_t max_bytes) { return default_cache().prune(max_bytes); }
+
+}  // namespace kiln

@@ -1,0 +1,89 @@
+// Kiln::precompile: the JIT tier for an architecture, straight into the disk cache.
+#include <kiln/cache.hpp>
+#include <kiln/error.hpp>
+#include <kiln/precompile.hpp>
+#include <kiln/select.hpp>
+
+#include "jit/jit_tier.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace kiln {
+
+std::vector<PrecompileResult> precompile(
+    const Catalog& catalog, unsigned arch, const std::vector<std::string>& kernels, unsigned jobs,
+    const std::function<void(const PrecompileResult&, std::size_t, std::size_t)>& progress) {
+  std::set<std::uint32_t> units;
+  for (const auto& name : kernels) {
+    const KernelEntry* k = catalog.find(name);
+    if (!k) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog, name));
+    units.insert(k->unit);
+  }
+  if (kernels.empty())
+    for (std::uint32_t u = 0; u < catalog.units.size(); ++u) units.insert(u);
+  DiskCache& cache = default_cache();
+  if (!cache.usable())
+    throw Error(Errc::compile, "kiln: precompile fills the disk cache, which is not in use: " + cache.unusable_reason());
+
+  std::deque<std::uint32_t> todo(units.begin(), units.end());
+  std::vector<PrecompileResult> done;
+  std::mutex mutex;
+  std::condition_variable finished;
+  const auto work = [&] {
+    for (;;) {
+      std::uint32_t u;
+      {
+        std::lock_guard lock(mutex);
+        if (todo.empty()) return;
+        u = todo.front();
+        todo.pop_front();
+      }
+      PrecompileResult r;
+      r.unit = std::string(catalog.str(catalog.units[u].name));
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        const CacheKey key = detail::unit_cache_key(catalog, catalog.units[u], arch);
+        r.cached = cache.contains(key);
+        if (!r.cached) {
+          const auto request = detail::make_request(catalog, u, arch, cache.config().dir);
+          cache.get_or_build(key, [&] { return detail::jit_compile_entry(request); });
+        }
+        r.ok = true;
+      } catch (const std::exception& e) {
+        r.error = e.what();
+      }
+      r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      std::lock_guard lock(mutex);
+      done.push_back(std::move(r));
+      finished.notify_all();
+    }
+  };
+  const std::size_t total = todo.size();
+  const unsigned width = std::max(1u, jobs ? jobs : detail::jit_parallelism());
+  std::vector<std::thread> threads;
+  for (unsigned i = 0; i < std::min<std::size_t>(width, total); ++i) threads.emplace_back(work);
+  // Progress from this thread: callers need not be thread-safe.
+  std::size_t reported = 0;
+  {
+    std::unique_lock lock(mutex);
+    while (reported < total) {
+      finished.wait(lock, [&] { return done.size() > reported; });
+      while (reported < done.size()) {
+        const PrecompileResult r = done[reported++];
+        lock.unlock();
+        if (progress) progress(r, reported, total);
+        lock.lock();
+      }
+    }
+  }
+  for (auto& t : threads) t.join();
+  return done;
+}
+
+}  // namespace kiln

@@ -1,0 +1,411 @@
+// The registry: lock-free hits on loaded kernels, lazy per-unit loading of binaries.
+#include <kiln/error.hpp>
+#include <kiln/registry.hpp>
+#include <kiln/select.hpp>
+
+#include "jit/jit_tier.hpp"
+#include "memory/slot.hpp"
+#include "registry/warmup.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace kiln {
+
+// Per unit: the library loaded from one of its binaries, and where that binary came from. Guarded by
+// `mutex`, which also serialises the first loads of the unit's kernels.
+struct Registry::UnitState {
+  std::mutex mutex;
+  CUlibrary library = nullptr;
+  Tier source = Tier::embedded;
+  unsigned arch = 0;
+  bool ptx = false;
+  std::string label;      // "sm_90", "compute_120", "sm_90 from the disk cache": for errors
+  std::string image;      // a disk-tier cubin, owned here for the library's life
+  std::string cache_key;  // a disk-tier entry's key
+};
+
+// What the JIT tier hands back for a unit.
+struct Registry::JitResult {
+  CacheEntry entry;
+  bool compiled = false;  // false: the entry appeared on disk while this process waited for the lock
+  std::string key;
+};
+
+namespace {
+
+Kernel memory_hit(const Kernel& loaded) noexcept {
+  Kernel hit = loaded;
+  hit.provenance.tier = Tier::memory;
+  return hit;
+}
+
+// Throws Error(driver) for a failed load step, naming the kernel, its unit and the binary; builds text only on failure.
+void check_load(CUresult result, std::string_view call, const Catalog& catalog, const KernelEntry& kernel,
+                std::string_view binary) {
+  if (result == CUDA_SUCCESS) return;
+  check(result, "kiln: " + std::string(call) + " for kernel '" + std::string(catalog.str(kernel.name)) +
+                    "' (unit '" + std::string(catalog.str(catalog.units[kernel.unit].name)) + "', " +
+                    std::string(binary) + ")");
+}
+
+// Why a disk entry cannot serve the unit, or empty: it must name every kernel of the unit with the
+// lowered name the catalog recorded (the key covers the source, so a mismatch is a foreign entry).
+std::string entry_mismatch(const Catalog& catalog, std::uint32_t unit, const CacheEntry& entry) {
+  for (const KernelEntry& k : catalog.kernels) {
+    if (k.unit != unit) continue;
+    bool found = false;
+    for (const CachedKernel& c : entry.kernels) found = found || (c.name == catalog.str(k.name) && c.lowered == catalog.str(k.lowered));
+    if (!found) return "the entry lacks kernel '" + std::string(catalog.str(k.name)) + "'";
+  }
+  return {};
+}
+
+// Makes `context` current for a scope; the pop runs even when the work in between throws.
+class ContextScope {
+ public:
+  ContextScope(const Driver& cu, CUcontext context) : cu_(cu) {
+    check(cu_.cuCtxPushCurrent(context), "kiln: cuCtxPushCurrent of the primary context");
+  }
+  ~ContextScope() {
+    CUcontext popped = nullptr;
+    cu_.cuCtxPopCurrent(&popped);
+  }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  const Driver& cu_;
+};
+
+}  // namespace
+
+std::string_view to_string(Tier tier) noexcept {
+  switch (tier) {
+    case Tier::memory: return "memory";
+    case Tier::embedded: return "embedded";
+    case Tier::disk: return "disk";
+    case Tier::jit: return "jit";
+  }
+  return "unknown";
+}
+
+Registry::Registry(const Catalog& catalog, int device, RegistryOptions options)
+    : catalog_(catalog),
+      ordinal_(device),
+      options_(options),
+      units_(std::make_unique<UnitState[]>(catalog.units.size())),
+      slots_(std::make_unique<Slot[]>(catalog.kernels.size())) {}
+
+Registry::~Registry() {
+  warmup_.reset();  // joins the background threads before anything they use goes away
+  for (std::size_t i = 0; i < catalog_.kernels.size(); ++i) delete slots_[i].loaded.load(std::memory_order_relaxed);
+  if (!context_) return;  // CUDA was never initialised by this registry: nothing to release
+  // Errors are ignored: at process exit the driver may already be shutting down.
+  const Driver& cu = driver();
+  for (std::size_t i = 0; i < catalog_.units.size(); ++i) {
+    if (units_[i].library) cu.cuLibraryUnload(units_[i].library);
+  }
+  cu.cuDevicePrimaryCtxRelease(cu_device_);
+}
+
+Kernel Registry::get(std::string_view name) {
+  const KernelEntry* entry = catalog_.find(name);
+  if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
+  const std::size_t index = static_cast<std::size_t>(entry - catalog_.kernels.data());
+  if (const Loaded* loaded = slots_[index].loaded.load(std::memory_order_acquire)) {
+    // Loaded means the driver is up. A failed query (a reset, destroyed context) leaves id 0: reload.
+    unsigned long long id = 0;
+    driver().cuCtxGetId(context_, &id);
+    if (id == loaded->context_id) return memory_hit(loaded->kernel);
+  }
+  return load(*entry, index);
+}
+
+// The primary context's id (cuCtxGetId: unique per context the driver ever made). A reset destroys the
+// context but keeps the handle and this registry's retain on it; until someone uses it again it is dead
+// (CUDA_ERROR_CONTEXT_IS_DESTROYED), and retaining it makes a new context behind the same handle, with a
+// new id (measured: docs/DESIGN.md's GPU machine, CUDA 13.0).
+std::uint64_t Registry::live_context_id() {
+  const Driver& cu = driver();
+  unsigned long long id = 0;
+  CUresult result = cu.cuCtxGetId(context_, &id);
+  if (result == CUDA_SUCCESS) return id;  // the usual case: nothing allocated (plans call this per call)
+  const std::string subject = " of the primary context of device " + std::to_string(ordinal_);
+  if (result == CUDA_ERROR_CONTEXT_IS_DESTROYED) {
+    // Retain and release: the context lives again, and this registry's own retain (kept through the
+    // reset) is the count it had before.
+    CUcontext again = nullptr;
+    check(cu.cuDevicePrimaryCtxRetain(&again, cu_device_), "kiln: cuDevicePrimaryCtxRetain after a reset" + subject);
+    cu.cuDevicePrimaryCtxRelease(cu_device_);
+    if (again != context_) {
+      throw Error(Errc::driver, "kiln: the primary context of device " + std::to_string(ordinal_) +
+                                    " was reset and the driver made it anew under another handle; this registry "
+                                    "cannot follow it: make a new kiln::Registry after a device reset");
+    }
+    result = cu.cuCtxGetId(context_, &id);
+  }
+  check(result, "kiln: cuCtxGetId" + subject);
+  return id;
+}
+
+Kernel Registry::load(const KernelEntry& entry, std::size_t index) {
+  const auto start = std::chrono::steady_clock::now();
+  ensure_device();
+  const Driver& cu = driver();
+  const std::uint64_t context_id = live_context_id();
+  UnitState& unit = units_[entry.unit];
+  std::lock_guard lock(unit.mutex);
+  // Another thread may have loaded the kernel while this one waited for the lock.
+  const Loaded* before = slots_[index].loaded.load(std::memory_order_acquire);
+  if (before && before->context_id == context_id) return memory_hit(before->kernel);
+  // Not loaded, or loaded in a context that was reset since. The unit's library is context-independent
+  // and outlives a reset: only the CUfunction is resolved again.
+  if (!unit.library) load_unit(unit, entry);
+
+  // StrRef is not NUL-terminated; the driver wants a C string.
+  const std::string lowered(catalog_.str(entry.lowered));
+  CUkernel kernel = nullptr;
+  check_load(cu.cuLibraryGetKernel(&kernel, unit.library, lowered.c_str()), "cuLibraryGetKernel", catalog_, entry,
+             unit.label);
+  // Resolving the function now loads the module into the context, so the first launch has no hidden cost.
+  CUfunction function = nullptr;
+  {
+    ContextScope current(cu, context_);
+    check_load(cu.cuKernelGetFunction(&function, kernel), "cuKernelGetFunction", catalog_, entry, unit.label);
+  }
+
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const Loaded* published = new Loaded{
+      Kernel{
+          catalog_.str(entry.name),
+          catalog_.str(entry.lowered),
+          kernel,
+          function,
+          Provenance{unit.source, unit.source, unit.arch, unit.ptx, load_ms, unit.cache_key},
+      },
+      context_id,
+  };
+  slots_[index].loaded.store(published, std::memory_order_release);
+  if (before) {
+    // Other threads may still be reading the old one: it stays until the registry ends.
+    std::lock_guard retire(retired_mutex_);
+    retired_.emplace_back(before);
+    context_reloads_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    kernel_loads_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return published->kernel;
+}
+
+// Tiers 2 and 3 for a unit: the embedded cubin for this device, else the disk cache's entry for this
+// device's architecture, else embedded PTX if the caller allowed it. Called with the unit's mutex held.
+void Registry::load_unit(UnitState& unit, const KernelEntry& entry) {
+  const UnitEntry& u = catalog_.units[entry.unit];
+  const void* image = nullptr;
+  const BinaryEntry* binary = options_.use_embedded ? select_binary(catalog_, u, info_.arch, false) : nullptr;
+  std::string disk_note;
+  if (!binary) {
+    DiskCache& cache = disk();
+    if (!cache.usable()) {
+      disk_note = "; the disk cache is not in use (" + cache.unusable_reason() + ")";
+    } else {
+      CacheKey key = unit_key(u, info_.arch);
+      std::optional<CacheEntry> cached = cache.load(key);
+      const std::string mismatch = cached ? entry_mismatch(catalog_, entry.unit, *cached) : "";
+      if (cached && mismatch.empty()) {
+        unit.image = std::move(cached->cubin);
+        unit.cache_key = std::move(key.hex);
+        unit.source = Tier::disk;
+        unit.arch = info_.arch;
+        unit.label = binary_label(BinaryEntry{info_.arch, BinaryKind::cubin, 0, 0}) + " from the disk cache (" +
+                     unit.cache_key + ")";
+        image = unit.image.data();
+        disk_loads_.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        disk_note = "; the disk cache " + cache.config().dir.string() + " has no usable entry for it (key " +
+                    key.hex + (mismatch.empty() ? "" : ": " + mismatch) + ")";
+      }
+    }
+  }
+  if (!image && !binary && options_.use_jit) {
+    JitResult built = jit_build(entry.unit);
+    unit.image = std::move(built.entry.cubin);
+    unit.source = built.compiled ? Tier::jit : Tier::disk;  // disk: another process built it meanwhile
+    unit.cache_key = std::move(built.key);
+    if (built.compiled) jit_compiles_.fetch_add(1, std::memory_order_relaxed);
+    unit.arch = info_.arch;
+    unit.label = "sm_" + std::to_string(info_.arch) + " compiled by the JIT tier";
+    image = unit.image.data();
+    disk_note.clear();
+  }
+  if (!image && !binary && options_.allow_ptx && options_.use_embedded) binary = select_binary(catalog_, u, info_.arch, true);
+  if (binary) {
+    image = catalog_.bytes(*binary).data();
+    unit.source = Tier::embedded;
+    unit.arch = binary->arch;
+    unit.ptx = binary->kind == BinaryKind::ptx;
+    unit.label = binary_label(*binary);
+  }
+  if (!image) {
+    const std::string embedded = options_.use_embedded ? no_binary_message(catalog_, entry, info_.arch, options_.allow_ptx)
+                                                       : "kiln: no binary for kernel '" + std::string(catalog_.str(entry.name)) +
+                                                             "' on sm_" + std::to_string(info_.arch) +
+                                                             ": the embedded tier is off (RegistryOptions::use_embedded)";
+    throw Error(Errc::no_binary, embedded + disk_note);
+  }
+  CUlibrary library = nullptr;
+  check_load(driver().cuLibraryLoadData(&library, image, nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData",
+             catalog_, entry, unit.label);
+  unit.library = library;
+  unit_loads_.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Tier 4: compile the unit for this device with NVRTC + nvJitLink, in a worker process, through the
+// disk cache's per-key lock so that processes sharing the cache compile it once. Called with the
+// unit's mutex held, so threads of this process compile it once too.
+Registry::JitResult Registry::jit_build(std::uint32_t unit_index) {
+  const UnitEntry& unit = catalog_.units[unit_index];
+  DiskCache& cache = disk();
+  // The unpacked headers and NVRTC's PCH live in the cache directory, or in a private temporary one.
+  const std::filesystem::path base = cache.usable() ? cache.config().dir : detail::private_temp_dir();
+  const detail::CompileRequest request = detail::make_request(catalog_, unit_index, info_.arch, base);
+
+  JitResult result;
+  const CacheKey key = unit_key(unit, info_.arch);
+  result.key = key.hex;
+  auto build = [&] {
+    CacheEntry entry = detail::jit_compile_entry(request);
+    result.compiled = true;
+    return entry;
+  };
+  result.entry = cache.usable() ? cache.get_or_build(key, build) : build();
+  return result;
+}
+
+DiskCache& Registry::disk() { return options_.cache ? *options_.cache : default_cache(); }
+
+CacheKey Registry::unit_key(const UnitEntry& unit, unsigned arch) const {
+  return detail::unit_cache_key(catalog_, unit, arch);
+}
+
+CacheKey Registry::cache_key(std::string_view name, unsigned arch) {
+  const KernelEntry* entry = catalog_.find(name);
+  if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
+  if (arch == 0) {
+    ensure_device();
+    arch = info_.arch;
+  }
+  return unit_key(catalog_.units[entry->unit], arch);
+}
+
+Plan Registry::plan(std::string_view name) {
+  const KernelEntry* entry = catalog_.find(name);
+  if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
+  Plan plan;
+  try {
+    ensure_device();
+  } catch (const Error& e) {  // no driver, no device, or a failed device query: say so, do not throw
+    plan.reason = e.what();
+    return plan;
+  }
+  const std::size_t index = static_cast<std::size_t>(entry - catalog_.kernels.data());
+  if (const Loaded* loaded = slots_[index].loaded.load(std::memory_order_acquire)) {
+    plan.available = true;
+    plan.source = Tier::memory;
+    plan.arch = loaded->kernel.provenance.arch;
+    plan.ptx = loaded->kernel.provenance.ptx;
+    return plan;
+  }
+  const UnitEntry& unit = catalog_.units[entry->unit];
+  const BinaryEntry* binary = options_.use_embedded ? select_binary(catalog_, unit, info_.arch, false) : nullptr;
+  if (!binary) {
+    // A directory probe, not a load: the entry is read when the kernel is asked for.
+    DiskCache& cache = disk();
+    if (cache.usable() && cache.contains(unit_key(unit, info_.arch))) {
+      plan.available = true;
+      plan.source = Tier::disk;
+      plan.arch = info_.arch;
+      return plan;
+    }
+    if (options_.use_jit) {  // compiled on first get(), if NVRTC can be loaded then
+      plan.available = true;
+      plan.source = Tier::jit;
+      plan.arch = info_.arch;
+      return plan;
+    }
+    if (options_.allow_ptx && options_.use_embedded) binary = select_binary(catalog_, unit, info_.arch, true);
+  }
+  if (!binary) {
+    plan.reason = options_.use_embedded ? no_binary_message(catalog_, *entry, info_.arch, options_.allow_ptx)
+                                        : "the embedded tier is off and the disk cache has no entry";
+    return plan;
+  }
+  plan.available = true;
+  plan.arch = binary->arch;
+  plan.ptx = binary->kind == BinaryKind::ptx;
+  return plan;
+}
+
+void Registry::ensure_device() {
+  // If this throws, the flag stays unset and a later call tries again (driver() itself fails fast).
+  std::call_once(device_once_, [this] {
+    const Driver& cu = driver();
+    int count = 0;
+    check(cu.cuDeviceGetCount(&count), "kiln: cuDeviceGetCount");
+    if (ordinal_ < 0 || ordinal_ >= count) {
+      throw Error(Errc::no_device, "kiln: no CUDA device " + std::to_string(ordinal_) + " (the driver reports " +
+                                       std::to_string(count) + (count == 1 ? " device" : " devices") +
+                                       "); pass an ordinal below " + std::to_string(count) + " to Registry");
+    }
+    const std::string subject = " of device " + std::to_string(ordinal_);
+    CUdevice device = 0;
+    check(cu.cuDeviceGet(&device, ordinal_), "kiln: cuDeviceGet" + subject);
+    int major = 0, minor = 0;
+    check(cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
+          "kiln: cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)" + subject);
+    check(cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
+          "kiln: cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)" + subject);
+    char name[256] = {};
+    check(cu.cuDeviceGetName(name, sizeof name, device), "kiln: cuDeviceGetName" + subject);
+    std::size_t memory = 0;
+    check(cu.cuDeviceTotalMem(&memory, device), "kiln: cuDeviceTotalMem" + subject);
+    int version = 0;
+    check(cu.cuDriverGetVersion(&version), "kiln: cuDriverGetVersion");
+    DeviceInfo info{ordinal_, name, arch_of(major, minor), version, memory};
+    // Retained last, so that a failure above leaves nothing to release.
+    CUcontext context = nullptr;
+    check(cu.cuDevicePrimaryCtxRetain(&context, device), "kiln: cuDevicePrimaryCtxRetain" + subject);
+
+    info_ = std::move(info);
+    cu_device_ = device;
+    context_ = context;
+  });
+}
+
+DeviceInfo Registry::device() {
+  ensure_device();
+  return info_;
+}
+
+CUcontext Registry::context() {
+  ensure_device();
+  live_context_id();  // a context reset since: make it live again, so the caller can push it
+  return context_;
+}
+
+RegistryStats Registry::stats() const noexcept {
+  return {unit_loads_.load(std::memory_order_relaxed), kernel_loads_.load(std::memory_order_relaxed),
+          disk_loads_.load(std::memory_order_relaxed), jit_compiles_.load(std::memory_order_relaxed),
+          context_reloads_.load(std::memory_order_relaxed)};
+}
+
+void launch(const Kernel& kernel, Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream, void** args) {
+  const CUresult result = driver().cuLaunchKernel(kernel.launch_handle(), grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                                  shared_bytes, stream, args, nullptr);
+  if (result != CUDA_SUCCESS) check(result, "kiln: cuLaunchKernel of kernel '" + std::string(kernel.name) + "'");
+}
+
+}  // namespace kiln

@@ -1,0 +1,176 @@
+// Demand-driven warm-up: request_warmup, ensure_warm, precompile_all, status.
+#include "registry/warmup.hpp"
+
+#include "jit/jit_tier.hpp"
+#include "memory/slot.hpp"
+
+#include <kiln/error.hpp>
+#include <kiln/select.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace kiln {
+namespace {
+
+bool background_allowed() {
+  const char* value = std::getenv("KILN_PRECOMPILE");
+  return !(value && std::strcmp(value, "0") == 0);
+}
+
+}  // namespace
+
+Registry::Warmup::~Warmup() {
+  {
+    std::lock_guard lock(mutex);
+    stopping = true;
+    queue.clear();
+  }
+  changed.notify_all();
+  for (auto& t : threads) t.join();
+}
+
+void Registry::Warmup::start_threads(std::size_t wanted) {
+  // One thread per compile the pool can run at once: each blocks in get() while a worker compiles.
+  const std::size_t limit = std::max(1u, detail::jit_parallelism());
+  while (threads.size() < std::min(wanted, limit)) threads.emplace_back([this] { run(); });
+}
+
+void Registry::Warmup::run() {
+  std::unique_lock lock(mutex);
+  for (;;) {
+    changed.wait(lock, [&] { return stopping || !queue.empty(); });
+    if (stopping) return;
+    const std::string name = std::move(queue.front());
+    queue.pop_front();
+    lock.unlock();
+    std::string error;
+    try {
+      registry.get(name);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    lock.lock();
+    Record& r = records[name];
+    r.state = error.empty() ? State::loaded : State::failed;
+    r.error = std::move(error);
+    changed.notify_all();
+  }
+}
+
+void Registry::request_warmup(const std::vector<std::string>& names) {
+  for (const auto& name : names)
+    if (!catalog_.find(name)) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
+  // No driver or no GPU: nothing to warm, and CUDA is not initialised for it.
+  if (!background_allowed() || !driver_available()) return;
+  ensure_device();
+  std::lock_guard guard(warmup_mutex_);
+  if (!warmup_) warmup_ = std::make_unique<Warmup>(*this);
+  Warmup& w = *warmup_;
+  std::vector<std::string> fresh;
+  for (const auto& name : names) {
+    {
+      std::lock_guard lock(w.mutex);
+      if (w.records.count(name)) continue;  // asked before: deduplicated
+    }
+    const std::size_t index = static_cast<std::size_t>(catalog_.find(name) - catalog_.kernels.data());
+    Warmup::Record record;
+    if (slots_[index].loaded.load(std::memory_order_acquire)) {
+      record.state = Warmup::State::loaded;
+    } else {
+      const Plan p = plan(name);  // a directory probe at most
+      if (p.available && p.source != Tier::jit) {
+        record.state = Warmup::State::deferred;
+      } else {
+        record.background = true;
+        fresh.push_back(name);
+      }
+    }
+    std::lock_guard lock(w.mutex);
+    w.records.emplace(name, std::move(record));
+  }
+  if (fresh.empty()) return;  // nothing to compile: no pool started
+  std::lock_guard lock(w.mutex);
+  for (auto& name : fresh) w.queue.push_back(std::move(name));
+  w.start_threads(w.queue.size());
+  w.changed.notify_all();
+}
+
+std::vector<std::string> Registry::ensure_warm(const std::vector<std::string>& names,
+                                               std::chrono::milliseconds timeout) {
+  request_warmup(names);
+  std::vector<std::string> cold;
+  Warmup* warmup = nullptr;
+  {
+    // Only to read the pointer: once made, the Warmup lives as long as the registry, and waiting here
+    // must not block status() or other request_warmup() calls.
+    std::lock_guard guard(warmup_mutex_);
+    warmup = warmup_.get();
+  }
+  if (!warmup) return names;  // background work is off, or there is no GPU
+  Warmup& w = *warmup;
+  std::unique_lock lock(w.mutex);
+  const auto ready = [&](const std::string& name) {
+    const auto it = w.records.find(name);
+    return it != w.records.end() && (it->second.state == Warmup::State::loaded || it->second.state == Warmup::State::deferred);
+  };
+  const auto settled = [&] {
+    return std::all_of(names.begin(), names.end(), [&](const std::string& name) {
+      const auto it = w.records.find(name);
+      return it == w.records.end() || it->second.state != Warmup::State::pending;
+    });
+  };
+  w.changed.wait_for(lock, timeout, settled);
+  for (const auto& name : names)
+    if (!ready(name)) cold.push_back(name);
+  return cold;
+}
+
+void Registry::precompile_all() {
+  std::vector<std::string> names;
+  for (const auto& k : catalog_.kernels) names.emplace_back(catalog_.str(k.name));
+  request_warmup(names);
+}
+
+WarmupStatus Registry::status() {
+  WarmupStatus s;
+  std::lock_guard guard(warmup_mutex_);
+  for (std::size_t i = 0; i < catalog_.kernels.size(); ++i) {
+    const std::string name(catalog_.str(catalog_.kernels[i].name));
+    const Loaded* slot = slots_[i].loaded.load(std::memory_order_acquire);
+    const Kernel* loaded = slot ? &slot->kernel : nullptr;
+    const Warmup::Record* record = nullptr;
+    std::unique_lock<std::mutex> lock;
+    if (warmup_) {
+      lock = std::unique_lock(warmup_->mutex);
+      const auto it = warmup_->records.find(name);
+      if (it != warmup_->records.end()) record = &it->second;
+    }
+    if (!loaded && !record) continue;
+    WarmupStatus::PerKernel k;
+    k.name = name;
+    if (record && record->background) ++s.submitted;
+    if (loaded) {
+      k.state = "loaded";
+      k.tier = loaded->provenance.source;
+      k.ms = loaded->provenance.load_ms;
+      if (record && record->background) ++s.compiled;
+      if (record && record->state == Warmup::State::deferred) ++s.deferred;
+    } else if (record->state == Warmup::State::deferred) {
+      k.state = "deferred";
+      ++s.deferred;
+    } else if (record->state == Warmup::State::failed) {
+      k.state = "failed";
+      k.error = record->error;
+      ++s.failed;
+    } else {
+      k.state = "pending";
+      ++s.pending;
+    }
+    s.kernels.push_back(std::move(k));
+  }
+  return s;
+}
+
+}  // namespace kiln

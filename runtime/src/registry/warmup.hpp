@@ -1,0 +1,39 @@
+// The registry's warm-up state: background threads that get() what needs compiling.
+#pragma once
+
+#include <kiln/registry.hpp>
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace kiln {
+
+struct Registry::Warmup {
+  enum class State { deferred, pending, loaded, failed };
+  struct Record {
+    State state = State::pending;
+    bool background = false;  // queued by request_warmup (counts as submitted)
+    std::string error;
+  };
+
+  explicit Warmup(Registry& registry) : registry(registry) {}
+  ~Warmup();  // stops taking work and joins the threads (a compile in progress finishes first)
+
+  void start_threads(std::size_t wanted);  // called with `mutex` held
+  void run();
+
+  Registry& registry;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<std::string> queue;
+  std::map<std::string, Record, std::less<>> records;
+  std::vector<std::thread> threads;
+  bool stopping = false;
+};
+
+}  // namespace kiln
