@@ -96,7 +96,7 @@ std::vector<double> nvrtc_times(bool pch, const std::filesystem::path& base) {
     auto request = kiln::detail::make_request(c, u, kArch, base);
     if (!pch) request.pch_dir.clear();
     const auto outcome = kiln::detail::compile_unit(request);
-    if (!outcome.ok) std::fprintf(stderr, "%s\n%s\n", outcome.error.c_str(), outcome.log.c_str());
+    if (!outcome.entry) std::fprintf(stderr, "%s\n%s\n", outcome.entry.error().c_str(), outcome.log.c_str());
     times.push_back(outcome.nvrtc_ms);
   }
   return times;

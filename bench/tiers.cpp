@@ -79,8 +79,8 @@ int phases_child(const std::string& mode, const std::string& registry_name, cons
   const double t1 = now_ms();
   const kiln::detail::CompileOutcome outcome = kiln::detail::jit_compile(request);
   const double t2 = now_ms();
-  if (!outcome.ok) {
-    std::fprintf(stderr, "%s\n%s\n", outcome.error.c_str(), outcome.log.c_str());
+  if (!outcome.entry) {
+    std::fprintf(stderr, "%s\n%s\n", outcome.entry.error().c_str(), outcome.log.c_str());
     return 1;
   }
   std::printf("%.6f %.6f %.6f %.6f\n", t1 - t0, t2 - t1, outcome.nvrtc_ms, outcome.link_ms);

@@ -58,11 +58,12 @@ inline void mark(const std::filesystem::path& dir) { std::ofstream(dir / std::to
 
 inline detail::CompileOutcome fake_echo(const detail::CompileRequest& request) {
   detail::CompileOutcome o;
-  o.ok = true;
-  o.entry.arch = request.arch;
-  o.entry.kernels = request.kernels;
-  o.entry.compiler = "fake";
-  o.entry.cubin = request.source;
+  CacheEntry entry;
+  entry.arch = request.arch;
+  entry.kernels = request.kernels;
+  entry.compiler = "fake";
+  entry.cubin = request.source;
+  o.entry = std::move(entry);
   o.log = "pid=" + std::to_string(::getpid());
   return o;
 }
@@ -90,8 +91,8 @@ inline detail::CompileOutcome fake_compile_controls(const detail::CompileRequest
       while (count_files(dir) < n) {
         if (std::chrono::steady_clock::now() > deadline) {
           detail::CompileOutcome timed_out;
-          timed_out.error = "fake: only " + std::to_string(count_files(dir)) + " of " + std::to_string(n) +
-                            " requests ran at once";
+          timed_out.entry = detail::fail("fake: only " + std::to_string(count_files(dir)) + " of " +
+                                         std::to_string(n) + " requests ran at once");
           return timed_out;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -128,7 +129,7 @@ inline detail::CompileOutcome fake_compile_controls(const detail::CompileRequest
 inline detail::PtxStage fake_ptx_stage(const detail::CompileRequest& request) {
   detail::PtxStage stage;
   stage.outcome = fake_compile_controls(request);
-  if (!stage.outcome.ok && stage.outcome.error.empty()) stage.outcome.error = "fake: failed";
+  if (!stage.outcome.entry && stage.outcome.entry.error().empty()) stage.outcome.entry = detail::fail("fake: failed");
   return stage;
 }
 

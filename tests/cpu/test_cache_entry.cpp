@@ -56,7 +56,7 @@ void reseal(std::string& file, const kiln::CacheKey& key) {
 
 std::string rejection(std::string_view file, const kiln::CacheKey& key) {
   const auto decoded = decode_entry(file, key);
-  return decoded.ok() ? "accepted" : decoded.error;
+  return decoded.ok() ? "accepted" : decoded.error();
 }
 
 // An entry file around a payload that encode_entry would never write.
@@ -79,8 +79,8 @@ TEST_CASE("an entry with a real cubin decodes to what was encoded") {
   CHECK(file.substr(0, 8) == kiln::detail::kEntryMagic);
   CHECK(file.substr(kEntryHeaderSize, key.text.size()) == key.text);  // readable with `head`
   const auto decoded = decode_entry(file, key);
-  REQUIRE_MESSAGE(decoded.ok(), decoded.error);
-  CHECK(kiln::test::same_entry(decoded.value, entry));
+  REQUIRE_MESSAGE(decoded.ok(), decoded.error());
+  CHECK(kiln::test::same_entry((*decoded), entry));
   MESSAGE("real cubin " << entry.cubin.size() << " bytes, entry file " << file.size() << " bytes");
 }
 
@@ -146,10 +146,10 @@ TEST_CASE("behind the frame digest, zstd's content checksum and decoder still re
     const auto decoded = decode_entry(bad, key);
     if (decoded.ok()) {
       // A flip in bits the decoder never reads: the payload is intact (content checksum), so harmless.
-      CHECK(kiln::test::same_entry(decoded.value, entry));
+      CHECK(kiln::test::same_entry((*decoded), entry));
       ++accepted_same;
     } else {
-      CHECK((decoded.error.starts_with("zstd: ") || decoded.error.starts_with("payload")));
+      CHECK((decoded.error().starts_with("zstd: ") || decoded.error().starts_with("payload")));
     }
   }
   std::string bad = file;

@@ -43,8 +43,8 @@ TEST_CASE("the golden entry of this format version decodes to its fixed input, a
   const std::string golden = kiln::test::read_bytes(path);
 
   const auto decoded = kiln::detail::decode_entry(golden, key);
-  REQUIRE_MESSAGE(decoded.ok(), decoded.error);
-  const kiln::CacheEntry& e = decoded.value;
+  REQUIRE_MESSAGE(decoded.ok(), decoded.error());
+  const kiln::CacheEntry& e = (*decoded);
   CHECK(e.arch == input.arch);
   REQUIRE(e.kernels.size() == input.kernels.size());
   for (std::size_t i = 0; i < e.kernels.size(); ++i) {
@@ -61,11 +61,11 @@ TEST_CASE("the golden entry of this format version decodes to its fixed input, a
   const auto new_regions = kiln::detail::split_entry(fresh);
   REQUIRE(old_regions.ok());
   REQUIRE(new_regions.ok());
-  CHECK(old_regions.value.header.substr(0, 24) == new_regions.value.header.substr(0, 24));  // all but the frame's size and digest
-  CHECK(old_regions.value.key_text == new_regions.value.key_text);
-  const auto old_payload = kiln::detail::decompress_frame(old_regions.value.frame);
+  CHECK(old_regions->header.substr(0, 24) == new_regions->header.substr(0, 24));  // all but the frame's size and digest
+  CHECK(old_regions->key_text == new_regions->key_text);
+  const auto old_payload = kiln::detail::decompress_frame(old_regions->frame);
   REQUIRE(old_payload.ok());
-  CHECK(old_payload.value == kiln::detail::encode_payload(input));
+  CHECK((*old_payload) == kiln::detail::encode_payload(input));
 }
 
 TEST_CASE("golden entries of older format versions are rejected as such") {
@@ -75,7 +75,7 @@ TEST_CASE("golden entries of older format versions are rejected as such") {
     const auto path = golden_path(version);
     REQUIRE_MESSAGE(std::filesystem::exists(path), "keep the golden entry of every format version: ", path.string());
     const auto decoded = kiln::detail::decode_entry(kiln::test::read_bytes(path), key);
-    CHECK(decoded.error == "format version " + std::to_string(version) + ", expected " +
+    CHECK(decoded.error() == "format version " + std::to_string(version) + ", expected " +
                                std::to_string(kiln::kCacheFormatVersion));
   }
 }

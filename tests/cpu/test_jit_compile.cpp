@@ -31,9 +31,9 @@ std::string_view embedded_cubin(const kiln::UnitEntry& unit, unsigned arch) {
 }
 
 void require_ok(const CompileOutcome& out) {
-  INFO("error: " << out.error);
+  INFO("error: " << out.entry.error());
   INFO("log: " << out.log);
-  REQUIRE(out.ok);
+  REQUIRE(out.entry.ok());
 }
 
 }  // namespace
@@ -47,18 +47,18 @@ TEST_CASE("every example unit JIT-compiles for sm_90 and sm_80 into a cubin with
       CAPTURE(arch);
       const CompileOutcome out = compile_unit(request);
       require_ok(out);
-      CHECK(out.error.empty());
-      CHECK(out.entry.arch == arch);
-      CHECK(out.entry.options == catalog.str(unit.options));
-      CHECK(out.entry.compiler.rfind("nvrtc 13.", 0) == 0);
-      CHECK(out.entry.compiler.find("unreferenced globals stripped") != std::string::npos);
-      REQUIRE(out.entry.kernels.size() == request.kernels.size());
+      CHECK(out.entry.error().empty());
+      CHECK(out.entry->arch == arch);
+      CHECK(out.entry->options == catalog.str(unit.options));
+      CHECK(out.entry->compiler.rfind("nvrtc 13.", 0) == 0);
+      CHECK(out.entry->compiler.find("unreferenced globals stripped") != std::string::npos);
+      REQUIRE(out.entry->kernels.size() == request.kernels.size());
       for (std::size_t k = 0; k < request.kernels.size(); ++k) {
-        CHECK(out.entry.kernels[k].name == request.kernels[k].name);
-        CHECK(out.entry.kernels[k].lowered == request.kernels[k].lowered);
+        CHECK(out.entry->kernels[k].name == request.kernels[k].name);
+        CHECK(out.entry->kernels[k].lowered == request.kernels[k].lowered);
       }
 
-      const kiln::detail::Cubin jit = kiln::detail::read_cubin(out.entry.cubin);
+      const kiln::detail::Cubin jit = kiln::detail::read_cubin(out.entry->cubin);
       REQUIRE(jit.ok());
       CHECK(jit.arch == arch);
       for (const auto& kernel : request.kernels) CHECK(jit.defines(kernel.lowered));
@@ -67,7 +67,7 @@ TEST_CASE("every example unit JIT-compiles for sm_90 and sm_80 into a cubin with
         CHECK(kiln::detail::read_cubin(aot).kernels == jit.kernels);
       }
       MESSAGE(request.unit << " sm_" << arch << ": NVRTC " << out.nvrtc_ms << " ms, nvJitLink " << out.link_ms
-                           << " ms, " << out.globals_removed << " globals stripped, cubin " << out.entry.cubin.size()
+                           << " ms, " << out.globals_removed << " globals stripped, cubin " << out.entry->cubin.size()
                            << " bytes");
     }
   }
@@ -77,13 +77,13 @@ TEST_CASE("a compile error names the unit, the arch and the options, and keeps N
   CompileRequest request = kiln::test::example_request(kiln::test::example_unit("vector_add"), 90);
   request.source += "\nthis_is_not_cpp kiln_broken_line;\n";
   const CompileOutcome out = compile_unit(request);
-  CHECK_FALSE(out.ok);
-  CHECK(out.entry.cubin.empty());
-  CHECK(out.error.find("examples/vector_add") != std::string::npos);
-  CHECK(out.error.find("sm_90") != std::string::npos);
-  CHECK(out.error.find("NVRTC") != std::string::npos);
-  CHECK(out.error.find("-arch=compute_90") != std::string::npos);
-  CHECK(out.error.find("-I" KILN_TEST_KERNELS_DIR "/include") != std::string::npos);
+  CHECK_FALSE(out.entry.ok());
+  CHECK_FALSE(out.entry);  // no cubin
+  CHECK(out.entry.error().find("examples/vector_add") != std::string::npos);
+  CHECK(out.entry.error().find("sm_90") != std::string::npos);
+  CHECK(out.entry.error().find("NVRTC") != std::string::npos);
+  CHECK(out.entry.error().find("-arch=compute_90") != std::string::npos);
+  CHECK(out.entry.error().find("-I" KILN_TEST_KERNELS_DIR "/include") != std::string::npos);
   CHECK(out.log.find("this_is_not_cpp") != std::string::npos);
   CHECK(out.log.find("error") != std::string::npos);
 }
@@ -94,22 +94,22 @@ TEST_CASE("a lowered name that differs from the catalog's is an error") {
   const std::string actual = request.kernels[1].lowered;
   request.kernels[1].lowered = "_Z12not_the_same";
   const CompileOutcome out = compile_unit(request);
-  CHECK_FALSE(out.ok);
-  CHECK(out.error.find("NVRTC lowers " + request.expressions[1] + " to " + actual +
+  CHECK_FALSE(out.entry.ok());
+  CHECK(out.entry.error().find("NVRTC lowers " + request.expressions[1] + " to " + actual +
                        ", the catalog recorded _Z12not_the_same") != std::string::npos);
 
   request.expressions.pop_back();
   const CompileOutcome mismatched = compile_unit(request);
-  CHECK_FALSE(mismatched.ok);
-  CHECK(mismatched.error.find("2 kernels but 1 name expressions") != std::string::npos);
+  CHECK_FALSE(mismatched.entry.ok());
+  CHECK(mismatched.entry.error().find("2 kernels but 1 name expressions") != std::string::npos);
 }
 
 TEST_CASE("an option NVRTC rejects is an error that names it") {
   CompileRequest request = kiln::test::example_request(kiln::test::example_unit("vector_add"), 90);
   request.options.push_back("--no-such-option");
   const CompileOutcome out = compile_unit(request);
-  CHECK_FALSE(out.ok);
-  CHECK(out.error.find("--no-such-option") != std::string::npos);
+  CHECK_FALSE(out.entry.ok());
+  CHECK(out.entry.error().find("--no-such-option") != std::string::npos);
 }
 
 TEST_CASE("the stripped, nvJitLink-assembled CUB cubin is much smaller than NVRTC's own") {
@@ -119,10 +119,10 @@ TEST_CASE("the stripped, nvJitLink-assembled CUB cubin is much smaller than NVRT
   const std::string direct = kiln::test::nvrtc_direct(request, "-arch=sm_90").cubin;
   REQUIRE(kiln::detail::read_cubin(direct).ok());
   MESSAGE("block_sum_f32 sm_90: NVRTC's cubin " << direct.size() << " bytes; stripped PTX + nvJitLink "
-                                                << out.entry.cubin.size() << " bytes (" << out.globals_removed
+                                                << out.entry->cubin.size() << " bytes (" << out.globals_removed
                                                 << " unreferenced globals stripped)");
   CHECK(out.globals_removed > 100);
-  CHECK(out.entry.cubin.size() * 4 < direct.size());
+  CHECK(out.entry->cubin.size() * 4 < direct.size());
 }
 
 TEST_CASE("with a PCH directory, a second CUB compile in the process reuses the precompiled header") {
@@ -140,7 +140,7 @@ TEST_CASE("with a PCH directory, a second CUB compile in the process reuses the 
   CHECK((info.st_mode & 0777) == 0700);
   const CompileOutcome second = compile_unit(request);
   require_ok(second);
-  CHECK(second.entry.cubin == first.entry.cubin);
+  CHECK(second.entry->cubin == first.entry->cubin);
   // NVRTC writes the PCH to a file in -pch-dir and reads it back on the next compile. The directory is
   // this process's own under pch_dir, named by its descriptor (jit/compiler/pch_dir.hpp).
   CHECK(first.log.find("creating precompiled header file \"/proc/self/fd/") != std::string::npos);

@@ -10,6 +10,7 @@
 #include "jit_test_util.hpp"
 #include "jit/pch_family.hpp"
 #include "jit/pool/fork.hpp"
+#include "jit/pool/settings.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -227,13 +228,13 @@ std::pair<pid_t, std::set<pid_t>> warm_family(JitPool& pool, std::size_t n, cons
   }
   gate.open();
   const CompileOutcome f = first.get();
-  REQUIRE_MESSAGE(f.ok, f.error);
-  CHECK(f.entry.cubin == family_request("first", controls_of_first).source);  // the fake's cubin is the source
+  REQUIRE_MESSAGE(f.entry.ok(), f.entry.error());
+  CHECK(f.entry->cubin == family_request("first", controls_of_first).source);  // the fake's cubin is the source
   std::set<pid_t> pids;
   for (std::size_t i = 0; i < n; ++i) {
     const CompileOutcome o = rest[i].get();
-    REQUIRE_MESSAGE(o.ok, o.error);
-    CHECK(o.entry.kernels.at(0).name == numbered("g", i) + "_k");  // its own request's answer
+    REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
+    CHECK(o.entry->kernels.at(0).name == numbered("g", i) + "_k");  // its own request's answer
     pids.insert(static_cast<pid_t>(served_by(o)));
   }
   return {static_cast<pid_t>(served_by(f)), pids};
@@ -245,18 +246,18 @@ std::pair<pid_t, std::set<pid_t>> warm_family(JitPool& pool, std::size_t n, cons
 TEST_SUITE_BEGIN("concurrency");
 
 TEST_CASE("KILN_JIT_WORKERS: a whole number from 1 to 256, else the default and one warning") {
-  std::string warning;
-  const unsigned fallback = kiln::detail::jit_workers_from(nullptr, warning);
+  const unsigned fallback = kiln::detail::default_jit_workers();
   CHECK(fallback >= 1);
   CHECK(fallback <= 16);
-  CHECK(kiln::detail::jit_workers_from("", warning) == fallback);
-  CHECK(kiln::detail::jit_workers_from("5", warning) == 5);
-  CHECK(kiln::detail::jit_workers_from("256", warning) == 256);
-  CHECK(warning.empty());
+  CHECK(*kiln::detail::jit_workers_from(nullptr) == fallback);
+  CHECK(*kiln::detail::jit_workers_from("") == fallback);
+  CHECK(*kiln::detail::jit_workers_from("5") == 5);
+  CHECK(*kiln::detail::jit_workers_from("256") == 256);
   for (const char* bad : {"0", "-1", "4x", "abc", "257", " 4", "99999999999"}) {
-    warning.clear();
-    CHECK(kiln::detail::jit_workers_from(bad, warning) == fallback);
-    CHECK(warning.find(std::string("'") + bad + "'") != std::string::npos);
+    const auto workers = kiln::detail::jit_workers_from(bad);  // the pool then takes the default
+    REQUIRE_FALSE(workers.ok());
+    CHECK(workers.error().find(std::string("'") + bad + "'") != std::string::npos);
+    CHECK(workers.error().find("using " + std::to_string(fallback) + " JIT workers") != std::string::npos);
   }
 
   kiln::test::ScopedEnv env("KILN_JIT_WORKERS", "lots");
@@ -293,9 +294,9 @@ TEST_CASE("no worker starts before the first request; then requests run at once,
   std::set<long> pids;
   for (std::size_t i = 0; i < n; ++i) {
     const CompileOutcome o = futures[i].get();
-    REQUIRE_MESSAGE(o.ok, o.error);
-    CHECK(o.entry.cubin == numbered("// the source of u", i));
-    CHECK(o.entry.kernels.at(0).lowered == "_Zu" + std::to_string(i) + "v");
+    REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
+    CHECK(o.entry->cubin == numbered("// the source of u", i));
+    CHECK(o.entry->kernels.at(0).lowered == "_Zu" + std::to_string(i) + "v");
     CHECK(served_by(o) != ::getpid());
     pids.insert(served_by(o));
   }
@@ -309,7 +310,7 @@ TEST_CASE("no worker starts before the first request; then requests run at once,
   for (std::size_t i = 0; i < 20; ++i) more.push_back(pool.submit(fake_request(numbered("q", i))));
   for (auto& f : more) {
     const CompileOutcome o = f.get();
-    REQUIRE(o.ok);
+    REQUIRE(o.entry.ok());
     CHECK(pids.count(served_by(o)) == 1);
   }
   CHECK(pool.stats().spawned == n);
@@ -323,7 +324,7 @@ TEST_CASE("a worker killed mid-request: the request is retried once on a new wor
   const pid_t first = wait_for_mark(marks.path(), 1, seen);
   REQUIRE(::kill(first, SIGKILL) == 0);
   const CompileOutcome o = future.get();
-  REQUIRE_MESSAGE(o.ok, o.error);
+  REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
   CHECK(served_by(o) != first);
   CHECK(served_by(o) != ::getpid());
   const auto stats = pool.stats();
@@ -344,15 +345,15 @@ TEST_CASE("a worker killed twice: a clear error naming the unit and the signal, 
   CHECK(second != first);
   REQUIRE(::kill(second, SIGKILL) == 0);
   const CompileOutcome o = future.get();
-  CHECK_FALSE(o.ok);
-  INFO(o.error);
-  CHECK(o.error.find("tests/doomed for sm_90") != std::string::npos);
-  CHECK(o.error.find("died twice") != std::string::npos);
-  CHECK(o.error.find("pid " + std::to_string(first) + " killed by signal 9") != std::string::npos);
-  CHECK(o.error.find("pid " + std::to_string(second) + " killed by signal 9") != std::string::npos);
+  CHECK_FALSE(o.entry.ok());
+  INFO(o.entry.error());
+  CHECK(o.entry.error().find("tests/doomed for sm_90") != std::string::npos);
+  CHECK(o.entry.error().find("died twice") != std::string::npos);
+  CHECK(o.entry.error().find("pid " + std::to_string(first) + " killed by signal 9") != std::string::npos);
+  CHECK(o.entry.error().find("pid " + std::to_string(second) + " killed by signal 9") != std::string::npos);
 
   const CompileOutcome next = pool.compile(fake_request("after"));
-  REQUIRE_MESSAGE(next.ok, next.error);
+  REQUIRE_MESSAGE(next.entry.ok(), next.entry.error());
   CHECK(served_by(next) != first);
   CHECK(served_by(next) != second);
   CHECK(pool.stats().deaths == 2);
@@ -379,7 +380,7 @@ TEST_CASE("no worker executable: requests compile in this process, with one warn
   JitPool pool(options);
   for (std::size_t i = 0; i < 3; ++i) {
     const CompileOutcome o = pool.compile(fake_request(numbered("here", i)));
-    REQUIRE(o.ok);
+    REQUIRE(o.entry.ok());
     CHECK(served_by(o) == ::getpid());
   }
   REQUIRE(pool.warnings().size() == 1);
@@ -392,7 +393,7 @@ TEST_CASE("no worker executable: requests compile in this process, with one warn
   JitPoolOptions from_env = fake_pool(1);
   from_env.worker.clear();
   JitPool pool2(from_env);
-  CHECK(pool2.compile(fake_request("env")).ok);
+  CHECK(pool2.compile(fake_request("env")).entry.ok());
   REQUIRE(pool2.warnings().size() == 1);
   CHECK(pool2.warnings()[0].find("KILN_JITD=/nonexistent/from-env is not an executable file") != std::string::npos);
 }
@@ -402,12 +403,12 @@ TEST_CASE("a worker that does not speak the protocol: in-process fallback, and t
   options.worker = "/bin/true";
   JitPool pool(options);
   const CompileOutcome o = pool.compile(fake_request("fallback"));
-  REQUIRE(o.ok);
+  REQUIRE(o.entry.ok());
   CHECK(served_by(o) == ::getpid());
   REQUIRE(pool.warnings().size() == 1);
   CHECK(pool.warnings()[0].find("/bin/true did not start") != std::string::npos);
   CHECK(pool.worker_pids().empty());
-  CHECK(pool.compile(fake_request("again")).ok);
+  CHECK(pool.compile(fake_request("again")).entry.ok());
   CHECK(pool.stats().spawned == 1);  // not tried again: it never worked
 }
 
@@ -420,8 +421,8 @@ TEST_CASE("destruction reaps every worker, idle or busy, and fails what it did n
     kiln::test::TempDir gather;
     auto a = pool.submit(fake_request("a", {option("gather", gather.path(), 2)}));
     auto b = pool.submit(fake_request("b", {option("gather", gather.path(), 2)}));
-    REQUIRE(a.get().ok);
-    REQUIRE(b.get().ok);
+    REQUIRE(a.get().entry.ok());
+    REQUIRE(b.get().entry.ok());
     busy1 = pool.submit(fake_request("busy1", {option("hang", marks.path(), 100)}));
     std::set<pid_t> seen;
     wait_for_mark(marks.path(), 1, seen);
@@ -434,12 +435,12 @@ TEST_CASE("destruction reaps every worker, idle or busy, and fails what it did n
   for (const pid_t pid : pids) CHECK(gone(pid));
   for (auto* busy : {&busy1, &busy2}) {
     const CompileOutcome b = busy->get();
-    CHECK_FALSE(b.ok);
-    CHECK(b.error.find("shut down while compiling unit tests/busy") != std::string::npos);
+    CHECK_FALSE(b.entry.ok());
+    CHECK(b.entry.error().find("shut down while compiling unit tests/busy") != std::string::npos);
   }
   const CompileOutcome q = queued.get();
-  CHECK_FALSE(q.ok);
-  CHECK(q.error.find("shut down before compiling unit tests/queued") != std::string::npos);
+  CHECK_FALSE(q.entry.ok());
+  CHECK(q.entry.error().find("shut down before compiling unit tests/queued") != std::string::npos);
 }
 
 TEST_CASE("the real kiln-jitd compiles an example unit with NVRTC") {
@@ -470,11 +471,11 @@ TEST_CASE("the real kiln-jitd compiles an example unit with NVRTC") {
     MESSAGE("skipped: NVRTC or nvJitLink is not installed here (" << e.what() << ")");
     return;
   }
-  REQUIRE_MESSAGE(o.ok, o.error << "\n" << o.log);
+  REQUIRE_MESSAGE(o.entry.ok(), o.entry.error() << "\n" << o.log);
   CHECK(pool.stats().spawned == 1);
   CHECK(pool.stats().in_process == 0);
-  CHECK(o.entry.arch == 90);
-  CHECK(kiln::detail::check_entry(o.entry, 90) == "");  // a cubin for sm_90 defining both kernels
+  CHECK(o.entry->arch == 90);
+  CHECK(kiln::detail::check_entry(*o.entry, 90).ok());  // a cubin for sm_90 defining both kernels
 }
 
 TEST_CASE("a PCH family: the same options, include directories and leading directives; comments do not count") {
@@ -514,14 +515,13 @@ TEST_CASE("a PCH family: the same options, include directories and leading direc
 }
 
 TEST_CASE("KILN_JIT_FORK: 0 turns forking off; unset, empty or 1 leave it on; anything else warns") {
-  std::string warning;
-  CHECK(kiln::detail::jit_fork_from(nullptr, warning));
-  CHECK(kiln::detail::jit_fork_from("", warning));
-  CHECK(kiln::detail::jit_fork_from("1", warning));
-  CHECK_FALSE(kiln::detail::jit_fork_from("0", warning));
-  CHECK(warning.empty());
-  CHECK(kiln::detail::jit_fork_from("no", warning));
-  CHECK(warning.find("KILN_JIT_FORK='no'") != std::string::npos);
+  CHECK(*kiln::detail::jit_fork_from(nullptr));
+  CHECK(*kiln::detail::jit_fork_from(""));
+  CHECK(*kiln::detail::jit_fork_from("1"));
+  CHECK_FALSE(*kiln::detail::jit_fork_from("0"));
+  const auto no = kiln::detail::jit_fork_from("no");  // forking then stays on
+  REQUIRE_FALSE(no.ok());
+  CHECK(no.error().find("KILN_JIT_FORK='no'") != std::string::npos);
 
   kiln::test::ScopedEnv env("KILN_JIT_FORK", "0");
   JitPool off(fake_pool(1));
@@ -547,7 +547,7 @@ TEST_CASE("a family's backlog: one worker builds its PCH, the other workers are 
 
   // Requests without a PCH family are not held back, and a forked worker serves them like any other.
   const CompileOutcome plain = pool.compile(fake_request("plain"));
-  REQUIRE(plain.ok);
+  REQUIRE(plain.entry.ok());
   CHECK(pids.count(static_cast<pid_t>(served_by(plain))) == 1);
 }
 
@@ -562,14 +562,14 @@ TEST_CASE("a forked worker killed mid-request: the request is retried on a new f
   std::set<pid_t> seen;
   const pid_t forked = wait_for_mark(marks.path(), 1, seen);
   const CompileOutcome f = first.get();
-  REQUIRE(f.ok);
+  REQUIRE(f.entry.ok());
   const pid_t zygote = static_cast<pid_t>(served_by(f));
   CHECK(forked != zygote);
   CHECK(forked_by_zygote_of(forked, zygote));
   REQUIRE(::kill(forked, SIGKILL) == 0);
 
   const CompileOutcome o = victim.get();
-  REQUIRE_MESSAGE(o.ok, o.error);
+  REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
   const pid_t retried_on = static_cast<pid_t>(served_by(o));
   CHECK(retried_on != forked);
   CHECK(retried_on != zygote);
@@ -581,8 +581,8 @@ TEST_CASE("a forked worker killed mid-request: the request is retried on a new f
   CHECK(stats.forked == 2);
   CHECK(soon_gone(forked));
 
-  for (std::size_t i = 0; i < 4; ++i) CHECK(pool.compile(family_request(numbered("after", i))).ok);
-  CHECK(pool.compile(fake_request("plain")).ok);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(pool.compile(family_request(numbered("after", i))).entry.ok());
+  CHECK(pool.compile(fake_request("plain")).entry.ok());
   CHECK(pool.stats().deaths == 1);
 }
 
@@ -612,7 +612,7 @@ TEST_CASE("shutting down with forked workers busy and idle leaves no process beh
   std::set<pid_t> parents(pids.begin(), pids.end());
   parents.insert(::getpid());
   CHECK(zombies_of(parents).empty());
-  for (auto* busy : {&busy1, &busy2}) CHECK(busy->get().error.find("shut down while compiling") != std::string::npos);
+  for (auto* busy : {&busy1, &busy2}) CHECK(busy->get().entry.error().find("shut down while compiling") != std::string::npos);
 }
 
 TEST_CASE("a worker that cannot fork (it runs a second thread): cold workers instead, and one warning") {
@@ -624,10 +624,10 @@ TEST_CASE("a worker that cannot fork (it runs a second thread): cold workers ins
   auto a = pool.submit(family_request("a", {control("gather", gather.path(), 2)}));
   auto b = pool.submit(family_request("b", {control("gather", gather.path(), 2)}));
   gate.open();
-  REQUIRE(first.get().ok);
+  REQUIRE(first.get().entry.ok());
   const CompileOutcome oa = a.get(), ob = b.get();
-  REQUIRE_MESSAGE(oa.ok, oa.error);
-  REQUIRE_MESSAGE(ob.ok, ob.error);
+  REQUIRE_MESSAGE(oa.entry.ok(), oa.entry.error());
+  REQUIRE_MESSAGE(ob.entry.ok(), ob.entry.error());
   CHECK(served_by(oa) != served_by(ob));
   const auto stats = pool.stats();
   CHECK(stats.forked == 0);
@@ -673,10 +673,10 @@ TEST_CASE("where linking starts a thread (the CUDA driver's), workers are still 
   for (std::size_t i = 0; i < 3; ++i)
     rest.push_back(pool.submit(other(numbered("o", i), {"fake:thread-on-link", control("gather", gather.path(), 3)})));
   gate.open();
-  REQUIRE(first.get().ok);
+  REQUIRE(first.get().entry.ok());
   for (auto& r : rest) {
     const CompileOutcome o = r.get();
-    REQUIRE_MESSAGE(o.ok, o.error);
+    REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
   }
   CHECK(pool.stats().forked == 2);  // no more
 
@@ -690,7 +690,7 @@ TEST_CASE("a worker's zygote dies with it: a killed worker leaves no zygote behi
   JitPool pool(fake_pool(1));
   if (!forks(pool)) return;
   const CompileOutcome o = pool.compile(family_request("first", {"fake:thread-on-link"}));
-  REQUIRE_MESSAGE(o.ok, o.error);
+  REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
   const pid_t worker = static_cast<pid_t>(served_by(o));
   const std::vector<pid_t> zygotes = children_of(worker);
   REQUIRE(zygotes.size() == 1);
@@ -699,7 +699,7 @@ TEST_CASE("a worker's zygote dies with it: a killed worker leaves no zygote behi
   CHECK(soon_gone(zygotes[0]));
   // The pool replaces the worker, and its zygote forks again.
   const CompileOutcome again = pool.compile(family_request("again", {"fake:thread-on-link"}));
-  REQUIRE_MESSAGE(again.ok, again.error);
+  REQUIRE_MESSAGE(again.entry.ok(), again.entry.error());
   CHECK(served_by(again) != worker);
 }
 
@@ -708,7 +708,7 @@ TEST_CASE("KILN_JIT_FORK=0: workers make no zygotes") {
   options.fork = false;
   JitPool pool(options);
   const CompileOutcome o = pool.compile(family_request("first"));
-  REQUIRE_MESSAGE(o.ok, o.error);
+  REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
   CHECK(children_of(static_cast<pid_t>(served_by(o))).empty());
 }
 
@@ -720,7 +720,7 @@ TEST_CASE("KILN_JIT_FORK=0: every worker of a family is started from the executa
   std::vector<std::future<CompileOutcome>> all;
   for (std::size_t i = 0; i < 3; ++i)
     all.push_back(pool.submit(family_request(numbered("g", i), {control("gather", gather.path(), 3)})));
-  for (auto& f : all) REQUIRE(f.get().ok);
+  for (auto& f : all) REQUIRE(f.get().entry.ok());
   CHECK(pool.stats().spawned == 3);
   CHECK(pool.stats().forked == 0);
 }
@@ -739,8 +739,8 @@ TEST_CASE("the real kiln-jitd: a worker forked after the CUB family's PCH is bui
   const auto a = real_outcome(cold);
   if (!a) return;
   const auto b = real_outcome(warm);
-  REQUIRE_MESSAGE(a->ok, a->error << "\n" << a->log);
-  REQUIRE_MESSAGE(b->ok, b->error << "\n" << b->log);
+  REQUIRE_MESSAGE(a->entry.ok(), a->entry.error() << "\n" << a->log);
+  REQUIRE_MESSAGE(b->entry.ok(), b->entry.error() << "\n" << b->log);
   const auto stats = pool.stats();
   std::string warnings;
   for (const auto& w : pool.warnings()) warnings += w + "\n";
@@ -761,12 +761,12 @@ TEST_CASE("the real kiln-jitd: a worker forked after the CUB family's PCH is bui
   // NVRTC in the forked worker used the PCH its parent built, and made the same kernels.
   CHECK(a->log.find("creating precompiled header") != std::string::npos);
   CHECK(b->log.find("using precompiled header") != std::string::npos);
-  const auto ca = kiln::detail::read_cubin(a->entry.cubin), cb = kiln::detail::read_cubin(b->entry.cubin);
+  const auto ca = kiln::detail::read_cubin(a->entry->cubin), cb = kiln::detail::read_cubin(b->entry->cubin);
   REQUIRE(ca.ok());
   REQUIRE(cb.ok());
   CHECK(ca.kernels == cb.kernels);
-  CHECK(cb.defines(a->entry.kernels.at(0).lowered));
-  CHECK(b->entry.cubin == a->entry.cubin);
+  CHECK(cb.defines(a->entry->kernels.at(0).lowered));
+  CHECK(b->entry->cubin == a->entry->cubin);
   MESSAGE("block_sum_f32 NVRTC: cold worker " << a->nvrtc_ms << " ms (builds the PCH); forked worker " << b->nvrtc_ms
                                               << " ms");
 }
@@ -795,8 +795,8 @@ TEST_CASE("the real kiln-jitd killed mid-NVRTC compile of a CUB unit: retried on
   REQUIRE(::kill(victim, SIGKILL) == 0);
   const auto o = real_outcome(future);
   if (!o) return;
-  REQUIRE_MESSAGE(o->ok, o->error << "\n" << o->log);
-  CHECK(kiln::detail::check_entry(o->entry, 90) == "");
+  REQUIRE_MESSAGE(o->entry.ok(), o->entry.error() << "\n" << o->log);
+  CHECK(kiln::detail::check_entry(*o->entry, 90).ok());
   const auto stats = pool.stats();
   CHECK(stats.deaths == 1);
   CHECK(stats.retried == 1);
@@ -810,7 +810,7 @@ TEST_CASE("the real kiln-jitd killed mid-NVRTC compile of a CUB unit: retried on
   auto again = pool.submit(cub_request(temp.path(), "block_sum_f32_again"));
   const auto next = real_outcome(again);
   REQUIRE(next);
-  REQUIRE_MESSAGE(next->ok, next->error);
+  REQUIRE_MESSAGE(next->entry.ok(), next->entry.error());
   CHECK(next->log.find("using precompiled header") != std::string::npos);
   CHECK(pool.stats().deaths == 1);
 }
@@ -855,7 +855,7 @@ TEST_CASE("JIT processes killed at random points (workers and their zygotes and 
               // Half of them one PCH family (so zygotes and forked workers), half plain.
               const CompileOutcome o = pool.compile(key % 2 ? family_request(numbered("k", key), {sleep})
                                                             : fake_request(numbered("k", key), {sleep}));
-              if (!o.ok) throw kiln::Error(kiln::Errc::compile, o.error);
+              if (!o.entry.ok()) throw kiln::Error(kiln::Errc::compile, o.entry.error());
               return sample_entry(key);
             });
             const std::lock_guard lock(mutex);
@@ -876,8 +876,8 @@ TEST_CASE("JIT processes killed at random points (workers and their zygotes and 
     killer.join();
 
     // Afterwards every request is served, of a family or not.
-    for (std::size_t i = 0; i < 4; ++i) CHECK(pool.compile(family_request(numbered("after", i))).ok);
-    CHECK(pool.compile(fake_request("after_plain")).ok);
+    for (std::size_t i = 0; i < 4; ++i) CHECK(pool.compile(family_request(numbered("after", i))).entry.ok());
+    CHECK(pool.compile(fake_request("after_plain")).entry.ok());
     const auto stats = pool.stats();
     MESSAGE(killed << " kills: " << compiled << " requests compiled and cached, " << failed
                    << " failed clearly (their retry was killed too); pool: " << stats.deaths << " deaths, " << stats.retried

@@ -33,9 +33,7 @@ CompileRequest sample_request() {
 
 CompileOutcome sample_outcome() {
   CompileOutcome o;
-  o.ok = true;
   o.entry = kiln::test::sample_entry(3, 90, 4096);
-  o.error = "";
   o.log = "warning: something\n";
   o.nvrtc_ms = 812.25;
   o.link_ms = 31.5;
@@ -63,14 +61,14 @@ void require_same(const CompileRequest& a, const CompileRequest& b) {
 // Every way of decoding a frame, as the pool and the worker would: open it, then decode its kind.
 std::string decode_any(std::string_view frame) {
   const auto m = open_frame(frame);
-  if (!m.ok()) return m.error;
-  switch (m.value.kind) {
-    case MessageKind::hello: return decode_hello(m.value.body).error;
-    case MessageKind::request: return decode_request(m.value.body).error;
-    case MessageKind::outcome: return decode_outcome(m.value.body).error;
-    case MessageKind::failure: return decode_failure(m.value.body).error;
-    case MessageKind::fork: return decode_fork(m.value.body).error;
-    case MessageKind::forked: return decode_forked(m.value.body).error;
+  if (!m.ok()) return m.error();
+  switch (m->kind) {
+    case MessageKind::hello: return decode_hello(m->body).error();
+    case MessageKind::request: return decode_request(m->body).error();
+    case MessageKind::outcome: return decode_outcome(m->body).error();
+    case MessageKind::failure: return decode_failure(m->body).error();
+    case MessageKind::fork: return decode_fork(m->body).error();
+    case MessageKind::forked: return decode_forked(m->body).error();
   }
   return "unreachable";
 }
@@ -91,10 +89,10 @@ TEST_CASE("a request survives a round trip field by field") {
   const std::string frame = encode_request(r);  // open_frame's result views into it
   const auto m = open_frame(frame);
   REQUIRE(m.ok());
-  REQUIRE(m.value.kind == MessageKind::request);
-  const auto back = decode_request(m.value.body);
-  REQUIRE_MESSAGE(back.ok(), back.error);
-  require_same(r, back.value);
+  REQUIRE(m->kind == MessageKind::request);
+  const auto back = decode_request(m->body);
+  REQUIRE_MESSAGE(back.ok(), back.error());
+  require_same(r, (*back));
 }
 
 TEST_CASE("an outcome, its cache entry, a failure and a hello survive a round trip") {
@@ -102,35 +100,35 @@ TEST_CASE("an outcome, its cache entry, a failure and a hello survive a round tr
   const std::string frame = encode_outcome(o);
   const auto m = open_frame(frame);
   REQUIRE(m.ok());
-  REQUIRE(m.value.kind == MessageKind::outcome);
-  const auto back = decode_outcome(m.value.body);
-  REQUIRE_MESSAGE(back.ok(), back.error);
-  CHECK(back.value.ok);
-  CHECK(kiln::test::same_entry(back.value.entry, o.entry));
-  CHECK(back.value.log == o.log);
-  CHECK(back.value.nvrtc_ms == o.nvrtc_ms);
-  CHECK(back.value.link_ms == o.link_ms);
-  CHECK(back.value.globals_removed == o.globals_removed);
+  REQUIRE(m->kind == MessageKind::outcome);
+  const auto back = decode_outcome(m->body);
+  REQUIRE_MESSAGE(back.ok(), back.error());
+  CHECK(back->entry.ok());
+  CHECK(kiln::test::same_entry(*back->entry, *o.entry));
+  CHECK(back->log == o.log);
+  CHECK(back->nvrtc_ms == o.nvrtc_ms);
+  CHECK(back->link_ms == o.link_ms);
+  CHECK(back->globals_removed == o.globals_removed);
 
   CompileOutcome failed;
-  failed.error = "examples/scale for sm_90: nvrtcCompileProgram failed";
+  failed.entry = kiln::detail::fail("examples/scale for sm_90: nvrtcCompileProgram failed");
   failed.log = std::string(100000, 'e');
-  const auto f = decode_outcome(open_frame(encode_outcome(failed)).value.body);
+  const auto f = decode_outcome(open_frame(encode_outcome(failed))->body);
   REQUIRE(f.ok());
-  CHECK_FALSE(f.value.ok);
-  CHECK(f.value.error == failed.error);
-  CHECK(f.value.log == failed.log);
+  CHECK_FALSE(f->entry.ok());
+  CHECK(f->entry.error() == failed.entry.error());
+  CHECK(f->log == failed.log);
 
-  const auto e = decode_failure(open_frame(encode_failure({true, 5, "no nvrtc"})).value.body);
+  const auto e = decode_failure(open_frame(encode_failure({true, 5, "no nvrtc"}))->body);
   REQUIRE(e.ok());
-  CHECK(e.value.kiln_error);
-  CHECK(e.value.code == 5);
-  CHECK(e.value.message == "no nvrtc");
+  CHECK(e->kiln_error);
+  CHECK(e->code == 5);
+  CHECK(e->message == "no nvrtc");
 
-  const auto h = decode_hello(open_frame(encode_hello({4321, 7})).value.body);
+  const auto h = decode_hello(open_frame(encode_hello({4321, 7}))->body);
   REQUIRE(h.ok());
-  CHECK(h.value.pid == 4321);
-  CHECK(h.value.cache_format == 7);
+  CHECK(h->pid == 4321);
+  CHECK(h->cache_format == 7);
 }
 
 TEST_CASE("fork and forked survive a round trip; a fork request names its PCH family") {
@@ -138,11 +136,11 @@ TEST_CASE("fork and forked survive a round trip; a fork request names its PCH fa
     const std::string fork = encode_fork(family);
     const auto m = open_frame(fork);
     REQUIRE(m.ok());
-    CHECK(m.value.kind == MessageKind::fork);
-    const auto back = decode_fork(m.value.body);
-    REQUIRE_MESSAGE(back.ok(), back.error);
-    CHECK(back.value == family);
-    CHECK_FALSE(decode_fork(std::string(m.value.body) + "x").ok());  // trailing bytes
+    CHECK(m->kind == MessageKind::fork);
+    const auto back = decode_fork(m->body);
+    REQUIRE_MESSAGE(back.ok(), back.error());
+    CHECK((*back) == family);
+    CHECK_FALSE(decode_fork(std::string(m->body) + "x").ok());  // trailing bytes
   }
   CHECK_FALSE(decode_fork("").ok());  // the family is not optional
 
@@ -150,11 +148,11 @@ TEST_CASE("fork and forked survive a round trip; a fork request names its PCH fa
     const std::string frame = encode_forked(f);
     const auto opened = open_frame(frame);
     REQUIRE(opened.ok());
-    REQUIRE(opened.value.kind == MessageKind::forked);
-    const auto back = decode_forked(opened.value.body);
-    REQUIRE_MESSAGE(back.ok(), back.error);
-    CHECK(back.value.pid == f.pid);
-    CHECK(back.value.error == f.error);
+    REQUIRE(opened->kind == MessageKind::forked);
+    const auto back = decode_forked(opened->body);
+    REQUIRE_MESSAGE(back.ok(), back.error());
+    CHECK(back->pid == f.pid);
+    CHECK(back->error == f.error);
   }
 
 }
@@ -170,7 +168,7 @@ TEST_CASE("a fork request carries the new worker's descriptors over a unix socke
   std::vector<int> received;
   const FrameRead r = read_frame(sockets[1], {}, &received);
   REQUIRE(r.status == IoStatus::ok);
-  CHECK(open_frame(r.frame).value.kind == MessageKind::fork);
+  CHECK(open_frame(r.frame)->kind == MessageKind::fork);
   REQUIRE(received.size() == 2);
   for (const int fd : received) CHECK((::fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
   // They are the same pipe: written through the received end, read from the original one.
@@ -183,7 +181,7 @@ TEST_CASE("a fork request carries the new worker's descriptors over a unix socke
   std::vector<int> none;
   const FrameRead next = read_frame(sockets[1], {}, &none);
   CHECK(next.status == IoStatus::ok);
-  CHECK(open_frame(next.frame).value.kind == MessageKind::hello);
+  CHECK(open_frame(next.frame)->kind == MessageKind::hello);
   CHECK(none.empty());
 
   // Too many at once: refused before anything is sent.
@@ -209,13 +207,13 @@ TEST_CASE("every truncation of a frame, and of a message body, is an error") {
     // Past the checksum, the decoders themselves must refuse short bodies.
     const auto m = open_frame(frame);
     REQUIRE(m.ok());
-    for (std::size_t n = 0; n < m.value.body.size(); ++n) {
-      const auto body = m.value.body.substr(0, n);
-      const bool refused = m.value.kind == MessageKind::hello     ? !decode_hello(body).ok()
-                           : m.value.kind == MessageKind::request ? !decode_request(body).ok()
-                           : m.value.kind == MessageKind::outcome ? !decode_outcome(body).ok()
-                           : m.value.kind == MessageKind::forked  ? !decode_forked(body).ok()
-                           : m.value.kind == MessageKind::fork    ? !decode_fork(body).ok()
+    for (std::size_t n = 0; n < m->body.size(); ++n) {
+      const auto body = m->body.substr(0, n);
+      const bool refused = m->kind == MessageKind::hello     ? !decode_hello(body).ok()
+                           : m->kind == MessageKind::request ? !decode_request(body).ok()
+                           : m->kind == MessageKind::outcome ? !decode_outcome(body).ok()
+                           : m->kind == MessageKind::forked  ? !decode_forked(body).ok()
+                           : m->kind == MessageKind::fork    ? !decode_fork(body).ok()
                                                                   : !decode_failure(body).ok();
       CHECK(refused);
     }
@@ -248,7 +246,7 @@ TEST_CASE("garbage is refused without a crash or a huge allocation") {
   std::string huge = encode_hello({});
   const std::uint64_t size = std::uint64_t{1} << 40;
   std::memcpy(huge.data() + 8, &size, 8);
-  CHECK(open_frame(huge).error.find("out of range") != std::string::npos);
+  CHECK(open_frame(huge).error().find("out of range") != std::string::npos);
   // Counts and lengths are checked against the bytes left, whatever the body claims.
   std::string body(4, '\xff');
   CHECK_FALSE(decode_request(body).ok());
@@ -260,18 +258,17 @@ TEST_CASE("a flag byte other than 0 or 1 is refused: every message has one encod
   const std::string failure_frame = encode_failure({true, 6, "nvrtc not found"});  // the message views into it
   const auto failure = open_frame(failure_frame);
   REQUIRE(failure.ok());
-  std::string body(failure.value.body);
+  std::string body(failure->body);
   body[0] = 2;  // the kiln-error flag
-  CHECK(decode_failure(body).error.find("kiln error flag is 2, not 0 or 1") != std::string::npos);
+  CHECK(decode_failure(body).error().find("kiln error flag is 2, not 0 or 1") != std::string::npos);
   CompileOutcome ok;
-  ok.ok = true;
   ok.entry = kiln::test::sample_entry(0);
   const std::string outcome_frame = encode_outcome(ok);
   const auto outcome = open_frame(outcome_frame);
   REQUIRE(outcome.ok());
-  body = std::string(outcome.value.body);
+  body = std::string(outcome->body);
   body[0] = '\x43';  // the ok flag
-  CHECK(decode_outcome(body).error.find("ok is 67, not 0 or 1") != std::string::npos);
+  CHECK(decode_outcome(body).error().find("ok is 67, not 0 or 1") != std::string::npos);
 }
 
 TEST_CASE("frames travel through a pipe; a stream cut short is an error, a clean end is end_of_stream") {

@@ -6,6 +6,7 @@
 
 #include "cache_test_util.hpp"
 #include "examples_catalog.hpp"
+#include "disk/unit_key.hpp"
 #include "jit/jit_tier.hpp"
 
 #include <atomic>

@@ -23,21 +23,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   // What load() does with a file under a known key.
   const auto decoded = decode_entry(bytes, key);
-  if (decoded.ok()) require(check_entry(decoded.value, key.arch).empty());
+  if (decoded.ok()) require(check_entry(*decoded, key.arch).ok());
 
   // What verify() does: the key comes from the file itself.
   if (const auto regions = split_entry(bytes); regions.ok()) {
-    if (const auto own_key = key_from_text(regions.value.key_text)) (void)decode_entry(bytes, *own_key);
+    if (const auto own_key = key_from_text(regions->key_text)) (void)decode_entry(bytes, *own_key);
   }
 
   // Mutations of an entry do not get past the frame digest, so the zstd frame checks, the payload
   // parser and the ELF reader also get the raw bytes. A payload that parses must be in canonical form:
   // encoding it gives the input back.
-  if (const auto payload = decompress_frame(bytes); payload.ok()) (void)parse_payload(payload.value);
+  if (const auto payload = decompress_frame(bytes); payload.ok()) (void)parse_payload((*payload));
   (void)key_from_text(bytes);
   if (const auto payload = parse_payload(bytes); payload.ok()) {
-    require(encode_payload(payload.value) == bytes);
-    (void)check_entry(payload.value, key.arch);
+    require(encode_payload((*payload)) == bytes);
+    (void)check_entry(*payload, key.arch);
   }
   const Cubin cubin = read_cubin(bytes);
   if (cubin.ok()) {

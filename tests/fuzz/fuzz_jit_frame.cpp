@@ -13,11 +13,11 @@ void require(bool invariant) {
 
 // A message that decodes must be in canonical form: encoding it again gives the same body.
 template <typename T, typename Encode>
-void round_trip(const kiln::detail::Checked<T>& decoded, std::string_view body, Encode encode) {
+void round_trip(const kiln::detail::Result<T>& decoded, std::string_view body, Encode encode) {
   if (!decoded.ok()) return;
-  const std::string frame = encode(decoded.value);
+  const std::string frame = encode(*decoded);
   const auto reopened = kiln::detail::open_frame(frame);
-  require(reopened.ok() && reopened.value.body == body);
+  require(reopened.ok() && reopened->body == body);
 }
 
 }  // namespace
@@ -28,12 +28,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   // What the host does with a frame read from a worker (and a worker with one from the host).
   if (const auto message = open_frame(bytes); message.ok()) {
-    (void)decode_hello(message.value.body);
-    (void)decode_request(message.value.body);
-    (void)decode_outcome(message.value.body);
-    (void)decode_failure(message.value.body);
-    (void)decode_fork(message.value.body);
-    (void)decode_forked(message.value.body);
+    (void)decode_hello(message->body);
+    (void)decode_request(message->body);
+    (void)decode_outcome(message->body);
+    (void)decode_failure(message->body);
+    (void)decode_fork(message->body);
+    (void)decode_forked(message->body);
   }
 
   // Mutations of a frame rarely get past its checksum, so every decoder also gets the raw bytes as a

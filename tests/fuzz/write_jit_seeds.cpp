@@ -25,14 +25,13 @@ int main(int argc, char** argv) {
   request.arch = 90;
   request.pch_dir = "/cache/pch";
   CompileOutcome ok;
-  ok.ok = true;
   ok.entry = kiln::test::golden_entry();
   ok.log = "remark: 831 globals stripped";
   ok.nvrtc_ms = 412.5;
   ok.link_ms = 31.25;
   ok.globals_removed = 831;
   CompileOutcome failed;
-  failed.error = "examples/block_sum_f32 for sm_90: NVRTC failed";
+  failed.entry = kiln::detail::fail("examples/block_sum_f32 for sm_90: NVRTC failed");
   failed.log = "error: expected a ;";
 
   const std::vector<std::string> frames = {

@@ -15,6 +15,9 @@ enum class Errc {
   driver,          // a CUDA driver call failed
   no_compiler,     // NVRTC or nvJitLink could not be loaded, so nothing can be JIT-compiled
   compile,         // the JIT tier failed to compile a unit: the message carries unit, options and full log
+  cache,           // the disk cache (or the JIT tier's scratch directory) cannot do what was asked: which
+                   // directory, why, and what to do
+  catalog,         // a generated catalog lacks what was asked of it, or is damaged (its header bundle)
 };
 
 std::string_view to_string(Errc code) noexcept;

@@ -16,6 +16,10 @@
 
 namespace kiln {
 
+namespace detail {
+struct UnitQuery;  // registry/tier.hpp: what the tier chain is asked
+}  // namespace detail
+
 enum class Tier : std::uint8_t { memory, embedded, disk, jit };
 
 std::string_view to_string(Tier tier) noexcept;
@@ -151,10 +155,8 @@ class Registry {
   std::uint64_t live_context_id();
   Kernel load(const KernelEntry& entry, std::size_t index);
   void load_unit(UnitState& unit, const KernelEntry& entry);
+  detail::UnitQuery query(const KernelEntry& entry);
   DiskCache& disk();
-  CacheKey unit_key(const UnitEntry& unit, unsigned arch) const;
-  struct JitResult;
-  JitResult jit_build(std::uint32_t unit_index);
 
   const Catalog& catalog_;
   int ordinal_;

@@ -12,6 +12,8 @@ std::string_view to_string(Errc code) noexcept {
     case Errc::driver: return "driver";
     case Errc::no_compiler: return "no_compiler";
     case Errc::compile: return "compile";
+    case Errc::cache: return "cache";
+    case Errc::catalog: return "catalog";
   }
   return "unknown";
 }

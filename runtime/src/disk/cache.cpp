@@ -47,8 +47,8 @@ std::string write_problem(const std::string& why) {
 // Nothing is read from a directory that others could write to now (it was private when the cache was
 // opened, but may have been replaced or chmod'ed since).
 std::optional<CacheEntry> read_entry(detail::CacheState& s, const CacheKey& key) {
-  if (std::string why = detail::unsafe_cache_dir(s.config.dir); !why.empty()) {
-    s.warn("unsafe", "not loading from the kiln cache: " + why + " (kernels still work, from the other tiers)");
+  if (const detail::Status safe = detail::cache_dir_still_private(s.config.dir); !safe) {
+    s.warn("unsafe", "not loading from the kiln cache: " + safe.error() + " (kernels still work, from the other tiers)");
     return std::nullopt;
   }
   const auto path = s.path_of(detail::entry_file_name(key.hex));
@@ -61,12 +61,12 @@ std::optional<CacheEntry> read_entry(detail::CacheState& s, const CacheKey& key)
       return std::nullopt;
     case detail::EntryFile::Status::ok: {
       auto decoded = detail::decode_entry(file.bytes, key);
-      if (decoded.ok()) {
+      if (decoded) {
         detail::touch_mtime(path);
         ++s.hits;
-        return std::move(decoded.value);
+        return std::move(decoded).value();
       }
-      problem = decoded.error;
+      problem = decoded.error();
       break;
     }
     case detail::EntryFile::Status::bad: break;
@@ -80,28 +80,15 @@ std::optional<CacheEntry> read_entry(detail::CacheState& s, const CacheKey& key)
 
 }  // namespace
 
-void detail::CacheState::warn(std::string_view kind, const std::string& message) {
-  const std::lock_guard lock(mutex_);
-  if (std::find(kinds_.begin(), kinds_.end(), kind) != kinds_.end()) return;
-  kinds_.emplace_back(kind);
-  printed_.push_back(message);
-  std::fprintf(stderr, "kiln: warning: %s\n", message.c_str());
-}
-
-std::vector<std::string> detail::CacheState::warnings() const {
-  const std::lock_guard lock(mutex_);
-  return printed_;
-}
-
 DiskCache::DiskCache(CacheConfig config) : state_(new State) {
   state_->config = std::move(config);
   if (!state_->config.enabled) {
     state_->unusable = "the disk cache is disabled (KILN_CACHE=off)";
     return;
   }
-  detail::CacheDir dir = detail::open_cache_dir(state_->config.dir);
-  state_->entries = std::move(dir.entries);
-  state_->unusable = std::move(dir.refusal);
+  auto entries = detail::open_cache_dir(state_->config.dir);
+  if (entries) state_->entries = std::move(entries).value();
+  else state_->unusable = entries.error();
   if (!state_->unusable.empty())
     state_->warn("unusable", "not using the kiln cache: " + state_->unusable + " (kernels still work, from the other tiers)");
 }
@@ -111,7 +98,7 @@ DiskCache::~DiskCache() { delete state_; }
 bool DiskCache::usable() const noexcept { return state_->unusable.empty(); }
 const std::string& DiskCache::unusable_reason() const noexcept { return state_->unusable; }
 const CacheConfig& DiskCache::config() const noexcept { return state_->config; }
-std::vector<std::string> DiskCache::warnings() const { return state_->warnings(); }
+std::vector<std::string> DiskCache::warnings() const { return state_->warnings.printed(); }
 
 bool DiskCache::contains(const CacheKey& key) const {
   if (!usable() || !valid_key(key)) return false;
@@ -135,8 +122,8 @@ bool DiskCache::store(const CacheKey& key, const CacheEntry& entry) {
   };
   if (!valid_key(key)) return refuse("invalid", "not storing a cache entry under a malformed key '" + key.hex + "'");
   // An entry that load() would reject must not be written: every later process would rebuild it.
-  if (std::string why = detail::check_entry(entry, key.arch); !why.empty())
-    return refuse("invalid", "not storing cache entry for " + describe(key) + ": " + why);
+  if (const detail::Status checked = detail::check_entry(entry, key.arch); !checked)
+    return refuse("invalid", "not storing cache entry for " + describe(key) + ": " + checked.error());
   std::string bytes;
   try {
     bytes = detail::encode_entry(key, entry);
@@ -145,10 +132,10 @@ bool DiskCache::store(const CacheKey& key, const CacheEntry& entry) {
   }
   // The directory again, as the constructor made it: deleted while in use, it is made again; made
   // unsafe, it is refused.
-  if (std::string why = detail::open_cache_dir(state_->config.dir).refusal; !why.empty())
-    return refuse(kWriteWarning, write_problem(why));
-  if (std::string why = detail::publish_file(state_->entries, key.hex, bytes); !why.empty())
-    return refuse(kWriteWarning, write_problem(why));
+  if (const auto dir = detail::open_cache_dir(state_->config.dir); !dir)
+    return refuse(kWriteWarning, write_problem(dir.error()));
+  if (const detail::Status published = detail::publish_file(state_->entries, key.hex, bytes); !published)
+    return refuse(kWriteWarning, write_problem(published.error()));
   ++state_->stores;
   const std::uint64_t cap = state_->config.max_bytes;
   if (stats().bytes > cap) prune(cap);
@@ -159,11 +146,11 @@ CacheEntry DiskCache::get_or_build(const CacheKey& key, const std::function<Cach
   if (auto entry = load(key)) return std::move(*entry);
   if (!usable() || !valid_key(key)) return build();
   // The lock file needs the directory, as store() does: made again if it was deleted while in use.
-  std::string error = detail::open_cache_dir(state_->config.dir).refusal;
-  const auto lock = error.empty() ? detail::FileLock::acquire(state_->path_of(detail::lock_file_name(key.hex)), error)
-                                  : std::nullopt;
+  const auto dir = detail::open_cache_dir(state_->config.dir);
+  const auto lock = dir ? detail::FileLock::acquire(state_->path_of(detail::lock_file_name(key.hex)))
+                        : detail::Result<detail::FileLock>(detail::fail(dir.error()));
   if (!lock) {
-    state_->warn(kWriteWarning, write_problem(error));  // then build without the cross-process lock
+    state_->warn(kWriteWarning, write_problem(lock.error()));  // then build without the cross-process lock
   } else if (auto entry = read_entry(*state_, key)) {
     return std::move(*entry);  // built by whoever held the lock while we waited
   }

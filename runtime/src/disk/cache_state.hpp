@@ -3,10 +3,11 @@
 
 #include <kiln/cache.hpp>
 
+#include "base/warn_once.hpp"
+
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -21,17 +22,11 @@ struct CacheState {
   std::string unusable;           // why not usable; empty when usable
 
   std::atomic<std::uint64_t> hits{0}, misses{0}, corrupt{0}, stores{0}, store_failures{0}, evictions{0};
+  WarnOnce warnings;
 
-  // Prints "kiln: warning: <message>" to stderr the first time a warning of `kind` comes up.
-  void warn(std::string_view kind, const std::string& message);
-  std::vector<std::string> warnings() const;
+  void warn(std::string_view kind, const std::string& message) { warnings.warn(kind, message); }
 
   std::filesystem::path path_of(const std::string& file_name) const { return entries / file_name; }
-
- private:
-  mutable std::mutex mutex_;
-  std::vector<std::string> kinds_;  // of the warnings printed, in order
-  std::vector<std::string> printed_;
 };
 
 }  // namespace detail

@@ -104,28 +104,28 @@ std::string encode_payload(const CacheEntry& entry) {
   return out;
 }
 
-Checked<CacheEntry> parse_payload(std::string_view payload) {
-  Checked<CacheEntry> r;
+Result<CacheEntry> parse_payload(std::string_view payload) {
+  CacheEntry r;
   Reader in(payload);
   const auto arch = in.get<std::uint32_t>();
   const auto count = in.get<std::uint32_t>();
-  if (!arch || !count) return {{}, "payload: truncated before the kernel list"};
-  r.value.arch = *arch;
+  if (!arch || !count) return fail("payload: truncated before the kernel list");
+  r.arch = *arch;
   // No reserve(count): the count is untrusted, and each kernel must prove itself with its bytes.
   for (std::uint32_t i = 0; i < *count; ++i) {
     const auto name = in.str();
     const auto lowered = name ? in.str() : std::nullopt;
-    if (!lowered) return {{}, "payload: truncated in kernel " + std::to_string(i) + " of " + std::to_string(*count)};
-    r.value.kernels.push_back({std::string(*name), std::string(*lowered)});
+    if (!lowered) return fail("payload: truncated in kernel " + std::to_string(i) + " of " + std::to_string(*count));
+    r.kernels.push_back({std::string(*name), std::string(*lowered)});
   }
   const auto options = in.str();
   const auto compiler = options ? in.str() : std::nullopt;
   const auto cubin = compiler ? in.str() : std::nullopt;
-  if (!cubin) return {{}, "payload: truncated in the options, compiler or cubin"};
-  if (in.left() != 0) return {{}, "payload: " + std::to_string(in.left()) + " bytes after the cubin"};
-  r.value.options = *options;
-  r.value.compiler = *compiler;
-  r.value.cubin = *cubin;
+  if (!cubin) return fail("payload: truncated in the options, compiler or cubin");
+  if (in.left() != 0) return fail("payload: " + std::to_string(in.left()) + " bytes after the cubin");
+  r.options = *options;
+  r.compiler = *compiler;
+  r.cubin = *cubin;
   return r;
 }
 
@@ -142,42 +142,41 @@ std::string compress_frame(std::string_view payload) {
   return frame;
 }
 
-Checked<std::string> decompress_frame(std::string_view frame) {
-  if (!frame.starts_with(kZstdMagic)) return {{}, "zstd: not a zstd data frame"};
+Result<std::string> decompress_frame(std::string_view frame) {
+  if (!frame.starts_with(kZstdMagic)) return fail("zstd: not a zstd data frame");
   const std::size_t frame_size = ZSTD_findFrameCompressedSize(frame.data(), frame.size());
-  if (ZSTD_isError(frame_size)) return {{}, zstd_error(frame_size)};
+  if (ZSTD_isError(frame_size)) return fail(zstd_error(frame_size));
   if (frame_size != frame.size())
-    return {{}, "zstd: " + std::to_string(frame.size() - frame_size) + " bytes after the frame"};
+    return fail("zstd: " + std::to_string(frame.size() - frame_size) + " bytes after the frame");
   // A whole frame was found, so it is at least magic + descriptor long.
   if ((static_cast<unsigned char>(frame[kZstdMagic.size()]) & kZstdChecksumFlag) == 0)
-    return {{}, "zstd: frame has no content checksum"};
+    return fail("zstd: frame has no content checksum");
   const unsigned long long content = ZSTD_getFrameContentSize(frame.data(), frame.size());
-  if (content == ZSTD_CONTENTSIZE_UNKNOWN) return {{}, "zstd: frame does not record its content size"};
-  if (content == ZSTD_CONTENTSIZE_ERROR) return {{}, "zstd: unreadable frame header"};
+  if (content == ZSTD_CONTENTSIZE_UNKNOWN) return fail("zstd: frame does not record its content size");
+  if (content == ZSTD_CONTENTSIZE_ERROR) return fail("zstd: unreadable frame header");
   const std::uint64_t possible = (frame.size() / kZstdBlockHeaderSize + 1) * kZstdMaxBlockContent;
   if (content > kMaxPayloadBytes || content > possible)
-    return {{}, "zstd: frame claims " + std::to_string(content) + " bytes of content, more than it can hold"};
+    return fail("zstd: frame claims " + std::to_string(content) + " bytes of content, more than it can hold");
   const std::unique_ptr<ZSTD_DCtx, ZstdDCtxDeleter> dctx(ZSTD_createDCtx());
   if (!dctx) throw std::bad_alloc();
-  Checked<std::string> r;
-  r.value.resize(static_cast<std::size_t>(content));
-  const std::size_t size = ZSTD_decompressDCtx(dctx.get(), r.value.data(), r.value.size(), frame.data(), frame.size());
-  if (ZSTD_isError(size)) return {{}, zstd_error(size)};
-  if (size != content) return {{}, "zstd: frame holds " + std::to_string(size) + " bytes, header says " + std::to_string(content)};
+  std::string r(static_cast<std::size_t>(content), '\0');
+  const std::size_t size = ZSTD_decompressDCtx(dctx.get(), r.data(), r.size(), frame.data(), frame.size());
+  if (ZSTD_isError(size)) return fail(zstd_error(size));
+  if (size != content) return fail("zstd: frame holds " + std::to_string(size) + " bytes, header says " + std::to_string(content));
   return r;
 }
 
-std::string check_entry(const CacheEntry& entry, unsigned arch) {
-  if (entry.arch != arch) return "payload is for " + sm(entry.arch) + ", key says " + sm(arch);
-  if (entry.kernels.empty()) return "payload lists no kernels";
+Status check_entry(const CacheEntry& entry, unsigned arch) {
+  if (entry.arch != arch) return fail("payload is for " + sm(entry.arch) + ", key says " + sm(arch));
+  if (entry.kernels.empty()) return fail("payload lists no kernels");
   const Cubin cubin = read_cubin(entry.cubin);
-  if (!cubin.ok()) return "cubin: " + cubin.error;
-  if (cubin.arch != arch) return "cubin is for " + sm(cubin.arch) + ", key says " + sm(arch);
+  if (!cubin.ok()) return fail("cubin: " + cubin.error);
+  if (cubin.arch != arch) return fail("cubin is for " + sm(cubin.arch) + ", key says " + sm(arch));
   for (const CachedKernel& k : entry.kernels) {
-    if (k.name.empty()) return "payload has a kernel without a name (lowered '" + k.lowered + "')";
-    if (!cubin.defines(k.lowered)) return "cubin lacks kernel " + k.name + " (symbol " + k.lowered + ")";
+    if (k.name.empty()) return fail("payload has a kernel without a name (lowered '" + k.lowered + "')");
+    if (!cubin.defines(k.lowered)) return fail("cubin lacks kernel " + k.name + " (symbol " + k.lowered + ")");
   }
-  return {};
+  return ok();
 }
 
 std::string encode_entry(const CacheKey& key, const CacheEntry& entry) {
@@ -196,40 +195,40 @@ std::string encode_entry(const CacheKey& key, const CacheEntry& entry) {
   return out;
 }
 
-Checked<EntryRegions> split_entry(std::string_view file) {
-  if (file.empty()) return {{}, "empty file"};
-  if (file.size() < kEntryHeaderSize) return {{}, "truncated header"};
-  if (file.substr(0, kEntryMagic.size()) != kEntryMagic) return {{}, "wrong magic"};
+Result<EntryRegions> split_entry(std::string_view file) {
+  if (file.empty()) return fail("empty file");
+  if (file.size() < kEntryHeaderSize) return fail("truncated header");
+  if (file.substr(0, kEntryMagic.size()) != kEntryMagic) return fail("wrong magic");
   Reader in(file.substr(kEntryMagic.size(), kFrameDigestOffset - kEntryMagic.size()));
   const auto version = *in.get<std::uint32_t>();
   const auto flags = *in.get<std::uint32_t>();
   const auto key_size = *in.get<std::uint64_t>();
   const auto frame_size = *in.get<std::uint64_t>();
   if (version != kCacheFormatVersion)
-    return {{}, "format version " + std::to_string(version) + ", expected " + std::to_string(kCacheFormatVersion)};
-  if (flags != 0) return {{}, "unknown flags " + std::to_string(flags)};
+    return fail("format version " + std::to_string(version) + ", expected " + std::to_string(kCacheFormatVersion));
+  if (flags != 0) return fail("unknown flags " + std::to_string(flags));
   // Compared without adding the untrusted sizes, which could overflow.
   const std::uint64_t body = file.size() - kEntryHeaderSize;
   const auto sizes = [&] { return " (key text " + std::to_string(key_size) + ", frame " + std::to_string(frame_size) +
                                   ", file " + std::to_string(file.size()) + " bytes)"; };
-  if (key_size > body || frame_size > body - key_size) return {{}, "truncated: the header promises more bytes" + sizes()};
-  if (frame_size < body - key_size) return {{}, "bytes after the frame" + sizes()};
+  if (key_size > body || frame_size > body - key_size) return fail("truncated: the header promises more bytes" + sizes());
+  if (frame_size < body - key_size) return fail("bytes after the frame" + sizes());
   const std::string_view frame = file.substr(kEntryHeaderSize + key_size);
   const auto digest = sha256(frame);
   if (std::memcmp(digest.data(), file.data() + kFrameDigestOffset, digest.size()) != 0)
-    return {{}, "frame checksum wrong (the SHA-256 of the zstd frame differs from the header's)"};
-  return {{file.substr(0, kEntryHeaderSize), file.substr(kEntryHeaderSize, key_size), frame}, {}};
+    return fail("frame checksum wrong (the SHA-256 of the zstd frame differs from the header's)");
+  return EntryRegions{file.substr(0, kEntryHeaderSize), file.substr(kEntryHeaderSize, key_size), frame};
 }
 
-Checked<CacheEntry> decode_entry(std::string_view file, const CacheKey& key) {
+Result<CacheEntry> decode_entry(std::string_view file, const CacheKey& key) {
   const auto regions = split_entry(file);
-  if (!regions.ok()) return {{}, regions.error};
-  if (regions.value.key_text != key.text) return {{}, "key mismatch"};
-  const auto payload = decompress_frame(regions.value.frame);
-  if (!payload.ok()) return {{}, payload.error};
-  auto entry = parse_payload(payload.value);
-  if (!entry.ok()) return entry;
-  if (std::string why = check_entry(entry.value, key.arch); !why.empty()) return {{}, why};
+  if (!regions) return fail(regions.error());
+  if (regions->key_text != key.text) return fail("key mismatch");
+  const auto payload = decompress_frame(regions->frame);
+  if (!payload) return fail(payload.error());
+  auto entry = parse_payload(*payload);
+  if (!entry) return entry;
+  if (const Status checked = check_entry(*entry, key.arch); !checked) return fail(checked.error());
   return entry;
 }
 

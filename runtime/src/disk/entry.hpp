@@ -16,6 +16,8 @@
 
 #include <kiln/cache.hpp>
 
+#include "base/result.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -31,13 +33,6 @@ inline constexpr std::uint64_t kMaxPayloadBytes = std::uint64_t{1} << 30;
 // A file larger than this is not even read: its frame could not hold a payload kiln would accept.
 inline constexpr std::uint64_t kMaxEntryFileBytes = kMaxPayloadBytes + (std::uint64_t{1} << 20);
 
-// A value, or what was wrong instead ("truncated header", "key mismatch", "payload: ...").
-template <typename T>
-struct Checked {
-  T value{};
-  std::string error;
-  bool ok() const noexcept { return error.empty(); }
-};
 
 // The three regions of an entry file, after the header checks (magic, version, flags, sizes, frame digest).
 struct EntryRegions {
@@ -50,15 +45,15 @@ struct EntryRegions {
 std::string encode_entry(const CacheKey& key, const CacheEntry& entry);
 // The entry, only if every region checks out and its cubin is a cubin for key.arch that defines
 // every kernel's lowered name. Never reads outside `file`, whatever its contents.
-Checked<CacheEntry> decode_entry(std::string_view file, const CacheKey& key);
+Result<CacheEntry> decode_entry(std::string_view file, const CacheKey& key);
 
 // The pieces of encode/decode, for the golden-file test and the fuzzer.
-Checked<EntryRegions> split_entry(std::string_view file);
+Result<EntryRegions> split_entry(std::string_view file);
 std::string encode_payload(const CacheEntry& entry);
-Checked<CacheEntry> parse_payload(std::string_view payload);
+Result<CacheEntry> parse_payload(std::string_view payload);
 std::string compress_frame(std::string_view payload);
-Checked<std::string> decompress_frame(std::string_view frame);
-// Empty when `entry` may reach the driver as a binary for `arch`; else what is wrong with it.
-std::string check_entry(const CacheEntry& entry, unsigned arch);
+Result<std::string> decompress_frame(std::string_view frame);
+// Whether `entry` may reach the driver as a binary for `arch`; if not, what is wrong with it.
+Status check_entry(const CacheEntry& entry, unsigned arch);
 
 }  // namespace kiln::detail

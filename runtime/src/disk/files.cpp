@@ -163,28 +163,28 @@ void touch_mtime(const std::filesystem::path& path) {
   ::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW);  // best effort: a read-only dir still serves
 }
 
-std::string publish_file(const std::filesystem::path& dir, std::string_view hex, std::string_view bytes) {
+Status publish_file(const std::filesystem::path& dir, std::string_view hex, std::string_view bytes) {
   const std::filesystem::path temp = dir / temp_file_name(hex);
   const std::filesystem::path final_path = dir / entry_file_name(hex);
   Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (fd.get() < 0) return "creating " + temp.string() + ": " + errno_text(errno);
-  const auto fail = [&](std::string_view step, int error) {
+  if (fd.get() < 0) return detail::fail("creating " + temp.string() + ": " + errno_text(errno));
+  const auto failed_at = [&](std::string_view step, int error) {
     ::unlink(temp.c_str());
-    return std::string(step) + " " + temp.string() + ": " + errno_text(error);
+    return detail::fail(std::string(step) + " " + temp.string() + ": " + errno_text(error));
   };
   std::size_t done = 0;
   while (done < bytes.size()) {
     // A short write is retried; the retry then reports why (EFBIG past RLIMIT_FSIZE, ENOSPC, EDQUOT).
     const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail("writing", n < 0 ? errno : EIO);
+    if (n <= 0) return failed_at("writing", n < 0 ? errno : EIO);
     done += static_cast<std::size_t>(n);
   }
   // No fsync: after a power loss an entry may be empty or torn, which load() detects, deletes and
   // rebuilds, so durability would only save one rebuild at the price of a disk flush per store.
-  if (fd.close() != 0) return fail("closing", errno);
-  if (::rename(temp.c_str(), final_path.c_str()) != 0) return fail("renaming", errno);
-  return {};
+  if (fd.close() != 0) return failed_at("closing", errno);
+  if (::rename(temp.c_str(), final_path.c_str()) != 0) return failed_at("renaming", errno);
+  return ok();
 }
 
 }  // namespace kiln::detail

@@ -1,6 +1,8 @@
 // The files of a cache directory: their names, and reading/writing them safely.
 #pragma once
 
+#include "base/result.hpp"
+
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -43,8 +45,8 @@ void remove_bad_entry(const std::filesystem::path& path, const EntryFile& file);
 void touch_mtime(const std::filesystem::path& path);
 
 // Writes `bytes` to a fresh temp file next to `final_path`, then renames it over `final_path`, so a
-// reader sees the old file or the whole new one. Empty on success; else the failing step, file and
-// errno text; the temp file is removed then.
-std::string publish_file(const std::filesystem::path& dir, std::string_view hex, std::string_view bytes);
+// reader sees the old file or the whole new one. On failure: the failing step, file and errno text; the
+// temp file is removed then.
+Status publish_file(const std::filesystem::path& dir, std::string_view hex, std::string_view bytes);
 
 }  // namespace kiln::detail

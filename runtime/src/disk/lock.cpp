@@ -31,17 +31,14 @@ int flock_retrying(int fd, int operation) {
 
 }  // namespace
 
-std::optional<FileLock> FileLock::acquire(const std::filesystem::path& path, std::string& error) {
+Result<FileLock> FileLock::acquire(const std::filesystem::path& path) {
   for (;;) {
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) {
-      error = "opening lock file " + path.string() + ": " + std::strerror(errno);
-      return std::nullopt;
-    }
+    if (fd < 0) return fail("opening lock file " + path.string() + ": " + std::strerror(errno));
     if (flock_retrying(fd, LOCK_EX) != 0) {
-      error = "locking " + path.string() + ": " + std::strerror(errno);
+      const int error = errno;
       ::close(fd);
-      return std::nullopt;
+      return fail("locking " + path.string() + ": " + std::strerror(error));
     }
     if (still_linked(fd, path)) return FileLock(path, fd);
     ::close(fd);

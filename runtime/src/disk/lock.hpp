@@ -1,6 +1,8 @@
 // The per-key build lock shared by threads and processes: flock on <hex>.lock.
 #pragma once
 
+#include "base/result.hpp"
+
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -13,9 +15,9 @@ namespace kiln::detail {
 // finds it locked a deleted file starts over on the path's current file.
 class FileLock {
  public:
-  // Waits for the lock, creating the file if needed. nullopt, with `error` set, when the file cannot be
-  // opened or locked (a read-only directory).
-  static std::optional<FileLock> acquire(const std::filesystem::path& path, std::string& error);
+  // Waits for the lock, creating the file if needed; fails when the file cannot be opened or locked
+  // (a read-only directory).
+  static Result<FileLock> acquire(const std::filesystem::path& path);
   // The lock if nobody holds it now (to remove a stale lock file); nullopt otherwise or if there is no file.
   static std::optional<FileLock> try_acquire(const std::filesystem::path& path);
 

@@ -80,17 +80,18 @@ std::uint64_t remove_strays(const detail::CacheState& s, const std::vector<Scann
   return removed;
 }
 
-// Why an entry file must go, or empty when it is a valid entry for the key its name claims.
-std::string check_entry_file(const std::filesystem::path& path, std::string_view stem, detail::EntryFile& file) {
+// Whether an entry file is a valid entry for the key its name claims; if not, why it must go.
+detail::Status check_entry_file(const std::filesystem::path& path, std::string_view stem, detail::EntryFile& file) {
+  using detail::fail;
   file = detail::read_entry_file(path, detail::kMaxEntryFileBytes);
-  if (file.status != detail::EntryFile::Status::ok) return file.problem;
+  if (file.status != detail::EntryFile::Status::ok) return fail(file.problem);
   const auto regions = detail::split_entry(file.bytes);
-  if (!regions.ok()) return regions.error;
-  const auto key = detail::key_from_text(regions.value.key_text);
-  if (!key) return "key text names no architecture";
-  if (key->hex != stem) return "file name is not the SHA-256 of the entry's key text";
-  const auto decoded = detail::decode_entry(file.bytes, *key);
-  return decoded.error;
+  if (!regions) return fail(regions.error());
+  const auto key = detail::key_from_text(regions->key_text);
+  if (!key) return fail("key text names no architecture");
+  if (key->hex != stem) return fail("file name is not the SHA-256 of the entry's key text");
+  if (const auto decoded = detail::decode_entry(file.bytes, *key); !decoded) return fail(decoded.error());
+  return detail::ok();
 }
 
 }  // namespace
@@ -147,13 +148,13 @@ VerifyReport DiskCache::verify() {
     if (f.kind != detail::CacheFileKind::entry) continue;
     const auto path = state_->path_of(f.name);
     detail::EntryFile file;
-    const std::string problem = check_entry_file(path, detail::classify_cache_file(f.name).stem, file);
+    const detail::Status checked = check_entry_file(path, detail::classify_cache_file(f.name).stem, file);
     if (file.status == detail::EntryFile::Status::missing) continue;  // evicted meanwhile
     ++r.checked;
-    if (problem.empty() || file.status == detail::EntryFile::Status::unreadable) continue;
+    if (checked || file.status == detail::EntryFile::Status::unreadable) continue;
     detail::remove_bad_entry(path, file);
     ++r.removed;
-    r.problems.push_back(path.string() + ": " + problem);
+    r.problems.push_back(path.string() + ": " + checked.error());
   }
   return r;
 }

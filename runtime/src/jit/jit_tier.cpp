@@ -1,14 +1,14 @@
-// The process-wide JIT worker pool and the JIT tier's scratch directory.
+// The JIT tier's step in the chain, the process-wide worker pool, and building a unit into the cache.
 #include "jit/jit_tier.hpp"
 
+#include "base/private_dir.hpp"
+#include "disk/unit_key.hpp"
 #include "jit/compiler/header_bundle.hpp"
 #include "jit/pool/pool.hpp"
+#include "registry/tier.hpp"
 
 #include <kiln/error.hpp>
 
-#include <cuda.h>
-
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,8 +30,8 @@ JitPoolStats jit_pool_stats() { return pool().stats(); }
 
 CacheEntry jit_compile_entry(const CompileRequest& request) {
   CompileOutcome outcome = jit_compile(request);
-  if (!outcome.ok) throw Error(Errc::compile, outcome.error + "\n" + outcome.log);
-  return std::move(outcome.entry);
+  if (!outcome.entry) throw Error(Errc::compile, outcome.entry.error() + "\n" + outcome.log);
+  return std::move(outcome.entry).value();
 }
 
 CompileRequest make_request(const Catalog& catalog, std::uint32_t unit_index, unsigned arch,
@@ -59,17 +59,20 @@ CompileRequest make_request(const Catalog& catalog, std::uint32_t unit_index, un
   return request;
 }
 
-CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch) {
-  const std::string toolkit = std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10);
-  CacheKeyFields fields;
-  fields.registry = std::string(catalog.name);
-  fields.unit = std::string(catalog.str(unit.name));
-  fields.source_digest = std::string(catalog.str(unit.digest));
-  fields.arch = arch;
-  fields.nvrtc = toolkit;
-  fields.nvjitlink = toolkit;
-  fields.cccl = std::string(catalog.cccl_version);
-  return CacheKey::from(fields);
+BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache) {
+  BuiltUnit built;
+  const CacheKey key = unit_cache_key(catalog, catalog.units[unit], arch);
+  built.key = key.hex;
+  // The request (and the header unpack it needs) only when there is something to compile.
+  const auto compile = [&] {
+    // The unpacked headers and NVRTC's PCH live in the cache directory, or in a private temporary one.
+    const std::filesystem::path base = cache.usable() ? cache.config().dir : private_temp_dir();
+    CacheEntry entry = jit_compile_entry(make_request(catalog, unit, arch, base));
+    built.compiled = true;
+    return entry;
+  };
+  built.entry = cache.usable() ? cache.get_or_build(key, compile) : compile();
+  return built;
 }
 
 unsigned jit_parallelism() { return pool().max_workers(); }
@@ -80,15 +83,32 @@ std::filesystem::path private_temp_dir() {
     std::filesystem::path base = std::filesystem::temp_directory_path(ec);
     if (ec) base = "/tmp";
     std::filesystem::path d = base / ("kiln-" + std::to_string(::geteuid()));
-    ::mkdir(d.c_str(), 0700);
-    struct stat st {};
-    if (::lstat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077))
-      throw Error(Errc::compile, "kiln: " + d.string() +
-                                     " is not a private directory of this user; the JIT tier keeps its headers "
-                                     "there when the disk cache is off: remove it, or turn the cache on");
+    Status usable = make_private_dirs(d);
+    if (usable) usable = vet_private_dir(d, "remove it, or turn the disk cache on (KILN_CACHE)");
+    if (!usable)
+      throw Error(Errc::cache, "kiln: the JIT tier keeps its headers in " + d.string() +
+                                   " when the disk cache is off, and cannot: " + usable.error());
     return d;
   }();
   return dir;
+}
+
+// The tier's step: compiled on first get(), if NVRTC can be loaded then.
+Result<UnitProbe> probe_jit(const UnitQuery& q) {
+  if (!q.options.use_jit) return fail("");
+  return UnitProbe{Tier::jit, q.arch, false};
+}
+
+Result<UnitImage> fetch_jit(const UnitQuery& q) {
+  if (!q.options.use_jit) return fail("");
+  BuiltUnit built = build_into_cache(q.catalog, q.unit_index(), q.arch, q.cache);
+  UnitImage image;
+  image.source = built.compiled ? Tier::jit : Tier::disk;  // disk: another process built it meanwhile
+  image.arch = q.arch;
+  image.owned = std::move(built.entry.cubin);
+  image.cache_key = std::move(built.key);
+  image.label = "sm_" + std::to_string(q.arch) + " compiled by the JIT tier";
+  return image;
 }
 
 }  // namespace kiln::detail

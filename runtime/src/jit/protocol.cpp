@@ -126,10 +126,10 @@ class Reader {
 };
 
 template <typename T>
-Checked<T> finished(T value, const Reader& in, std::string_view what) {
+Result<T> finished(T value, const Reader& in, std::string_view what) {
   std::string error = in.finish(what);
-  if (!error.empty()) return {{}, std::move(error)};
-  return {std::move(value), {}};
+  if (!error.empty()) return fail(std::move(error));
+  return value;
 }
 
 std::string hex32(std::uint32_t v) {
@@ -139,17 +139,17 @@ std::string hex32(std::uint32_t v) {
 }
 
 // The header's fields, checked; shared by open_frame and read_frame so both refuse the same frames.
-Checked<std::uint64_t> check_header(std::string_view header) {
+Result<std::uint64_t> check_header(std::string_view header) {
   std::uint32_t magic, version;
   std::uint64_t size;
   std::memcpy(&magic, header.data(), 4);
   std::memcpy(&version, header.data() + 4, 4);
   std::memcpy(&size, header.data() + 8, 8);
-  if (magic != kJitMagic) return {{}, "bad magic " + hex32(magic) + " (not a kiln-jitd frame)"};
+  if (magic != kJitMagic) return fail("bad magic " + hex32(magic) + " (not a kiln-jitd frame)");
   if (version != kJitProtocolVersion)
-    return {{}, "protocol version " + std::to_string(version) + ", expected " + std::to_string(kJitProtocolVersion)};
-  if (size < 4 || size > kMaxFramePayload) return {{}, "payload size " + std::to_string(size) + " out of range"};
-  return {size, {}};
+    return fail("protocol version " + std::to_string(version) + ", expected " + std::to_string(kJitProtocolVersion));
+  if (size < 4 || size > kMaxFramePayload) return fail("payload size " + std::to_string(size) + " out of range");
+  return size;
 }
 
 }  // namespace
@@ -182,9 +182,9 @@ std::string encode_request(const CompileRequest& r) {
 
 std::string encode_outcome(const CompileOutcome& o) {
   Writer out(MessageKind::outcome);
-  out.put<std::uint8_t>(o.ok ? 1 : 0);
-  out.str(encode_payload(o.entry));  // the disk cache's encoding: one description of an entry
-  out.str(o.error);
+  out.put<std::uint8_t>(o.entry ? 1 : 0);
+  // The entry in the disk cache's encoding (one description of an entry), or why there is none.
+  out.str(o.entry ? encode_payload(*o.entry) : o.entry.error());
   out.str(o.log);
   out.put<double>(o.nvrtc_ms);
   out.put<double>(o.link_ms);
@@ -213,26 +213,26 @@ std::string encode_forked(const Forked& f) {
   return std::move(out).frame();
 }
 
-Checked<Message> open_frame(std::string_view frame) {
+Result<Message> open_frame(std::string_view frame) {
   if (frame.size() < kFrameHeaderSize + 4 + kFrameTrailerSize)
-    return {{}, "frame of " + std::to_string(frame.size()) + " bytes is shorter than any message"};
+    return fail("frame of " + std::to_string(frame.size()) + " bytes is shorter than any message");
   const auto size = check_header(frame.substr(0, kFrameHeaderSize));
-  if (!size.ok()) return {{}, size.error};
-  const std::uint64_t expected = kFrameHeaderSize + size.value + kFrameTrailerSize;
+  if (!size) return fail(size.error());
+  const std::uint64_t expected = kFrameHeaderSize + *size + kFrameTrailerSize;
   if (frame.size() != expected)
-    return {{}, "frame is " + std::to_string(frame.size()) + " bytes, its header says " + std::to_string(expected)};
-  const std::string_view payload = frame.substr(kFrameHeaderSize, static_cast<std::size_t>(size.value));
+    return fail("frame is " + std::to_string(frame.size()) + " bytes, its header says " + std::to_string(expected));
+  const std::string_view payload = frame.substr(kFrameHeaderSize, static_cast<std::size_t>(*size));
   std::uint64_t checksum;
   std::memcpy(&checksum, frame.data() + kFrameHeaderSize + payload.size(), 8);
-  if (checksum != fnv1a(payload)) return {{}, "checksum mismatch"};
+  if (checksum != fnv1a(payload)) return fail("checksum mismatch");
   std::uint32_t kind;
   std::memcpy(&kind, payload.data(), 4);
   if (kind < static_cast<std::uint32_t>(MessageKind::hello) || kind > static_cast<std::uint32_t>(MessageKind::forked))
-    return {{}, "unknown message kind " + std::to_string(kind)};
-  return {{static_cast<MessageKind>(kind), payload.substr(4)}, {}};
+    return fail("unknown message kind " + std::to_string(kind));
+  return Message{static_cast<MessageKind>(kind), payload.substr(4)};
 }
 
-Checked<Hello> decode_hello(std::string_view body) {
+Result<Hello> decode_hello(std::string_view body) {
   Reader in(body);
   Hello h;
   h.pid = in.get<std::int64_t>("pid");
@@ -240,7 +240,7 @@ Checked<Hello> decode_hello(std::string_view body) {
   return finished(h, in, "hello");
 }
 
-Checked<CompileRequest> decode_request(std::string_view body) {
+Result<CompileRequest> decode_request(std::string_view body) {
   Reader in(body);
   CompileRequest r;
   r.registry = in.str("registry");
@@ -262,25 +262,28 @@ Checked<CompileRequest> decode_request(std::string_view body) {
   return finished(std::move(r), in, "request");
 }
 
-Checked<CompileOutcome> decode_outcome(std::string_view body) {
+Result<CompileOutcome> decode_outcome(std::string_view body) {
   Reader in(body);
   CompileOutcome o;
-  o.ok = in.flag("ok");
-  const std::string entry = in.str("entry");
-  o.error = in.str("error");
+  const bool ok = in.flag("ok");
+  std::string entry = in.str(ok ? "entry" : "error");
   o.log = in.str("log");
   o.nvrtc_ms = in.get<double>("nvrtc ms");
   o.link_ms = in.get<double>("link ms");
   o.globals_removed = static_cast<std::size_t>(in.get<std::uint64_t>("globals removed"));
   auto checked = finished(std::move(o), in, "outcome");
-  if (!checked.ok()) return checked;
+  if (!checked) return checked;
+  if (!ok) {
+    checked->entry = fail(std::move(entry));
+    return checked;
+  }
   auto parsed = parse_payload(entry);
-  if (!parsed.ok()) return {{}, "outcome: entry " + parsed.error};
-  checked.value.entry = std::move(parsed.value);
+  if (!parsed) return fail("outcome: entry " + parsed.error());
+  checked->entry = std::move(parsed);
   return checked;
 }
 
-Checked<Failure> decode_failure(std::string_view body) {
+Result<Failure> decode_failure(std::string_view body) {
   Reader in(body);
   Failure f;
   f.kiln_error = in.flag("kiln error flag");
@@ -289,13 +292,13 @@ Checked<Failure> decode_failure(std::string_view body) {
   return finished(std::move(f), in, "failure");
 }
 
-Checked<std::string> decode_fork(std::string_view body) {
+Result<std::string> decode_fork(std::string_view body) {
   Reader in(body);
   std::string family = in.str("family");
   return finished(std::move(family), in, "fork");
 }
 
-Checked<Forked> decode_forked(std::string_view body) {
+Result<Forked> decode_forked(std::string_view body) {
   Reader in(body);
   Forked f;
   f.pid = in.get<std::int64_t>("pid");
@@ -385,8 +388,8 @@ FrameRead read_frame(int fd, const KeepWaiting& keep_waiting, std::vector<int>* 
     return {IoStatus::error, {}, "stream ended after " + std::to_string(header.got) + " of 16 header bytes"};
   if (header.status != IoStatus::ok) return {header.status, {}, header.error};
   const auto size = check_header(r.frame);
-  if (!size.ok()) return {IoStatus::error, {}, size.error};
-  const std::size_t rest = static_cast<std::size_t>(size.value) + kFrameTrailerSize;
+  if (!size) return {IoStatus::error, {}, size.error()};
+  const std::size_t rest = static_cast<std::size_t>(*size) + kFrameTrailerSize;
   r.frame.resize(kFrameHeaderSize + rest);
   const Filled body = fill(fd, r.frame.data() + kFrameHeaderSize, rest, keep_waiting, descriptors);
   if (body.status == IoStatus::end_of_stream)

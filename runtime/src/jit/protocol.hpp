@@ -14,7 +14,7 @@
 // trailing bytes, so a truncated or garbage frame is an error string, never a crash or a huge allocation.
 #pragma once
 
-#include "disk/entry.hpp"  // Checked<T>
+#include "disk/entry.hpp"  // Result<T>
 #include "jit/compiler/compile.hpp"
 
 #include <cstdint>
@@ -29,11 +29,14 @@ inline constexpr std::uint32_t kJitMagic = 0x54494A4B;  // "KJIT" in file order
 // !!! The protocol version. Bump it on ANY change to the frame, a message's fields or their order, to
 // !!! Errc's numbering, or to kCacheFormatVersion (outcomes carry the cache entry payload). A worker of
 // !!! another version is refused at its hello and the pool compiles in-process instead.
-inline constexpr std::uint32_t kJitProtocolVersion = 3;  // 2: fork and forked; 3: fork names its family
+inline constexpr std::uint32_t kJitProtocolVersion = 4;  // 2: fork and forked; 3: fork names its family; 4: an outcome is an entry or an error, Errc gained cache and catalog
 inline constexpr std::size_t kFrameHeaderSize = 16;
 inline constexpr std::size_t kFrameTrailerSize = 8;
 // Sources with bundled headers and cubins stay far below this; a garbage size is refused before allocating.
 inline constexpr std::uint64_t kMaxFramePayload = std::uint64_t{1} << 30;
+
+// kiln-jitd's argument that turns zygotes off (the host passes it when it never forks workers).
+inline constexpr const char* kNoForkArgument = "--no-fork";
 
 enum class MessageKind : std::uint32_t { hello = 1, request = 2, outcome = 3, failure = 4, fork = 5, forked = 6 };
 
@@ -73,14 +76,14 @@ struct Message {
   std::string_view body;
 };
 // Checks magic, version, size, checksum, and that nothing follows the trailer.
-Checked<Message> open_frame(std::string_view frame);
+Result<Message> open_frame(std::string_view frame);
 
-Checked<Hello> decode_hello(std::string_view body);
-Checked<CompileRequest> decode_request(std::string_view body);
-Checked<CompileOutcome> decode_outcome(std::string_view body);
-Checked<Failure> decode_failure(std::string_view body);
-Checked<std::string> decode_fork(std::string_view body);  // the family
-Checked<Forked> decode_forked(std::string_view body);
+Result<Hello> decode_hello(std::string_view body);
+Result<CompileRequest> decode_request(std::string_view body);
+Result<CompileOutcome> decode_outcome(std::string_view body);
+Result<Failure> decode_failure(std::string_view body);
+Result<std::string> decode_fork(std::string_view body);  // the family
+Result<Forked> decode_forked(std::string_view body);
 
 // Pipe I/O. Blocking and O_NONBLOCK descriptors both work; on a non-blocking one, `keep_waiting` is
 // asked every kPollMs of silence and returning false abandons the transfer (for shutdown and for a

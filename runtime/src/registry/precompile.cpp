@@ -29,7 +29,7 @@ std::vector<PrecompileResult> precompile(
     for (std::uint32_t u = 0; u < catalog.units.size(); ++u) units.insert(u);
   DiskCache& cache = default_cache();
   if (!cache.usable())
-    throw Error(Errc::compile, "kiln: precompile fills the disk cache, which is not in use: " + cache.unusable_reason());
+    throw Error(Errc::cache, "kiln: precompile fills the disk cache, which is not in use: " + cache.unusable_reason());
 
   std::deque<std::uint32_t> todo(units.begin(), units.end());
   std::vector<PrecompileResult> done;
@@ -48,12 +48,7 @@ std::vector<PrecompileResult> precompile(
       r.unit = std::string(catalog.str(catalog.units[u].name));
       const auto start = std::chrono::steady_clock::now();
       try {
-        const CacheKey key = detail::unit_cache_key(catalog, catalog.units[u], arch);
-        r.cached = cache.contains(key);
-        if (!r.cached) {
-          const auto request = detail::make_request(catalog, u, arch, cache.config().dir);
-          cache.get_or_build(key, [&] { return detail::jit_compile_entry(request); });
-        }
+        r.cached = !detail::build_into_cache(catalog, u, arch, cache).compiled;
         r.ok = true;
       } catch (const std::exception& e) {
         r.error = e.what();

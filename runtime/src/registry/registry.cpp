@@ -3,35 +3,23 @@
 #include <kiln/registry.hpp>
 #include <kiln/select.hpp>
 
-#include "jit/jit_tier.hpp"
+#include "disk/unit_key.hpp"
 #include "memory/slot.hpp"
+#include "registry/tier_chain.hpp"
 #include "registry/warmup.hpp"
 
 #include <chrono>
-#include <filesystem>
-#include <optional>
 #include <string>
 
 namespace kiln {
 
-// Per unit: the library loaded from one of its binaries, and where that binary came from. Guarded by
-// `mutex`, which also serialises the first loads of the unit's kernels.
+// Per unit: the library loaded from one of its binaries, and that binary as its tier handed it over
+// (owned here for the library's life). Guarded by `mutex`, which also serialises the first loads of the
+// unit's kernels.
 struct Registry::UnitState {
   std::mutex mutex;
   CUlibrary library = nullptr;
-  Tier source = Tier::embedded;
-  unsigned arch = 0;
-  bool ptx = false;
-  std::string label;      // "sm_90", "compute_120", "sm_90 from the disk cache": for errors
-  std::string image;      // a disk-tier cubin, owned here for the library's life
-  std::string cache_key;  // a disk-tier entry's key
-};
-
-// What the JIT tier hands back for a unit.
-struct Registry::JitResult {
-  CacheEntry entry;
-  bool compiled = false;  // false: the entry appeared on disk while this process waited for the lock
-  std::string key;
+  detail::UnitImage image;
 };
 
 namespace {
@@ -49,18 +37,6 @@ void check_load(CUresult result, std::string_view call, const Catalog& catalog, 
   check(result, "kiln: " + std::string(call) + " for kernel '" + std::string(catalog.str(kernel.name)) +
                     "' (unit '" + std::string(catalog.str(catalog.units[kernel.unit].name)) + "', " +
                     std::string(binary) + ")");
-}
-
-// Why a disk entry cannot serve the unit, or empty: it must name every kernel of the unit with the
-// lowered name the catalog recorded (the key covers the source, so a mismatch is a foreign entry).
-std::string entry_mismatch(const Catalog& catalog, std::uint32_t unit, const CacheEntry& entry) {
-  for (const KernelEntry& k : catalog.kernels) {
-    if (k.unit != unit) continue;
-    bool found = false;
-    for (const CachedKernel& c : entry.kernels) found = found || (c.name == catalog.str(k.name) && c.lowered == catalog.str(k.lowered));
-    if (!found) return "the entry lacks kernel '" + std::string(catalog.str(k.name)) + "'";
-  }
-  return {};
 }
 
 // Makes `context` current for a scope; the pop runs even when the work in between throws.
@@ -169,12 +145,12 @@ Kernel Registry::load(const KernelEntry& entry, std::size_t index) {
   const std::string lowered(catalog_.str(entry.lowered));
   CUkernel kernel = nullptr;
   check_load(cu.cuLibraryGetKernel(&kernel, unit.library, lowered.c_str()), "cuLibraryGetKernel", catalog_, entry,
-             unit.label);
+             unit.image.label);
   // Resolving the function now loads the module into the context, so the first launch has no hidden cost.
   CUfunction function = nullptr;
   {
     ContextScope current(cu, context_);
-    check_load(cu.cuKernelGetFunction(&function, kernel), "cuKernelGetFunction", catalog_, entry, unit.label);
+    check_load(cu.cuKernelGetFunction(&function, kernel), "cuKernelGetFunction", catalog_, entry, unit.image.label);
   }
 
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -184,7 +160,7 @@ Kernel Registry::load(const KernelEntry& entry, std::size_t index) {
           catalog_.str(entry.lowered),
           kernel,
           function,
-          Provenance{unit.source, unit.source, unit.arch, unit.ptx, load_ms, unit.cache_key},
+          Provenance{unit.image.source, unit.image.source, unit.image.arch, unit.image.ptx, load_ms, unit.image.cache_key},
       },
       context_id,
   };
@@ -200,96 +176,24 @@ Kernel Registry::load(const KernelEntry& entry, std::size_t index) {
   return published->kernel;
 }
 
-// Tiers 2 and 3 for a unit: the embedded cubin for this device, else the disk cache's entry for this
-// device's architecture, else embedded PTX if the caller allowed it. Called with the unit's mutex held.
+// The unit's binary from the first tier of the chain that has one, loaded. Called with the unit's
+// mutex held, so threads of this process ask the tiers once per unit (and the JIT compiles it once).
 void Registry::load_unit(UnitState& unit, const KernelEntry& entry) {
-  const UnitEntry& u = catalog_.units[entry.unit];
-  const void* image = nullptr;
-  const BinaryEntry* binary = options_.use_embedded ? select_binary(catalog_, u, info_.arch, false) : nullptr;
-  std::string disk_note;
-  if (!binary) {
-    DiskCache& cache = disk();
-    if (!cache.usable()) {
-      disk_note = "; the disk cache is not in use (" + cache.unusable_reason() + ")";
-    } else {
-      CacheKey key = unit_key(u, info_.arch);
-      std::optional<CacheEntry> cached = cache.load(key);
-      const std::string mismatch = cached ? entry_mismatch(catalog_, entry.unit, *cached) : "";
-      if (cached && mismatch.empty()) {
-        unit.image = std::move(cached->cubin);
-        unit.cache_key = std::move(key.hex);
-        unit.source = Tier::disk;
-        unit.arch = info_.arch;
-        unit.label = binary_label(BinaryEntry{info_.arch, BinaryKind::cubin, 0, 0}) + " from the disk cache (" +
-                     unit.cache_key + ")";
-        image = unit.image.data();
-        disk_loads_.fetch_add(1, std::memory_order_relaxed);
-      } else {
-        disk_note = "; the disk cache " + cache.config().dir.string() + " has no usable entry for it (key " +
-                    key.hex + (mismatch.empty() ? "" : ": " + mismatch) + ")";
-      }
-    }
-  }
-  if (!image && !binary && options_.use_jit) {
-    JitResult built = jit_build(entry.unit);
-    unit.image = std::move(built.entry.cubin);
-    unit.source = built.compiled ? Tier::jit : Tier::disk;  // disk: another process built it meanwhile
-    unit.cache_key = std::move(built.key);
-    if (built.compiled) jit_compiles_.fetch_add(1, std::memory_order_relaxed);
-    unit.arch = info_.arch;
-    unit.label = "sm_" + std::to_string(info_.arch) + " compiled by the JIT tier";
-    image = unit.image.data();
-    disk_note.clear();
-  }
-  if (!image && !binary && options_.allow_ptx && options_.use_embedded) binary = select_binary(catalog_, u, info_.arch, true);
-  if (binary) {
-    image = catalog_.bytes(*binary).data();
-    unit.source = Tier::embedded;
-    unit.arch = binary->arch;
-    unit.ptx = binary->kind == BinaryKind::ptx;
-    unit.label = binary_label(*binary);
-  }
-  if (!image) {
-    const std::string embedded = options_.use_embedded ? no_binary_message(catalog_, entry, info_.arch, options_.allow_ptx)
-                                                       : "kiln: no binary for kernel '" + std::string(catalog_.str(entry.name)) +
-                                                             "' on sm_" + std::to_string(info_.arch) +
-                                                             ": the embedded tier is off (RegistryOptions::use_embedded)";
-    throw Error(Errc::no_binary, embedded + disk_note);
-  }
+  unit.image = detail::fetch_unit(query(entry));
+  if (unit.image.served_by == Tier::disk) disk_loads_.fetch_add(1, std::memory_order_relaxed);
+  if (unit.image.served_by == Tier::jit && unit.image.source == Tier::jit) jit_compiles_.fetch_add(1, std::memory_order_relaxed);
   CUlibrary library = nullptr;
-  check_load(driver().cuLibraryLoadData(&library, image, nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData",
-             catalog_, entry, unit.label);
+  check_load(driver().cuLibraryLoadData(&library, unit.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+             "cuLibraryLoadData", catalog_, entry, unit.image.label);
   unit.library = library;
   unit_loads_.fetch_add(1, std::memory_order_relaxed);
 }
 
-// Tier 4: compile the unit for this device with NVRTC + nvJitLink, in a worker process, through the
-// disk cache's per-key lock so that processes sharing the cache compile it once. Called with the
-// unit's mutex held, so threads of this process compile it once too.
-Registry::JitResult Registry::jit_build(std::uint32_t unit_index) {
-  const UnitEntry& unit = catalog_.units[unit_index];
-  DiskCache& cache = disk();
-  // The unpacked headers and NVRTC's PCH live in the cache directory, or in a private temporary one.
-  const std::filesystem::path base = cache.usable() ? cache.config().dir : detail::private_temp_dir();
-  const detail::CompileRequest request = detail::make_request(catalog_, unit_index, info_.arch, base);
-
-  JitResult result;
-  const CacheKey key = unit_key(unit, info_.arch);
-  result.key = key.hex;
-  auto build = [&] {
-    CacheEntry entry = detail::jit_compile_entry(request);
-    result.compiled = true;
-    return entry;
-  };
-  result.entry = cache.usable() ? cache.get_or_build(key, build) : build();
-  return result;
+detail::UnitQuery Registry::query(const KernelEntry& entry) {
+  return detail::UnitQuery{catalog_, entry, info_.arch, options_, disk()};
 }
 
 DiskCache& Registry::disk() { return options_.cache ? *options_.cache : default_cache(); }
-
-CacheKey Registry::unit_key(const UnitEntry& unit, unsigned arch) const {
-  return detail::unit_cache_key(catalog_, unit, arch);
-}
 
 CacheKey Registry::cache_key(std::string_view name, unsigned arch) {
   const KernelEntry* entry = catalog_.find(name);
@@ -298,7 +202,7 @@ CacheKey Registry::cache_key(std::string_view name, unsigned arch) {
     ensure_device();
     arch = info_.arch;
   }
-  return unit_key(catalog_.units[entry->unit], arch);
+  return detail::unit_cache_key(catalog_, catalog_.units[entry->unit], arch);
 }
 
 Plan Registry::plan(std::string_view name) {
@@ -319,33 +223,15 @@ Plan Registry::plan(std::string_view name) {
     plan.ptx = loaded->kernel.provenance.ptx;
     return plan;
   }
-  const UnitEntry& unit = catalog_.units[entry->unit];
-  const BinaryEntry* binary = options_.use_embedded ? select_binary(catalog_, unit, info_.arch, false) : nullptr;
-  if (!binary) {
-    // A directory probe, not a load: the entry is read when the kernel is asked for.
-    DiskCache& cache = disk();
-    if (cache.usable() && cache.contains(unit_key(unit, info_.arch))) {
-      plan.available = true;
-      plan.source = Tier::disk;
-      plan.arch = info_.arch;
-      return plan;
-    }
-    if (options_.use_jit) {  // compiled on first get(), if NVRTC can be loaded then
-      plan.available = true;
-      plan.source = Tier::jit;
-      plan.arch = info_.arch;
-      return plan;
-    }
-    if (options_.allow_ptx && options_.use_embedded) binary = select_binary(catalog_, unit, info_.arch, true);
-  }
-  if (!binary) {
-    plan.reason = options_.use_embedded ? no_binary_message(catalog_, *entry, info_.arch, options_.allow_ptx)
-                                        : "the embedded tier is off and the disk cache has no entry";
+  const auto probe = detail::probe_unit(query(*entry));
+  if (!probe) {
+    plan.reason = probe.error();
     return plan;
   }
   plan.available = true;
-  plan.arch = binary->arch;
-  plan.ptx = binary->kind == BinaryKind::ptx;
+  plan.source = probe->source;
+  plan.arch = probe->arch;
+  plan.ptx = probe->ptx;
   return plan;
 }
 

@@ -283,8 +283,9 @@ PtxStage nvrtc_stage(const CompileRequest& request) {
     StrippedPtx stripped = strip_unreferenced_globals(compile_to_ptx(rtc, request, out));
     out.globals_removed = stripped.removed;
     stage.ptx = std::move(stripped.ptx);
+    out.entry = CacheEntry{};  // the stage succeeded; the link fills it in
   } catch (Failure& failure) {
-    out.error = std::move(failure.error);
+    out.entry = fail(std::move(failure.error));
     stage.ptx.clear();
   }
   return stage;
@@ -292,23 +293,23 @@ PtxStage nvrtc_stage(const CompileRequest& request) {
 
 CompileOutcome link_stage(const CompileRequest& request, PtxStage stage) {
   CompileOutcome out = std::move(stage.outcome);
-  if (!out.error.empty()) return out;
+  if (!out.entry) return out;
   const Nvrtc& rtc = nvrtc();
   const NvJitLink& link = nvjitlink();
+  CacheEntry entry;
   try {
-    out.entry.cubin = link_to_cubin(link, request, stage.ptx, out);
-    check_cubin(request, out.entry.cubin);
+    entry.cubin = link_to_cubin(link, request, stage.ptx, out);
+    check_cubin(request, entry.cubin);
   } catch (Failure& failure) {
-    out.error = std::move(failure.error);
-    out.entry = {};
+    out.entry = fail(std::move(failure.error));
     return out;
   }
-  out.ok = true;
-  out.entry.arch = request.arch;
-  out.entry.kernels = request.kernels;
-  out.entry.options = joined(request.options, "\n");  // as the catalog writes a unit's options
-  out.entry.compiler = "nvrtc " + rtc.version + " + nvjitlink " + link.version + ", " +
-                       std::to_string(out.globals_removed) + " unreferenced globals stripped";
+  entry.arch = request.arch;
+  entry.kernels = request.kernels;
+  entry.options = joined(request.options, "\n");  // as the catalog writes a unit's options
+  entry.compiler = "nvrtc " + rtc.version + " + nvjitlink " + link.version + ", " +
+                   std::to_string(out.globals_removed) + " unreferenced globals stripped";
+  out.entry = std::move(entry);
   return out;
 }
 

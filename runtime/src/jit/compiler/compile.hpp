@@ -3,6 +3,9 @@
 
 #include <kiln/cache.hpp>
 
+#include "base/result.hpp"
+
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,9 +26,9 @@ struct CompileRequest {
 };
 
 struct CompileOutcome {
-  bool ok = false;
-  CacheEntry entry;        // when ok: the cubin, its kernels, options, compiler
-  std::string error;       // when not ok: one line naming the unit, the arch, the step and the options
+  // The cubin, its kernels, options and compiler; or one line naming the unit, the arch, the step and
+  // the options that failed.
+  Result<CacheEntry> entry = fail("not compiled");
   std::string log;         // NVRTC's or nvJitLink's full log (also kept when ok, if not empty)
   double nvrtc_ms = 0;
   double link_ms = 0;
@@ -34,9 +37,12 @@ struct CompileOutcome {
 
 // What the NVRTC stage hands the link stage.
 struct PtxStage {
-  CompileOutcome outcome;  // so far: the log, nvrtc_ms, globals_removed; `error` set when the stage failed
+  CompileOutcome outcome;  // so far: the log, nvrtc_ms, globals_removed; a failed entry when the stage failed
   std::string ptx;         // NVRTC's PTX, unreferenced module-scope globals stripped
 };
+
+// A compiler of whole units: compile_unit, or a test's fake.
+using CompileFunction = std::function<CompileOutcome(const CompileRequest&)>;
 
 // Compiles in this process. Never throws for a compile problem (that is an outcome); throws
 // kiln::Error(no_compiler) when NVRTC or nvJitLink cannot be loaded. compile_unit is

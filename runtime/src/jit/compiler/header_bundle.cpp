@@ -16,9 +16,10 @@
 namespace kiln::detail {
 namespace {
 
-[[noreturn]] void fail(const Catalog& catalog, const std::string& what) {
-  throw Error(Errc::compile, "kiln: cannot unpack the header bundle of registry '" + std::string(catalog.name) +
-                                 "' for the JIT tier: " + what);
+// The catalog's bundle is missing or damaged: Errc::catalog; the directory cannot be written: Errc::cache.
+[[noreturn]] void fail(Errc code, const Catalog& catalog, const std::string& what) {
+  throw Error(code, "kiln: cannot unpack the header bundle of registry '" + std::string(catalog.name) +
+                        "' for the JIT tier: " + what);
 }
 
 std::string random_suffix() {
@@ -30,7 +31,7 @@ std::string random_suffix() {
 
 std::filesystem::path unpack_headers(const Catalog& catalog, const std::filesystem::path& base) {
   if (catalog.header_bundle_digest.empty() || catalog.header_bundle_size == 0)
-    fail(catalog, "the catalog carries no headers (was it generated without a toolkit?)");
+    fail(Errc::catalog, catalog, "the catalog carries no headers (was it generated without a toolkit?)");
   const std::filesystem::path final_dir = base / "headers" / std::string(catalog.header_bundle_digest);
   std::error_code ec;
   if (std::filesystem::is_directory(final_dir, ec)) return final_dir;
@@ -43,25 +44,25 @@ std::filesystem::path unpack_headers(const Catalog& catalog, const std::filesyst
   std::string raw(catalog.header_bundle_raw_size, '\0');
   const std::size_t got =
       ZSTD_decompress(raw.data(), raw.size(), catalog.header_bundle, catalog.header_bundle_size);
-  if (ZSTD_isError(got)) fail(catalog, std::string("zstd: ") + ZSTD_getErrorName(got));
-  if (got != raw.size()) fail(catalog, "the bundle decompresses to " + std::to_string(got) + " bytes, expected " +
+  if (ZSTD_isError(got)) fail(Errc::catalog, catalog, std::string("zstd: ") + ZSTD_getErrorName(got));
+  if (got != raw.size()) fail(Errc::catalog, catalog, "the bundle decompresses to " + std::to_string(got) + " bytes, expected " +
                                            std::to_string(raw.size()));
 
   std::filesystem::create_directories(base / "headers", ec);
-  if (ec) fail(catalog, "creating " + (base / "headers").string() + ": " + ec.message());
+  if (ec) fail(Errc::cache, catalog, "creating " + (base / "headers").string() + ": " + ec.message());
   // Built with append, not "." + ...: g++ 12 warns falsely (-Wrestrict) about the latter.
   std::string temp_name = ".";
   temp_name.append(catalog.header_bundle_digest).append(".tmp.").append(random_suffix());
   const std::filesystem::path temp = base / "headers" / temp_name;
   for (const HeaderEntry& h : catalog.headers) {
-    if (std::size_t{h.offset} + h.size > raw.size()) fail(catalog, "a header lies outside the bundle");
+    if (std::size_t{h.offset} + h.size > raw.size()) fail(Errc::catalog, catalog, "a header lies outside the bundle");
     const std::filesystem::path file = temp / std::string(catalog.str(h.path));
     std::filesystem::create_directories(file.parent_path(), ec);
     std::ofstream out(file, std::ios::binary);
     out.write(raw.data() + h.offset, h.size);
     if (!out) {
       std::filesystem::remove_all(temp, ec);
-      fail(catalog, "writing " + file.string());
+      fail(Errc::cache, catalog, "writing " + file.string());
     }
   }
   // Another thread or process may have unpacked the same bundle meanwhile: theirs is as good as ours.
@@ -69,7 +70,7 @@ std::filesystem::path unpack_headers(const Catalog& catalog, const std::filesyst
   if (ec) {
     std::error_code ignored;
     std::filesystem::remove_all(temp, ignored);
-    if (!std::filesystem::is_directory(final_dir, ignored)) fail(catalog, "renaming into " + final_dir.string() + ": " + ec.message());
+    if (!std::filesystem::is_directory(final_dir, ignored)) fail(Errc::cache, catalog, "renaming into " + final_dir.string() + ": " + ec.message());
   }
   return final_dir;
 }

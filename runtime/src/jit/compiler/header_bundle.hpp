@@ -11,8 +11,8 @@ namespace kiln::detail {
 
 // Unpacks the catalog's headers into <base>/headers/<bundle digest>/ unless that directory exists
 // (built in a temporary directory beside it, then renamed, so a reader never sees half of it), and
-// returns it. Throws kiln::Error(compile) when the catalog has no bundle or it is damaged, or the
-// directory cannot be written.
+// returns it. Throws kiln::Error(catalog) when the catalog has no bundle or it is damaged, and
+// Error(cache) when the directory cannot be written.
 std::filesystem::path unpack_headers(const Catalog& catalog, const std::filesystem::path& base);
 
 // The -I directories of a unit, in its search order, under an unpacked bundle.

@@ -1,6 +1,8 @@
 // The host's side of forking a JIT worker from a warm one: the fork request, the new worker's hello, pidfds.
 #include "jit/pool/fork.hpp"
 
+#include "jit/pool/pool_state.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -115,14 +117,14 @@ ForkResult fork_worker(int zygote_to, int zygote_from, std::string_view family, 
                                              : read.status == IoStatus::abandoned ? "it ended without answering the fork request"
                                                                                   : "reading its fork answer: " + read.error);
   const auto message = open_frame(read.frame);
-  if (!message.ok()) return give_up(ForkStatus::zygote_broke, "bad fork answer frame: " + message.error);
-  if (message.value.kind != MessageKind::forked)
+  if (!message.ok()) return give_up(ForkStatus::zygote_broke, "bad fork answer frame: " + message.error());
+  if (message->kind != MessageKind::forked)
     return give_up(ForkStatus::zygote_broke, "answered a fork request with message kind " +
-                                                 std::to_string(static_cast<unsigned>(message.value.kind)));
-  const auto forked = decode_forked(message.value.body);
-  if (!forked.ok()) return give_up(ForkStatus::zygote_broke, forked.error);
-  if (forked.value.pid <= 0) return give_up(ForkStatus::refused, forked.value.error);
-  w.pid = static_cast<pid_t>(forked.value.pid);
+                                                 std::to_string(static_cast<unsigned>(message->kind)));
+  const auto forked = decode_forked(message->body);
+  if (!forked.ok()) return give_up(ForkStatus::zygote_broke, forked.error());
+  if (forked->pid <= 0) return give_up(ForkStatus::refused, forked->error);
+  w.pid = static_cast<pid_t>(forked->pid);
   w.pidfd = open_pidfd(w.pid);
   if (w.pidfd < 0) return give_up(ForkStatus::failed, "the forked worker " + std::to_string(w.pid) + " is gone: " + errno_text("pidfd_open"));
 
@@ -132,12 +134,12 @@ ForkResult fork_worker(int zygote_to, int zygote_from, std::string_view family, 
   });
   if (hello_read.status != IoStatus::ok) return give_up(ForkStatus::failed, "the forked worker " + std::to_string(w.pid) + " did not say hello");
   const auto hello_message = open_frame(hello_read.frame);
-  const auto hello = hello_message.ok() && hello_message.value.kind == MessageKind::hello
-                         ? decode_hello(hello_message.value.body)
-                         : Checked<Hello>{{}, hello_message.ok() ? "its first message is not a hello" : hello_message.error};
-  if (!hello.ok()) return give_up(ForkStatus::failed, "the forked worker " + std::to_string(w.pid) + ": " + hello.error);
-  if (hello.value.pid != forked.value.pid)
-    return give_up(ForkStatus::failed, "the forked worker says it is pid " + std::to_string(hello.value.pid) +
+  const Result<Hello> hello = !hello_message                              ? fail(hello_message.error())
+                              : hello_message->kind != MessageKind::hello ? fail("its first message is not a hello")
+                                                                          : decode_hello(hello_message->body);
+  if (!hello.ok()) return give_up(ForkStatus::failed, "the forked worker " + std::to_string(w.pid) + ": " + hello.error());
+  if (hello->pid != forked->pid)
+    return give_up(ForkStatus::failed, "the forked worker says it is pid " + std::to_string(hello->pid) +
                                            ", the zygote said " + std::to_string(w.pid));
   // Only the child holds the other end of its input now: while that end is open the child lives, so
   // it lived when the pidfd was opened, and the pidfd is the child's (not a reuse of its pid).
@@ -145,6 +147,79 @@ ForkResult fork_worker(int zygote_to, int zygote_from, std::string_view family, 
   for (const int fd : {w.to, w.from}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   r.status = ForkStatus::forked;
   return r;
+}
+
+// Forks a worker for the slot from an idle worker that holds `family`'s PCH, waiting for one that
+// is busy; false when there is none (or forking failed), and the slot should go on cold.
+bool JitPool::State::fork_for(Slot& slot, const std::string& family) {
+  std::unique_lock lock(mutex);
+  slot.will_fork.clear();  // from here on it is lent a zygote or counted in fork_waiters, or goes cold
+  for (;;) {
+    if (stopping || !zygote_exists(family, &slot)) return false;
+    // A worker others were forked from stays: the slot compiles cold in it.
+    if (slot.has_worker() && slot.children > 0) return false;
+    Slot* zygote = idle_zygote(family, &slot);
+    if (zygote == nullptr) {
+      if (!zygote_soon_idle(family, &slot)) return false;
+      ++fork_waiters[family];
+      const bool ready = wake.wait_for(lock, kForkWait, [&] {
+        return stopping || idle_zygote(family, &slot) != nullptr || !zygote_soon_idle(family, &slot);
+      });
+      if (--fork_waiters[family] == 0) fork_waiters.erase(family);
+      wake.notify_all();  // the zygotes that stayed idle for this thread may take requests again
+      if (!ready) return false;
+      continue;
+    }
+    zygote->lent = true;
+    const std::uint64_t zygote_id = zygote->id;
+    lock.unlock();
+
+    Worker& z = zygote->worker;  // ours while lent
+    const ForkResult result = fork_worker(
+        z.to, z.from, family, [&] { return !stopping && !z.exited(); }, [&] { return !stopping.load(); }, kHelloTimeout);
+    std::string zygote_how;
+    if (result.status == ForkStatus::zygote_broke) zygote_how = retire(*zygote, kExitGrace);
+    if (result.status == ForkStatus::forked && slot.worker.running()) retire(slot, kExitGrace);
+    std::string warning;
+    lock.lock();
+    zygote->lent = false;
+    if (result.status == ForkStatus::forked) {
+      Worker& w = slot.worker;
+      w = Worker{};
+      w.pid = result.worker.pid;
+      w.pidfd = result.worker.pidfd;
+      w.to = result.worker.to;
+      w.from = result.worker.from;
+      w.id = next_worker_id++;
+      w.parent = zygote_id;
+      slot.pid = w.pid;
+      slot.id = w.id;
+      slot.warm = zygote->warm;  // every PCH the zygote held
+      slot.warming.clear();
+      slot.refused.clear();
+      slot.root = false;
+      slot.children = 0;
+      ++zygote->children;
+      live.insert(w.pid);
+      ++stats.forked;
+      wake.notify_all();
+      return true;
+    }
+    ++stats.fork_failures;
+    if (result.status == ForkStatus::refused) zygote->refused.insert(family);
+    if (result.status != ForkStatus::zygote_broke)
+      warning = "cannot fork a JIT worker from warm worker pid " + std::to_string(zygote->pid) + ": " + result.problem +
+                "; starting cold workers, each building its own precompiled header";
+    else
+      warning = "a warm JIT worker broke while forking (" + result.problem + "; " + zygote_how + ")";
+    wake.notify_all();
+    lock.unlock();
+    warn("fork", warning);
+    // A refusing or broken zygote is out of the running, so the next try asks another; a failure of
+    // this process's own (descriptors, a child that died at once) would only repeat: go on cold.
+    if (result.status == ForkStatus::failed) return false;
+    lock.lock();
+  }
 }
 
 }  // namespace kiln::detail

@@ -1,7 +1,7 @@
 // The JIT tier's pool of kiln-jitd worker processes: NVRTC scales across processes, not threads.
 #pragma once
 
-#include "jit/worker/serve.hpp"  // CompileFunction
+#include "jit/compiler/compile.hpp"
 
 #include <sys/types.h>
 
@@ -73,20 +73,5 @@ class JitPool {
   struct State;
   std::unique_ptr<State> state_;
 };
-
-// KILN_JIT_WORKERS's meaning: a whole number from 1 to kMaxJitWorkers; unset or empty gives the
-// default (cores, at most 16); anything else gives the default and a warning in `warning`.
-inline constexpr unsigned kMaxJitWorkers = 256;
-unsigned jit_workers_from(const char* value, std::string& warning);
-
-// KILN_JIT_FORK's meaning: "0" turns forking warm workers off; unset, empty or "1" leaves it on;
-// anything else leaves it on with a warning in `warning`.
-bool jit_fork_from(const char* value, std::string& warning);
-
-// Where the worker executable is looked for, in order: $KILN_JITD if set (then only there); else
-// kiln-jitd next to libkiln (the build tree) and in libkiln's install libexecdir/kiln.
-std::vector<std::filesystem::path> jit_worker_candidates();
-// The first candidate that is an executable file, or empty.
-std::filesystem::path find_jit_worker();
 
 }  // namespace kiln::detail

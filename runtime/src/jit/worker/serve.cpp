@@ -29,7 +29,7 @@ namespace kiln::detail {
 
 namespace {
 
-int fail(const std::string& what) {
+int quit(const std::string& what) {
   std::fprintf(stderr, "kiln-jitd[%ld]: %s\n", static_cast<long>(::getpid()), what.c_str());
   return 2;
 }
@@ -114,7 +114,7 @@ class Server {
 
   int run() {
     if (const auto w = write_frame(out_, encode_hello({::getpid(), kCacheFormatVersion})); w.status != IoStatus::ok)
-      return fail("sending hello: " + w.error);
+      return quit("sending hello: " + w.error);
     for (;;) {
       std::vector<int> passed;  // descriptors that came with the frame; only a fork request may bring any
       const FrameRead read = read_frame(in_, {}, &passed);
@@ -125,27 +125,27 @@ class Server {
         if (has_children_) wait_for_children();
         return 0;
       }
-      if (read.status != IoStatus::ok) return close_all(passed), fail("reading a request: " + read.error);
+      if (read.status != IoStatus::ok) return close_all(passed), quit("reading a request: " + read.error);
       const auto message = open_frame(read.frame);
-      if (!message.ok()) return close_all(passed), fail("reading a request: " + message.error);
+      if (!message.ok()) return close_all(passed), quit("reading a request: " + message.error());
 
-      if (message.value.kind == MessageKind::fork) {
-        const auto family = decode_fork(message.value.body);
-        if (!family.ok()) return close_all(passed), fail(family.error);
-        const Forked forked = fork_for(family.value, passed);
+      if (message->kind == MessageKind::fork) {
+        const auto family = decode_fork(message->body);
+        if (!family.ok()) return close_all(passed), quit(family.error());
+        const Forked forked = fork_for((*family), passed);
         close_all(passed);  // closed before answering: the host takes the child's open input as its life sign
         if (const auto w = write_frame(out_, encode_forked(forked)); w.status != IoStatus::ok)
-          return fail("answering a fork request: " + w.error);
+          return quit("answering a fork request: " + w.error);
         continue;
       }
 
       close_all(passed);
-      if (message.value.kind != MessageKind::request)
-        return fail("expected a request, got message kind " + std::to_string(static_cast<unsigned>(message.value.kind)));
-      const auto request = decode_request(message.value.body);
-      if (!request.ok()) return fail(request.error);
-      if (const auto w = write_frame(out_, answer(request.value)); w.status != IoStatus::ok)
-        return fail("sending the outcome of unit " + request.value.unit + ": " + w.error);
+      if (message->kind != MessageKind::request)
+        return quit("expected a request, got message kind " + std::to_string(static_cast<unsigned>(message->kind)));
+      const auto request = decode_request(message->body);
+      if (!request.ok()) return quit(request.error());
+      if (const auto w = write_frame(out_, answer((*request))); w.status != IoStatus::ok)
+        return quit("sending the outcome of unit " + request->unit + ": " + w.error);
     }
   }
 
@@ -153,7 +153,7 @@ class Server {
   std::string answer(const CompileRequest& request) {
     try {
       PtxStage stage = stages_.ptx(request);
-      if (stage.outcome.error.empty()) make_zygote(pch_family(request));
+      if (stage.outcome.entry) make_zygote(pch_family(request));
       return encode_outcome(stages_.link(request, std::move(stage)));
     } catch (const kiln::Error& e) {
       return encode_failure({true, static_cast<std::uint32_t>(e.code()), e.what()});
@@ -218,16 +218,16 @@ class Server {
         if (has_children_) wait_for_children();
         return 0;
       }
-      if (read.status != IoStatus::ok) return close_all(passed), fail("zygote: reading a fork request: " + read.error);
+      if (read.status != IoStatus::ok) return close_all(passed), quit("zygote: reading a fork request: " + read.error);
       const auto message = open_frame(read.frame);
-      if (!message.ok()) return close_all(passed), fail("zygote: reading a fork request: " + message.error);
-      if (message.value.kind != MessageKind::fork)
-        return close_all(passed), fail("zygote: expected a fork request, got message kind " +
-                                       std::to_string(static_cast<unsigned>(message.value.kind)));
-      const auto asked = decode_fork(message.value.body);
+      if (!message.ok()) return close_all(passed), quit("zygote: reading a fork request: " + message.error());
+      if (message->kind != MessageKind::fork)
+        return close_all(passed), quit("zygote: expected a fork request, got message kind " +
+                                       std::to_string(static_cast<unsigned>(message->kind)));
+      const auto asked = decode_fork(message->body);
       Forked forked;
-      if (!asked.ok()) forked.error = "zygote: " + asked.error;
-      else if (asked.value != family) forked.error = "the zygote holds another PCH family";
+      if (!asked.ok()) forked.error = "zygote: " + asked.error();
+      else if ((*asked) != family) forked.error = "the zygote holds another PCH family";
       else forked.error = why_not_fork(passed);
       if (forked.error.empty()) {
         adopt_children();
@@ -245,7 +245,7 @@ class Server {
       close_all(passed);
       if (const auto w = write_frame(socket, encode_forked(forked)); w.status != IoStatus::ok) {
         if (has_children_) wait_for_children();
-        return fail("zygote: answering a fork request: " + w.error);
+        return quit("zygote: answering a fork request: " + w.error);
       }
     }
   }
@@ -288,13 +288,13 @@ class Server {
     } else if (const FrameRead read = read_frame(zygote.socket); read.status != IoStatus::ok) {
       problem = read.status == IoStatus::end_of_stream ? "it ended without answering" : "reading its answer: " + read.error;
     } else if (const auto message = open_frame(read.frame); !message.ok()) {
-      problem = message.error;
-    } else if (message.value.kind != MessageKind::forked) {
-      problem = "it answered with message kind " + std::to_string(static_cast<unsigned>(message.value.kind));
-    } else if (auto answer = decode_forked(message.value.body); !answer.ok()) {
-      problem = answer.error;
+      problem = message.error();
+    } else if (message->kind != MessageKind::forked) {
+      problem = "it answered with message kind " + std::to_string(static_cast<unsigned>(message->kind));
+    } else if (auto answer = decode_forked(message->body); !answer.ok()) {
+      problem = answer.error();
     } else {
-      return answer.value;
+      return (*answer);
     }
     ::close(zygote.socket);
     zygotes_.erase(it);
@@ -317,7 +317,7 @@ CompileStages nvrtc_stages() { return {&nvrtc_stage, &link_stage}; }
 int serve_compile_requests(int in, int out, const CompileStages& stages, bool zygotes) {
   if (out == STDOUT_FILENO) {
     out = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
-    if (out < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return fail("cannot move the frame stream off stdout");
+    if (out < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return quit("cannot move the frame stream off stdout");
   }
   return Server(in, out, stages, zygotes, {}).run();
 }

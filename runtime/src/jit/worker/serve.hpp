@@ -2,13 +2,12 @@
 #pragma once
 
 #include "jit/compiler/compile.hpp"
+#include "jit/protocol.hpp"  // kNoForkArgument
 
 #include <chrono>
 #include <functional>
 
 namespace kiln::detail {
-
-using CompileFunction = std::function<CompileOutcome(const CompileRequest&)>;
 
 // A compile in its two stages (jit/compiler/compile.hpp), so that a worker can fork between them.
 struct CompileStages {
@@ -20,9 +19,6 @@ CompileStages nvrtc_stages();
 
 // How long a worker that forked waits, at the end of its input, for its forked children to end.
 inline constexpr auto kForkedChildrenGrace = std::chrono::seconds(2);
-
-// kiln-jitd's argument that turns zygotes off (the host passes it when it never forks workers).
-inline constexpr const char* kNoForkArgument = "--no-fork";
 
 // Says hello on `out`, then answers each request read from `in` with its stages' outcome (or, when one
 // throws, a failure message carrying the exception), until `in` ends. Returns the process exit code:

@@ -1,0 +1,29 @@
+// The JIT pool's settings from the environment (KILN_JIT_WORKERS, KILN_JIT_FORK, KILN_JITD).
+#pragma once
+
+#include "base/result.hpp"
+
+#include <filesystem>
+#include <vector>
+
+namespace kiln::detail {
+
+// KILN_JIT_WORKERS's meaning: a whole number from 1 to kMaxJitWorkers; unset or empty gives the
+// default. Anything else fails with the warning to print, and the pool takes the default.
+inline constexpr unsigned kMaxJitWorkers = 256;
+unsigned default_jit_workers();  // the cores, at most 16
+Result<unsigned> jit_workers_from(const char* value);
+
+// KILN_JIT_FORK's meaning: "0" turns forking warm workers off; unset, empty or "1" leaves it on.
+// Anything else fails with the warning to print, and forking stays on.
+Result<bool> jit_fork_from(const char* value);
+
+// Where the worker executable is looked for, in order: $KILN_JITD if set (then only there); else
+// kiln-jitd next to libkiln (the build tree) and in libkiln's install libexecdir/kiln.
+std::vector<std::filesystem::path> jit_worker_candidates();
+// Whether `path` is a regular file this process may execute.
+bool is_executable_file(const std::filesystem::path& path);
+// The first candidate that is an executable file, or empty.
+std::filesystem::path find_jit_worker();
+
+}  // namespace kiln::detail
