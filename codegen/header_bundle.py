@@ -17,8 +17,10 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import errors
 
-class BundleError(Exception):
+
+class BundleError(errors.GenError):
     pass
 
 

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import cubin
+import errors
 import header_bundle
 import lowering
 import render
@@ -32,10 +33,6 @@ import spec as specmod
 CODEGEN_FILES = sorted(str(p) for p in Path(__file__).resolve().parent.glob("*.py"))
 BLOB_ALIGN = 64
 CATALOG_TEMPLATES = {"hpp": "catalog.hpp.j2", "cpp": "catalog.cpp.j2", "asm": "blobs.S.j2"}
-
-
-class GenError(Exception):
-    pass
 
 
 # -- helpers shared by the steps --------------------------------------------------------------------
@@ -137,8 +134,8 @@ def compile_target(desc: dict, target: str, nvcc: str, source: Path, output: Pat
            "-MD", "-MF", str(depfile), "-o", str(output), str(source)]
     result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if result.returncode != 0:
-        raise GenError(f"{desc['where']}: nvcc failed for {target} (exit {result.returncode})\n"
-                       f"command: {' '.join(cmd)}\n{result.stdout}")
+        raise errors.GenError(f"{desc['where']}: nvcc failed for {target} (exit {result.returncode})\n"
+                              f"command: {' '.join(cmd)}\n{result.stdout}")
     if result.stdout.strip():
         sys.stderr.write(result.stdout)
     included = resolve_depfile(depfile, output, desc["include_dirs"])
@@ -211,7 +208,7 @@ def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Pa
         names = lowering.lower_names(str(nvrtc), source.read_text(encoding="utf-8"), source.name, expressions,
                                      options)
     except lowering.LoweringError as e:
-        raise GenError(f"{desc['where']}: field 'kernels': {e}\n{e.log}") from None
+        raise errors.GenError(f"{desc['where']}: field 'kernels': {e}\n{e.log}") from None
     render.write_if_different(output, json.dumps(names, indent=1, sort_keys=True) + "\n")
 
 
@@ -280,13 +277,13 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str, toolki
                 found_arch = cubin.ptx_arch(data.decode()) if ptx else cubin.cubin_arch(data)
                 found = cubin.ptx_kernels(data.decode()) if ptx else cubin.cubin_kernels(data)
             except (cubin.BinaryError, UnicodeDecodeError, ValueError, IndexError) as e:
-                raise GenError(f"{desc['where']}: {path}: unreadable binary: {e}") from None
+                raise errors.GenError(f"{desc['where']}: {path}: unreadable binary: {e}") from None
             if found_arch != arch:
-                raise GenError(f"{desc['where']}: {path} is built for sm_{found_arch}, expected {target}")
+                raise errors.GenError(f"{desc['where']}: {path} is built for sm_{found_arch}, expected {target}")
             missing = sorted(set(lowered.values()) - found)
             if missing:
-                raise GenError(f"{desc['where']}: {path} lacks kernel symbol(s) {', '.join(missing)}; "
-                               f"it defines {', '.join(sorted(found)) or 'none'}")
+                raise errors.GenError(f"{desc['where']}: {path} lacks kernel symbol(s) {', '.join(missing)}; "
+                                      f"it defines {', '.join(sorted(found)) or 'none'}")
             pad = BLOB_ALIGN - len(data) % BLOB_ALIGN  # 1..64: PTX always gets its NUL
             binaries.append({
                 "arch": arch, "kind": "ptx" if ptx else "cubin", "offset": offset, "size": len(data),
@@ -308,7 +305,7 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str, toolki
                             "lowered": strings.add(lowered[k["expression"]]), "unit": ui,
                             "label": f"{k['name']} = {k['expression']}"})
     if offset >= 2**32:
-        raise GenError(f"{spec.path}: embedded binaries total {offset} bytes; kiln's table holds at most 4 GiB")
+        raise errors.GenError(f"{spec.path}: embedded binaries total {offset} bytes; kiln's table holds at most 4 GiB")
     kernels.sort(key=lambda k: k["key"].encode())
     headers = [{"path": strings.add(name), "offset": off, "size": size, "label": name}
                for name, off, size in bundle.headers]
@@ -327,7 +324,7 @@ def cccl_version(toolkit: Path) -> str:
     header = cccl_version_header(toolkit)
     m = re.search(r"#\s*define\s+CCCL_VERSION\s+([0-9]+)", header.read_text(encoding="utf-8"))
     if not m:
-        raise GenError(f"{header}: no CCCL_VERSION; is {toolkit} a CUDA 13 toolkit?")
+        raise errors.GenError(f"{header}: no CCCL_VERSION; is {toolkit} a CUDA 13 toolkit?")
     v = int(m.group(1))
     return f"{v // 1000000}.{v // 1000 % 1000}.{v % 1000}"
 
@@ -422,7 +419,7 @@ def main(argv=None, toolkit: str | None = None) -> int:
     args = parser(toolkit).parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except (specmod.SpecError, GenError, header_bundle.BundleError) as e:
+    except errors.GenError as e:
         print(f"kiln: error: {e}", file=sys.stderr)
         return 1
     except OSError as e:
@@ -431,6 +428,4 @@ def main(argv=None, toolkit: str | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run as the module `kiln_gen`, the name table_build.py imports: one module, one GenError class.
-    import kiln_gen
-    sys.exit(kiln_gen.main())
+    sys.exit(main())

@@ -14,6 +14,8 @@ from pathlib import Path
 import jinja2
 import jinja2.meta
 
+import errors
+
 # Every architecture CUDA 13.0 compiles to SASS (nvcc --list-gpu-code).
 KNOWN_ARCHS = (75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121)
 
@@ -47,7 +49,7 @@ BUILTIN_FAMILY_DIR = Path(__file__).resolve().parent.parent / "templates" / "fam
 FAMILY_SUFFIX = ".cu.j2"
 
 
-class SpecError(Exception):
+class SpecError(errors.GenError):
     """A spec table mistake, already formatted as `file[:line]: row: field 'x': what was expected`."""
 
 

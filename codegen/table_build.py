@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import errors
 import kiln_gen
 import render
 import spec as specmod
@@ -33,7 +34,7 @@ class Toolkit:
         for what, path in (("nvcc", toolkit.nvcc), ("NVRTC", toolkit.nvrtc),
                            ("CCCL", kiln_gen.cccl_version_header(root))):
             if not path.is_file():
-                raise kiln_gen.GenError(f"no {what} at {path}: is {root} a CUDA 13 toolkit? Pass --toolkit")
+                raise errors.GenError(f"no {what} at {path}: is {root} a CUDA 13 toolkit? Pass --toolkit")
         return toolkit
 
     def identity(self) -> list:
@@ -89,7 +90,7 @@ def build(spec: specmod.Spec, toolkit: Toolkit, outdir: Path, depfile: Path | No
         if w.unit.name not in failures:
             write_stamp(w, stamp_inputs(w, inputs_common))
     if failures:
-        raise kiln_gen.GenError("\n\n".join(m for w in stale for m in failures.get(w.unit.name, {}).values()))
+        raise errors.GenError("\n\n".join(m for w in stale for m in failures.get(w.unit.name, {}).values()))
 
     outputs = catalog_outputs(outdir, spec.name)
     kiln_gen.write_catalog(spec, work, toolkit.root, outputs)
@@ -166,7 +167,7 @@ def compile_units(stale: list[UnitWork], toolkit: Toolkit, jobs: int) -> dict[st
         for w, step, args in tasks:
             try:
                 step(*args)
-            except kiln_gen.GenError as e:
+            except errors.GenError as e:
                 failed(w, step, str(e))
         return failures
     # spawn, not fork: the executor's own thread is running when it starts workers.
@@ -176,7 +177,7 @@ def compile_units(stale: list[UnitWork], toolkit: Toolkit, jobs: int) -> dict[st
         for w, step, future in futures:
             try:
                 future.result()
-            except kiln_gen.GenError as e:
+            except errors.GenError as e:
                 failed(w, step, str(e))
             except concurrent.futures.process.BrokenProcessPool as e:
                 failed(w, step, f"{w.desc['where']}: a compile process died ({e}); the build can be rerun")

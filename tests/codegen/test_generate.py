@@ -15,6 +15,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "codegen"))
 sys.path.insert(0, str(HERE))
+import errors  # noqa: E402
 import kiln_gen  # noqa: E402
 import render  # noqa: E402
 import spec as specmod  # noqa: E402
@@ -123,7 +124,7 @@ class BinaryChecks(unittest.TestCase):
         spec = load()
         with tempfile.TemporaryDirectory() as d:
             fill_build_dir(Path(d), spec, corrupt)
-            with self.assertRaises(kiln_gen.GenError) as ctx:
+            with self.assertRaises(errors.GenError) as ctx:
                 kiln_gen.catalog_model(spec, Path(d), "3.0.1")
         return str(ctx.exception)
 
