@@ -30,7 +30,6 @@ import lowering
 import render
 import spec as specmod
 
-CODEGEN_FILES = sorted(str(p) for p in Path(__file__).resolve().parent.glob("*.py"))
 BLOB_ALIGN = 64
 CATALOG_TEMPLATES = {"hpp": "catalog.hpp.j2", "cpp": "catalog.cpp.j2", "asm": "blobs.S.j2"}
 
@@ -89,10 +88,6 @@ def unit_description(spec: specmod.Spec, unit: specmod.Unit) -> dict:
     }
 
 
-def read_json(path) -> dict:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
-
-
 # -- steps ------------------------------------------------------------------------------------------
 
 def cmd_units(args) -> int:
@@ -107,13 +102,13 @@ def write_source(spec: specmod.Spec, unit: specmod.Unit, outdir: Path) -> tuple[
     stem = file_stem(spec.name, unit.name)
     cu, desc = outdir / f"{stem}.cu", outdir / f"{stem}.json"
     render.write_if_different(cu, render_unit(spec, unit))
-    render.write_if_different(desc, json.dumps(unit_description(spec, unit), indent=1) + "\n")
+    render.write_json(desc, unit_description(spec, unit))
     return cu, desc
 
 
 def source_inputs(spec: specmod.Spec, unit: specmod.Unit) -> list[Path]:
     """The files a unit's rendered translation unit is made from."""
-    return [spec.path.resolve(), *map(Path, CODEGEN_FILES), render.TEMPLATE_DIR / "unit.cu.j2",
+    return [spec.path.resolve(), *map(Path, render.CODEGEN_FILES), render.TEMPLATE_DIR / "unit.cu.j2",
             unit.source or unit.family_path]
 
 
@@ -141,34 +136,13 @@ def compile_target(desc: dict, target: str, nvcc: str, source: Path, output: Pat
     included = resolve_depfile(depfile, output, desc["include_dirs"])
     included = [h for h in included if Path(h).resolve() != source.resolve()]
     digest = unit_digest(desc, source.read_bytes(), included)
-    render.write_if_different(headers, json.dumps({"digest": digest, "headers": included}, indent=1) + "\n")
+    render.write_json(headers, {"digest": digest, "headers": included})
 
 
 def cmd_compile(args) -> int:
-    compile_target(read_json(args.unit_json), args.target, args.nvcc, Path(args.input), Path(args.output),
+    compile_target(render.read_json(args.unit_json), args.target, args.nvcc, Path(args.input), Path(args.output),
                    Path(args.headers), Path(args.depfile))
     return 0
-
-
-def depfile_inputs(path: Path) -> list[str]:
-    """The prerequisites of a Make-style depfile (nvcc -MD), in order."""
-    text = path.read_text(encoding="utf-8").replace("\\\n", " ")
-    _, _, deps = text.partition(": ")
-    out, cur, escaped = [], "", False
-    for ch in deps:
-        if escaped:
-            cur, escaped = cur + ch, False
-        elif ch == "\\":
-            escaped = True
-        elif ch.isspace():
-            if cur:
-                out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    if cur:
-        out.append(cur)
-    return out
 
 
 def resolve_depfile(path: Path, target: Path, include_dirs: list[str]) -> list[str]:
@@ -176,7 +150,7 @@ def resolve_depfile(path: Path, target: Path, include_dirs: list[str]) -> list[s
     lists the name a `#line` directive gives (the hand-written source, relative to its own directory):
     left as it is, ninja would look for it in the build directory and rebuild forever."""
     resolved = []
-    for dep in depfile_inputs(path):
+    for dep in render.depfile_inputs(path):
         candidates = [Path(dep)] + ([Path(d) / dep for d in include_dirs] if not Path(dep).is_absolute() else [])
         found = next((c for c in candidates if c.is_file()), None)
         if found is not None:
@@ -209,11 +183,11 @@ def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Pa
                                      options)
     except lowering.LoweringError as e:
         raise errors.GenError(f"{desc['where']}: field 'kernels': {e}\n{e.log}") from None
-    render.write_if_different(output, json.dumps(names, indent=1, sort_keys=True) + "\n")
+    render.write_json(output, dict(sorted(names.items())))
 
 
 def cmd_lower(args) -> int:
-    lower_unit(read_json(args.unit_json), Path(args.input), args.nvrtc, Path(args.cuda_root), Path(args.output))
+    lower_unit(render.read_json(args.unit_json), Path(args.input), args.nvrtc, Path(args.cuda_root), Path(args.output))
     return 0
 
 
@@ -255,9 +229,9 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str, toolki
     strings = StringTable()
     units, kernels, binaries = [], [], []
     offset = 0
-    descs = [read_json(directory / f"{file_stem(spec.name, u.name)}.json") for u in spec.units]
+    descs = [render.read_json(directory / f"{file_stem(spec.name, u.name)}.json") for u in spec.units]
     bundle = header_bundle.build_bundle(
-        [(d["include_dirs"], read_json(directory / (binary_name(spec.name, u.name, d["targets"][0]) +
+        [(d["include_dirs"], render.read_json(directory / (binary_name(spec.name, u.name, d["targets"][0]) +
                                                     ".headers.json"))["headers"])
          for u, d in zip(spec.units, descs)], toolkit)
     bundle_path = directory / f"{spec.name}.headers.zst"
@@ -266,7 +240,7 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str, toolki
     for ui, unit in enumerate(spec.units):
         stem = file_stem(spec.name, unit.name)
         desc = descs[ui]
-        lowered = read_json(directory / f"{stem}.names.json")
+        lowered = render.read_json(directory / f"{stem}.names.json")
         first = len(binaries)
         for target in desc["targets"]:
             path = directory / binary_name(spec.name, unit.name, target)
@@ -291,7 +265,7 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str, toolki
                 "sha256": hashlib.sha256(data).hexdigest(),
             })
             offset += len(data) + pad
-        digest = read_json(directory / (binary_name(spec.name, unit.name, desc["targets"][0]) + ".headers.json"))
+        digest = render.read_json(directory / (binary_name(spec.name, unit.name, desc["targets"][0]) + ".headers.json"))
         units.append({"name": strings.add(unit.name), "options": strings.add("\n".join(desc["options"])),
                       "first_binary": first, "binary_count": len(binaries) - first, "label": unit.name,
                       "digest": strings.add(digest["digest"]),

@@ -15,6 +15,7 @@ import jinja2
 import jinja2.meta
 
 import errors
+import render
 
 # Every architecture CUDA 13.0 compiles to SASS (nvcc --list-gpu-code).
 KNOWN_ARCHS = (75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121)
@@ -45,7 +46,7 @@ REGISTRY_FIELDS = ("name", "namespace", "options", "include_dirs", "template_dir
 UNIT_FIELDS = ("name", "source", "family", "params", "kernels", "options", "archs")
 
 # kiln's own families; a table adds its own directories with `template_dirs`.
-BUILTIN_FAMILY_DIR = Path(__file__).resolve().parent.parent / "templates" / "families"
+BUILTIN_FAMILY_DIR = render.TEMPLATE_DIR / "families"
 FAMILY_SUFFIX = ".cu.j2"
 
 

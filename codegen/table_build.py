@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
-import json
 import multiprocessing
 import os
 from dataclasses import dataclass
@@ -80,7 +79,7 @@ def build(spec: specmod.Spec, toolkit: Toolkit, outdir: Path, depfile: Path | No
     units, stale = [], []
     for unit in spec.units:
         source, desc_path = kiln_gen.write_source(spec, unit, work)
-        w = UnitWork(unit, kiln_gen.read_json(desc_path), source, work)
+        w = UnitWork(unit, render.read_json(desc_path), source, work)
         units.append(w)
         if not is_fresh(w, stamp_inputs(w, inputs_common)):
             stale.append(w)
@@ -106,7 +105,7 @@ def build(spec: specmod.Spec, toolkit: Toolkit, outdir: Path, depfile: Path | No
 def codegen_identity() -> str:
     """A change to the generator may change how units compile: it rebuilds them all."""
     h = hashlib.sha256()
-    for p in kiln_gen.CODEGEN_FILES:
+    for p in render.CODEGEN_FILES:
         h.update(Path(p).read_bytes())
     return h.hexdigest()
 
@@ -120,7 +119,7 @@ def is_fresh(w: UnitWork, inputs: dict) -> bool:
     """True when the unit's outputs exist and were built from the same translation unit, description,
     compilers and header contents (the digest the compile step computes, over the headers it listed)."""
     try:
-        stamp = json.loads(w.path(".stamp").read_text(encoding="utf-8"))
+        stamp = render.read_json(w.path(".stamp"))
         if stamp["inputs"] != inputs or not all(p.is_file() for p in w.outputs()):
             return False
         return kiln_gen.unit_digest(w.desc, w.source.read_bytes(), stamp["headers"]) == stamp["digest"]
@@ -132,14 +131,14 @@ def write_stamp(w: UnitWork, inputs: dict) -> None:
     headers = stamped_headers(w)
     stamp = {"inputs": inputs, "headers": headers,
              "digest": kiln_gen.unit_digest(w.desc, w.source.read_bytes(), headers)}
-    render.write_if_different(w.path(".stamp"), json.dumps(stamp, indent=1) + "\n")
+    render.write_json(w.path(".stamp"), stamp)
 
 
 def stamped_headers(w: UnitWork) -> list[str]:
     """Every header the unit's compiles included, over all its targets."""
     headers: set[str] = set()
     for target in w.desc["targets"]:
-        headers.update(kiln_gen.read_json(f"{w.binary(target)}.headers.json")["headers"])
+        headers.update(render.read_json(f"{w.binary(target)}.headers.json")["headers"])
     return sorted(headers)
 
 
@@ -192,7 +191,7 @@ def dependencies(spec: specmod.Spec, units: list[UnitWork], toolkit: Toolkit) ->
     deps = [spec.path.resolve()]
     for w in units:
         deps += kiln_gen.source_inputs(spec, w.unit)
-        deps += map(Path, kiln_gen.read_json(w.path(".stamp"))["headers"])
+        deps += map(Path, render.read_json(w.path(".stamp"))["headers"])
     deps += kiln_gen.catalog_inputs(toolkit.root)
     return list(dict.fromkeys(deps))
 

@@ -13,6 +13,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "codegen"))
 import kiln_gen  # noqa: E402
+import render  # noqa: E402
 import spec as specmod  # noqa: E402
 import table_build  # noqa: E402
 
@@ -94,7 +95,7 @@ class Incremental(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             p = Project(Path(d))
             p.build()
-            deps = kiln_gen.depfile_inputs(p.out / "t.d")
+            deps = render.depfile_inputs(p.out / "t.d")
             for wanted in ("t.toml", "a.cu", "b.cu", "common.cuh", "unit.cu.j2", "catalog.cpp.j2", "blobs.S.j2",
                            "kiln_gen.py", "table_build.py", "cuda_runtime.h", "version.h"):
                 self.assertTrue(any(Path(dep).name == wanted for dep in deps), f"{wanted} not in the depfile")

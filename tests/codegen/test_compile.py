@@ -14,6 +14,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "codegen"))
 import cubin  # noqa: E402
 import kiln_gen  # noqa: E402
+import render  # noqa: E402
 import spec as specmod  # noqa: E402
 
 NVCC = str(Path(os.environ.get("KILN_TOOLKIT", "/usr/local/cuda")) / "bin" / "nvcc")
@@ -43,7 +44,7 @@ class Compile(unittest.TestCase):
             self.assertEqual(cubin.cubin_arch(out.read_bytes()), 80)
             self.assertEqual(cubin.cubin_kernels(out.read_bytes()), {"k"})
             # ninja learns the source's dependencies: every one an existing file, the #line'd source too.
-            deps = kiln_gen.depfile_inputs(Path(d) / "k.d")
+            deps = render.depfile_inputs(Path(d) / "k.d")
             self.assertIn(str(Path(d) / "k.cu"), deps)
             self.assertTrue(all(Path(p).is_absolute() and Path(p).is_file() for p in deps), deps)
             listed = json.loads(Path(str(out) + ".headers.json").read_text())
