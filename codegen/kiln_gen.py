@@ -18,12 +18,12 @@ import argparse
 import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import cubin
+import cuda_toolkit
 import errors
 import header_bundle
 import lowering
@@ -175,7 +175,7 @@ def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Pa
     """Write {name expression: mangled name} for a unit's kernels to `output`, from NVRTC."""
     lowest = min(int(t.split("_")[1]) for t in desc["targets"])
     options = [*desc["options"], *(f"-I{d}" for d in desc["include_dirs"]),
-               *(f"-I{d}" for d in lowering.cuda_include_dirs(cuda_root)),
+               *(f"-I{d}" for d in cuda_toolkit.include_dirs(cuda_root)),
                f"-arch=compute_{lowest}", *lowering.NVRTC_ONLY_OPTIONS, "-fdevice-syntax-only"]
     expressions = [k["expression"] for k in desc["kernels"]]
     try:
@@ -289,20 +289,6 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str, toolki
             "bundle_size": bundle_size, "bundle_raw_size": len(bundle.raw), "bundle_digest": bundle_digest}
 
 
-def cccl_version_header(toolkit: Path) -> Path:
-    return toolkit / "include" / "cccl" / "cuda" / "std" / "__cccl" / "version.h"
-
-
-def cccl_version(toolkit: Path) -> str:
-    """The toolkit's CCCL version, e.g. "3.0.1" (CCCL_VERSION = major * 1000000 + minor * 1000 + patch)."""
-    header = cccl_version_header(toolkit)
-    m = re.search(r"#\s*define\s+CCCL_VERSION\s+([0-9]+)", header.read_text(encoding="utf-8"))
-    if not m:
-        raise errors.GenError(f"{header}: no CCCL_VERSION; is {toolkit} a CUDA 13 toolkit?")
-    v = int(m.group(1))
-    return f"{v // 1000000}.{v // 1000 % 1000}.{v % 1000}"
-
-
 def emit_catalog(spec: specmod.Spec, model: dict, header_name: str, asm_name: str) -> dict[str, str]:
     """{kind: text} for the catalog's .hpp, .cpp and .S."""
     env = render.environment()
@@ -314,7 +300,7 @@ def emit_catalog(spec: specmod.Spec, model: dict, header_name: str, asm_name: st
 
 def write_catalog(spec: specmod.Spec, directory: Path, toolkit: Path, outputs: dict[str, Path]) -> None:
     """Check every binary in `directory` and write the catalog's {"hpp", "cpp", "asm"} outputs."""
-    model = catalog_model(spec, directory, cccl_version(toolkit), toolkit)
+    model = catalog_model(spec, directory, cuda_toolkit.cccl_version(toolkit), toolkit)
     texts = emit_catalog(spec, model, outputs["hpp"].name, outputs["asm"].name)
     for kind, path in outputs.items():
         render.write_if_different(path, texts[kind])
@@ -322,7 +308,7 @@ def write_catalog(spec: specmod.Spec, directory: Path, toolkit: Path, outputs: d
 
 def catalog_inputs(toolkit: Path) -> list[Path]:
     """The files the catalog's text is made from, besides the units' outputs."""
-    return [cccl_version_header(toolkit), *(render.TEMPLATE_DIR / t for t in CATALOG_TEMPLATES.values())]
+    return [cuda_toolkit.cccl_version_header(toolkit), *(render.TEMPLATE_DIR / t for t in CATALOG_TEMPLATES.values())]
 
 
 def cmd_catalog(args) -> int:
@@ -333,7 +319,7 @@ def cmd_catalog(args) -> int:
 
 def cmd_build(args) -> int:
     import table_build  # here, not at the top: table_build imports this module (see the end of the file)
-    table_build.build(load_spec(args), table_build.Toolkit.at(Path(args.toolkit)), Path(args.outdir),
+    table_build.build(load_spec(args), cuda_toolkit.Toolkit.at(Path(args.toolkit)), Path(args.outdir),
                       Path(args.depfile) if args.depfile else None, args.jobs)
     return 0
 

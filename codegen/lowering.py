@@ -9,7 +9,6 @@ A front-end-only compile (-fdevice-syntax-only) is enough and takes well under a
 from __future__ import annotations
 
 import ctypes
-from pathlib import Path
 
 
 # Options kiln gives NVRTC and never nvcc, at build time and at run time (runtime/src/jit_compile.cpp):
@@ -69,8 +68,3 @@ def lower_names(nvrtc_library: str, source: str, source_name: str, expressions: 
         return names
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
-
-
-def cuda_include_dirs(cuda_root: Path) -> list[Path]:
-    """The directories nvcc searches implicitly and NVRTC does not."""
-    return [cuda_root / "include" / "cccl", cuda_root / "include"]

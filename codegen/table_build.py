@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import cuda_toolkit
 import errors
 import kiln_gen
 import render
@@ -19,26 +20,6 @@ import spec as specmod
 
 # Bump when what a stamp records changes meaning: every unit is then rebuilt once.
 STAMP_VERSION = 1
-
-
-@dataclass(frozen=True)
-class Toolkit:
-    root: Path
-    nvcc: Path
-    nvrtc: Path
-
-    @staticmethod
-    def at(root: Path) -> "Toolkit":
-        toolkit = Toolkit(root, root / "bin" / "nvcc", root / "lib64" / "libnvrtc.so")
-        for what, path in (("nvcc", toolkit.nvcc), ("NVRTC", toolkit.nvrtc),
-                           ("CCCL", kiln_gen.cccl_version_header(root))):
-            if not path.is_file():
-                raise errors.GenError(f"no {what} at {path}: is {root} a CUDA 13 toolkit? Pass --toolkit")
-        return toolkit
-
-    def identity(self) -> list:
-        """Which compilers built a unit: a toolkit replaced in place gives other sizes and times."""
-        return [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in (self.nvcc, self.nvrtc)]
 
 
 @dataclass(frozen=True)
@@ -69,7 +50,7 @@ def work_dir(outdir: Path, registry: str) -> Path:
     return outdir / f"{registry}.kiln"
 
 
-def build(spec: specmod.Spec, toolkit: Toolkit, outdir: Path, depfile: Path | None = None,
+def build(spec: specmod.Spec, toolkit: cuda_toolkit.Toolkit, outdir: Path, depfile: Path | None = None,
           jobs: int = 1) -> list[str]:
     """Bring the catalog of `spec` in `outdir` up to date; returns the names of the units recompiled.
     Raises GenError naming every unit that failed (the others are kept, and not rebuilt next time)."""
@@ -144,7 +125,7 @@ def stamped_headers(w: UnitWork) -> list[str]:
 
 # -- compiling ----------------------------------------------------------------------------------------
 
-def compile_units(stale: list[UnitWork], toolkit: Toolkit, jobs: int) -> dict[str, dict]:
+def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, jobs: int) -> dict[str, dict]:
     """Compile every target and lower the names of each stale unit. Returns the failures as
     {unit: {step: message}}: a unit's first failed compile (the other targets' logs say the same) and
     its failed lowering (NVRTC's view, which names the field when a name expression is wrong)."""
@@ -185,7 +166,7 @@ def compile_units(stale: list[UnitWork], toolkit: Toolkit, jobs: int) -> dict[st
 
 # -- what ninja needs ---------------------------------------------------------------------------------
 
-def dependencies(spec: specmod.Spec, units: list[UnitWork], toolkit: Toolkit) -> list[Path]:
+def dependencies(spec: specmod.Spec, units: list[UnitWork], toolkit: cuda_toolkit.Toolkit) -> list[Path]:
     """Every file the outputs are made from: table, sources, family templates, catalog templates, the
     generator, and every header a unit included."""
     deps = [spec.path.resolve()]

@@ -12,12 +12,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "codegen"))
+import cuda_toolkit  # noqa: E402
 import kiln_gen  # noqa: E402
 import render  # noqa: E402
 import spec as specmod  # noqa: E402
 import table_build  # noqa: E402
 
-TOOLKIT = table_build.Toolkit.at(Path(os.environ.get("KILN_TOOLKIT", "/usr/local/cuda")))
+TOOLKIT = cuda_toolkit.Toolkit.at(Path(os.environ.get("KILN_TOOLKIT", "/usr/local/cuda")))
 
 TABLE = """[registry]
 name = "inc"
