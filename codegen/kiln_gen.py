@@ -41,24 +41,12 @@ def load_spec(args) -> specmod.Spec:
     return specmod.load(args.spec, archs, args.ptx)
 
 
-def targets(unit: specmod.Unit) -> list[str]:
-    out = [specmod.arch_label(a) for a in unit.archs]
-    if unit.ptx_arch is not None:
-        out.append(specmod.arch_label(unit.ptx_arch, ptx=True))
-    return out
-
-
-def where(unit: specmod.Unit, spec: specmod.Spec) -> str:
-    line = f":{unit.line}" if unit.line else ""
-    return f"{spec.path}{line}: unit #{unit.row} '{unit.name}'"
-
-
 def file_stem(registry: str, unit: str) -> str:
     return f"{registry}.{unit}"
 
 
 def binary_name(registry: str, unit: str, target: str) -> str:
-    suffix = "ptx" if target.startswith("compute_") else "cubin"
+    suffix = "ptx" if specmod.parse_target(target)[1] else "cubin"
     return f"{file_stem(registry, unit)}.{target}.{suffix}"
 
 
@@ -80,11 +68,11 @@ def unit_description(spec: specmod.Spec, unit: specmod.Unit) -> dict:
     return {
         "registry": spec.name,
         "unit": unit.name,
-        "where": where(unit, spec),
+        "where": specmod.unit_where(spec.path, unit.row, unit.line, unit.name),
         "kernels": [{"name": k.name, "expression": k.expression} for k in unit.kernels],
         "options": list(unit.options),
         "include_dirs": [str(d) for d in unit.include_dirs],
-        "targets": targets(unit),
+        "targets": list(unit.targets),
     }
 
 
@@ -93,7 +81,7 @@ def unit_description(spec: specmod.Spec, unit: specmod.Unit) -> dict:
 def cmd_units(args) -> int:
     spec = load_spec(args)
     for u in spec.units:
-        print(u.name, ",".join(targets(u)))
+        print(u.name, ",".join(u.targets))
     return 0
 
 
@@ -124,7 +112,7 @@ def compile_target(desc: dict, target: str, nvcc: str, source: Path, output: Pat
                    depfile: Path) -> None:
     """nvcc `source` for one target (sm_XX -> cubin, compute_XX -> PTX); writes a depfile and, in
     `headers`, the headers it included with the unit's digest."""
-    mode = ["-ptx", f"-arch={target}"] if target.startswith("compute_") else ["-cubin", f"-arch={target}"]
+    mode = ["-ptx" if specmod.parse_target(target)[1] else "-cubin", f"-arch={target}"]
     cmd = [str(nvcc), *mode, *desc["options"], *(f"-I{d}" for d in desc["include_dirs"]),
            "-MD", "-MF", str(depfile), "-o", str(output), str(source)]
     result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -173,7 +161,7 @@ def unit_digest(desc: dict, source: bytes, headers: list[str]) -> str:
 
 def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Path) -> None:
     """Write {name expression: mangled name} for a unit's kernels to `output`, from NVRTC."""
-    lowest = min(int(t.split("_")[1]) for t in desc["targets"])
+    lowest = min(specmod.parse_target(t)[0] for t in desc["targets"])
     options = [*desc["options"], *(f"-I{d}" for d in desc["include_dirs"]),
                *(f"-I{d}" for d in cuda_toolkit.include_dirs(cuda_root)),
                f"-arch=compute_{lowest}", *lowering.NVRTC_ONLY_OPTIONS, "-fdevice-syntax-only"]
@@ -245,8 +233,7 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str, toolki
         for target in desc["targets"]:
             path = directory / binary_name(spec.name, unit.name, target)
             data = path.read_bytes()
-            ptx = target.startswith("compute_")
-            arch = int(target.split("_")[1])
+            arch, ptx = specmod.parse_target(target)
             try:
                 found_arch = cubin.ptx_arch(data.decode()) if ptx else cubin.cubin_arch(data)
                 found = cubin.ptx_kernels(data.decode()) if ptx else cubin.cubin_kernels(data)

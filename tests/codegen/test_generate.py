@@ -41,9 +41,9 @@ def fill_build_dir(directory: Path, spec, corrupt=None):
         names = {k.expression: LOWERED[k.expression] for k in unit.kernels}
         (directory / f"{stem}.names.json").write_text(json.dumps(names))
         for target in desc["targets"]:
-            arch = int(target.split("_")[1])
+            arch, ptx = specmod.parse_target(target)
             symbols = sorted(names.values())
-            data = fake_ptx(arch, symbols) if target.startswith("compute_") else fake_cubin(arch, symbols)
+            data = fake_ptx(arch, symbols) if ptx else fake_cubin(arch, symbols)
             if corrupt:
                 data = corrupt(unit.name, target, data)
             (directory / kiln_gen.binary_name(spec.name, unit.name, target)).write_bytes(data)
