@@ -29,6 +29,7 @@ import header_bundle
 import lowering
 import render
 import spec as specmod
+import unit_source
 
 BLOB_ALIGN = 64
 CATALOG_TEMPLATES = {"hpp": "catalog.hpp.j2", "cpp": "catalog.cpp.j2", "asm": "blobs.S.j2"}
@@ -41,43 +42,6 @@ def load_spec(args) -> specmod.Spec:
     return specmod.load(args.spec, archs, args.ptx)
 
 
-def file_stem(registry: str, unit: str) -> str:
-    return f"{registry}.{unit}"
-
-
-def binary_name(registry: str, unit: str, target: str) -> str:
-    suffix = "ptx" if specmod.parse_target(target)[1] else "cubin"
-    return f"{file_stem(registry, unit)}.{target}.{suffix}"
-
-
-def unit_body(unit: specmod.Unit) -> str:
-    if unit.source:
-        return unit.source.read_text(encoding="utf-8")
-    env = render.environment(unit.family_path.parent)
-    return env.get_template(unit.family_path.name).render(unit.params)
-
-
-def render_unit(spec: specmod.Spec, unit: specmod.Unit) -> str:
-    source_name = unit.source.relative_to(spec.path.resolve().parent).as_posix() if unit.source else ""
-    return render.environment().get_template("unit.cu.j2").render(
-        spec_name=spec.path.name, registry=spec.name, unit=unit, body=unit_body(unit), source_name=source_name)
-
-
-def unit_description(spec: specmod.Spec, unit: specmod.Unit) -> dict:
-    """Everything later steps (and, later, the JIT tier) need to compile and name the unit."""
-    return {
-        "registry": spec.name,
-        "unit": unit.name,
-        "where": specmod.unit_where(spec.path, unit.row, unit.line, unit.name),
-        "kernels": [{"name": k.name, "expression": k.expression} for k in unit.kernels],
-        "options": list(unit.options),
-        "include_dirs": [str(d) for d in unit.include_dirs],
-        "targets": list(unit.targets),
-    }
-
-
-# -- steps ------------------------------------------------------------------------------------------
-
 def cmd_units(args) -> int:
     spec = load_spec(args)
     for u in spec.units:
@@ -85,26 +49,11 @@ def cmd_units(args) -> int:
     return 0
 
 
-def write_source(spec: specmod.Spec, unit: specmod.Unit, outdir: Path) -> tuple[Path, Path]:
-    """Render a unit's translation unit and description into `outdir`; returns their paths."""
-    stem = file_stem(spec.name, unit.name)
-    cu, desc = outdir / f"{stem}.cu", outdir / f"{stem}.json"
-    render.write_if_different(cu, render_unit(spec, unit))
-    render.write_json(desc, unit_description(spec, unit))
-    return cu, desc
-
-
-def source_inputs(spec: specmod.Spec, unit: specmod.Unit) -> list[Path]:
-    """The files a unit's rendered translation unit is made from."""
-    return [spec.path.resolve(), *map(Path, render.CODEGEN_FILES), render.TEMPLATE_DIR / "unit.cu.j2",
-            unit.source or unit.family_path]
-
-
 def cmd_source(args) -> int:
     spec = load_spec(args)
     unit = spec.unit(args.unit)
-    cu, _ = write_source(spec, unit, Path(args.outdir))
-    render.write_depfile(Path(args.depfile), cu, source_inputs(spec, unit))
+    files = unit_source.write_source(spec, unit, Path(args.outdir))
+    render.write_depfile(Path(args.depfile), files.source, unit_source.source_inputs(spec, unit))
     return 0
 
 
@@ -113,7 +62,7 @@ def compile_target(desc: dict, target: str, nvcc: str, source: Path, output: Pat
     """nvcc `source` for one target (sm_XX -> cubin, compute_XX -> PTX); writes a depfile and, in
     `headers`, the headers it included with the unit's digest."""
     mode = ["-ptx" if specmod.parse_target(target)[1] else "-cubin", f"-arch={target}"]
-    cmd = [str(nvcc), *mode, *desc["options"], *(f"-I{d}" for d in desc["include_dirs"]),
+    cmd = [str(nvcc), *mode, *unit_source.compiler_options(desc),
            "-MD", "-MF", str(depfile), "-o", str(output), str(source)]
     result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if result.returncode != 0:
@@ -162,8 +111,7 @@ def unit_digest(desc: dict, source: bytes, headers: list[str]) -> str:
 def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Path) -> None:
     """Write {name expression: mangled name} for a unit's kernels to `output`, from NVRTC."""
     lowest = min(specmod.parse_target(t)[0] for t in desc["targets"])
-    options = [*desc["options"], *(f"-I{d}" for d in desc["include_dirs"]),
-               *(f"-I{d}" for d in cuda_toolkit.include_dirs(cuda_root)),
+    options = [*unit_source.compiler_options(desc), *(f"-I{d}" for d in cuda_toolkit.include_dirs(cuda_root)),
                f"-arch=compute_{lowest}", *lowering.NVRTC_ONLY_OPTIONS, "-fdevice-syntax-only"]
     expressions = [k["expression"] for k in desc["kernels"]]
     try:
@@ -217,21 +165,20 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str, toolki
     strings = StringTable()
     units, kernels, binaries = [], [], []
     offset = 0
-    descs = [render.read_json(directory / f"{file_stem(spec.name, u.name)}.json") for u in spec.units]
-    bundle = header_bundle.build_bundle(
-        [(d["include_dirs"], render.read_json(directory / (binary_name(spec.name, u.name, d["targets"][0]) +
-                                                    ".headers.json"))["headers"])
-         for u, d in zip(spec.units, descs)], toolkit)
+    files = [unit_source.UnitFiles(directory, spec.name, u.name) for u in spec.units]
+    descs = [render.read_json(f.description) for f in files]
+    # The first target's list: the headers the bundle holds for the unit, and the unit's digest.
+    listed = [render.read_json(f.headers(d["targets"][0])) for f, d in zip(files, descs)]
+    bundle = header_bundle.build_bundle([(d["include_dirs"], h["headers"]) for d, h in zip(descs, listed)], toolkit)
     bundle_path = directory / f"{spec.name}.headers.zst"
     bundle_size, bundle_digest = header_bundle.compress(bundle.raw, bundle_path) if bundle.raw else (0, "")
     unit_headers: list[int] = []
     for ui, unit in enumerate(spec.units):
-        stem = file_stem(spec.name, unit.name)
         desc = descs[ui]
-        lowered = render.read_json(directory / f"{stem}.names.json")
+        lowered = render.read_json(files[ui].names)
         first = len(binaries)
         for target in desc["targets"]:
-            path = directory / binary_name(spec.name, unit.name, target)
+            path = files[ui].binary(target)
             data = path.read_bytes()
             arch, ptx = specmod.parse_target(target)
             try:
@@ -252,11 +199,10 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str, toolki
                 "sha256": hashlib.sha256(data).hexdigest(),
             })
             offset += len(data) + pad
-        digest = render.read_json(directory / (binary_name(spec.name, unit.name, desc["targets"][0]) + ".headers.json"))
         units.append({"name": strings.add(unit.name), "options": strings.add("\n".join(desc["options"])),
                       "first_binary": first, "binary_count": len(binaries) - first, "label": unit.name,
-                      "digest": strings.add(digest["digest"]),
-                      "source": strings.add((directory / f"{stem}.cu").read_text(encoding="utf-8")),
+                      "digest": strings.add(listed[ui]["digest"]),
+                      "source": strings.add(files[ui].source.read_text(encoding="utf-8")),
                       "roots": strings.add(",".join(map(str, bundle.unit_roots[ui]))),
                       "first_header": len(unit_headers), "header_count": len(bundle.unit_headers[ui])})
         unit_headers += bundle.unit_headers[ui]

@@ -17,6 +17,7 @@ import errors
 import kiln_gen
 import render
 import spec as specmod
+import unit_source
 
 # Bump when what a stamp records changes meaning: every unit is then rebuilt once.
 STAMP_VERSION = 1
@@ -24,21 +25,15 @@ STAMP_VERSION = 1
 
 @dataclass(frozen=True)
 class UnitWork:
-    """One unit's files in the private work directory."""
+    """One unit in the private work directory: its description and its files."""
     unit: specmod.Unit
     desc: dict
-    source: Path  # the rendered translation unit
-    work: Path
-
-    def path(self, suffix: str) -> Path:
-        return self.work / f"{kiln_gen.file_stem(self.desc['registry'], self.unit.name)}{suffix}"
-
-    def binary(self, target: str) -> Path:
-        return self.work / kiln_gen.binary_name(self.desc["registry"], self.unit.name, target)
+    files: unit_source.UnitFiles
 
     def outputs(self) -> list[Path]:
-        binaries = [self.binary(t) for t in self.desc["targets"]]
-        return [*binaries, *(Path(f"{b}.headers.json") for b in binaries), self.path(".names.json")]
+        """What compiling and lowering the unit write."""
+        targets = self.desc["targets"]
+        return [*map(self.files.binary, targets), *map(self.files.headers, targets), self.files.names]
 
 
 def catalog_outputs(outdir: Path, registry: str) -> dict[str, Path]:
@@ -59,8 +54,8 @@ def build(spec: specmod.Spec, toolkit: cuda_toolkit.Toolkit, outdir: Path, depfi
     inputs_common = {"version": STAMP_VERSION, "toolkit": toolkit.identity(), "codegen": codegen_identity()}
     units, stale = [], []
     for unit in spec.units:
-        source, desc_path = kiln_gen.write_source(spec, unit, work)
-        w = UnitWork(unit, render.read_json(desc_path), source, work)
+        files = unit_source.write_source(spec, unit, work)
+        w = UnitWork(unit, render.read_json(files.description), files)
         units.append(w)
         if not is_fresh(w, stamp_inputs(w, inputs_common)):
             stale.append(w)
@@ -100,10 +95,10 @@ def is_fresh(w: UnitWork, inputs: dict) -> bool:
     """True when the unit's outputs exist and were built from the same translation unit, description,
     compilers and header contents (the digest the compile step computes, over the headers it listed)."""
     try:
-        stamp = render.read_json(w.path(".stamp"))
+        stamp = render.read_json(w.files.stamp)
         if stamp["inputs"] != inputs or not all(p.is_file() for p in w.outputs()):
             return False
-        return kiln_gen.unit_digest(w.desc, w.source.read_bytes(), stamp["headers"]) == stamp["digest"]
+        return kiln_gen.unit_digest(w.desc, w.files.source.read_bytes(), stamp["headers"]) == stamp["digest"]
     except (OSError, ValueError, KeyError, TypeError):
         return False  # no stamp, an unreadable one, or a header that went away
 
@@ -111,15 +106,15 @@ def is_fresh(w: UnitWork, inputs: dict) -> bool:
 def write_stamp(w: UnitWork, inputs: dict) -> None:
     headers = stamped_headers(w)
     stamp = {"inputs": inputs, "headers": headers,
-             "digest": kiln_gen.unit_digest(w.desc, w.source.read_bytes(), headers)}
-    render.write_json(w.path(".stamp"), stamp)
+             "digest": kiln_gen.unit_digest(w.desc, w.files.source.read_bytes(), headers)}
+    render.write_json(w.files.stamp, stamp)
 
 
 def stamped_headers(w: UnitWork) -> list[str]:
     """Every header the unit's compiles included, over all its targets."""
     headers: set[str] = set()
     for target in w.desc["targets"]:
-        headers.update(render.read_json(f"{w.binary(target)}.headers.json")["headers"])
+        headers.update(render.read_json(w.files.headers(target))["headers"])
     return sorted(headers)
 
 
@@ -131,13 +126,13 @@ def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, jobs: in
     its failed lowering (NVRTC's view, which names the field when a name expression is wrong)."""
     tasks = []
     for w in stale:
-        w.path(".stamp").unlink(missing_ok=True)  # an interrupted build must not look finished
+        w.files.stamp.unlink(missing_ok=True)  # an interrupted build must not look finished
         for target in w.desc["targets"]:
-            out = w.binary(target)
-            tasks.append((w, kiln_gen.compile_target, (w.desc, target, str(toolkit.nvcc), w.source, out,
-                                                       Path(f"{out}.headers.json"), Path(f"{out}.d"))))
-        tasks.append((w, kiln_gen.lower_unit, (w.desc, w.source, str(toolkit.nvrtc), toolkit.root,
-                                               w.path(".names.json"))))
+            tasks.append((w, kiln_gen.compile_target, (w.desc, target, str(toolkit.nvcc), w.files.source,
+                                                       w.files.binary(target), w.files.headers(target),
+                                                       w.files.compile_depfile(target))))
+        tasks.append((w, kiln_gen.lower_unit, (w.desc, w.files.source, str(toolkit.nvrtc), toolkit.root,
+                                               w.files.names)))
     failures: dict[str, dict] = {}
 
     def failed(w: UnitWork, step, message: str):
@@ -171,8 +166,8 @@ def dependencies(spec: specmod.Spec, units: list[UnitWork], toolkit: cuda_toolki
     generator, and every header a unit included."""
     deps = [spec.path.resolve()]
     for w in units:
-        deps += kiln_gen.source_inputs(spec, w.unit)
-        deps += map(Path, render.read_json(w.path(".stamp"))["headers"])
+        deps += unit_source.source_inputs(spec, w.unit)
+        deps += map(Path, render.read_json(w.files.stamp)["headers"])
     deps += kiln_gen.catalog_inputs(toolkit.root)
     return list(dict.fromkeys(deps))
 

@@ -16,6 +16,7 @@ import cuda_toolkit  # noqa: E402
 import kiln_gen  # noqa: E402
 import render  # noqa: E402
 import spec as specmod  # noqa: E402
+import unit_source  # noqa: E402
 import table_build  # noqa: E402
 
 TOOLKIT = cuda_toolkit.Toolkit.at(Path(os.environ.get("KILN_TOOLKIT", "/usr/local/cuda")))
@@ -58,7 +59,7 @@ class Project:
         return table_build.build(spec, TOOLKIT, self.out, self.out / "t.d", jobs)
 
     def binary(self, unit: str) -> Path:
-        return table_build.work_dir(self.out, "inc") / kiln_gen.binary_name("inc", unit, "sm_80")
+        return table_build.work_dir(self.out, "inc") / unit_source.binary_name("inc", unit, "sm_80")
 
 
 class Incremental(unittest.TestCase):

@@ -16,6 +16,7 @@ import cubin  # noqa: E402
 import kiln_gen  # noqa: E402
 import render  # noqa: E402
 import spec as specmod  # noqa: E402
+import unit_source  # noqa: E402
 
 NVCC = str(Path(os.environ.get("KILN_TOOLKIT", "/usr/local/cuda")) / "bin" / "nvcc")
 
@@ -26,9 +27,9 @@ class Compile(unittest.TestCase):
         (root / "t.toml").write_text('[registry]\nname = "t"\n\n[[unit]]\nname = "k"\nsource = "k.cu"\nkernels = ["k"]\n')
         spec = specmod.load(root / "t.toml", (80,), True)
         unit = spec.units[0]
-        (root / "t.k.json").write_text(json.dumps(kiln_gen.unit_description(spec, unit)))
-        (root / "t.k.cu").write_text(kiln_gen.render_unit(spec, unit))
-        out = root / kiln_gen.binary_name("t", "k", target)
+        (root / "t.k.json").write_text(json.dumps(unit_source.unit_description(spec, unit)))
+        (root / "t.k.cu").write_text(unit_source.render_unit(spec, unit))
+        out = root / unit_source.binary_name("t", "k", target)
         err = io.StringIO()
         with redirect_stderr(err):
             code = kiln_gen.main(["compile", "--unit-json", str(root / "t.k.json"), "--target", target,

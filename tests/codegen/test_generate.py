@@ -19,6 +19,7 @@ import errors  # noqa: E402
 import kiln_gen  # noqa: E402
 import render  # noqa: E402
 import spec as specmod  # noqa: E402
+import unit_source  # noqa: E402
 from fake_elf import fake_cubin, fake_ptx  # noqa: E402
 
 FIXTURE = HERE / "fixtures" / "mini.toml"
@@ -34,10 +35,10 @@ def load():
 def fill_build_dir(directory: Path, spec, corrupt=None):
     """What the build's source/compile/lower steps leave behind, with fake binaries."""
     for unit in spec.units:
-        stem = kiln_gen.file_stem(spec.name, unit.name)
-        desc = kiln_gen.unit_description(spec, unit)
+        stem = unit_source.file_stem(spec.name, unit.name)
+        desc = unit_source.unit_description(spec, unit)
         (directory / f"{stem}.json").write_text(json.dumps(desc))
-        (directory / f"{stem}.cu").write_text(kiln_gen.render_unit(spec, unit))
+        (directory / f"{stem}.cu").write_text(unit_source.render_unit(spec, unit))
         names = {k.expression: LOWERED[k.expression] for k in unit.kernels}
         (directory / f"{stem}.names.json").write_text(json.dumps(names))
         for target in desc["targets"]:
@@ -46,9 +47,9 @@ def fill_build_dir(directory: Path, spec, corrupt=None):
             data = fake_ptx(arch, symbols) if ptx else fake_cubin(arch, symbols)
             if corrupt:
                 data = corrupt(unit.name, target, data)
-            (directory / kiln_gen.binary_name(spec.name, unit.name, target)).write_bytes(data)
+            (directory / unit_source.binary_name(spec.name, unit.name, target)).write_bytes(data)
             headers = {"digest": f"{unit.name}-digest", "headers": []}
-            (directory / (kiln_gen.binary_name(spec.name, unit.name, target) + ".headers.json")).write_text(
+            (directory / (unit_source.binary_name(spec.name, unit.name, target) + ".headers.json")).write_text(
                 json.dumps(headers))
 
 
@@ -62,7 +63,7 @@ class Golden(unittest.TestCase):
     def test_unit_sources(self):
         spec = load()
         for unit in spec.units:
-            self.check_golden(f"mini.{unit.name}.cu", kiln_gen.render_unit(spec, unit))
+            self.check_golden(f"mini.{unit.name}.cu", unit_source.render_unit(spec, unit))
 
     def test_catalog(self):
         spec = load()
@@ -84,7 +85,7 @@ class Determinism(unittest.TestCase):
                 fill_build_dir(Path(d), spec)
                 texts = kiln_gen.emit_catalog(spec, kiln_gen.catalog_model(spec, Path(d), "3.0.1"), "h.hpp", "b.S")
                 texts["asm"] = texts["asm"].replace(str(Path(d).resolve()), "BUILD")
-            runs.append((texts, [kiln_gen.render_unit(spec, u) for u in spec.units]))
+            runs.append((texts, [unit_source.render_unit(spec, u) for u in spec.units]))
         self.assertEqual(runs[0], runs[1])
 
     def test_kernels_sorted_and_offsets_aligned(self):

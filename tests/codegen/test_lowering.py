@@ -14,6 +14,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "codegen"))
 import kiln_gen  # noqa: E402
 import spec as specmod  # noqa: E402
+import unit_source  # noqa: E402
 
 TOOLKIT = os.environ.get("KILN_TOOLKIT", "/usr/local/cuda")
 NVRTC = os.environ.get("KILN_NVRTC", f"{TOOLKIT}/lib64/libnvrtc.so")
@@ -21,9 +22,9 @@ NVRTC = os.environ.get("KILN_NVRTC", f"{TOOLKIT}/lib64/libnvrtc.so")
 
 class Lowering(unittest.TestCase):
     def lower(self, spec, unit, directory: Path):
-        stem = kiln_gen.file_stem(spec.name, unit.name)
-        (directory / f"{stem}.json").write_text(json.dumps(kiln_gen.unit_description(spec, unit)))
-        (directory / f"{stem}.cu").write_text(kiln_gen.render_unit(spec, unit))
+        stem = unit_source.file_stem(spec.name, unit.name)
+        (directory / f"{stem}.json").write_text(json.dumps(unit_source.unit_description(spec, unit)))
+        (directory / f"{stem}.cu").write_text(unit_source.render_unit(spec, unit))
         err = io.StringIO()
         with redirect_stderr(err):
             code = kiln_gen.main(["lower", "--unit-json", str(directory / f"{stem}.json"),
