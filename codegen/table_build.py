@@ -15,6 +15,8 @@ from pathlib import Path
 import cuda_toolkit
 import errors
 import kiln_gen
+import lowering
+import nvcc_compile
 import render
 import spec as specmod
 import unit_source
@@ -98,7 +100,7 @@ def is_fresh(w: UnitWork, inputs: dict) -> bool:
         stamp = render.read_json(w.files.stamp)
         if stamp["inputs"] != inputs or not all(p.is_file() for p in w.outputs()):
             return False
-        return kiln_gen.unit_digest(w.desc, w.files.source.read_bytes(), stamp["headers"]) == stamp["digest"]
+        return nvcc_compile.unit_digest(w.desc, w.files.source.read_bytes(), stamp["headers"]) == stamp["digest"]
     except (OSError, ValueError, KeyError, TypeError):
         return False  # no stamp, an unreadable one, or a header that went away
 
@@ -106,7 +108,7 @@ def is_fresh(w: UnitWork, inputs: dict) -> bool:
 def write_stamp(w: UnitWork, inputs: dict) -> None:
     headers = stamped_headers(w)
     stamp = {"inputs": inputs, "headers": headers,
-             "digest": kiln_gen.unit_digest(w.desc, w.files.source.read_bytes(), headers)}
+             "digest": nvcc_compile.unit_digest(w.desc, w.files.source.read_bytes(), headers)}
     render.write_json(w.files.stamp, stamp)
 
 
@@ -128,10 +130,10 @@ def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, jobs: in
     for w in stale:
         w.files.stamp.unlink(missing_ok=True)  # an interrupted build must not look finished
         for target in w.desc["targets"]:
-            tasks.append((w, kiln_gen.compile_target, (w.desc, target, str(toolkit.nvcc), w.files.source,
+            tasks.append((w, nvcc_compile.compile_target, (w.desc, target, str(toolkit.nvcc), w.files.source,
                                                        w.files.binary(target), w.files.headers(target),
                                                        w.files.compile_depfile(target))))
-        tasks.append((w, kiln_gen.lower_unit, (w.desc, w.files.source, str(toolkit.nvrtc), toolkit.root,
+        tasks.append((w, lowering.lower_unit, (w.desc, w.files.source, str(toolkit.nvrtc), toolkit.root,
                                                w.files.names)))
     failures: dict[str, dict] = {}
 
