@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import catalog
 import cuda_toolkit
 import errors
 import kiln_gen
@@ -70,7 +71,7 @@ def build(spec: specmod.Spec, toolkit: cuda_toolkit.Toolkit, outdir: Path, depfi
         raise errors.GenError("\n\n".join(m for w in stale for m in failures.get(w.unit.name, {}).values()))
 
     outputs = catalog_outputs(outdir, spec.name)
-    kiln_gen.write_catalog(spec, work, toolkit.root, outputs)
+    catalog.write_catalog(spec, work, toolkit.root, outputs)
     deps = dependencies(spec, units, toolkit)
     if depfile is not None:
         render.write_depfile(depfile, outputs["hpp"], deps)
@@ -170,7 +171,7 @@ def dependencies(spec: specmod.Spec, units: list[UnitWork], toolkit: cuda_toolki
     for w in units:
         deps += unit_source.source_inputs(spec, w.unit)
         deps += map(Path, render.read_json(w.files.stamp)["headers"])
-    deps += kiln_gen.catalog_inputs(toolkit.root)
+    deps += catalog.catalog_inputs(toolkit.root)
     return list(dict.fromkeys(deps))
 
 

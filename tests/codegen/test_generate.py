@@ -15,6 +15,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "codegen"))
 sys.path.insert(0, str(HERE))
+import catalog  # noqa: E402
 import errors  # noqa: E402
 import kiln_gen  # noqa: E402
 import render  # noqa: E402
@@ -69,7 +70,7 @@ class Golden(unittest.TestCase):
         spec = load()
         with tempfile.TemporaryDirectory() as d:
             fill_build_dir(Path(d), spec)
-            texts = kiln_gen.emit_catalog(spec, kiln_gen.catalog_model(spec, Path(d), "3.0.1"), "mini_catalog.hpp", "mini_blobs.S")
+            texts = catalog.emit_catalog(spec, catalog.catalog_model(spec, Path(d), "3.0.1"), "mini_catalog.hpp", "mini_blobs.S")
         self.check_golden("mini_catalog.hpp", texts["hpp"])
         self.check_golden("mini_catalog.cpp", texts["cpp"])
         # The .S names binaries by absolute path: compare it with the directory taken out.
@@ -83,7 +84,7 @@ class Determinism(unittest.TestCase):
             spec = load()
             with tempfile.TemporaryDirectory() as d:
                 fill_build_dir(Path(d), spec)
-                texts = kiln_gen.emit_catalog(spec, kiln_gen.catalog_model(spec, Path(d), "3.0.1"), "h.hpp", "b.S")
+                texts = catalog.emit_catalog(spec, catalog.catalog_model(spec, Path(d), "3.0.1"), "h.hpp", "b.S")
                 texts["asm"] = texts["asm"].replace(str(Path(d).resolve()), "BUILD")
             runs.append((texts, [unit_source.render_unit(spec, u) for u in spec.units]))
         self.assertEqual(runs[0], runs[1])
@@ -92,11 +93,11 @@ class Determinism(unittest.TestCase):
         spec = load()
         with tempfile.TemporaryDirectory() as d:
             fill_build_dir(Path(d), spec)
-            model = kiln_gen.catalog_model(spec, Path(d), "3.0.1")
+            model = catalog.catalog_model(spec, Path(d), "3.0.1")
         keys = [k["key"] for k in model["kernels"]]
         self.assertEqual(keys, sorted(keys))
         for b in model["binaries"]:
-            self.assertEqual(b["offset"] % kiln_gen.BLOB_ALIGN, 0)
+            self.assertEqual(b["offset"] % catalog.BLOB_ALIGN, 0)
             self.assertGreaterEqual(b["pad"], 1)
         last = model["binaries"][-1]
         self.assertEqual(model["blobs_size"], last["offset"] + last["size"] + last["pad"])
@@ -115,7 +116,7 @@ class Determinism(unittest.TestCase):
             self.assertEqual(p.read_text(), "b")
 
     def test_string_escapes(self):
-        t = kiln_gen.StringTable()
+        t = catalog.StringTable()
         t.add('a"b\\c\nd?\x01é')
         self.assertEqual("".join(t.chunks()), 'a\\"b\\\\c\\nd\\077\\001\\303\\251')
 
@@ -126,7 +127,7 @@ class BinaryChecks(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             fill_build_dir(Path(d), spec, corrupt)
             with self.assertRaises(errors.GenError) as ctx:
-                kiln_gen.catalog_model(spec, Path(d), "3.0.1")
+                catalog.catalog_model(spec, Path(d), "3.0.1")
         return str(ctx.exception)
 
     def test_wrong_arch(self):
