@@ -10,6 +10,10 @@ and rewritten only when it changes.
   compile  nvcc one unit for one target (sm_XX -> cubin, compute_XX -> PTX), with a depfile
   lower    ask NVRTC for the mangled name of each of a unit's kernels
   catalog  emit the registration table (.cpp/.hpp) and the .incbin assembly of all binaries
+
+This file is the command line only: each command calls its step (unit_source.py, nvcc_compile.py,
+lowering.py, catalog.py), and `build` calls table_build.py, which runs them all over a table. Nothing
+imports this file.
 """
 
 from __future__ import annotations
@@ -26,7 +30,11 @@ import lowering
 import nvcc_compile
 import render
 import spec as specmod
+import table_build
 import unit_source
+
+
+# -- commands ---------------------------------------------------------------------------------------
 
 def load_spec(args) -> specmod.Spec:
     archs = specmod.parse_archs([a for a in args.archs.split(",") if a], "-Darchs")
@@ -67,13 +75,12 @@ def cmd_catalog(args) -> int:
 
 
 def cmd_build(args) -> int:
-    import table_build  # here, not at the top: table_build imports this module (see the end of the file)
     table_build.build(load_spec(args), cuda_toolkit.Toolkit.at(Path(args.toolkit)), Path(args.outdir),
                       Path(args.depfile) if args.depfile else None, args.jobs)
     return 0
 
 
-# -- command line -----------------------------------------------------------------------------------
+# -- arguments --------------------------------------------------------------------------------------
 
 def parser(toolkit: str | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kiln-gen", description=__doc__.split("\n\n")[0])

@@ -15,7 +15,6 @@ from pathlib import Path
 import catalog
 import cuda_toolkit
 import errors
-import kiln_gen
 import lowering
 import nvcc_compile
 import render
