@@ -20,7 +20,7 @@ CATALOG_TEMPLATES = {"hpp": "catalog.hpp.j2", "cpp": "catalog.cpp.j2", "asm": "b
 
 
 class StringTable:
-    """One packed character blob; add() returns a C++ StrRef initialiser."""
+    """One packed character blob; add() returns a C++ StrRef initialiser (designated, as every catalog entry is)."""
 
     def __init__(self):
         self.data = bytearray()
@@ -32,7 +32,7 @@ class StringTable:
             self.index[s] = (len(self.data), len(b))
             self.data += b
         off, size = self.index[s]
-        return f"{{{off}, {size}}}"
+        return f"{{.offset = {off}, .size = {size}}}"
 
     def chunks(self, width: int = 96) -> list[str]:
         """The blob as C string literal pieces, escaped so no escape can run into the next character."""

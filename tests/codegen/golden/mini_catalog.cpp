@@ -30,30 +30,41 @@ constexpr char strings[] =
     ;
 
 constexpr kiln::UnitEntry units[] = {
-    {{0, 4}, {4, 75}, 0, 3, {79, 11}, {90, 530}, {620, 1}, 0, 0},  // fill
-    {{621, 8}, {629, 91}, 3, 3, {720, 15}, {735, 666}, {1401, 0}, 0, 0},  // axpy_f32
+    {.name = {.offset = 0, .size = 4}, .options = {.offset = 4, .size = 75}, .first_binary = 0, .binary_count = 3, .digest = {.offset = 79, .size = 11}, .source = {.offset = 90, .size = 530}, .roots = {.offset = 620, .size = 1}, .first_header = 0, .header_count = 0},  // fill
+    {.name = {.offset = 621, .size = 8}, .options = {.offset = 629, .size = 91}, .first_binary = 3, .binary_count = 3, .digest = {.offset = 720, .size = 15}, .source = {.offset = 735, .size = 666}, .roots = {.offset = 1401, .size = 0}, .first_header = 0, .header_count = 0},  // axpy_f32
 };
 
 // Sorted by name: Catalog::find is a binary search.
 constexpr kiln::KernelEntry kernels[] = {
-    {{621, 8}, {1401, 17}, {1418, 30}, 1},  // axpy_f32 = mini::axpy<float>
-    {{0, 4}, {0, 4}, {0, 4}, 0},  // fill = fill
+    {.name = {.offset = 621, .size = 8}, .expression = {.offset = 1401, .size = 17}, .lowered = {.offset = 1418, .size = 30}, .unit = 1},  // axpy_f32 = mini::axpy<float>
+    {.name = {.offset = 0, .size = 4}, .expression = {.offset = 0, .size = 4}, .lowered = {.offset = 0, .size = 4}, .unit = 0},  // fill = fill
 };
 
 constexpr kiln::BinaryEntry binaries[] = {
-    {75, kiln::BinaryKind::cubin, 0, 310},  // fill sm_75
-    {90, kiln::BinaryKind::cubin, 320, 310},  // fill sm_90
-    {90, kiln::BinaryKind::ptx, 640, 78},  // fill compute_90
-    {80, kiln::BinaryKind::cubin, 768, 336},  // axpy_f32 sm_80
-    {90, kiln::BinaryKind::cubin, 1152, 336},  // axpy_f32 sm_90
-    {90, kiln::BinaryKind::ptx, 1536, 104},  // axpy_f32 compute_90
+    {.arch = 75, .kind = kiln::BinaryKind::cubin, .offset = 0, .size = 310},  // fill sm_75
+    {.arch = 90, .kind = kiln::BinaryKind::cubin, .offset = 320, .size = 310},  // fill sm_90
+    {.arch = 90, .kind = kiln::BinaryKind::ptx, .offset = 640, .size = 78},  // fill compute_90
+    {.arch = 80, .kind = kiln::BinaryKind::cubin, .offset = 768, .size = 336},  // axpy_f32 sm_80
+    {.arch = 90, .kind = kiln::BinaryKind::cubin, .offset = 1152, .size = 336},  // axpy_f32 sm_90
+    {.arch = 90, .kind = kiln::BinaryKind::ptx, .offset = 1536, .size = 104},  // axpy_f32 compute_90
 };
 
 
 constinit const kiln::Catalog the_catalog{
-    "mini", units, kernels, binaries, strings, kiln_blobs_mini, 1664, "3.0.1",
-    {}, {},
-    kiln_headers_mini, 0, 0, "",
+    .name = "mini",
+    .units = units,
+    .kernels = kernels,
+    .binaries = binaries,
+    .strings = strings,
+    .blobs = kiln_blobs_mini,
+    .blobs_size = 1664,
+    .cccl_version = "3.0.1",
+    .headers = {},
+    .unit_headers = {},
+    .header_bundle = kiln_headers_mini,
+    .header_bundle_size = 0,
+    .header_bundle_raw_size = 0,
+    .header_bundle_digest = "",
 };
 
 }  // namespace
