@@ -19,8 +19,14 @@ BLOB_ALIGN = 64
 CATALOG_TEMPLATES = {"hpp": "catalog.hpp.j2", "cpp": "catalog.cpp.j2", "asm": "blobs.S.j2"}
 
 
+def outputs(outdir: Path, registry: str) -> dict[str, Path]:
+    """Where `build` writes the catalog's files: {kind: path} for each of CATALOG_TEMPLATES."""
+    return {"hpp": outdir / f"{registry}_catalog.hpp", "cpp": outdir / f"{registry}_catalog.cpp",
+            "asm": outdir / f"{registry}_blobs.S"}
+
+
 class StringTable:
-    """One packed character blob; add() returns a C++ StrRef initialiser (designated, as every catalog entry is)."""
+    """One packed character blob; add() returns a C++ StrRef initialiser, designated like every entry."""
 
     def __init__(self):
         self.data = bytearray()

@@ -38,11 +38,6 @@ class UnitWork:
         return [*map(self.files.binary, targets), *map(self.files.headers, targets), self.files.names]
 
 
-def catalog_outputs(outdir: Path, registry: str) -> dict[str, Path]:
-    return {"hpp": outdir / f"{registry}_catalog.hpp", "cpp": outdir / f"{registry}_catalog.cpp",
-            "asm": outdir / f"{registry}_blobs.S"}
-
-
 def work_dir(outdir: Path, registry: str) -> Path:
     return outdir / f"{registry}.kiln"
 
@@ -69,7 +64,7 @@ def build(spec: specmod.Spec, toolkit: cuda_toolkit.Toolkit, outdir: Path, depfi
     if failures:
         raise errors.GenError("\n\n".join(m for w in stale for m in failures.get(w.unit.name, {}).values()))
 
-    outputs = catalog_outputs(outdir, spec.name)
+    outputs = catalog.outputs(outdir, spec.name)
     catalog.write_catalog(spec, work, toolkit.root, outputs)
     deps = dependencies(spec, units, toolkit)
     if depfile is not None:
