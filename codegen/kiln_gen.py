@@ -12,8 +12,8 @@ and rewritten only when it changes.
   catalog  emit the registration table (.cpp/.hpp) and the .incbin assembly of all binaries
 
 This file is the command line only: each command calls its step (unit_source.py, nvcc_compile.py,
-lowering.py, catalog.py), and `build` calls table_build.py, which runs them all over a table. Nothing
-imports this file.
+lowering.py, catalog.py), and `build` calls table_build.py, which runs them all over a table. No module
+of the generator imports this file; the kiln-gen launcher and the tests do.
 """
 
 from __future__ import annotations
