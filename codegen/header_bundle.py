@@ -17,8 +17,11 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import cuda_toolkit
+import errors
 
-class BundleError(Exception):
+
+class BundleError(errors.GenError):
     pass
 
 
@@ -36,11 +39,6 @@ class Bundle:
         return self.roots.index(path)
 
 
-def toolkit_roots(toolkit: Path) -> list[Path]:
-    # CCCL first: its directory lies inside the toolkit's include directory.
-    return [(toolkit / "include" / "cccl").resolve(), (toolkit / "include").resolve()]
-
-
 def build_bundle(units: list[tuple[list[str], list[str]]], toolkit: Path | None) -> Bundle:
     """units: per unit, (its include directories, the headers nvcc read for it)."""
     bundle = Bundle()
@@ -48,7 +46,7 @@ def build_bundle(units: list[tuple[list[str], list[str]]], toolkit: Path | None)
     for include_dirs, headers in units:
         roots = [bundle.root(Path(d).resolve()) for d in include_dirs]
         if toolkit is not None:
-            roots += [bundle.root(r) for r in toolkit_roots(toolkit)]
+            roots += [bundle.root(d.resolve()) for d in cuda_toolkit.include_dirs(toolkit)]
         mine = []
         for h in headers:
             path = Path(h).resolve()

@@ -10,364 +10,77 @@ and rewritten only when it changes.
   compile  nvcc one unit for one target (sm_XX -> cubin, compute_XX -> PTX), with a depfile
   lower    ask NVRTC for the mangled name of each of a unit's kernels
   catalog  emit the registration table (.cpp/.hpp) and the .incbin assembly of all binaries
+
+This file is the command line only: each command calls its step (unit_source.py, nvcc_compile.py,
+lowering.py, catalog.py), and `build` calls table_build.py, which runs them all over a table. No module
+of the generator imports this file; the kiln-gen launcher and the tests do.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
-import re
-import subprocess
 import sys
 from pathlib import Path
 
-import cubin
-import header_bundle
+import catalog
+import cuda_toolkit
+import errors
 import lowering
+import nvcc_compile
 import render
 import spec as specmod
-
-CODEGEN_FILES = sorted(str(p) for p in Path(__file__).resolve().parent.glob("*.py"))
-BLOB_ALIGN = 64
-CATALOG_TEMPLATES = {"hpp": "catalog.hpp.j2", "cpp": "catalog.cpp.j2", "asm": "blobs.S.j2"}
+import table_build
+import unit_source
 
 
-class GenError(Exception):
-    pass
-
-
-# -- helpers shared by the steps --------------------------------------------------------------------
+# -- commands ---------------------------------------------------------------------------------------
 
 def load_spec(args) -> specmod.Spec:
     archs = specmod.parse_archs([a for a in args.archs.split(",") if a], "-Darchs")
     return specmod.load(args.spec, archs, args.ptx)
 
 
-def targets(unit: specmod.Unit) -> list[str]:
-    out = [specmod.arch_label(a) for a in unit.archs]
-    if unit.ptx_arch is not None:
-        out.append(specmod.arch_label(unit.ptx_arch, ptx=True))
-    return out
-
-
-def where(unit: specmod.Unit, spec: specmod.Spec) -> str:
-    line = f":{unit.line}" if unit.line else ""
-    return f"{spec.path}{line}: unit #{unit.row} '{unit.name}'"
-
-
-def file_stem(registry: str, unit: str) -> str:
-    return f"{registry}.{unit}"
-
-
-def binary_name(registry: str, unit: str, target: str) -> str:
-    suffix = "ptx" if target.startswith("compute_") else "cubin"
-    return f"{file_stem(registry, unit)}.{target}.{suffix}"
-
-
-def unit_body(unit: specmod.Unit) -> str:
-    if unit.source:
-        return unit.source.read_text(encoding="utf-8")
-    env = render.environment(unit.family_path.parent)
-    return env.get_template(unit.family_path.name).render(unit.params)
-
-
-def render_unit(spec: specmod.Spec, unit: specmod.Unit) -> str:
-    source_name = unit.source.relative_to(spec.path.resolve().parent).as_posix() if unit.source else ""
-    return render.environment().get_template("unit.cu.j2").render(
-        spec_name=spec.path.name, registry=spec.name, unit=unit, body=unit_body(unit), source_name=source_name)
-
-
-def unit_description(spec: specmod.Spec, unit: specmod.Unit) -> dict:
-    """Everything later steps (and, later, the JIT tier) need to compile and name the unit."""
-    return {
-        "registry": spec.name,
-        "unit": unit.name,
-        "where": where(unit, spec),
-        "kernels": [{"name": k.name, "expression": k.expression} for k in unit.kernels],
-        "options": list(unit.options),
-        "include_dirs": [str(d) for d in unit.include_dirs],
-        "targets": targets(unit),
-    }
-
-
-def read_json(path) -> dict:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
-
-
-# -- steps ------------------------------------------------------------------------------------------
-
 def cmd_units(args) -> int:
     spec = load_spec(args)
     for u in spec.units:
-        print(u.name, ",".join(targets(u)))
+        print(u.name, ",".join(u.targets))
     return 0
-
-
-def write_source(spec: specmod.Spec, unit: specmod.Unit, outdir: Path) -> tuple[Path, Path]:
-    """Render a unit's translation unit and description into `outdir`; returns their paths."""
-    stem = file_stem(spec.name, unit.name)
-    cu, desc = outdir / f"{stem}.cu", outdir / f"{stem}.json"
-    render.write_if_different(cu, render_unit(spec, unit))
-    render.write_if_different(desc, json.dumps(unit_description(spec, unit), indent=1) + "\n")
-    return cu, desc
-
-
-def source_inputs(spec: specmod.Spec, unit: specmod.Unit) -> list[Path]:
-    """The files a unit's rendered translation unit is made from."""
-    return [spec.path.resolve(), *map(Path, CODEGEN_FILES), render.TEMPLATE_DIR / "unit.cu.j2",
-            unit.source or unit.family_path]
 
 
 def cmd_source(args) -> int:
     spec = load_spec(args)
     unit = spec.unit(args.unit)
-    cu, _ = write_source(spec, unit, Path(args.outdir))
-    render.write_depfile(Path(args.depfile), cu, source_inputs(spec, unit))
+    files = unit_source.write_source(spec, unit, Path(args.outdir))
+    render.write_depfile(Path(args.depfile), files.source, unit_source.source_inputs(spec, unit))
     return 0
-
-
-def compile_target(desc: dict, target: str, nvcc: str, source: Path, output: Path, headers: Path,
-                   depfile: Path) -> None:
-    """nvcc `source` for one target (sm_XX -> cubin, compute_XX -> PTX); writes a depfile and, in
-    `headers`, the headers it included with the unit's digest."""
-    mode = ["-ptx", f"-arch={target}"] if target.startswith("compute_") else ["-cubin", f"-arch={target}"]
-    cmd = [str(nvcc), *mode, *desc["options"], *(f"-I{d}" for d in desc["include_dirs"]),
-           "-MD", "-MF", str(depfile), "-o", str(output), str(source)]
-    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if result.returncode != 0:
-        raise GenError(f"{desc['where']}: nvcc failed for {target} (exit {result.returncode})\n"
-                       f"command: {' '.join(cmd)}\n{result.stdout}")
-    if result.stdout.strip():
-        sys.stderr.write(result.stdout)
-    included = resolve_depfile(depfile, output, desc["include_dirs"])
-    included = [h for h in included if Path(h).resolve() != source.resolve()]
-    digest = unit_digest(desc, source.read_bytes(), included)
-    render.write_if_different(headers, json.dumps({"digest": digest, "headers": included}, indent=1) + "\n")
 
 
 def cmd_compile(args) -> int:
-    compile_target(read_json(args.unit_json), args.target, args.nvcc, Path(args.input), Path(args.output),
-                   Path(args.headers), Path(args.depfile))
+    nvcc_compile.compile_target(render.read_json(args.unit_json), args.target, args.nvcc, Path(args.input),
+                                Path(args.output), Path(args.headers), Path(args.depfile))
     return 0
-
-
-def depfile_inputs(path: Path) -> list[str]:
-    """The prerequisites of a Make-style depfile (nvcc -MD), in order."""
-    text = path.read_text(encoding="utf-8").replace("\\\n", " ")
-    _, _, deps = text.partition(": ")
-    out, cur, escaped = [], "", False
-    for ch in deps:
-        if escaped:
-            cur, escaped = cur + ch, False
-        elif ch == "\\":
-            escaped = True
-        elif ch.isspace():
-            if cur:
-                out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    if cur:
-        out.append(cur)
-    return out
-
-
-def resolve_depfile(path: Path, target: Path, include_dirs: list[str]) -> list[str]:
-    """The depfile's prerequisites as existing paths, and the depfile rewritten with them. nvcc also
-    lists the name a `#line` directive gives (the hand-written source, relative to its own directory):
-    left as it is, ninja would look for it in the build directory and rebuild forever."""
-    resolved = []
-    for dep in depfile_inputs(path):
-        candidates = [Path(dep)] + ([Path(d) / dep for d in include_dirs] if not Path(dep).is_absolute() else [])
-        found = next((c for c in candidates if c.is_file()), None)
-        if found is not None:
-            resolved.append(str(found))
-    render.write_depfile(path, target, resolved)
-    return resolved
-
-
-def unit_digest(desc: dict, source: bytes, headers: list[str]) -> str:
-    """SHA-256 over what decides a unit's binaries: its translation unit, the contents of every header it
-    includes (not their paths, so the digest does not depend on where the toolkit is installed), its name
-    expressions and options. The disk cache's key is built on it."""
-    h = hashlib.sha256(b"kiln unit digest 1\0")
-    h.update(hashlib.sha256(source).digest())
-    for content_hash in sorted(hashlib.sha256(Path(p).read_bytes()).digest() for p in headers):
-        h.update(content_hash)
-    h.update(json.dumps([desc["kernels"], desc["options"]], sort_keys=True).encode())
-    return h.hexdigest()
-
-
-def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Path) -> None:
-    """Write {name expression: mangled name} for a unit's kernels to `output`, from NVRTC."""
-    lowest = min(int(t.split("_")[1]) for t in desc["targets"])
-    options = [*desc["options"], *(f"-I{d}" for d in desc["include_dirs"]),
-               *(f"-I{d}" for d in lowering.cuda_include_dirs(cuda_root)),
-               f"-arch=compute_{lowest}", *lowering.NVRTC_ONLY_OPTIONS, "-fdevice-syntax-only"]
-    expressions = [k["expression"] for k in desc["kernels"]]
-    try:
-        names = lowering.lower_names(str(nvrtc), source.read_text(encoding="utf-8"), source.name, expressions,
-                                     options)
-    except lowering.LoweringError as e:
-        raise GenError(f"{desc['where']}: field 'kernels': {e}\n{e.log}") from None
-    render.write_if_different(output, json.dumps(names, indent=1, sort_keys=True) + "\n")
 
 
 def cmd_lower(args) -> int:
-    lower_unit(read_json(args.unit_json), Path(args.input), args.nvrtc, Path(args.cuda_root), Path(args.output))
+    lowering.lower_unit(render.read_json(args.unit_json), Path(args.input), args.nvrtc, Path(args.cuda_root),
+                        Path(args.output))
     return 0
 
 
-class StringTable:
-    """One packed character blob; add() returns a C++ StrRef initialiser."""
-
-    def __init__(self):
-        self.data = bytearray()
-        self.index: dict[str, tuple[int, int]] = {}
-
-    def add(self, s: str) -> str:
-        if s not in self.index:
-            b = s.encode("utf-8")
-            self.index[s] = (len(self.data), len(b))
-            self.data += b
-        off, size = self.index[s]
-        return f"{{{off}, {size}}}"
-
-    def chunks(self, width: int = 96) -> list[str]:
-        """The blob as C string literal pieces, escaped so no escape can run into the next character."""
-        out, cur = [], ""
-        for byte in self.data:
-            ch = chr(byte)
-            piece = {"\\": "\\\\", '"': '\\"', "\n": "\\n"}.get(ch) or (
-                ch if 0x20 <= byte < 0x7F and ch != "?" else f"\\{byte:03o}")
-            cur += piece
-            if len(cur) >= width:
-                out.append(cur)
-                cur = ""
-        if cur or not out:
-            out.append(cur)
-        return out
-
-
-def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str, toolkit: Path | None = None) -> dict:
-    """Everything the catalog templates need, with each binary checked against its unit:
-    the ELF names the expected architecture and every lowered name is a kernel in it. With a toolkit,
-    the headers each unit includes are bundled for the JIT tier (header_bundle.py)."""
-    strings = StringTable()
-    units, kernels, binaries = [], [], []
-    offset = 0
-    descs = [read_json(directory / f"{file_stem(spec.name, u.name)}.json") for u in spec.units]
-    bundle = header_bundle.build_bundle(
-        [(d["include_dirs"], read_json(directory / (binary_name(spec.name, u.name, d["targets"][0]) +
-                                                    ".headers.json"))["headers"])
-         for u, d in zip(spec.units, descs)], toolkit)
-    bundle_path = directory / f"{spec.name}.headers.zst"
-    bundle_size, bundle_digest = header_bundle.compress(bundle.raw, bundle_path) if bundle.raw else (0, "")
-    unit_headers: list[int] = []
-    for ui, unit in enumerate(spec.units):
-        stem = file_stem(spec.name, unit.name)
-        desc = descs[ui]
-        lowered = read_json(directory / f"{stem}.names.json")
-        first = len(binaries)
-        for target in desc["targets"]:
-            path = directory / binary_name(spec.name, unit.name, target)
-            data = path.read_bytes()
-            ptx = target.startswith("compute_")
-            arch = int(target.split("_")[1])
-            try:
-                found_arch = cubin.ptx_arch(data.decode()) if ptx else cubin.cubin_arch(data)
-                found = cubin.ptx_kernels(data.decode()) if ptx else cubin.cubin_kernels(data)
-            except (cubin.BinaryError, UnicodeDecodeError, ValueError, IndexError) as e:
-                raise GenError(f"{desc['where']}: {path}: unreadable binary: {e}") from None
-            if found_arch != arch:
-                raise GenError(f"{desc['where']}: {path} is built for sm_{found_arch}, expected {target}")
-            missing = sorted(set(lowered.values()) - found)
-            if missing:
-                raise GenError(f"{desc['where']}: {path} lacks kernel symbol(s) {', '.join(missing)}; "
-                               f"it defines {', '.join(sorted(found)) or 'none'}")
-            pad = BLOB_ALIGN - len(data) % BLOB_ALIGN  # 1..64: PTX always gets its NUL
-            binaries.append({
-                "arch": arch, "kind": "ptx" if ptx else "cubin", "offset": offset, "size": len(data),
-                "label": f"{unit.name} {target}", "path": str(path.resolve()), "pad": pad,
-                "sha256": hashlib.sha256(data).hexdigest(),
-            })
-            offset += len(data) + pad
-        digest = read_json(directory / (binary_name(spec.name, unit.name, desc["targets"][0]) + ".headers.json"))
-        units.append({"name": strings.add(unit.name), "options": strings.add("\n".join(desc["options"])),
-                      "first_binary": first, "binary_count": len(binaries) - first, "label": unit.name,
-                      "digest": strings.add(digest["digest"]),
-                      "source": strings.add((directory / f"{stem}.cu").read_text(encoding="utf-8")),
-                      "roots": strings.add(",".join(map(str, bundle.unit_roots[ui]))),
-                      "first_header": len(unit_headers), "header_count": len(bundle.unit_headers[ui])})
-        unit_headers += bundle.unit_headers[ui]
-        for k in desc["kernels"]:
-            kernels.append({"key": k["name"], "name": strings.add(k["name"]),
-                            "expression": strings.add(k["expression"]),
-                            "lowered": strings.add(lowered[k["expression"]]), "unit": ui,
-                            "label": f"{k['name']} = {k['expression']}"})
-    if offset >= 2**32:
-        raise GenError(f"{spec.path}: embedded binaries total {offset} bytes; kiln's table holds at most 4 GiB")
-    kernels.sort(key=lambda k: k["key"].encode())
-    headers = [{"path": strings.add(name), "offset": off, "size": size, "label": name}
-               for name, off, size in bundle.headers]
-    return {"units": units, "kernels": kernels, "binaries": binaries, "blobs_size": offset,
-            "string_chunks": strings.chunks(), "cccl_version": cccl_version, "headers": headers,
-            "unit_headers": unit_headers, "bundle_path": str(bundle_path.resolve()) if bundle.raw else "",
-            "bundle_size": bundle_size, "bundle_raw_size": len(bundle.raw), "bundle_digest": bundle_digest}
-
-
-def cccl_version_header(toolkit: Path) -> Path:
-    return toolkit / "include" / "cccl" / "cuda" / "std" / "__cccl" / "version.h"
-
-
-def cccl_version(toolkit: Path) -> str:
-    """The toolkit's CCCL version, e.g. "3.0.1" (CCCL_VERSION = major * 1000000 + minor * 1000 + patch)."""
-    header = cccl_version_header(toolkit)
-    m = re.search(r"#\s*define\s+CCCL_VERSION\s+([0-9]+)", header.read_text(encoding="utf-8"))
-    if not m:
-        raise GenError(f"{header}: no CCCL_VERSION; is {toolkit} a CUDA 13 toolkit?")
-    v = int(m.group(1))
-    return f"{v // 1000000}.{v // 1000 % 1000}.{v % 1000}"
-
-
-def emit_catalog(spec: specmod.Spec, model: dict, header_name: str, asm_name: str) -> dict[str, str]:
-    """{kind: text} for the catalog's .hpp, .cpp and .S."""
-    env = render.environment()
-    context = dict(model, spec_name=spec.path.name, registry=spec.name, namespace=spec.namespace,
-                   header=header_name, asm_name=asm_name, blob_symbol=f"kiln_blobs_{spec.name}",
-                   headers_symbol=f"kiln_headers_{spec.name}")
-    return {kind: env.get_template(tpl).render(context) for kind, tpl in CATALOG_TEMPLATES.items()}
-
-
-def write_catalog(spec: specmod.Spec, directory: Path, toolkit: Path, outputs: dict[str, Path]) -> None:
-    """Check every binary in `directory` and write the catalog's {"hpp", "cpp", "asm"} outputs."""
-    model = catalog_model(spec, directory, cccl_version(toolkit), toolkit)
-    texts = emit_catalog(spec, model, outputs["hpp"].name, outputs["asm"].name)
-    for kind, path in outputs.items():
-        render.write_if_different(path, texts[kind])
-
-
-def catalog_inputs(toolkit: Path) -> list[Path]:
-    """The files the catalog's text is made from, besides the units' outputs."""
-    return [cccl_version_header(toolkit), *(render.TEMPLATE_DIR / t for t in CATALOG_TEMPLATES.values())]
-
-
 def cmd_catalog(args) -> int:
-    write_catalog(load_spec(args), Path(args.dir), Path(args.toolkit),
-                  {kind: Path(getattr(args, kind)) for kind in CATALOG_TEMPLATES})
+    catalog.write_catalog(load_spec(args), Path(args.dir), Path(args.toolkit),
+                          {kind: Path(getattr(args, kind)) for kind in catalog.CATALOG_TEMPLATES})
     return 0
 
 
 def cmd_build(args) -> int:
-    import table_build  # here, not at the top: table_build imports this module (see the end of the file)
-    table_build.build(load_spec(args), table_build.Toolkit.at(Path(args.toolkit)), Path(args.outdir),
+    table_build.build(load_spec(args), cuda_toolkit.Toolkit.at(Path(args.toolkit)), Path(args.outdir),
                       Path(args.depfile) if args.depfile else None, args.jobs)
     return 0
 
 
-# -- command line -----------------------------------------------------------------------------------
+# -- arguments --------------------------------------------------------------------------------------
 
 def parser(toolkit: str | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kiln-gen", description=__doc__.split("\n\n")[0])
@@ -422,7 +135,7 @@ def main(argv=None, toolkit: str | None = None) -> int:
     args = parser(toolkit).parse_args(argv)
     try:
         return COMMANDS[args.command](args)
-    except (specmod.SpecError, GenError, header_bundle.BundleError) as e:
+    except errors.GenError as e:
         print(f"kiln: error: {e}", file=sys.stderr)
         return 1
     except OSError as e:
@@ -431,6 +144,4 @@ def main(argv=None, toolkit: str | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run as the module `kiln_gen`, the name table_build.py imports: one module, one GenError class.
-    import kiln_gen
-    sys.exit(kiln_gen.main())
+    sys.exit(main())

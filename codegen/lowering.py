@@ -1,4 +1,4 @@
-"""Lowered (mangled) kernel names, from NVRTC at build time.
+"""Lowered (mangled) kernel names, from NVRTC at build time: the build's lower step.
 
 nvcc compiles the cubins, but only NVRTC can say which symbol a C++ name expression such as
 `scale<float>` becomes (nvrtcGetLoweredName). The generated translation unit is the same for both
@@ -10,6 +10,12 @@ from __future__ import annotations
 
 import ctypes
 from pathlib import Path
+
+import cuda_toolkit
+import errors
+import render
+import spec as specmod
+import unit_source
 
 
 # Options kiln gives NVRTC and never nvcc, at build time and at run time (runtime/src/jit_compile.cpp):
@@ -71,6 +77,14 @@ def lower_names(nvrtc_library: str, source: str, source_name: str, expressions: 
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
 
-def cuda_include_dirs(cuda_root: Path) -> list[Path]:
-    """The directories nvcc searches implicitly and NVRTC does not."""
-    return [cuda_root / "include" / "cccl", cuda_root / "include"]
+def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Path) -> None:
+    """Write {name expression: mangled name} for a unit's kernels to `output`, from NVRTC."""
+    lowest = min(specmod.parse_target(t)[0] for t in desc["targets"])
+    options = [*unit_source.compiler_options(desc), *(f"-I{d}" for d in cuda_toolkit.include_dirs(cuda_root)),
+               f"-arch=compute_{lowest}", *NVRTC_ONLY_OPTIONS, "-fdevice-syntax-only"]
+    expressions = [k["expression"] for k in desc["kernels"]]
+    try:
+        names = lower_names(str(nvrtc), source.read_text(encoding="utf-8"), source.name, expressions, options)
+    except LoweringError as e:
+        raise errors.GenError(f"{desc['where']}: field 'kernels': {e}\n{e.log}") from None
+    render.write_json(output, dict(sorted(names.items())))

@@ -1,13 +1,18 @@
-"""Rendering: the Jinja2 environment over templates/, and writing outputs only when they change."""
+"""Rendering and the generator's files: the Jinja2 environment over templates/, writing outputs only
+when they change (text, JSON, depfiles), and reading back what an earlier step wrote."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import jinja2
 
-TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
+CODEGEN_DIR = Path(__file__).resolve().parent
+TEMPLATE_DIR = CODEGEN_DIR.parent / "templates"
+# The generator's own sources: an input of every output (a change to them may change any of them).
+CODEGEN_FILES = sorted(str(p) for p in CODEGEN_DIR.glob("*.py"))
 
 
 def environment(*extra_dirs: Path) -> jinja2.Environment:
@@ -38,9 +43,39 @@ def write_if_different(path: Path, content: str | bytes) -> bool:
     return True
 
 
+def write_json(path: Path, value) -> bool:
+    """`write_if_different` of `value` as indented JSON: the form of every JSON file the steps write."""
+    return write_if_different(path, json.dumps(value, indent=1) + "\n")
+
+
+def read_json(path: str | Path):
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
 def write_depfile(path: Path, target: str | Path, deps) -> None:
     """A Make-style depfile, as ninja reads it."""
     def esc(p) -> str:
         return str(p).replace(" ", "\\ ")
     lines = [f"{esc(target)}:"] + [f" \\\n  {esc(d)}" for d in deps]
     write_if_different(path, "".join(lines) + "\n")
+
+
+def depfile_inputs(path: Path) -> list[str]:
+    """The prerequisites of a Make-style depfile (ours, or nvcc -MD's), in order."""
+    text = path.read_text(encoding="utf-8").replace("\\\n", " ")
+    _, _, deps = text.partition(": ")
+    out, cur, escaped = [], "", False
+    for ch in deps:
+        if escaped:
+            cur, escaped = cur + ch, False
+        elif ch == "\\":
+            escaped = True
+        elif ch.isspace():
+            if cur:
+                out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur:
+        out.append(cur)
+    return out

@@ -14,6 +14,9 @@ from pathlib import Path
 import jinja2
 import jinja2.meta
 
+import errors
+import render
+
 # Every architecture CUDA 13.0 compiles to SASS (nvcc --list-gpu-code).
 KNOWN_ARCHS = (75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121)
 
@@ -43,11 +46,11 @@ REGISTRY_FIELDS = ("name", "namespace", "options", "include_dirs", "template_dir
 UNIT_FIELDS = ("name", "source", "family", "params", "kernels", "options", "archs")
 
 # kiln's own families; a table adds its own directories with `template_dirs`.
-BUILTIN_FAMILY_DIR = Path(__file__).resolve().parent.parent / "templates" / "families"
+BUILTIN_FAMILY_DIR = render.TEMPLATE_DIR / "families"
 FAMILY_SUFFIX = ".cu.j2"
 
 
-class SpecError(Exception):
+class SpecError(errors.GenError):
     """A spec table mistake, already formatted as `file[:line]: row: field 'x': what was expected`."""
 
 
@@ -72,6 +75,12 @@ class Unit:
     family_path: Path | None = None
     params: dict = field(default_factory=dict)  # ... with its parameters
 
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """What the unit compiles to, in the order of its binaries: sm_XX per arch, then compute_XX (PTX)."""
+        ptx = (arch_label(self.ptx_arch, ptx=True),) if self.ptx_arch is not None else ()
+        return tuple(arch_label(a) for a in self.archs) + ptx
+
 
 @dataclass(frozen=True)
 class Spec:
@@ -90,6 +99,19 @@ class Spec:
 
 def arch_label(arch: int, ptx: bool = False) -> str:
     return f"compute_{arch}" if ptx else f"sm_{arch}"
+
+
+def parse_target(label: str) -> tuple[int, bool]:
+    """The inverse of arch_label: "sm_90" -> (90, False), "compute_90" -> (90, True)."""
+    kind, _, arch = label.partition("_")
+    return int(arch), kind == "compute"
+
+
+def unit_where(path: Path, row: int, line: int | None, name: str | None = None) -> str:
+    """How every message names a [[unit]] row: `file[:line]: unit #row 'name'`."""
+    line_part = f":{line}" if line else ""
+    name_part = f" '{name}'" if name else ""
+    return f"{path}{line_part}: unit #{row}{name_part}"
 
 
 def parse_archs(values, where: str) -> tuple[int, ...]:
@@ -174,10 +196,11 @@ class _Validator:
 
     # -- [[unit]] --------------------------------------------------------------------------------
 
+    def line(self, row: int) -> int | None:
+        return self.unit_lines[row - 1] if row <= len(self.unit_lines) else None
+
     def where(self, row: int, name: str | None = None) -> str:
-        line = f":{self.unit_lines[row - 1]}" if row <= len(self.unit_lines) else ""
-        label = f" '{name}'" if name else ""
-        return f"{self.path}{line}: unit #{row}{label}"
+        return unit_where(self.path, row, self.line(row), name)
 
     def unit(self, row: dict, index: int, taken: set[str]) -> Unit:
         raw_name = row.get("name")
@@ -206,7 +229,7 @@ class _Validator:
             options = (DEFAULT_STD,) + options
         return Unit(
             name=name, row=index,
-            line=self.unit_lines[index - 1] if index <= len(self.unit_lines) else None,
+            line=self.line(index),
             kernels=kernels, options=options + IMPLICIT_OPTIONS, archs=archs,
             ptx_arch=max(archs) if self.embed_ptx else None,
             include_dirs=tuple(dict.fromkeys(include_dirs)),

@@ -7,69 +7,42 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
-import json
 import multiprocessing
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import kiln_gen
+import catalog
+import cuda_toolkit
+import errors
+import lowering
+import nvcc_compile
 import render
 import spec as specmod
+import unit_source
 
 # Bump when what a stamp records changes meaning: every unit is then rebuilt once.
 STAMP_VERSION = 1
 
 
 @dataclass(frozen=True)
-class Toolkit:
-    root: Path
-    nvcc: Path
-    nvrtc: Path
-
-    @staticmethod
-    def at(root: Path) -> "Toolkit":
-        toolkit = Toolkit(root, root / "bin" / "nvcc", root / "lib64" / "libnvrtc.so")
-        for what, path in (("nvcc", toolkit.nvcc), ("NVRTC", toolkit.nvrtc),
-                           ("CCCL", kiln_gen.cccl_version_header(root))):
-            if not path.is_file():
-                raise kiln_gen.GenError(f"no {what} at {path}: is {root} a CUDA 13 toolkit? Pass --toolkit")
-        return toolkit
-
-    def identity(self) -> list:
-        """Which compilers built a unit: a toolkit replaced in place gives other sizes and times."""
-        return [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in (self.nvcc, self.nvrtc)]
-
-
-@dataclass(frozen=True)
 class UnitWork:
-    """One unit's files in the private work directory."""
+    """One unit in the private work directory: its description and its files."""
     unit: specmod.Unit
     desc: dict
-    source: Path  # the rendered translation unit
-    work: Path
-
-    def path(self, suffix: str) -> Path:
-        return self.work / f"{kiln_gen.file_stem(self.desc['registry'], self.unit.name)}{suffix}"
-
-    def binary(self, target: str) -> Path:
-        return self.work / kiln_gen.binary_name(self.desc["registry"], self.unit.name, target)
+    files: unit_source.UnitFiles
 
     def outputs(self) -> list[Path]:
-        binaries = [self.binary(t) for t in self.desc["targets"]]
-        return [*binaries, *(Path(f"{b}.headers.json") for b in binaries), self.path(".names.json")]
-
-
-def catalog_outputs(outdir: Path, registry: str) -> dict[str, Path]:
-    return {"hpp": outdir / f"{registry}_catalog.hpp", "cpp": outdir / f"{registry}_catalog.cpp",
-            "asm": outdir / f"{registry}_blobs.S"}
+        """What compiling and lowering the unit write."""
+        targets = self.desc["targets"]
+        return [*map(self.files.binary, targets), *map(self.files.headers, targets), self.files.names]
 
 
 def work_dir(outdir: Path, registry: str) -> Path:
     return outdir / f"{registry}.kiln"
 
 
-def build(spec: specmod.Spec, toolkit: Toolkit, outdir: Path, depfile: Path | None = None,
+def build(spec: specmod.Spec, toolkit: cuda_toolkit.Toolkit, outdir: Path, depfile: Path | None = None,
           jobs: int = 1) -> list[str]:
     """Bring the catalog of `spec` in `outdir` up to date; returns the names of the units recompiled.
     Raises GenError naming every unit that failed (the others are kept, and not rebuilt next time)."""
@@ -78,8 +51,8 @@ def build(spec: specmod.Spec, toolkit: Toolkit, outdir: Path, depfile: Path | No
     inputs_common = {"version": STAMP_VERSION, "toolkit": toolkit.identity(), "codegen": codegen_identity()}
     units, stale = [], []
     for unit in spec.units:
-        source, desc_path = kiln_gen.write_source(spec, unit, work)
-        w = UnitWork(unit, kiln_gen.read_json(desc_path), source, work)
+        files = unit_source.write_source(spec, unit, work)
+        w = UnitWork(unit, render.read_json(files.description), files)
         units.append(w)
         if not is_fresh(w, stamp_inputs(w, inputs_common)):
             stale.append(w)
@@ -89,10 +62,10 @@ def build(spec: specmod.Spec, toolkit: Toolkit, outdir: Path, depfile: Path | No
         if w.unit.name not in failures:
             write_stamp(w, stamp_inputs(w, inputs_common))
     if failures:
-        raise kiln_gen.GenError("\n\n".join(m for w in stale for m in failures.get(w.unit.name, {}).values()))
+        raise errors.GenError("\n\n".join(m for w in stale for m in failures.get(w.unit.name, {}).values()))
 
-    outputs = catalog_outputs(outdir, spec.name)
-    kiln_gen.write_catalog(spec, work, toolkit.root, outputs)
+    outputs = catalog.outputs(outdir, spec.name)
+    catalog.write_catalog(spec, work, toolkit.root, outputs)
     deps = dependencies(spec, units, toolkit)
     if depfile is not None:
         render.write_depfile(depfile, outputs["hpp"], deps)
@@ -105,7 +78,7 @@ def build(spec: specmod.Spec, toolkit: Toolkit, outdir: Path, depfile: Path | No
 def codegen_identity() -> str:
     """A change to the generator may change how units compile: it rebuilds them all."""
     h = hashlib.sha256()
-    for p in kiln_gen.CODEGEN_FILES:
+    for p in render.CODEGEN_FILES:
         h.update(Path(p).read_bytes())
     return h.hexdigest()
 
@@ -119,10 +92,10 @@ def is_fresh(w: UnitWork, inputs: dict) -> bool:
     """True when the unit's outputs exist and were built from the same translation unit, description,
     compilers and header contents (the digest the compile step computes, over the headers it listed)."""
     try:
-        stamp = json.loads(w.path(".stamp").read_text(encoding="utf-8"))
+        stamp = render.read_json(w.files.stamp)
         if stamp["inputs"] != inputs or not all(p.is_file() for p in w.outputs()):
             return False
-        return kiln_gen.unit_digest(w.desc, w.source.read_bytes(), stamp["headers"]) == stamp["digest"]
+        return nvcc_compile.unit_digest(w.desc, w.files.source.read_bytes(), stamp["headers"]) == stamp["digest"]
     except (OSError, ValueError, KeyError, TypeError):
         return False  # no stamp, an unreadable one, or a header that went away
 
@@ -130,33 +103,33 @@ def is_fresh(w: UnitWork, inputs: dict) -> bool:
 def write_stamp(w: UnitWork, inputs: dict) -> None:
     headers = stamped_headers(w)
     stamp = {"inputs": inputs, "headers": headers,
-             "digest": kiln_gen.unit_digest(w.desc, w.source.read_bytes(), headers)}
-    render.write_if_different(w.path(".stamp"), json.dumps(stamp, indent=1) + "\n")
+             "digest": nvcc_compile.unit_digest(w.desc, w.files.source.read_bytes(), headers)}
+    render.write_json(w.files.stamp, stamp)
 
 
 def stamped_headers(w: UnitWork) -> list[str]:
     """Every header the unit's compiles included, over all its targets."""
     headers: set[str] = set()
     for target in w.desc["targets"]:
-        headers.update(kiln_gen.read_json(f"{w.binary(target)}.headers.json")["headers"])
+        headers.update(render.read_json(w.files.headers(target))["headers"])
     return sorted(headers)
 
 
 # -- compiling ----------------------------------------------------------------------------------------
 
-def compile_units(stale: list[UnitWork], toolkit: Toolkit, jobs: int) -> dict[str, dict]:
+def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, jobs: int) -> dict[str, dict]:
     """Compile every target and lower the names of each stale unit. Returns the failures as
     {unit: {step: message}}: a unit's first failed compile (the other targets' logs say the same) and
     its failed lowering (NVRTC's view, which names the field when a name expression is wrong)."""
     tasks = []
     for w in stale:
-        w.path(".stamp").unlink(missing_ok=True)  # an interrupted build must not look finished
+        w.files.stamp.unlink(missing_ok=True)  # an interrupted build must not look finished
         for target in w.desc["targets"]:
-            out = w.binary(target)
-            tasks.append((w, kiln_gen.compile_target, (w.desc, target, str(toolkit.nvcc), w.source, out,
-                                                       Path(f"{out}.headers.json"), Path(f"{out}.d"))))
-        tasks.append((w, kiln_gen.lower_unit, (w.desc, w.source, str(toolkit.nvrtc), toolkit.root,
-                                               w.path(".names.json"))))
+            tasks.append((w, nvcc_compile.compile_target, (w.desc, target, str(toolkit.nvcc), w.files.source,
+                                                       w.files.binary(target), w.files.headers(target),
+                                                       w.files.compile_depfile(target))))
+        tasks.append((w, lowering.lower_unit, (w.desc, w.files.source, str(toolkit.nvrtc), toolkit.root,
+                                               w.files.names)))
     failures: dict[str, dict] = {}
 
     def failed(w: UnitWork, step, message: str):
@@ -166,7 +139,7 @@ def compile_units(stale: list[UnitWork], toolkit: Toolkit, jobs: int) -> dict[st
         for w, step, args in tasks:
             try:
                 step(*args)
-            except kiln_gen.GenError as e:
+            except errors.GenError as e:
                 failed(w, step, str(e))
         return failures
     # spawn, not fork: the executor's own thread is running when it starts workers.
@@ -176,7 +149,7 @@ def compile_units(stale: list[UnitWork], toolkit: Toolkit, jobs: int) -> dict[st
         for w, step, future in futures:
             try:
                 future.result()
-            except kiln_gen.GenError as e:
+            except errors.GenError as e:
                 failed(w, step, str(e))
             except concurrent.futures.process.BrokenProcessPool as e:
                 failed(w, step, f"{w.desc['where']}: a compile process died ({e}); the build can be rerun")
@@ -185,14 +158,14 @@ def compile_units(stale: list[UnitWork], toolkit: Toolkit, jobs: int) -> dict[st
 
 # -- what ninja needs ---------------------------------------------------------------------------------
 
-def dependencies(spec: specmod.Spec, units: list[UnitWork], toolkit: Toolkit) -> list[Path]:
+def dependencies(spec: specmod.Spec, units: list[UnitWork], toolkit: cuda_toolkit.Toolkit) -> list[Path]:
     """Every file the outputs are made from: table, sources, family templates, catalog templates, the
     generator, and every header a unit included."""
     deps = [spec.path.resolve()]
     for w in units:
-        deps += kiln_gen.source_inputs(spec, w.unit)
-        deps += map(Path, kiln_gen.read_json(w.path(".stamp"))["headers"])
-    deps += kiln_gen.catalog_inputs(toolkit.root)
+        deps += unit_source.source_inputs(spec, w.unit)
+        deps += map(Path, render.read_json(w.files.stamp)["headers"])
+    deps += catalog.catalog_inputs(toolkit.root)
     return list(dict.fromkeys(deps))
 
 

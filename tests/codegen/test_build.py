@@ -2,21 +2,22 @@
 translation unit, description or headers changed; its depfile; and its errors. Needs the toolkit's nvcc
 and NVRTC: the build passes KILN_TOOLKIT."""
 
-import io
 import os
 import sys
 import tempfile
 import unittest
-from contextlib import redirect_stderr
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "codegen"))
-import kiln_gen  # noqa: E402
+import cuda_toolkit  # noqa: E402
+import render  # noqa: E402
 import spec as specmod  # noqa: E402
 import table_build  # noqa: E402
+import unit_source  # noqa: E402
+from run_kiln_gen import run_kiln_gen  # noqa: E402
 
-TOOLKIT = table_build.Toolkit.at(Path(os.environ.get("KILN_TOOLKIT", "/usr/local/cuda")))
+TOOLKIT = cuda_toolkit.Toolkit.at(Path(os.environ.get("KILN_TOOLKIT", "/usr/local/cuda")))
 
 TABLE = """[registry]
 name = "inc"
@@ -56,7 +57,7 @@ class Project:
         return table_build.build(spec, TOOLKIT, self.out, self.out / "t.d", jobs)
 
     def binary(self, unit: str) -> Path:
-        return table_build.work_dir(self.out, "inc") / kiln_gen.binary_name("inc", unit, "sm_80")
+        return table_build.work_dir(self.out, "inc") / unit_source.binary_name("inc", unit, "sm_80")
 
 
 class Incremental(unittest.TestCase):
@@ -94,7 +95,7 @@ class Incremental(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             p = Project(Path(d))
             p.build()
-            deps = kiln_gen.depfile_inputs(p.out / "t.d")
+            deps = render.depfile_inputs(p.out / "t.d")
             for wanted in ("t.toml", "a.cu", "b.cu", "common.cuh", "unit.cu.j2", "catalog.cpp.j2", "blobs.S.j2",
                            "kiln_gen.py", "table_build.py", "cuda_runtime.h", "version.h"):
                 self.assertTrue(any(Path(dep).name == wanted for dep in deps), f"{wanted} not in the depfile")
@@ -110,11 +111,16 @@ class Incremental(unittest.TestCase):
 
 class Errors(unittest.TestCase):
     def run_main(self, root: Path):
-        err = io.StringIO()
-        with redirect_stderr(err):
-            code = kiln_gen.main(["build", "--spec", str(root / "t.toml"), "--archs", "sm_80,sm_90", "--no-ptx",
-                                  "--outdir", str(root / "out"), "--toolkit", str(TOOLKIT.root), "--jobs", "2"])
-        return code, err.getvalue()
+        code, _, err = run_kiln_gen("build", "--spec", root / "t.toml", "--archs", "sm_80,sm_90", "--no-ptx",
+                                    "--outdir", root / "out", "--toolkit", TOOLKIT.root, "--jobs", "2")
+        return code, err
+
+    def run_with_table_edit(self, old: str, new: str):
+        """`build` of the project with `old` replaced by `new` in its table."""
+        with tempfile.TemporaryDirectory() as d:
+            p = Project(Path(d))
+            (p.root / "t.toml").write_text((p.root / "t.toml").read_text().replace(old, new))
+            return self.run_main(p.root)
 
     def test_failed_unit_names_itself_and_keeps_the_others(self):
         with tempfile.TemporaryDirectory() as d:
@@ -130,19 +136,13 @@ class Errors(unittest.TestCase):
             self.assertEqual(p.build(archs=(80, 90)), ["b"], "the unit that compiled is not compiled again")
 
     def test_name_expression_that_does_not_resolve(self):
-        with tempfile.TemporaryDirectory() as d:
-            p = Project(Path(d))
-            (p.root / "t.toml").write_text((p.root / "t.toml").read_text().replace("b<float>", "b<flaot>"))
-            code, err = self.run_main(p.root)
+        code, err = self.run_with_table_edit("b<float>", "b<flaot>")
         self.assertEqual(code, 1)
         self.assertIn("t.toml:11: unit #2 'b': field 'kernels'", err)
         self.assertIn("flaot", err)  # NVRTC's log
 
     def test_bad_table(self):
-        with tempfile.TemporaryDirectory() as d:
-            p = Project(Path(d))
-            (p.root / "t.toml").write_text((p.root / "t.toml").read_text().replace('"a.cu"', '"missing.cu"'))
-            code, err = self.run_main(p.root)
+        code, err = self.run_with_table_edit('"a.cu"', '"missing.cu"')
         self.assertEqual(code, 1)
         self.assertRegex(err, r"^kiln: error: .*t.toml:6: unit #1 'a': field 'source': cannot read 'missing.cu'")
 

@@ -1,20 +1,20 @@
 """The build's `compile` step: nvcc per target, with a depfile; a failed compile names the unit and
 carries nvcc's full output. Needs the toolkit's nvcc: the build passes KILN_TOOLKIT."""
 
-import io
 import json
 import os
 import sys
 import tempfile
 import unittest
-from contextlib import redirect_stderr
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "codegen"))
 import cubin  # noqa: E402
-import kiln_gen  # noqa: E402
+import render  # noqa: E402
 import spec as specmod  # noqa: E402
+import unit_source  # noqa: E402
+from run_kiln_gen import run_kiln_gen  # noqa: E402
 
 NVCC = str(Path(os.environ.get("KILN_TOOLKIT", "/usr/local/cuda")) / "bin" / "nvcc")
 
@@ -24,16 +24,12 @@ class Compile(unittest.TestCase):
         (root / "k.cu").write_text(source)
         (root / "t.toml").write_text('[registry]\nname = "t"\n\n[[unit]]\nname = "k"\nsource = "k.cu"\nkernels = ["k"]\n')
         spec = specmod.load(root / "t.toml", (80,), True)
-        unit = spec.units[0]
-        (root / "t.k.json").write_text(json.dumps(kiln_gen.unit_description(spec, unit)))
-        (root / "t.k.cu").write_text(kiln_gen.render_unit(spec, unit))
-        out = root / kiln_gen.binary_name("t", "k", target)
-        err = io.StringIO()
-        with redirect_stderr(err):
-            code = kiln_gen.main(["compile", "--unit-json", str(root / "t.k.json"), "--target", target,
-                                  "--nvcc", NVCC, "--input", str(root / "t.k.cu"), "--output", str(out),
-                                  "--headers", str(out) + ".headers.json", "--depfile", str(root / "k.d")])
-        return code, err.getvalue(), out
+        files = unit_source.write_source(spec, spec.units[0], root)
+        out = files.binary(target)
+        code, _, err = run_kiln_gen("compile", "--unit-json", files.description, "--target", target, "--nvcc", NVCC,
+                                    "--input", files.source, "--output", out, "--headers", files.headers(target),
+                                    "--depfile", root / "k.d")
+        return code, err, out
 
     def test_cubin_and_ptx(self):
         with tempfile.TemporaryDirectory() as d:
@@ -43,7 +39,7 @@ class Compile(unittest.TestCase):
             self.assertEqual(cubin.cubin_arch(out.read_bytes()), 80)
             self.assertEqual(cubin.cubin_kernels(out.read_bytes()), {"k"})
             # ninja learns the source's dependencies: every one an existing file, the #line'd source too.
-            deps = kiln_gen.depfile_inputs(Path(d) / "k.d")
+            deps = render.depfile_inputs(Path(d) / "k.d")
             self.assertIn(str(Path(d) / "k.cu"), deps)
             self.assertTrue(all(Path(p).is_absolute() and Path(p).is_file() for p in deps), deps)
             listed = json.loads(Path(str(out) + ".headers.json").read_text())

@@ -3,22 +3,22 @@
 Set KILN_UPDATE_GOLDEN=1 to rewrite the golden files after an intended change.
 """
 
-import io
-import json
 import os
 import sys
 import tempfile
 import unittest
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "codegen"))
 sys.path.insert(0, str(HERE))
-import kiln_gen  # noqa: E402
+import catalog  # noqa: E402
+import errors  # noqa: E402
 import render  # noqa: E402
 import spec as specmod  # noqa: E402
+import unit_source  # noqa: E402
 from fake_elf import fake_cubin, fake_ptx  # noqa: E402
+from run_kiln_gen import run_kiln_gen  # noqa: E402
 
 FIXTURE = HERE / "fixtures" / "mini.toml"
 GOLDEN = HERE / "golden"
@@ -33,22 +33,17 @@ def load():
 def fill_build_dir(directory: Path, spec, corrupt=None):
     """What the build's source/compile/lower steps leave behind, with fake binaries."""
     for unit in spec.units:
-        stem = kiln_gen.file_stem(spec.name, unit.name)
-        desc = kiln_gen.unit_description(spec, unit)
-        (directory / f"{stem}.json").write_text(json.dumps(desc))
-        (directory / f"{stem}.cu").write_text(kiln_gen.render_unit(spec, unit))
+        files = unit_source.write_source(spec, unit, directory)
         names = {k.expression: LOWERED[k.expression] for k in unit.kernels}
-        (directory / f"{stem}.names.json").write_text(json.dumps(names))
-        for target in desc["targets"]:
-            arch = int(target.split("_")[1])
+        render.write_json(files.names, names)
+        for target in unit.targets:
+            arch, ptx = specmod.parse_target(target)
             symbols = sorted(names.values())
-            data = fake_ptx(arch, symbols) if target.startswith("compute_") else fake_cubin(arch, symbols)
+            data = fake_ptx(arch, symbols) if ptx else fake_cubin(arch, symbols)
             if corrupt:
                 data = corrupt(unit.name, target, data)
-            (directory / kiln_gen.binary_name(spec.name, unit.name, target)).write_bytes(data)
-            headers = {"digest": f"{unit.name}-digest", "headers": []}
-            (directory / (kiln_gen.binary_name(spec.name, unit.name, target) + ".headers.json")).write_text(
-                json.dumps(headers))
+            files.binary(target).write_bytes(data)
+            render.write_json(files.headers(target), {"digest": f"{unit.name}-digest", "headers": []})
 
 
 class Golden(unittest.TestCase):
@@ -61,13 +56,13 @@ class Golden(unittest.TestCase):
     def test_unit_sources(self):
         spec = load()
         for unit in spec.units:
-            self.check_golden(f"mini.{unit.name}.cu", kiln_gen.render_unit(spec, unit))
+            self.check_golden(f"mini.{unit.name}.cu", unit_source.render_unit(spec, unit))
 
     def test_catalog(self):
         spec = load()
         with tempfile.TemporaryDirectory() as d:
             fill_build_dir(Path(d), spec)
-            texts = kiln_gen.emit_catalog(spec, kiln_gen.catalog_model(spec, Path(d), "3.0.1"), "mini_catalog.hpp", "mini_blobs.S")
+            texts = catalog.emit_catalog(spec, catalog.catalog_model(spec, Path(d), "3.0.1"), "mini_catalog.hpp", "mini_blobs.S")
         self.check_golden("mini_catalog.hpp", texts["hpp"])
         self.check_golden("mini_catalog.cpp", texts["cpp"])
         # The .S names binaries by absolute path: compare it with the directory taken out.
@@ -81,20 +76,20 @@ class Determinism(unittest.TestCase):
             spec = load()
             with tempfile.TemporaryDirectory() as d:
                 fill_build_dir(Path(d), spec)
-                texts = kiln_gen.emit_catalog(spec, kiln_gen.catalog_model(spec, Path(d), "3.0.1"), "h.hpp", "b.S")
+                texts = catalog.emit_catalog(spec, catalog.catalog_model(spec, Path(d), "3.0.1"), "h.hpp", "b.S")
                 texts["asm"] = texts["asm"].replace(str(Path(d).resolve()), "BUILD")
-            runs.append((texts, [kiln_gen.render_unit(spec, u) for u in spec.units]))
+            runs.append((texts, [unit_source.render_unit(spec, u) for u in spec.units]))
         self.assertEqual(runs[0], runs[1])
 
     def test_kernels_sorted_and_offsets_aligned(self):
         spec = load()
         with tempfile.TemporaryDirectory() as d:
             fill_build_dir(Path(d), spec)
-            model = kiln_gen.catalog_model(spec, Path(d), "3.0.1")
+            model = catalog.catalog_model(spec, Path(d), "3.0.1")
         keys = [k["key"] for k in model["kernels"]]
         self.assertEqual(keys, sorted(keys))
         for b in model["binaries"]:
-            self.assertEqual(b["offset"] % kiln_gen.BLOB_ALIGN, 0)
+            self.assertEqual(b["offset"] % catalog.BLOB_ALIGN, 0)
             self.assertGreaterEqual(b["pad"], 1)
         last = model["binaries"][-1]
         self.assertEqual(model["blobs_size"], last["offset"] + last["size"] + last["pad"])
@@ -113,7 +108,7 @@ class Determinism(unittest.TestCase):
             self.assertEqual(p.read_text(), "b")
 
     def test_string_escapes(self):
-        t = kiln_gen.StringTable()
+        t = catalog.StringTable()
         t.add('a"b\\c\nd?\x01é')
         self.assertEqual("".join(t.chunks()), 'a\\"b\\\\c\\nd\\077\\001\\303\\251')
 
@@ -123,8 +118,8 @@ class BinaryChecks(unittest.TestCase):
         spec = load()
         with tempfile.TemporaryDirectory() as d:
             fill_build_dir(Path(d), spec, corrupt)
-            with self.assertRaises(kiln_gen.GenError) as ctx:
-                kiln_gen.catalog_model(spec, Path(d), "3.0.1")
+            with self.assertRaises(errors.GenError) as ctx:
+                catalog.catalog_model(spec, Path(d), "3.0.1")
         return str(ctx.exception)
 
     def test_wrong_arch(self):
@@ -142,30 +137,24 @@ class BinaryChecks(unittest.TestCase):
 
 
 class CommandLine(unittest.TestCase):
-    def run_main(self, *argv):
-        out, err = io.StringIO(), io.StringIO()
-        with redirect_stdout(out), redirect_stderr(err):
-            code = kiln_gen.main(list(argv))
-        return code, out.getvalue(), err.getvalue()
-
     def test_units(self):
-        code, out, _ = self.run_main("units", "--spec", str(FIXTURE), "--archs", ARCHS)
+        code, out, _ = run_kiln_gen("units", "--spec", str(FIXTURE), "--archs", ARCHS)
         self.assertEqual(code, 0)
         self.assertEqual(out, "fill sm_75,sm_90,compute_90\naxpy_f32 sm_80,sm_90,compute_90\n")
-        code, out, _ = self.run_main("units", "--spec", str(FIXTURE), "--archs", ARCHS, "--no-ptx")
+        code, out, _ = run_kiln_gen("units", "--spec", str(FIXTURE), "--archs", ARCHS, "--no-ptx")
         self.assertEqual(out.splitlines()[0], "fill sm_75,sm_90")
 
     def test_bad_table_exits_1_with_one_message(self):
         with tempfile.TemporaryDirectory() as d:
             bad = Path(d) / "bad.toml"
             bad.write_text('[registry]\nname = "x"\n[[unit]]\nname = "u"\nsource = "nope.cu"\nkernels = ["k"]\n')
-            code, out, err = self.run_main("units", "--spec", str(bad), "--archs", ARCHS)
+            code, out, err = run_kiln_gen("units", "--spec", str(bad), "--archs", ARCHS)
         self.assertEqual(code, 1)
         self.assertEqual(out, "")
         self.assertRegex(err, r"^kiln: error: .*bad.toml:3: unit #1 'u': field 'source': cannot read 'nope.cu'")
 
     def test_bad_arch_option(self):
-        code, _, err = self.run_main("units", "--spec", str(FIXTURE), "--archs", "sm_99")
+        code, _, err = run_kiln_gen("units", "--spec", str(FIXTURE), "--archs", "sm_99")
         self.assertEqual(code, 1)
         self.assertIn("-Darchs: 'sm_99' is not an architecture", err)
 
@@ -173,10 +162,10 @@ class CommandLine(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             args = ["source", "--spec", str(FIXTURE), "--archs", ARCHS, "--unit", "fill", "--outdir", d,
                     "--depfile", str(Path(d) / "fill.d")]
-            self.assertEqual(self.run_main(*args)[0], 0)
+            self.assertEqual(run_kiln_gen(*args)[0], 0)
             cu = Path(d) / "mini.fill.cu"
             os.utime(cu, (1000, 1000))
-            self.assertEqual(self.run_main(*args)[0], 0)
+            self.assertEqual(run_kiln_gen(*args)[0], 0)
             self.assertEqual(cu.stat().st_mtime, 1000)
             deps = (Path(d) / "fill.d").read_text()
             self.assertIn("fill.cu", deps)

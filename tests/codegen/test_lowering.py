@@ -1,19 +1,18 @@
 """Kernel naming with NVRTC (the build's `lower` step): real names, and a clear error for a name that
 does not resolve. Needs the toolkit's NVRTC: the build passes KILN_NVRTC and KILN_TOOLKIT."""
 
-import io
 import json
 import os
 import sys
 import tempfile
 import unittest
-from contextlib import redirect_stderr
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "codegen"))
-import kiln_gen  # noqa: E402
 import spec as specmod  # noqa: E402
+import unit_source  # noqa: E402
+from run_kiln_gen import run_kiln_gen  # noqa: E402
 
 TOOLKIT = os.environ.get("KILN_TOOLKIT", "/usr/local/cuda")
 NVRTC = os.environ.get("KILN_NVRTC", f"{TOOLKIT}/lib64/libnvrtc.so")
@@ -21,15 +20,10 @@ NVRTC = os.environ.get("KILN_NVRTC", f"{TOOLKIT}/lib64/libnvrtc.so")
 
 class Lowering(unittest.TestCase):
     def lower(self, spec, unit, directory: Path):
-        stem = kiln_gen.file_stem(spec.name, unit.name)
-        (directory / f"{stem}.json").write_text(json.dumps(kiln_gen.unit_description(spec, unit)))
-        (directory / f"{stem}.cu").write_text(kiln_gen.render_unit(spec, unit))
-        err = io.StringIO()
-        with redirect_stderr(err):
-            code = kiln_gen.main(["lower", "--unit-json", str(directory / f"{stem}.json"),
-                                  "--input", str(directory / f"{stem}.cu"), "--nvrtc", NVRTC,
-                                  "--cuda-root", TOOLKIT, "--output", str(directory / f"{stem}.names.json")])
-        return code, err.getvalue(), directory / f"{stem}.names.json"
+        files = unit_source.write_source(spec, unit, directory)
+        code, _, err = run_kiln_gen("lower", "--unit-json", files.description, "--input", files.source,
+                                    "--nvrtc", NVRTC, "--cuda-root", TOOLKIT, "--output", files.names)
+        return code, err, files.names
 
     def test_names_of_the_fixture(self):
         spec = specmod.load(HERE / "fixtures" / "mini.toml", (75, 90), True)

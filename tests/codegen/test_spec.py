@@ -1,6 +1,5 @@
 """Spec table validation: every mistake gives one error naming the file, the row and the field."""
 
-import os
 import sys
 import tempfile
 import textwrap

@@ -40,6 +40,7 @@ struct UnitEntry {
   // The headers the unit includes: Catalog::unit_headers[first_header, first_header + header_count).
   std::uint32_t first_header;
   std::uint32_t header_count;
+  StrRef source_name;  // "<registry>.<unit>.cu": the file name of `source`, as nvcc and NVRTC compile it
 };
 
 // A header in the decompressed header bundle: path "r<root>/<relative path>", bytes [offset, offset + size).

@@ -1,0 +1,61 @@
+"""The build's compile step: nvcc compiles a unit's translation unit for one target (sm_XX -> cubin,
+compute_XX -> PTX), and records the headers it read and the unit's digest, on which the disk cache's key
+and table_build's stamps are built."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import errors
+import render
+import spec as specmod
+import unit_source
+
+
+def compile_target(desc: dict, target: str, nvcc: str, source: Path, output: Path, headers: Path,
+                   depfile: Path) -> None:
+    """nvcc `source` for one target (sm_XX -> cubin, compute_XX -> PTX); writes a depfile and, in
+    `headers`, the headers it included with the unit's digest."""
+    mode = ["-ptx" if specmod.parse_target(target)[1] else "-cubin", f"-arch={target}"]
+    cmd = [str(nvcc), *mode, *unit_source.compiler_options(desc), "-MD", "-MF", str(depfile), "-o", str(output),
+           str(source)]
+    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if result.returncode != 0:
+        raise errors.GenError(f"{desc['where']}: nvcc failed for {target} (exit {result.returncode})\n"
+                              f"command: {' '.join(cmd)}\n{result.stdout}")
+    if result.stdout.strip():
+        sys.stderr.write(result.stdout)
+    included = resolve_depfile(depfile, output, desc["include_dirs"])
+    included = [h for h in included if Path(h).resolve() != source.resolve()]
+    digest = unit_digest(desc, source.read_bytes(), included)
+    render.write_json(headers, {"digest": digest, "headers": included})
+
+
+def resolve_depfile(path: Path, target: Path, include_dirs: list[str]) -> list[str]:
+    """The depfile's prerequisites as existing paths, and the depfile rewritten with them. nvcc also
+    lists the name a `#line` directive gives (the hand-written source, relative to its own directory):
+    left as it is, ninja would look for it in the build directory and rebuild forever."""
+    resolved = []
+    for dep in render.depfile_inputs(path):
+        candidates = [Path(dep)] + ([Path(d) / dep for d in include_dirs] if not Path(dep).is_absolute() else [])
+        found = next((c for c in candidates if c.is_file()), None)
+        if found is not None:
+            resolved.append(str(found))
+    render.write_depfile(path, target, resolved)
+    return resolved
+
+
+def unit_digest(desc: dict, source: bytes, headers: list[str]) -> str:
+    """SHA-256 over what decides a unit's binaries: its translation unit, the contents of every header it
+    includes (not their paths, so the digest does not depend on where the toolkit is installed), its name
+    expressions and options. The disk cache's key is built on it."""
+    h = hashlib.sha256(b"kiln unit digest 1\0")
+    h.update(hashlib.sha256(source).digest())
+    for content_hash in sorted(hashlib.sha256(Path(p).read_bytes()).digest() for p in headers):
+        h.update(content_hash)
+    h.update(json.dumps([desc["kernels"], desc["options"]], sort_keys=True).encode())
+    return h.hexdigest()

@@ -1,0 +1,106 @@
+"""A unit as the build steps see it: its translation unit rendered from the table, the JSON description
+the later steps compile and name it from, and the name of every file it has in the work directory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import render
+import spec as specmod
+
+
+def file_stem(registry: str, unit: str) -> str:
+    return f"{registry}.{unit}"
+
+
+def source_name(registry: str, unit: str) -> str:
+    """The rendered translation unit's file name, which is also the name NVRTC gives the source: at
+    build time (the lower step compiles the file) and at run time (the catalog carries it)."""
+    return f"{file_stem(registry, unit)}.cu"
+
+
+def binary_name(registry: str, unit: str, target: str) -> str:
+    suffix = "ptx" if specmod.parse_target(target)[1] else "cubin"
+    return f"{file_stem(registry, unit)}.{target}.{suffix}"
+
+
+@dataclass(frozen=True)
+class UnitFiles:
+    """A unit's files in a work directory, named here once for every step that writes or reads them."""
+    directory: Path
+    registry: str
+    unit: str
+
+    def _path(self, suffix: str) -> Path:
+        return self.directory / f"{file_stem(self.registry, self.unit)}{suffix}"
+
+    @property
+    def source(self) -> Path:  # the rendered translation unit
+        return self.directory / source_name(self.registry, self.unit)
+
+    @property
+    def description(self) -> Path:  # unit_description, as JSON
+        return self._path(".json")
+
+    @property
+    def names(self) -> Path:  # {name expression: lowered name}, from NVRTC
+        return self._path(".names.json")
+
+    @property
+    def stamp(self) -> Path:  # what the unit's outputs were built from (table_build.py)
+        return self._path(".stamp")
+
+    def binary(self, target: str) -> Path:
+        return self.directory / binary_name(self.registry, self.unit, target)
+
+    def headers(self, target: str) -> Path:  # the headers nvcc read for the target, and the unit's digest
+        return Path(f"{self.binary(target)}.headers.json")
+
+    def compile_depfile(self, target: str) -> Path:
+        return Path(f"{self.binary(target)}.d")
+
+
+def unit_body(unit: specmod.Unit) -> str:
+    if unit.source:
+        return unit.source.read_text(encoding="utf-8")
+    env = render.environment(unit.family_path.parent)
+    return env.get_template(unit.family_path.name).render(unit.params)
+
+
+def render_unit(spec: specmod.Spec, unit: specmod.Unit) -> str:
+    line_file = unit.source.relative_to(spec.path.resolve().parent).as_posix() if unit.source else ""
+    return render.environment().get_template("unit.cu.j2").render(
+        spec_name=spec.path.name, registry=spec.name, unit=unit, body=unit_body(unit), line_file=line_file)
+
+
+def unit_description(spec: specmod.Spec, unit: specmod.Unit) -> dict:
+    """Everything later steps (and, later, the JIT tier) need to compile and name the unit."""
+    return {
+        "registry": spec.name,
+        "unit": unit.name,
+        "where": specmod.unit_where(spec.path, unit.row, unit.line, unit.name),
+        "kernels": [{"name": k.name, "expression": k.expression} for k in unit.kernels],
+        "options": list(unit.options),
+        "include_dirs": [str(d) for d in unit.include_dirs],
+        "targets": list(unit.targets),
+    }
+
+
+def compiler_options(desc: dict) -> list[str]:
+    """A description's options and include directories, as nvcc and NVRTC both take them."""
+    return [*desc["options"], *(f"-I{d}" for d in desc["include_dirs"])]
+
+
+def write_source(spec: specmod.Spec, unit: specmod.Unit, directory: Path) -> UnitFiles:
+    """Render a unit's translation unit and description into `directory`; returns where its files are."""
+    files = UnitFiles(directory, spec.name, unit.name)
+    render.write_if_different(files.source, render_unit(spec, unit))
+    render.write_json(files.description, unit_description(spec, unit))
+    return files
+
+
+def source_inputs(spec: specmod.Spec, unit: specmod.Unit) -> list[Path]:
+    """The files a unit's rendered translation unit is made from."""
+    return [spec.path.resolve(), *map(Path, render.CODEGEN_FILES), render.TEMPLATE_DIR / "unit.cu.j2",
+            unit.source or unit.family_path]
