@@ -24,16 +24,25 @@ class CatalogBuilder {
     const auto first = static_cast<std::uint32_t>(binaries_.size());
     for (const Binary& b : binaries) {
       // Selection never reads the bytes: each binary gets one placeholder byte.
-      binaries_.push_back({b.arch, b.kind, static_cast<std::uint32_t>(binaries_.size()), 1});
+      binaries_.push_back({.arch = b.arch, .kind = b.kind, .offset = static_cast<std::uint32_t>(binaries_.size()), .size = 1});
     }
-    units_.push_back({add(name), add("-O3"), first, static_cast<std::uint32_t>(binaries.size()), add("0123abcd"), add(""), add(""), 0, 0});
+    units_.push_back({.name = add(name),
+                      .options = add("-O3"),
+                      .first_binary = first,
+                      .binary_count = static_cast<std::uint32_t>(binaries.size()),
+                      .digest = add("0123abcd"),
+                      .source = add(""),
+                      .roots = add(""),
+                      .first_header = 0,
+                      .header_count = 0,
+                      .source_name = add(std::string(name) + ".cu")});
     return static_cast<std::uint32_t>(units_.size() - 1);
   }
 
   void kernel(std::string_view name, std::uint32_t unit) {
     const std::string expression = "ns::" + std::string(name);
     const std::string lowered = "_Z" + std::to_string(name.size()) + std::string(name) + "v";
-    kernels_.push_back({add(name), add(expression), add(lowered), unit});
+    kernels_.push_back({.name = add(name), .expression = add(expression), .lowered = add(lowered), .unit = unit});
   }
 
   Catalog build(std::string_view name) {
@@ -41,7 +50,20 @@ class CatalogBuilder {
       return str(a.name) < str(b.name);
     });
     blobs_.assign(binaries_.size(), 0);
-    return Catalog{name, units_, kernels_, binaries_, strings_.data(), blobs_.data(), blobs_.size(), "3.0.1", {}, {}, nullptr, 0, 0, ""};
+    return Catalog{.name = name,
+                   .units = units_,
+                   .kernels = kernels_,
+                   .binaries = binaries_,
+                   .strings = strings_.data(),
+                   .blobs = blobs_.data(),
+                   .blobs_size = blobs_.size(),
+                   .cccl_version = "3.0.1",
+                   .headers = {},
+                   .unit_headers = {},
+                   .header_bundle = nullptr,
+                   .header_bundle_size = 0,
+                   .header_bundle_raw_size = 0,
+                   .header_bundle_digest = ""};
   }
 
  private:

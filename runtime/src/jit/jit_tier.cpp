@@ -40,7 +40,7 @@ CompileRequest make_request(const Catalog& catalog, std::uint32_t unit_index, un
   CompileRequest request;
   request.registry = std::string(catalog.name);
   request.unit = std::string(catalog.str(unit.name));
-  request.source_name = request.registry + "." + request.unit + ".cu";
+  request.source_name = std::string(catalog.str(unit.source_name));
   request.source = std::string(catalog.str(unit.source));
   const std::string_view options = catalog.str(unit.options);
   for (std::size_t start = 0; start < options.size();) {
