@@ -8,6 +8,8 @@
 #include "bench_cub_catalog.hpp"
 #include "examples_catalog.hpp"
 #include "jit/compiler/compile.hpp"
+#include "jit/pch_store.hpp"
+#include "jit/pool/pool.hpp"
 #include "jit/jit_tier.hpp"
 
 #include "bench_util.hpp"
@@ -55,14 +57,14 @@ int child(unsigned jobs) {
   }
   const double ms = ms_since(start);
   const kiln::detail::JitPoolStats pool = kiln::detail::jit_pool_stats();
-  std::printf("%.3f %d %d %llu %llu\n", ms, units, failed, static_cast<unsigned long long>(pool.spawned),
-              static_cast<unsigned long long>(pool.forked));
+  std::printf("%.3f %d %d %llu %llu %llu\n", ms, units, failed, static_cast<unsigned long long>(pool.spawned),
+              static_cast<unsigned long long>(pool.pch_created), static_cast<unsigned long long>(pool.pch_used));
   return failed ? 1 : 0;
 }
 
 struct Run {
   double ms = -1;
-  int started = 0, forked = 0;
+  int started = 0, pch_created = 0, pch_used = 0;
 };
 
 // Runs `self --child STAMP jobs` with `env` (and no other KILN_* variable) in a new empty cache
@@ -72,30 +74,41 @@ Run run_child(const char* self, unsigned jobs, std::vector<std::string> env) {
   env.push_back("KILN_CACHE_DIR=" + dir);
   Run run;
   try {
-    const auto out = run_children(self, {"--child", std::to_string(jobs)}, 1, 5, env, {}, true);
+    const auto out = run_children(self, {"--child", std::to_string(jobs)}, 1, 6, env, {}, true);
     run.ms = out[0][0];
     run.started = static_cast<int>(out[3][0]);
-    run.forked = static_cast<int>(out[4][0]);
+    run.pch_created = static_cast<int>(out[4][0]);
+    run.pch_used = static_cast<int>(out[5][0]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "jit_scaling: run with %u jobs failed: %s\n", jobs, e.what());
   }
-  remove_tree(dir);  // a worker that is still exiting may be removing its PCH directory meanwhile
+  remove_tree(dir);  // a worker may still be building a PCH in the background meanwhile
   return run;
 }
 
 void row(const std::string& how, const Run& run, double one) {
-  std::printf("| %s | %.0f ms | %.2fx | %d + %d |\n", how.c_str(), run.ms, one / run.ms, run.started, run.forked);
+  std::printf("| %s | %.0f ms | %.2fx | %d | %d / %d |\n", how.c_str(), run.ms, one / run.ms, run.started,
+              run.pch_created, run.pch_used);
   std::fflush(stdout);
 }
 
-// Per-unit NVRTC time of the 16 CUB units compiled one after another in this process.
+// Per-unit NVRTC time of the 16 CUB units on one worker, all asked at once: with PCH files the first
+// builds the family's PCH and the others read it.
 std::vector<double> nvrtc_times(bool pch, const std::filesystem::path& base) {
-  std::vector<double> times;
+  kiln::detail::JitPoolOptions options;
+  options.workers = 1;
+  options.pch_files = pch;
+  kiln::detail::JitPool pool(options);
   const kiln::Catalog& c = kiln::bench_cub::catalog();
+  std::vector<std::future<kiln::detail::CompileOutcome>> futures;
   for (std::uint32_t u = 0; u < c.units.size(); ++u) {
-    auto request = kiln::detail::make_request(c, u, kArch, base);
-    if (!pch) request.pch_dir.clear();
-    const auto outcome = kiln::detail::compile_unit(request);
+    auto request = kiln::detail::make_request(c, u, kArch);
+    const std::string key = kiln::detail::pch_family(request, c.header_bundle_digest);
+    futures.push_back(pool.submit(std::move(request), {key, kiln::detail::pch_path(base, key)}));
+  }
+  std::vector<double> times;
+  for (auto& f : futures) {
+    const auto outcome = f.get();
     if (!outcome.entry) std::fprintf(stderr, "%s\n%s\n", outcome.entry.error().c_str(), outcome.log.c_str());
     times.push_back(outcome.nvrtc_ms);
   }
@@ -119,7 +132,7 @@ int main(int argc, char** argv) {
   std::vector<unsigned> counts;
   for (int i = 1; i < argc; ++i) counts.push_back(static_cast<unsigned>(std::atoi(argv[i])));
   if (counts.empty()) counts = {1, 2, 4, 8, 16};
-  std::printf("| how | wall | speed-up vs %u worker%s | workers started + forked |\n|---|---:|---:|---:|\n",
+  std::printf("| how | wall | speed-up vs %u worker%s | workers | PCH built / used |\n|---|---:|---:|---:|---:|\n",
               counts.front(), counts.front() == 1 ? "" : "s");
   std::fflush(stdout);
   const unsigned most = *std::max_element(counts.begin(), counts.end());
@@ -129,10 +142,10 @@ int main(int argc, char** argv) {
     if (one == 0) one = run.ms;
     row(std::to_string(n) + " worker process" + (n == 1 ? "" : "es"), run, one);
   }
-  // Every worker builds its own PCH: the pool as it was before workers were forked from a warm one.
+  // No PCH files at all.
   const std::string workers = "KILN_JIT_WORKERS=" + std::to_string(most);
-  row(std::to_string(most) + " worker processes, each building its own PCH (KILN_JIT_FORK=0)",
-      run_child(argv[0], most, {workers, "KILN_JIT_FORK=0"}), one);
+  row(std::to_string(most) + " worker processes, no PCH files (KILN_JIT_PCH=0)",
+      run_child(argv[0], most, {workers, "KILN_JIT_PCH=0"}), one);
   // No worker executable: the pool compiles in-process, on threads.
   row(std::to_string(most) + " in-process threads",
       run_child(argv[0], most, {workers, "KILN_JITD=/nonexistent/kiln-jitd"}), one);
@@ -141,7 +154,7 @@ int main(int argc, char** argv) {
   const auto without = nvrtc_times(false, base);
   const auto with = nvrtc_times(true, base);
   remove_tree(base);
-  std::printf("\nNVRTC time per CUB unit, 16 units in one process: without PCH median %.0f ms; with -pch first "
+  std::printf("\nNVRTC time per CUB unit, 16 units on one worker: without PCH median %.0f ms; with PCH files first "
               "%.0f ms (builds the PCH), then median %.0f ms (%.2fx)\n",
               median(without), with.front(), median({with.begin() + 1, with.end()}),
               median(without) / median({with.begin() + 1, with.end()}));

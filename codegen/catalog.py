@@ -67,7 +67,9 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str, toolki
     descs = [render.read_json(f.description) for f in files]
     # The first target's list: the headers the bundle holds for the unit, and the unit's digest.
     listed = [render.read_json(f.headers(d["targets"][0])) for f, d in zip(files, descs)]
-    bundle = header_bundle.build_bundle([(d["include_dirs"], h["headers"]) for d, h in zip(descs, listed)], toolkit)
+    bundle = header_bundle.build_bundle(
+        [header_bundle.UnitInput(f.source, d["include_dirs"], h["headers"]) for f, d, h in zip(files, descs, listed)],
+        toolkit, [d["where"] for d in descs])
     bundle_path = directory / f"{spec.name}.headers.zst"
     bundle_size, bundle_digest = header_bundle.compress(bundle.raw, bundle_path) if bundle.raw else (0, "")
     unit_headers: list[int] = []
@@ -101,7 +103,6 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str, toolki
                       "first_binary": first, "binary_count": len(binaries) - first, "label": unit.name,
                       "digest": strings.add(listed[ui]["digest"]),
                       "source": strings.add(files[ui].source.read_text(encoding="utf-8")),
-                      "roots": strings.add(",".join(map(str, bundle.unit_roots[ui]))),
                       "first_header": len(unit_headers), "header_count": len(bundle.unit_headers[ui]),
                       "source_name": strings.add(unit_source.source_name(spec.name, unit.name))})
         unit_headers += bundle.unit_headers[ui]
@@ -113,7 +114,7 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str, toolki
     if offset >= 2**32:
         raise errors.GenError(f"{spec.path}: embedded binaries total {offset} bytes; kiln's table holds at most 4 GiB")
     kernels.sort(key=lambda k: k["key"].encode())
-    headers = [{"path": strings.add(name), "offset": off, "size": size, "label": name}
+    headers = [{"name": strings.add(name), "offset": off, "size": size, "label": name}
                for name, off, size in bundle.headers]
     return {"units": units, "kernels": kernels, "binaries": binaries, "blobs_size": offset,
             "string_chunks": strings.chunks(), "cccl_version": cccl_version, "headers": headers,

@@ -1,12 +1,17 @@
-"""The header bundle: every header a registry's units include, compressed into the binary, so the JIT
-tier can hand NVRTC the same headers nvcc saw on a machine without the CUDA toolkit's headers.
+"""The header bundle: the headers each unit's translation unit includes, compressed into the binary, so
+the JIT tier hands NVRTC the headers nvcc saw, in memory, on a machine without the toolkit's headers.
 
-Headers come from nvcc's own dependency output (the `.headers.json` beside each binary). Each is
-stored once per registry under a root: `r<i>/<path relative to root i>`, where the roots are the
-units' include directories, then the toolkit's CCCL and include directories. At run time the bundle
-is unpacked into one directory and each unit gets `-I<dir>/r<i>` for its roots, in its search order.
-Host-only headers (glibc, the host compiler's) lie under no root and are left out: NVRTC does not
-read them.
+Each unit's headers are the include closure of its translation unit, followed from the TU's own
+#include directives through the headers nvcc read for it (its dependency output): a header nvcc read
+only for its implicit `cuda_runtime.h`, or a host header, is left out, so a unit that includes nothing
+carries nothing. Every header has a name, the string NVRTC looks it up by: the path as a root-relative
+#include spells it (`cub/config.cuh`). NVRTC resolves in-memory headers by name only, never relative to
+the including header, so a quoted include found next to its includer (`#include "detail/x.cuh"`) is
+rewritten in the bundled copy to the root-relative name of what it found (`#include "proj/detail/x.cuh"`):
+the same file nvcc read. Roots, in a unit's search order: its include directories, then the toolkit's
+CCCL and include directories. Names are unique within a unit; two different files a unit reaches under
+one name are a build error. A directive whose target is computed by a macro (`#include MACRO`) cannot
+be followed: such a unit carries every header nvcc read for it under its roots.
 """
 
 from __future__ import annotations
@@ -14,11 +19,18 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import hashlib
+import os
+import re
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import cuda_toolkit
 import errors
+
+# "#include <x>" / "#include "x"", anywhere a preprocessor directive may start; group 1 the delimiter.
+INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\r\n]+)[>"]', re.M)
+COMPUTED = re.compile(rb'^[ \t]*#[ \t]*include[ \t]+[A-Za-z_]', re.M)
 
 
 class BundleError(errors.GenError):
@@ -27,40 +39,109 @@ class BundleError(errors.GenError):
 
 @dataclass
 class Bundle:
-    roots: list[Path] = field(default_factory=list)
-    headers: list[tuple[str, int, int]] = field(default_factory=list)  # (r<i>/relative path, offset, size)
-    unit_roots: list[list[int]] = field(default_factory=list)         # per unit: root indices, search order
+    headers: list[tuple[str, int, int]] = field(default_factory=list)  # (name, offset, size) in raw
     unit_headers: list[list[int]] = field(default_factory=list)       # per unit: indices into headers
     raw: bytearray = field(default_factory=bytearray)
+    index: dict[tuple[str, bytes], int] = field(default_factory=dict)  # (name, sha256 of content) -> header
 
-    def root(self, path: Path) -> int:
-        if path not in self.roots:
-            self.roots.append(path)
-        return self.roots.index(path)
+    def add(self, name: str, data: bytes) -> int:
+        key = (name, hashlib.sha256(data).digest())
+        if key not in self.index:
+            self.index[key] = len(self.headers)
+            self.headers.append((name, len(self.raw), len(data)))
+            self.raw += data
+        return self.index[key]
 
 
-def build_bundle(units: list[tuple[list[str], list[str]]], toolkit: Path | None) -> Bundle:
-    """units: per unit, (its include directories, the headers nvcc read for it)."""
-    bundle = Bundle()
-    index: dict[str, int] = {}
-    for include_dirs, headers in units:
-        roots = [bundle.root(Path(d).resolve()) for d in include_dirs]
-        if toolkit is not None:
-            roots += [bundle.root(d.resolve()) for d in cuda_toolkit.include_dirs(toolkit)]
-        mine = []
-        for h in headers:
-            path = Path(h).resolve()
-            name = next((f"r{r}/{path.relative_to(bundle.roots[r]).as_posix()}" for r in roots
-                         if path.is_relative_to(bundle.roots[r])), None)
-            if name is None:
+@dataclass
+class UnitInput:
+    source: Path            # the unit's translation unit, as nvcc compiled it
+    include_dirs: list[str]  # the unit's own -I directories, in order
+    read: list[str]          # every file nvcc read for it (its dependency output)
+
+
+def unit_roots(unit: UnitInput, toolkit: Path | None) -> list[Path]:
+    roots = [Path(d).resolve() for d in unit.include_dirs]
+    if toolkit is not None:
+        roots += [d.resolve() for d in cuda_toolkit.include_dirs(toolkit)]
+    return roots
+
+
+def root_name(path: Path, roots: list[Path]) -> str | None:
+    """The name `#include <name>` finds `path` by through `roots` (in order), or None."""
+    for root in roots:
+        if path.is_relative_to(root):
+            name = path.relative_to(root).as_posix()
+            found = next((r / name for r in roots if (r / name).is_file()), None)
+            return name if found is not None and found.resolve() == path else None
+    return None
+
+
+def unit_headers(unit: UnitInput, roots: list[Path], where: str) -> list[tuple[str, bytes]]:
+    """(name, bundled bytes) for every header the unit's translation unit reaches, the TU excluded."""
+    read = {Path(p).resolve() for p in unit.read}
+    source = unit.source.resolve()
+    names: dict[str, Path] = {}  # name -> file: unique within the unit
+    named: dict[Path, str] = {source: ""}
+    contents: dict[Path, bytes] = {}
+    queue, computed = deque([source]), False
+    while queue:
+        current = queue.popleft()
+        data = current.read_bytes()
+        computed = computed or COMPUTED.search(data) is not None
+        edits: list[tuple[int, int, bytes]] = []
+        for m in INCLUDE.finditer(data):
+            spelled = m.group(2).decode("utf-8", "replace").strip()
+            # The first candidate nvcc read: beside the includer (quoted), then under each root. (What a
+            # root holds that nvcc did not read was not what it found: its search order differs a little.)
+            beside = current.parent / spelled
+            candidates = ([beside] if m.group(1) == b'"' else []) + [r / spelled for r in roots]
+            found = next((c for c in candidates if c.is_file() and c.resolve() in read), None)
+            if found is None:
+                continue  # not taken by nvcc (a branch not compiled), or a host header NVRTC never reads
+            is_beside = found is beside
+            target = found.resolve()
+            if target == source:
                 continue
-            if name not in index:
-                data = path.read_bytes()
-                index[name] = len(bundle.headers)
-                bundle.headers.append((name, len(bundle.raw), len(data)))
-                bundle.raw += data
-            mine.append(index[name])
-        bundle.unit_roots.append(roots)
+            # The name NVRTC will be asked for: the one the header already has in this unit; else the
+            # spelled path, beside its includer's name when found beside it.
+            name = named.get(target) or os.path.normpath(
+                os.path.join(os.path.dirname(named[current]), spelled) if is_beside else spelled)
+            if name.startswith("../") or name.startswith("/"):
+                name = root_name(target, roots) or ""
+            if not name:
+                raise BundleError(f"{where}: {target} (included from {current}) has no name under the unit's include "
+                                  f"directories for NVRTC to find it by; add its directory to include_dirs")
+            if names.setdefault(name, target) != target:
+                raise BundleError(f"{where}: two headers are included as '{name}': {names[name]} and {target}; "
+                                  f"NVRTC looks headers up by name, so rename one of them")
+            named[target] = name
+            if name != spelled:
+                if current == source:
+                    raise BundleError(f"{where}: the translation unit's #include \"{spelled}\" finds {target}; "
+                                      f"include it by its path under an include directory ('{name}')")
+                edits.append((m.start(2) - 1, m.end(2) + 1, b'"' + name.encode() + b'"'))
+            if target not in contents:
+                contents[target] = b""
+                queue.append(target)
+        if current != source:
+            for start, end, text in reversed(edits):
+                data = data[:start] + text + data[end:]
+            contents[current] = data
+    if computed:  # a directive this scan cannot follow: every header nvcc read, by its root-relative name
+        for path in sorted(read):
+            name = root_name(path, roots)
+            if path != source and name is not None and path not in named and name not in names:
+                names[name], named[path], contents[path] = path, name, path.read_bytes()
+    return sorted((named[p], contents[p]) for p in contents)
+
+
+def build_bundle(units: list[UnitInput], toolkit: Path | None, where: list[str] | None = None) -> Bundle:
+    """The bundle of a registry's units; `where` names each unit in errors."""
+    bundle = Bundle()
+    for i, unit in enumerate(units):
+        label = where[i] if where else str(unit.source)
+        mine = [bundle.add(name, data) for name, data in unit_headers(unit, unit_roots(unit, toolkit), label)]
         bundle.unit_headers.append(sorted(set(mine)))
     return bundle
 

@@ -3,6 +3,8 @@ the later steps compile and name it from, and the name of every file it has in t
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,10 +70,37 @@ def unit_body(unit: specmod.Unit) -> str:
     return env.get_template(unit.family_path.name).render(unit.params)
 
 
+HOISTED = re.compile(r"\s*(#\s*(include|pragma|define|undef)\b.*|//.*|)$")
+
+
+def leading_lines(body: str) -> int:
+    """How many lines a hand-written source starts with that are #include, #pragma, #define, #undef,
+    comments or blank (a directive continued with a backslash counts whole; block comments end it)."""
+    lines = body.split("\n")
+    n = 0
+    while n < len(lines) and HOISTED.match(lines[n]):
+        while lines[n].endswith("\\") and n + 1 < len(lines):
+            n += 1
+        n += 1
+    return n
+
+
 def render_unit(spec: specmod.Spec, unit: specmod.Unit) -> str:
+    """The translation unit. A hand-written source's leading #includes come before the #line that names
+    it: NVRTC builds no precompiled header after a #line, so units of one include prefix share one."""
+    body = unit_body(unit)
+    head = ""
+    if unit.source:
+        lines = body.split("\n")
+        hoisted = leading_lines(body)
+        head, body = "\n".join(lines[:hoisted]), "\n".join(lines[hoisted:])
+        if head:
+            head += "\n"
+        first_line = hoisted + 1
     line_file = unit.source.relative_to(spec.path.resolve().parent).as_posix() if unit.source else ""
     return render.environment().get_template("unit.cu.j2").render(
-        spec_name=spec.path.name, registry=spec.name, unit=unit, body=unit_body(unit), line_file=line_file)
+        spec_name=spec.path.name, registry=spec.name, unit=unit, head=head, body=body, line_file=line_file,
+        first_line=first_line if unit.source else 1)
 
 
 def unit_description(spec: specmod.Spec, unit: specmod.Unit) -> dict:

@@ -1,11 +1,9 @@
 // kiln-jitd keeps the CUDA driver out of its process.
 //
 // NVRTC 13.0 loads libcuda.so.1 and calls cuInit inside nvrtcCompileProgram (nvJitLink does too, for its
-// compute cache), though neither needs a GPU to compile. Where a driver is installed that starts the
-// driver's threads, and a process running more than one thread must not fork (only the calling thread
-// survives in the child, with whatever locks the others held): the worker could make no zygote, so every
-// worker built its own precompiled header. It also costs ~0.2 s per worker (measured on the GPU machine:
-// a first small compile 257 ms with the driver, 33 ms without).
+// compute cache), though neither needs a GPU to compile. Where a driver is installed that costs ~0.2 s
+// per worker (measured on the GPU machine: a first small compile 257 ms with the driver, 33 ms without),
+// and starts threads and GPU state a compile worker has no use for.
 //
 // So this executable defines dlopen, which comes first in the symbol lookup of every library it loads
 // (the executable exports it): a request for libcuda fails as it does on a host with no driver, which

@@ -32,7 +32,6 @@ class CatalogBuilder {
                       .binary_count = static_cast<std::uint32_t>(binaries.size()),
                       .digest = add("0123abcd"),
                       .source = add(""),
-                      .roots = add(""),
                       .first_header = 0,
                       .header_count = 0,
                       .source_name = add(std::string(name) + ".cu")});

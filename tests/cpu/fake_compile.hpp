@@ -9,12 +9,9 @@
 //   fake:hang=<dir>:<k>      marks <dir>/<pid>; while at most <k> marks exist it hangs (for the test to kill
 //                            it), else echoes: the first k attempts hang, the next one answers
 //   fake:throw               throws kiln::Error(Errc::driver, "fake: thrown in <pid>")
-//   fake:thread              starts a thread that never ends (a worker that may no longer fork), and goes
-//                            on with the next control
-//   fake:thread-on-link      in the link stage (after a worker may have made its zygote), starts a thread
-//                            that never ends, as nvJitLink does where it finds the CUDA driver
-// The worker runs it in two stages (jit/worker/serve.hpp): fake_ptx_stage does all of the above,
-// fake_link_stage only fake:thread-on-link.
+// A request that asks for a PCH gets one as NVRTC would: create writes a small fake PCH file to the
+// request's path (outcome created); use reads it (used; failed when missing, rejected when not the
+// fake's). fake:sleep takes a quarter of its time with a PCH and 1.6 times as long creating one.
 //   fake:wait=<file>         waits until <file> exists (at most 60 s), echoes
 //   fake:sleep=<ms>          sleeps <ms> milliseconds, echoes: a compile that takes a while, to be killed in
 #pragma once
@@ -28,6 +25,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -114,39 +112,31 @@ inline detail::CompileOutcome fake_compile_controls(const detail::CompileRequest
       return fake_echo(request);
     }
     if (o.starts_with("fake:sleep=")) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::stoul(std::string(o.substr(11)))));
+      const double ms = std::stod(std::string(o.substr(11)));
+      const double factor = request.pch == detail::PchMode::use ? 0.25 : request.pch == detail::PchMode::create ? 1.6 : 1.0;
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms * factor));
       return fake_echo(request);
-    }
-    if (o == "fake:thread") {
-      std::thread([] {
-        for (;;) ::pause();
-      }).detach();
     }
   }
   return fake_echo(request);
 }
 
-inline detail::PtxStage fake_ptx_stage(const detail::CompileRequest& request) {
-  detail::PtxStage stage;
-  stage.outcome = fake_compile_controls(request);
-  if (!stage.outcome.entry && stage.outcome.entry.error().empty()) stage.outcome.entry = detail::fail("fake: failed");
-  return stage;
-}
+inline constexpr std::string_view kFakePch = "a fake precompiled header\n";
 
-inline detail::CompileOutcome fake_link_stage(const detail::CompileRequest& request, detail::PtxStage stage) {
-  for (const std::string& control : fake_controls(request)) {
-    if (control == "fake:thread-on-link") {
-      std::thread([] {
-        for (;;) ::pause();
-      }).detach();
-      break;
-    }
-  }
-  return std::move(stage.outcome);
-}
-
+// fake_compile_controls, with a request's PCH handled as NVRTC would (see the top of this file).
 inline detail::CompileOutcome fake_compile(const detail::CompileRequest& request) {
-  return fake_link_stage(request, fake_ptx_stage(request));
+  detail::CompileOutcome o = fake_compile_controls(request);
+  if (!o.entry && o.entry.error().empty()) o.entry = detail::fail("fake: failed");
+  if (request.pch == detail::PchMode::create) {
+    std::ofstream(request.pch_path, std::ios::binary) << kFakePch;
+    o.pch = detail::PchResult::created;
+  } else if (request.pch == detail::PchMode::use) {
+    std::ifstream in(request.pch_path, std::ios::binary);
+    const std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    o.pch = !in.is_open() ? detail::PchResult::failed : content == kFakePch ? detail::PchResult::used
+                                                                             : detail::PchResult::rejected;
+  }
+  return o;
 }
 
 // The pid in a fake outcome's log.

@@ -5,6 +5,7 @@
 
 #include "examples_catalog.hpp"
 #include "jit/compiler/compile.hpp"  // runtime/src
+#include "jit/jit_tier.hpp"
 #include "jit/compiler/nvrtc_library.hpp"
 
 #include <fstream>
@@ -32,27 +33,11 @@ inline std::vector<std::string> split_lines(std::string_view text) {
   return lines;
 }
 
-// The request the JIT tier will build for a unit of the examples catalog. Until the catalog carries the
-// translation unit and its headers, the text comes from the build tree (KILN_TEST_GENERATED_DIR: the
-// generator's output directory) and the headers from the source tree and the toolkit.
+// The request the JIT tier builds for a unit of the examples catalog: its translation unit and, in
+// memory, the headers it includes, as the catalog carries them.
 inline detail::CompileRequest example_request(const UnitEntry& unit, unsigned arch) {
   const Catalog& catalog = examples::catalog();
-  detail::CompileRequest r;
-  r.registry = catalog.name;
-  r.unit = catalog.str(unit.name);
-  r.source_name = r.registry + "." + r.unit + ".cu";
-  r.source = read_text(std::string(KILN_TEST_GENERATED_DIR) + "/" + r.registry + ".kiln/" + r.source_name);
-  r.options = split_lines(catalog.str(unit.options));
-  r.include_dirs = {KILN_TEST_KERNELS_DIR "/include", KILN_TEST_KERNELS_DIR, KILN_TEST_TOOLKIT_DIR "/include/cccl",
-                    KILN_TEST_TOOLKIT_DIR "/include"};
-  const auto unit_index = static_cast<std::uint32_t>(&unit - catalog.units.data());
-  for (const KernelEntry& k : catalog.kernels) {
-    if (k.unit != unit_index) continue;
-    r.kernels.push_back({std::string(catalog.str(k.name)), std::string(catalog.str(k.lowered))});
-    r.expressions.emplace_back(catalog.str(k.expression));
-  }
-  r.arch = arch;
-  return r;
+  return detail::make_request(catalog, static_cast<std::uint32_t>(&unit - catalog.units.data()), arch);
 }
 
 inline const UnitEntry& example_unit(std::string_view name) {
@@ -74,12 +59,17 @@ struct DirectNvrtc {
 inline DirectNvrtc nvrtc_direct(const detail::CompileRequest& request, const std::string& arch_option) {
   const detail::Nvrtc& api = detail::nvrtc();
   nvrtcProgram program = nullptr;
-  if (api.nvrtcCreateProgram(&program, request.source.c_str(), request.source_name.c_str(), 0, nullptr, nullptr) !=
-      NVRTC_SUCCESS) {
+  std::vector<const char*> names, contents;
+  for (const detail::Header& h : request.headers) {
+    names.push_back(h.name.c_str());
+    contents.push_back(h.content.c_str());
+  }
+  if (api.nvrtcCreateProgram(&program, request.source.c_str(), request.source_name.c_str(),
+                             static_cast<int>(names.size()), contents.data(), names.data()) != NVRTC_SUCCESS) {
     throw std::runtime_error("nvrtcCreateProgram failed");
   }
   std::vector<std::string> options = request.options;
-  for (const std::string& dir : request.include_dirs) options.push_back("-I" + dir);
+  options.push_back("-default-device");
   options.push_back(arch_option);
   std::vector<const char*> argv;
   for (const std::string& o : options) argv.push_back(o.c_str());

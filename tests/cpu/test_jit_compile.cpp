@@ -5,6 +5,7 @@
 
 #include "cache_test_util.hpp"
 #include "base/cubin_elf.hpp"
+#include "disk/entry.hpp"
 #include "jit_test_util.hpp"
 
 #include <sys/stat.h>
@@ -83,7 +84,6 @@ TEST_CASE("a compile error names the unit, the arch and the options, and keeps N
   CHECK(out.entry.error().find("sm_90") != std::string::npos);
   CHECK(out.entry.error().find("NVRTC") != std::string::npos);
   CHECK(out.entry.error().find("-arch=compute_90") != std::string::npos);
-  CHECK(out.entry.error().find("-I" KILN_TEST_KERNELS_DIR "/include") != std::string::npos);
   CHECK(out.log.find("this_is_not_cpp") != std::string::npos);
   CHECK(out.log.find("error") != std::string::npos);
 }
@@ -125,32 +125,75 @@ TEST_CASE("the stripped, nvJitLink-assembled CUB cubin is much smaller than NVRT
   CHECK(out.entry->cubin.size() * 4 < direct.size());
 }
 
-TEST_CASE("with a PCH directory, a second CUB compile in the process reuses the precompiled header") {
+TEST_CASE("the CUB unit's headers travel in memory: none is written, and the trivial units carry none") {
+  const CompileRequest cub = kiln::test::example_request(kiln::test::example_unit("block_sum_f32"), 90);
+  CHECK(cub.headers.size() > 100);
+  const auto named = [&](std::string_view name) {
+    return std::any_of(cub.headers.begin(), cub.headers.end(), [&](const auto& h) { return h.name == name; });
+  };
+  CHECK(named("kiln_examples/block_sum.cuh"));  // the project's own header, by the name its #include spells
+  CHECK(named("cub/block/block_reduce.cuh"));
+  for (const char* unit : {"vector_add", "scale"})
+    CHECK(kiln::test::example_request(kiln::test::example_unit(unit), 90).headers.empty());
+}
+
+TEST_CASE("a PCH file: created by one compile, used by the next; a missing file compiles without it") {
   kiln::test::TempDir temp;
   CompileRequest request = kiln::test::example_request(kiln::test::example_unit("block_sum_f32"), 90);
   const CompileOutcome plain = compile_unit(request);
   require_ok(plain);
+  CHECK(plain.pch == kiln::detail::PchResult::none);
 
-  request.pch_dir = (temp.path() / "pch").string();
-  const CompileOutcome first = compile_unit(request);
-  require_ok(first);
-  struct stat info {};
-  REQUIRE(::stat(request.pch_dir.c_str(), &info) == 0);
-  CHECK(S_ISDIR(info.st_mode));
-  CHECK((info.st_mode & 0777) == 0700);
-  const CompileOutcome second = compile_unit(request);
-  require_ok(second);
-  CHECK(second.entry->cubin == first.entry->cubin);
-  // NVRTC writes the PCH to a file in -pch-dir and reads it back on the next compile. The directory is
-  // this process's own under pch_dir, named by its descriptor (jit/compiler/pch_dir.hpp).
-  CHECK(first.log.find("creating precompiled header file \"/proc/self/fd/") != std::string::npos);
-  CHECK(second.log.find("using precompiled header file \"/proc/self/fd/") != std::string::npos);
-  const auto own = kiln::test::files_in(request.pch_dir);
-  REQUIRE(own.size() == 1);
-  CHECK(own[0].starts_with(std::to_string(::getpid()) + "."));
-  CHECK(kiln::test::files_in(std::filesystem::path(request.pch_dir) / own[0], ".pch").size() == 1);
-  MESSAGE("block_sum_f32 NVRTC: no PCH " << plain.nvrtc_ms << " ms; -pch first " << first.nvrtc_ms
-                                          << " ms, second " << second.nvrtc_ms << " ms");
+  request.pch = kiln::detail::PchMode::create;
+  request.pch_path = (temp.path() / "family.pch").string();
+  const CompileOutcome created = compile_unit(request);
+  require_ok(created);
+  CHECK(created.entry->cubin == plain.entry->cubin);
+  INFO(created.log);
+  CHECK(created.pch == kiln::detail::PchResult::created);
+  CHECK(std::filesystem::file_size(request.pch_path) > 1000000);
+
+  // This process runs with ASLR on (kiln-jitd turns it off for itself): NVRTC may reject its own file
+  // here, and compiles without it then. Either way the cubin is the same.
+  request.pch = kiln::detail::PchMode::use;
+  const CompileOutcome used = compile_unit(request);
+  require_ok(used);
+  CHECK(used.entry->cubin == plain.entry->cubin);
+  CHECK((used.pch == kiln::detail::PchResult::used || used.pch == kiln::detail::PchResult::rejected));
+
+  std::filesystem::remove(request.pch_path);
+  const CompileOutcome missing = compile_unit(request);
+  require_ok(missing);
+  CHECK(missing.pch == kiln::detail::PchResult::failed);
+  CHECK(missing.entry->cubin == plain.entry->cubin);
+  MESSAGE("block_sum_f32 NVRTC: no PCH " << plain.nvrtc_ms << " ms; creating it " << created.nvrtc_ms << " ms; with it "
+                                          << used.nvrtc_ms << " ms ("
+                                          << std::string(used.pch == kiln::detail::PchResult::used ? "used" : "rejected: ASLR on")
+                                          << ")");
+}
+
+TEST_CASE("embedded PTX is assembled without NVRTC, and its cubin defines the kernels") {
+  const kiln::Catalog& catalog = kiln::examples::catalog();
+  const kiln::UnitEntry& unit = kiln::test::example_unit("block_sum_f32");
+  const kiln::BinaryEntry* ptx = nullptr;
+  for (const kiln::BinaryEntry& b : catalog.binaries_of(unit))
+    if (b.kind == kiln::BinaryKind::ptx) ptx = &b;
+  if (ptx == nullptr) {
+    MESSAGE("skipped: this build embeds no PTX (-Dembed_ptx=false)");
+    return;
+  }
+  CompileRequest request = kiln::test::example_request(unit, ptx->arch);
+  const auto bytes = catalog.bytes(*ptx);
+  request.ptx.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  if (const auto nul = request.ptx.find('\0'); nul != std::string::npos) request.ptx.resize(nul);
+  request.source = "this is not C++: the PTX tier never compiles it";
+  request.headers.clear();
+  const CompileOutcome out = compile_unit(request);
+  require_ok(out);
+  CHECK(out.nvrtc_ms == 0);
+  CHECK(out.entry->compiler.starts_with("embedded PTX + nvjitlink"));
+  CHECK(kiln::detail::check_entry(*out.entry, ptx->arch).ok());
+  CHECK(out.globals_removed > 0);
 }
 
 TEST_CASE("the no_compiler error code has a name") {

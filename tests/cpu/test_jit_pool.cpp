@@ -1,16 +1,16 @@
-// The JIT worker pool: parallel workers, retry after a killed worker, in-process fallback, clean shutdown, workers forked from a warm one.
+// The JIT worker pool: parallel workers, retry after a killed or silent worker, in-process fallback, clean
+// shutdown, and precompiled headers built, published, verified and used across processes.
 #include <doctest/doctest.h>
 
-#include "disk/entry.hpp"
 #include "cache_test_util.hpp"
 #include "base/cubin_elf.hpp"
+#include "disk/entry.hpp"
 #include "examples_catalog.hpp"
 #include "fake_compile.hpp"
+#include "jit/pch_store.hpp"
 #include "jit/pool/pool.hpp"
-#include "jit_test_util.hpp"
-#include "jit/pch_family.hpp"
-#include "jit/pool/fork.hpp"
 #include "jit/pool/settings.hpp"
+#include "jit_test_util.hpp"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -38,10 +38,9 @@ using kiln::test::served_by;
 
 namespace {
 
-// The worker executables the pools start: this build's, unless the environment names others.
-// scripts/sanitize.sh runs the concurrency tests under ThreadSanitizer with build/'s uninstrumented
-// workers: TSan starts a thread of its own in every forked child, and a worker that runs two threads
-// must not fork, so instrumented workers would never fork, and the forking paths would go untested.
+// The worker executables the pools start: this build's, unless the environment names others
+// (scripts/sanitize.sh runs the concurrency tests under ThreadSanitizer with build/'s uninstrumented
+// workers: what TSan checks is the host side).
 std::filesystem::path worker_executable(const char* variable, const char* built) {
   const char* chosen = std::getenv(variable);
   return chosen != nullptr && *chosen != '\0' ? chosen : built;
@@ -93,16 +92,34 @@ pid_t wait_for_mark(const std::filesystem::path& dir, std::size_t n, std::set<pi
   return -1;
 }
 
-// A request of one PCH family (the fake compiler ignores the PCH directory); `controls` become "fake:"
-// lines of its source, so that they do not change its family as options would.
+
+// A request of one PCH family; `controls` become "fake:" lines of its source, so that they do not change
+// its family as options would.
 CompileRequest family_request(std::string unit, std::vector<std::string> controls = {}) {
   CompileRequest r = fake_request(std::move(unit));
   for (const auto& c : controls) r.source += "\n" + c;
-  r.pch_dir = "/nonexistent/kiln-test-pch";
   return r;
 }
 
+// The family's PCH file, in `dir`.
+kiln::detail::PchFamily family(const std::filesystem::path& dir) { return {"a-family", dir / "a-family.pch"}; }
+
 std::string control(const char* mode, const std::filesystem::path& dir, std::size_t n) { return option(mode, dir, n); }
+
+// A fake PCH file and its sum, as a worker publishes them.
+void plant_pch(const std::filesystem::path& path, std::string_view content) {
+  const std::filesystem::path temp = path.string() + ".tmp";
+  std::ofstream(temp, std::ios::binary) << content;
+  REQUIRE(kiln::detail::publish_pch(temp, path).ok());
+}
+
+// Waits (at most 30 s) until `done` says so.
+template <typename F>
+bool eventually(F&& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return done();
+}
 
 // Fields of /proc/<pid>/stat after the command: [0] state, [1] ppid, ..., [11] utime, [12] stime.
 std::vector<std::string> proc_stat(pid_t pid) {
@@ -119,26 +136,6 @@ std::vector<std::string> proc_stat(pid_t pid) {
 pid_t parent_of(pid_t pid) {
   const auto f = proc_stat(pid);
   return f.size() > 1 ? static_cast<pid_t>(std::stol(f[1])) : -1;
-}
-
-// Whether `pid` was forked by a zygote of `worker` (jit/worker/serve.hpp): its parent is a child of the worker.
-bool forked_by_zygote_of(pid_t pid, pid_t worker) {
-  const pid_t zygote = parent_of(pid);
-  return zygote > 0 && zygote != worker && parent_of(zygote) == worker;
-}
-
-// The threads of a process, from /proc/<pid>/task.
-std::size_t threads_of(pid_t pid) { return kiln::test::count_files("/proc/" + std::to_string(pid) + "/task"); }
-
-// The processes whose parent is `pid`.
-std::vector<pid_t> children_of(pid_t pid) {
-  std::vector<pid_t> found;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    if (parent_of(static_cast<pid_t>(std::stol(name))) == pid) found.push_back(static_cast<pid_t>(std::stol(name)));
-  }
-  return found;
 }
 
 // Zombie processes whose parent is one of `parents`.
@@ -163,7 +160,7 @@ bool gone(pid_t pid) {
   return no_process && not_a_child;
 }
 
-// gone(), allowing a forked worker's parent the moment it takes to release it after its end is seen.
+// gone(), allowing the moment a killed worker takes to be reaped.
 bool soon_gone(pid_t pid) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (!gone(pid) && std::chrono::steady_clock::now() < deadline)
@@ -178,12 +175,16 @@ JitPoolOptions real_pool(unsigned workers) {
   return o;
 }
 
-// The CUB example unit, with a PCH directory under `dir`: one PCH family.
-CompileRequest cub_request(const std::filesystem::path& dir, std::string unit = "block_sum_f32") {
+// The CUB example unit, as the JIT tier asks for it; and its PCH family, with the file in `dir`.
+CompileRequest cub_request(std::string unit = "block_sum_f32") {
   CompileRequest r = kiln::test::example_request(kiln::test::example_unit("block_sum_f32"), 90);
   r.unit = std::move(unit);
-  r.pch_dir = (dir / "pch").string();
   return r;
+}
+kiln::detail::PchFamily cub_family(const std::filesystem::path& dir) {
+  const std::string key = kiln::detail::pch_family(cub_request(), kiln::examples::catalog().header_bundle_digest);
+  REQUIRE_FALSE(key.empty());
+  return {key, kiln::detail::pch_path(dir, key)};
 }
 
 // The outcome, or nullopt when NVRTC or nvJitLink is not installed here (the test is then skipped).
@@ -195,49 +196,6 @@ std::optional<CompileOutcome> real_outcome(std::future<CompileOutcome>& f) {
     MESSAGE("skipped: NVRTC or nvJitLink is not installed here (" << e.what() << ")");
     return std::nullopt;
   }
-}
-
-// A request with gate.control() waits until the test calls gate.open(): so that a family's first
-// request ends only once the test has queued the rest.
-struct Gate {
-  kiln::test::TempDir dir;
-  std::string control() const { return "fake:wait=" + (dir.path() / "open").string(); }
-  void open() const { std::ofstream(dir.path() / "open").put('x'); }
-};
-
-bool forks(const JitPool& pool) {
-  if (!pool.forks_workers()) MESSAGE("skipped: no pidfds in this kernel, so no forking");
-  return pool.forks_workers();
-}
-
-// Warms a family in a pool of n workers: a first request, then n that must run at once (each waits for
-// all n); each with the `extra` controls too. Returns the pid of the worker that served the first, and
-// those that served the n.
-std::pair<pid_t, std::set<pid_t>> warm_family(JitPool& pool, std::size_t n, const std::vector<std::string>& extra = {}) {
-  kiln::test::TempDir gather;
-  const Gate gate;
-  std::vector<std::string> controls_of_first = extra;
-  controls_of_first.push_back(gate.control());
-  auto first = pool.submit(family_request("first", controls_of_first));
-  std::vector<std::string> controls;
-  std::vector<std::future<CompileOutcome>> rest;
-  for (std::size_t i = 0; i < n; ++i) {
-    controls = extra;
-    controls.push_back(control("gather", gather.path(), n));
-    rest.push_back(pool.submit(family_request(numbered("g", i), controls)));
-  }
-  gate.open();
-  const CompileOutcome f = first.get();
-  REQUIRE_MESSAGE(f.entry.ok(), f.entry.error());
-  CHECK(f.entry->cubin == family_request("first", controls_of_first).source);  // the fake's cubin is the source
-  std::set<pid_t> pids;
-  for (std::size_t i = 0; i < n; ++i) {
-    const CompileOutcome o = rest[i].get();
-    REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
-    CHECK(o.entry->kernels.at(0).name == numbered("g", i) + "_k");  // its own request's answer
-    pids.insert(static_cast<pid_t>(served_by(o)));
-  }
-  return {static_cast<pid_t>(served_by(f)), pids};
 }
 
 }  // namespace
@@ -478,303 +436,193 @@ TEST_CASE("the real kiln-jitd compiles an example unit with NVRTC") {
   CHECK(kiln::detail::check_entry(*o.entry, 90).ok());  // a cubin for sm_90 defining both kernels
 }
 
-TEST_CASE("a PCH family: the same options, include directories and leading directives; comments do not count") {
-  using kiln::detail::leading_directives;
-  using kiln::detail::pch_family;
-  CHECK(leading_directives("// unit a\n/* a block\n   comment */ #include <a.cuh>\n\n#define X \\\n  1\n"
-                           "  #include \"b.h\"  // why\r\ntemplate __global__ void k<1>();\n#include <c>\n") ==
-        "#include <a.cuh>\n#define X 1\n#include \"b.h\"\n");
-  CHECK(leading_directives("int x;\n#include <a>\n").empty());
-
-  CompileRequest a = fake_request("a", {"-std=c++17"});
-  a.include_dirs = {"/inc"};
-  a.pch_dir = "/pch";
-  a.source = "// Generated for unit a\n#include <kiln/a.cuh>\n\ntemplate __global__ void k<int, 128>();\n";
-  const std::string family = pch_family(a);
-  CHECK(!family.empty());
-  CompileRequest b = fake_request("b", {"-std=c++17"});
-  b.include_dirs = a.include_dirs;
-  b.pch_dir = a.pch_dir;
-  b.source = "// Generated for unit b, longer\n#include <kiln/a.cuh>\ntemplate __global__ void k<float, 256>();\n";
-  CHECK(pch_family(b) == family);  // other unit, kernels, template arguments: the same PCH
-
-  const auto differs = [&](auto change) {
-    CompileRequest c = a;
-    change(c);
-    return pch_family(c) != family;
-  };
-  CHECK(differs([](CompileRequest& c) { c.options.push_back("-DX=1"); }));
-  CHECK(differs([](CompileRequest& c) { c.options = {"-std=c++20"}; }));
-  CHECK(differs([](CompileRequest& c) { c.include_dirs.push_back("/more"); }));
-  CHECK(differs([](CompileRequest& c) { c.arch = 80; }));
-  CHECK(differs([](CompileRequest& c) { c.pch_dir = "/other"; }));
-  CHECK(differs([](CompileRequest& c) { c.source = "#include <kiln/a.cuh>\n#include <more.cuh>\nint x;\n"; }));
-  CHECK(differs([](CompileRequest& c) { c.options = {"-std=c++1", "7"}; }));  // fields cannot run together
-  a.pch_dir.clear();
-  CHECK(pch_family(a).empty());  // no PCH, no family
-}
-
-TEST_CASE("KILN_JIT_FORK: 0 turns forking off; unset, empty or 1 leave it on; anything else warns") {
-  CHECK(*kiln::detail::jit_fork_from(nullptr));
-  CHECK(*kiln::detail::jit_fork_from(""));
-  CHECK(*kiln::detail::jit_fork_from("1"));
-  CHECK_FALSE(*kiln::detail::jit_fork_from("0"));
-  const auto no = kiln::detail::jit_fork_from("no");  // forking then stays on
+TEST_CASE("KILN_JIT_TIMEOUT and KILN_JIT_PCH: whole seconds, 0 or 1; anything else the default and one warning") {
+  CHECK(*kiln::detail::jit_timeout_from(nullptr) == std::chrono::milliseconds(kiln::detail::kDefaultJitTimeout));
+  CHECK(*kiln::detail::jit_timeout_from("") == std::chrono::milliseconds(kiln::detail::kDefaultJitTimeout));
+  CHECK(*kiln::detail::jit_timeout_from("90") == std::chrono::seconds(90));
+  for (const char* bad : {"0", "-1", "1.5", "ten", "86401"}) {
+    const auto timeout = kiln::detail::jit_timeout_from(bad);
+    REQUIRE_FALSE(timeout.ok());
+    CHECK(timeout.error().find(std::string("KILN_JIT_TIMEOUT='") + bad + "'") != std::string::npos);
+  }
+  CHECK(*kiln::detail::jit_pch_from(nullptr));
+  CHECK(*kiln::detail::jit_pch_from("1"));
+  CHECK_FALSE(*kiln::detail::jit_pch_from("0"));
+  const auto no = kiln::detail::jit_pch_from("no");  // PCH files then stay on
   REQUIRE_FALSE(no.ok());
-  CHECK(no.error().find("KILN_JIT_FORK='no'") != std::string::npos);
+  CHECK(no.error().find("KILN_JIT_PCH='no'") != std::string::npos);
 
-  kiln::test::ScopedEnv env("KILN_JIT_FORK", "0");
+  kiln::test::ScopedEnv env("KILN_JIT_PCH", "0");
   JitPool off(fake_pool(1));
-  CHECK_FALSE(off.forks_workers());
-  JitPoolOptions asked = fake_pool(1);
-  asked.fork = true;  // the option wins over the environment
-  CHECK(JitPool(asked).forks_workers() == kiln::detail::forking_supported());
+  CHECK_FALSE(off.uses_pch_files());
 }
 
-TEST_CASE("a family's backlog: one worker builds its PCH, the other workers are forked from that one") {
-  JitPool pool(fake_pool(3));
-  if (!forks(pool)) return;
-  const auto [zygote, pids] = warm_family(pool, 3);
-  CHECK(pids.size() == 3);
-  CHECK(pids.count(zygote) == 1);
-  for (const pid_t pid : pids)
-    if (pid != zygote) CHECK(forked_by_zygote_of(pid, zygote));  // from the worker that built the PCH
-  const auto stats = pool.stats();
-  CHECK(stats.spawned == 1);
-  CHECK(stats.forked == 2);
-  CHECK(stats.fork_failures == 0);
-  CHECK(pool.warnings().empty());
-
-  // Requests without a PCH family are not held back, and a forked worker serves them like any other.
-  const CompileOutcome plain = pool.compile(fake_request("plain"));
-  REQUIRE(plain.entry.ok());
-  CHECK(pids.count(static_cast<pid_t>(served_by(plain))) == 1);
-}
-
-TEST_CASE("a forked worker killed mid-request: the request is retried on a new forked worker, and the pool keeps serving") {
-  JitPool pool(fake_pool(2));
-  if (!forks(pool)) return;
+TEST_CASE("a worker that stops answering (SIGSTOP) is killed after the timeout, and the request retried") {
   kiln::test::TempDir marks;
-  const Gate gate;
-  auto first = pool.submit(family_request("first", {gate.control()}));
-  auto victim = pool.submit(family_request("victim", {control("hang", marks.path(), 1)}));
-  gate.open();
-  std::set<pid_t> seen;
-  const pid_t forked = wait_for_mark(marks.path(), 1, seen);
-  const CompileOutcome f = first.get();
-  REQUIRE(f.entry.ok());
-  const pid_t zygote = static_cast<pid_t>(served_by(f));
-  CHECK(forked != zygote);
-  CHECK(forked_by_zygote_of(forked, zygote));
-  REQUIRE(::kill(forked, SIGKILL) == 0);
-
-  const CompileOutcome o = victim.get();
-  REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
-  const pid_t retried_on = static_cast<pid_t>(served_by(o));
-  CHECK(retried_on != forked);
-  CHECK(retried_on != zygote);
-  CHECK(forked_by_zygote_of(retried_on, zygote));  // forked again: the retry was warm too
-  auto stats = pool.stats();
-  CHECK(stats.deaths == 1);
-  CHECK(stats.retried == 1);
-  CHECK(stats.spawned == 1);
-  CHECK(stats.forked == 2);
-  CHECK(soon_gone(forked));
-
-  for (std::size_t i = 0; i < 4; ++i) CHECK(pool.compile(family_request(numbered("after", i))).entry.ok());
-  CHECK(pool.compile(fake_request("plain")).entry.ok());
-  CHECK(pool.stats().deaths == 1);
-}
-
-TEST_CASE("shutting down with forked workers busy and idle leaves no process behind, zombie or not") {
-  std::vector<pid_t> pids;
-  std::future<CompileOutcome> busy1, busy2;
-  kiln::test::TempDir marks;
-  {
-    JitPool pool(fake_pool(3));
-    if (!forks(pool)) return;
-    warm_family(pool, 3);
-    REQUIRE(pool.stats().forked == 2);
-    busy1 = pool.submit(family_request("busy1", {control("hang", marks.path(), 100)}));
-    busy2 = pool.submit(family_request("busy2", {control("hang", marks.path(), 100)}));
-    std::set<pid_t> seen;
-    wait_for_mark(marks.path(), 1, seen);
-    wait_for_mark(marks.path(), 2, seen);  // two workers hang, the third is idle
-    pids = pool.worker_pids();
-    REQUIRE(pids.size() == 3);
-    std::set<pid_t> zygotes;  // those the forked workers were forked by
-    for (const pid_t pid : pids)
-      if (parent_of(pid) != ::getpid()) zygotes.insert(parent_of(pid));
-    REQUIRE(zygotes.size() == 1);
-    pids.insert(pids.end(), zygotes.begin(), zygotes.end());
-  }
-  for (const pid_t pid : pids) CHECK(soon_gone(pid));
-  std::set<pid_t> parents(pids.begin(), pids.end());
-  parents.insert(::getpid());
-  CHECK(zombies_of(parents).empty());
-  for (auto* busy : {&busy1, &busy2}) CHECK(busy->get().entry.error().find("shut down while compiling") != std::string::npos);
-}
-
-TEST_CASE("a worker that cannot fork (it runs a second thread): cold workers instead, and one warning") {
-  JitPool pool(fake_pool(2));
-  if (!forks(pool)) return;
-  kiln::test::TempDir gather;
-  const Gate gate;
-  auto first = pool.submit(family_request("first", {"fake:thread", gate.control()}));
-  auto a = pool.submit(family_request("a", {control("gather", gather.path(), 2)}));
-  auto b = pool.submit(family_request("b", {control("gather", gather.path(), 2)}));
-  gate.open();
-  REQUIRE(first.get().entry.ok());
-  const CompileOutcome oa = a.get(), ob = b.get();
-  REQUIRE_MESSAGE(oa.entry.ok(), oa.entry.error());
-  REQUIRE_MESSAGE(ob.entry.ok(), ob.entry.error());
-  CHECK(served_by(oa) != served_by(ob));
-  const auto stats = pool.stats();
-  CHECK(stats.forked == 0);
-  CHECK(stats.fork_failures == 1);
-  CHECK(stats.spawned == 2);
-  REQUIRE(pool.warnings().size() == 1);
-  CHECK(pool.warnings()[0].find("runs 2 threads") != std::string::npos);
-}
-
-TEST_CASE("where linking starts a thread (the CUDA driver's), workers are still forked: by the zygote made before the first link") {
-  std::optional<JitPool> holder(std::in_place, fake_pool(3));
-  JitPool& pool = *holder;
-  if (!forks(pool)) return;
-  const auto [builder, pids] = warm_family(pool, 3, {"fake:thread-on-link"});
-  CHECK(pids.size() == 3);
-  CHECK(pids.count(builder) == 1);
-  CHECK(threads_of(builder) >= 2);  // it linked (a thread per link here): it could not fork itself
-  std::set<pid_t> zygotes;
-  for (const pid_t pid : pids) {
-    if (pid == builder) continue;
-    CHECK(forked_by_zygote_of(pid, builder));
-    zygotes.insert(parent_of(pid));
-  }
-  REQUIRE(zygotes.size() == 1);
-  const pid_t zygote = *zygotes.begin();
-  CHECK(threads_of(zygote) == 1);  // it never links
-  const auto stats = pool.stats();
-  CHECK(stats.spawned == 1);
-  CHECK(stats.forked == 2);
-  CHECK(stats.fork_failures == 0);
-  CHECK(pool.warnings().empty());
-
-  // A family new to a worker that runs two threads gets no zygote: nothing forks for it, it goes cold.
-  auto other = [](std::string unit, std::vector<std::string> controls) {
-    CompileRequest r = family_request(std::move(unit), std::move(controls));
-    r.options = {"-DOTHER_FAMILY"};
-    return r;
-  };
-  kiln::test::TempDir gather;
-  const Gate gate;
-  auto first = pool.submit(other("o_first", {"fake:thread-on-link", gate.control()}));
-  std::vector<std::future<CompileOutcome>> rest;
-  for (std::size_t i = 0; i < 3; ++i)
-    rest.push_back(pool.submit(other(numbered("o", i), {"fake:thread-on-link", control("gather", gather.path(), 3)})));
-  gate.open();
-  REQUIRE(first.get().entry.ok());
-  for (auto& r : rest) {
-    const CompileOutcome o = r.get();
-    REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
-  }
-  CHECK(pool.stats().forked == 2);  // no more
-
-  std::vector<pid_t> all = pool.worker_pids();
-  all.push_back(zygote);
-  holder.reset();
-  for (const pid_t pid : all) CHECK(soon_gone(pid));  // the zygote did not outlive its worker
-}
-
-TEST_CASE("a worker's zygote dies with it: a killed worker leaves no zygote behind") {
-  JitPool pool(fake_pool(1));
-  if (!forks(pool)) return;
-  const CompileOutcome o = pool.compile(family_request("first", {"fake:thread-on-link"}));
-  REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
-  const pid_t worker = static_cast<pid_t>(served_by(o));
-  const std::vector<pid_t> zygotes = children_of(worker);
-  REQUIRE(zygotes.size() == 1);
-  CHECK(threads_of(zygotes[0]) == 1);
-  REQUIRE(::kill(worker, SIGKILL) == 0);
-  CHECK(soon_gone(zygotes[0]));
-  // The pool replaces the worker, and its zygote forks again.
-  const CompileOutcome again = pool.compile(family_request("again", {"fake:thread-on-link"}));
-  REQUIRE_MESSAGE(again.entry.ok(), again.entry.error());
-  CHECK(served_by(again) != worker);
-}
-
-TEST_CASE("KILN_JIT_FORK=0: workers make no zygotes") {
   JitPoolOptions options = fake_pool(1);
-  options.fork = false;
+  options.timeout = std::chrono::seconds(1);
   JitPool pool(options);
-  const CompileOutcome o = pool.compile(family_request("first"));
+  auto future = pool.submit(fake_request("stopped", {option("hang", marks.path(), 1)}));
+  std::set<pid_t> seen;
+  const pid_t first = wait_for_mark(marks.path(), 1, seen);
+  REQUIRE(::kill(first, SIGSTOP) == 0);  // it never answers, and never dies by itself
+  const CompileOutcome o = future.get();
   REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
-  CHECK(children_of(static_cast<pid_t>(served_by(o))).empty());
-}
-
-TEST_CASE("KILN_JIT_FORK=0: every worker of a family is started from the executable and builds its own PCH") {
-  JitPoolOptions options = fake_pool(3);
-  options.fork = false;
-  JitPool pool(options);
-  kiln::test::TempDir gather;
-  std::vector<std::future<CompileOutcome>> all;
-  for (std::size_t i = 0; i < 3; ++i)
-    all.push_back(pool.submit(family_request(numbered("g", i), {control("gather", gather.path(), 3)})));
-  for (auto& f : all) REQUIRE(f.get().entry.ok());
-  CHECK(pool.stats().spawned == 3);
-  CHECK(pool.stats().forked == 0);
-}
-
-TEST_CASE("the real kiln-jitd: a worker forked after the CUB family's PCH is built compiles warm, and its cubin matches") {
-  std::optional<kiln::test::ScopedEnv> link_thread;
-  SUBCASE("as on this host") {}
-  SUBCASE("its links starting a thread, as the CUDA driver does where there is one: forked by the zygote") {
-    link_thread.emplace("KILN_JITD_TEST_LINK_THREAD", "1");
-  }
-  kiln::test::TempDir temp;
-  JitPool pool(real_pool(2));
-  if (!forks(pool)) return;
-  auto cold = pool.submit(cub_request(temp.path()));
-  auto warm = pool.submit(cub_request(temp.path(), "block_sum_f32_again"));
-  const auto a = real_outcome(cold);
-  if (!a) return;
-  const auto b = real_outcome(warm);
-  REQUIRE_MESSAGE(a->entry.ok(), a->entry.error() << "\n" << a->log);
-  REQUIRE_MESSAGE(b->entry.ok(), b->entry.error() << "\n" << b->log);
+  CHECK(served_by(o) != first);
   const auto stats = pool.stats();
-  std::string warnings;
-  for (const auto& w : pool.warnings()) warnings += w + "\n";
-  INFO("pool warnings: ", warnings);
-  CHECK(stats.spawned == 1);
-  CHECK(stats.forked == 1);
-  CHECK(stats.fork_failures == 0);
-  CHECK(pool.warnings().empty());
-  std::size_t threaded = 0;
-  for (const pid_t pid : pool.worker_pids()) threaded += threads_of(pid) > 1 ? 1 : 0;
-  if (link_thread) {
-    CHECK(threaded == 2);  // both linked, so both run the simulated driver thread
-  } else {
-    // NVRTC and nvJitLink would start the CUDA driver's threads where one is installed; kiln-jitd
-    // hides it from them (kiln_jitd_no_driver.cpp).
-    CHECK(threaded == 0);
+  CHECK(stats.timeouts == 1);
+  CHECK(stats.retried == 1);
+  CHECK(gone(first));
+}
+
+TEST_CASE("a worker that never answers twice: a clear error naming the unit and KILN_JIT_TIMEOUT; the pool keeps serving") {
+  kiln::test::TempDir marks;
+  JitPoolOptions options = fake_pool(1);
+  options.timeout = std::chrono::seconds(1);
+  JitPool pool(options);
+  const CompileOutcome o = pool.compile(fake_request("silent", {option("hang", marks.path(), 2)}));
+  CHECK_FALSE(o.entry.ok());
+  INFO(o.entry.error());
+  CHECK(o.entry.error().find("tests/silent for sm_90") != std::string::npos);
+  CHECK(o.entry.error().find("no answer within 1 s (KILN_JIT_TIMEOUT)") != std::string::npos);
+  CHECK(pool.stats().timeouts == 2);
+  CHECK(pool.compile(fake_request("after")).entry.ok());
+}
+
+TEST_CASE("a family with more requests than workers: one request builds the PCH, later ones use it; the file is published with its sum") {
+  kiln::test::TempDir dir;
+  JitPool pool(fake_pool(2));
+  std::vector<std::future<CompileOutcome>> futures;
+  for (std::size_t i = 0; i < 8; ++i)
+    futures.push_back(pool.submit(family_request(numbered("f", i), {"fake:sleep=150"}), family(dir.path())));
+  for (auto& f : futures) REQUIRE(f.get().entry.ok());
+  const auto stats = pool.stats();
+  CHECK(stats.pch_created == 1);
+  CHECK(stats.pch_used >= 1);
+  CHECK(stats.pch_rejected == 0);
+  CHECK(kiln::detail::verify_pch(family(dir.path()).path).ok());
+  // No temp file is left behind.
+  for (const auto& name : kiln::test::files_in(dir.path())) CHECK(name.find(".tmp") == std::string::npos);
+  MESSAGE(stats.pch_used << " of 8 used the PCH; " << stats.pch_waits << " waited for it");
+}
+
+TEST_CASE("a family no larger than the pool compiles cold at once; then an idle worker builds its PCH for the next process, which uses it") {
+  kiln::test::TempDir dir;
+  {
+    JitPool pool(fake_pool(4));
+    std::vector<std::future<CompileOutcome>> futures;
+    for (std::size_t i = 0; i < 3; ++i)
+      futures.push_back(pool.submit(family_request(numbered("cold", i)), family(dir.path())));
+    for (auto& f : futures) {
+      const CompileOutcome o = f.get();
+      REQUIRE(o.entry.ok());
+      CHECK(o.pch == kiln::detail::PchResult::none);
+    }
+    CHECK(eventually([&] { return pool.stats().pch_created == 1; }));
+    CHECK(pool.stats().background == 1);
   }
-  // NVRTC in the forked worker used the PCH its parent built, and made the same kernels.
-  CHECK(a->log.find("creating precompiled header") != std::string::npos);
-  CHECK(b->log.find("using precompiled header") != std::string::npos);
-  const auto ca = kiln::detail::read_cubin(a->entry->cubin), cb = kiln::detail::read_cubin(b->entry->cubin);
-  REQUIRE(ca.ok());
-  REQUIRE(cb.ok());
-  CHECK(ca.kernels == cb.kernels);
-  CHECK(cb.defines(a->entry->kernels.at(0).lowered));
-  CHECK(b->entry->cubin == a->entry->cubin);
-  MESSAGE("block_sum_f32 NVRTC: cold worker " << a->nvrtc_ms << " ms (builds the PCH); forked worker " << b->nvrtc_ms
-                                              << " ms");
+  REQUIRE(kiln::detail::verify_pch(family(dir.path()).path).ok());
+  JitPool next(fake_pool(1));  // another process would start here, with no memory of the first
+  const CompileOutcome o = next.compile(family_request("warm"), family(dir.path()));
+  REQUIRE(o.entry.ok());
+  CHECK(o.pch == kiln::detail::PchResult::used);
+  CHECK(next.stats().pch_used == 1);
+  CHECK(next.stats().pch_created == 0);
+}
+
+TEST_CASE("a PCH file that fails its sum is deleted and never handed to the compiler; one the compiler rejects is deleted too") {
+  kiln::test::TempDir dir;
+  const auto path = family(dir.path()).path;
+  plant_pch(path, kiln::test::kFakePch);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(3);
+    f.put('#');  // a flipped byte: the sum no longer matches
+  }
+  JitPool pool(fake_pool(1));
+  const CompileOutcome o = pool.compile(family_request("after_damage"), family(dir.path()));
+  REQUIRE(o.entry.ok());
+  CHECK(o.pch != kiln::detail::PchResult::used);
+  CHECK(pool.stats().pch_rejected == 1);
+  REQUIRE(pool.warnings().size() == 1);
+  CHECK(pool.warnings()[0].find("SHA-256 differs") != std::string::npos);
+
+  kiln::test::TempDir other;
+  const auto foreign = family(other.path()).path;
+  plant_pch(foreign, "a PCH another NVRTC wrote\n");  // its sum is right; the compiler refuses it
+  JitPool pool2(fake_pool(1));
+  const CompileOutcome r = pool2.compile(family_request("foreign"), family(other.path()));
+  REQUIRE(r.entry.ok());
+  CHECK(r.pch == kiln::detail::PchResult::rejected);
+  CHECK(pool2.stats().pch_rejected == 1);
+  CHECK_FALSE(std::filesystem::exists(foreign));
+}
+
+TEST_CASE("the real kiln-jitd runs with ASLR off, unless KILN_JIT_PCH=0") {
+  JitPool pool(real_pool(1));
+  const auto o = [&] {
+    auto f = pool.submit(kiln::test::example_request(kiln::test::example_unit("vector_add"), 90));
+    return real_outcome(f);
+  }();
+  if (!o) return;
+  REQUIRE(o->entry.ok());
+  const pid_t worker = pool.worker_pids().at(0);
+  std::ifstream in("/proc/" + std::to_string(worker) + "/personality");
+  unsigned long persona = 0;
+  in >> std::hex >> persona;
+  if (!pool.uses_pch_files()) {
+    MESSAGE("skipped: this kernel refuses personality(ADDR_NO_RANDOMIZE) here, so workers keep ASLR on");
+    return;
+  }
+  CHECK((persona & 0x0040000) != 0);
+
+  kiln::test::ScopedEnv env("KILN_JIT_PCH", "0");
+  JitPool plain(real_pool(1));
+  auto f = plain.submit(kiln::test::example_request(kiln::test::example_unit("vector_add"), 90));
+  REQUIRE(real_outcome(f));
+  std::ifstream in2("/proc/" + std::to_string(plain.worker_pids().at(0)) + "/personality");
+  in2 >> std::hex >> persona;
+  CHECK((persona & 0x0040000) == 0);
+  CHECK_FALSE(plain.uses_pch_files());
+}
+
+TEST_CASE("the real kiln-jitd: a CUB family's PCH built by one worker process is used by a fresh one, with the same cubin") {
+  kiln::test::TempDir dir;
+  std::optional<CompileOutcome> cold, created;
+  {
+    JitPool pool(real_pool(1));  // two requests, one worker: the family has a backlog, so it builds
+    auto a = pool.submit(cub_request(), cub_family(dir.path()));
+    auto b = pool.submit(cub_request("block_sum_f32_again"), cub_family(dir.path()));
+    created = real_outcome(a);
+    if (!created) return;
+    cold = real_outcome(b);
+    REQUIRE(cold);
+    REQUIRE_MESSAGE(created->entry.ok(), created->entry.error() << "\n" << created->log);
+    if (!pool.uses_pch_files()) {
+      MESSAGE("skipped: workers keep ASLR on here, so NVRTC cannot read PCH files across processes");
+      return;
+    }
+    CHECK(created->pch == kiln::detail::PchResult::created);
+    CHECK(cold->pch == kiln::detail::PchResult::used);  // the same worker, reading the file
+  }
+  REQUIRE(kiln::detail::verify_pch(cub_family(dir.path()).path).ok());
+  JitPool fresh(real_pool(1));
+  auto c = fresh.submit(cub_request("block_sum_f32_third"), cub_family(dir.path()));
+  const auto warm = real_outcome(c);
+  REQUIRE(warm);
+  REQUIRE_MESSAGE(warm->entry.ok(), warm->entry.error());
+  INFO(warm->log);
+  CHECK(warm->pch == kiln::detail::PchResult::used);
+  CHECK(warm->log.find("using precompiled header") != std::string::npos);
+  CHECK(warm->entry->cubin == created->entry->cubin);
+  MESSAGE("block_sum_f32 NVRTC: creating the PCH " << created->nvrtc_ms << " ms; a fresh worker with it "
+                                                    << warm->nvrtc_ms << " ms");
 }
 
 TEST_CASE("the real kiln-jitd killed mid-NVRTC compile of a CUB unit: retried once on a new worker, and the pool keeps serving") {
   kiln::test::TempDir temp;
   JitPool pool(real_pool(1));
-  auto future = pool.submit(cub_request(temp.path()));
+  auto future = pool.submit(cub_request(), cub_family(temp.path()));
   // Wait for the worker, then for it to be well into NVRTC (CPU time spent), and kill it.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   pid_t victim = -1;
@@ -806,16 +654,15 @@ TEST_CASE("the real kiln-jitd killed mid-NVRTC compile of a CUB unit: retried on
   REQUIRE(pids.size() == 1);
   CHECK(pids.front() != victim);
 
-  // The pool keeps serving, on the retried worker: the family's PCH is warm in it now.
-  auto again = pool.submit(cub_request(temp.path(), "block_sum_f32_again"));
+  // The pool keeps serving, on the retried worker.
+  auto again = pool.submit(cub_request("block_sum_f32_again"), cub_family(temp.path()));
   const auto next = real_outcome(again);
   REQUIRE(next);
   REQUIRE_MESSAGE(next->entry.ok(), next->entry.error());
-  CHECK(next->log.find("using precompiled header") != std::string::npos);
   CHECK(pool.stats().deaths == 1);
 }
 
-TEST_CASE("JIT processes killed at random points (workers and their zygotes and forked workers): each request succeeds or fails clearly; the pool keeps serving; the cache stays consistent") {
+TEST_CASE("JIT workers killed at random points, while some build and use a family's PCH: each request succeeds or fails clearly; the pool keeps serving; the cache stays consistent") {
   kiln::test::TempDir tmp;
   kiln::DiskCache cache(kiln::test::config_at(tmp.path()));
   constexpr int kClients = 6, kPerClient = 20;
@@ -830,9 +677,7 @@ TEST_CASE("JIT processes killed at random points (workers and their zygotes and 
       std::mt19937 rng(20261123);
       while (!stop) {
         std::this_thread::sleep_for(std::chrono::milliseconds(3 + rng() % 20));
-        std::vector<pid_t> victims = pool.worker_pids();
-        for (const pid_t w : pool.worker_pids())
-          for (const pid_t c : children_of(w)) victims.push_back(c);  // its zygotes, and what they forked
+        const std::vector<pid_t> victims = pool.worker_pids();
         if (victims.empty()) continue;
         const std::lock_guard lock(mutex);
         seen.insert(victims.begin(), victims.end());
@@ -852,9 +697,9 @@ TEST_CASE("JIT processes killed at random points (workers and their zygotes and 
           const std::string sleep = "fake:sleep=" + std::to_string(rng() % 30);
           try {
             const auto entry = cache.get_or_build(sample_key(key), [&] {
-              // Half of them one PCH family (so zygotes and forked workers), half plain.
-              const CompileOutcome o = pool.compile(key % 2 ? family_request(numbered("k", key), {sleep})
-                                                            : fake_request(numbered("k", key), {sleep}));
+              // Half of them one PCH family (so PCH files built and used), half plain.
+              const CompileOutcome o = key % 2 ? pool.compile(family_request(numbered("k", key), {sleep}), family(tmp.path()))
+                                               : pool.compile(fake_request(numbered("k", key), {sleep}));
               if (!o.entry.ok()) throw kiln::Error(kiln::Errc::compile, o.entry.error());
               return sample_entry(key);
             });
@@ -876,23 +721,21 @@ TEST_CASE("JIT processes killed at random points (workers and their zygotes and 
     killer.join();
 
     // Afterwards every request is served, of a family or not.
-    for (std::size_t i = 0; i < 4; ++i) CHECK(pool.compile(family_request(numbered("after", i))).entry.ok());
+    for (std::size_t i = 0; i < 4; ++i) CHECK(pool.compile(family_request(numbered("after", i)), family(tmp.path())).entry.ok());
     CHECK(pool.compile(fake_request("after_plain")).entry.ok());
     const auto stats = pool.stats();
     MESSAGE(killed << " kills: " << compiled << " requests compiled and cached, " << failed
                    << " failed clearly (their retry was killed too); pool: " << stats.deaths << " deaths, " << stats.retried
-                   << " retried, " << stats.spawned << " workers started, " << stats.forked << " forked");
+                   << " retried, " << stats.spawned << " workers started, " << stats.pch_created << " PCH built, "
+                   << stats.pch_used << " used");
     const std::lock_guard lock(mutex);
-    for (const pid_t w : pool.worker_pids()) {
-      seen.insert(w);
-      for (const pid_t c : children_of(w)) seen.insert(c);
-    }
+    for (const pid_t w : pool.worker_pids()) seen.insert(w);
   }
   for (const auto& e : unexpected) FAIL_CHECK("unexpected error: " << e);
   CHECK(killed > 0);
   CHECK(compiled + failed == kClients * kPerClient);
   CHECK(compiled > failed);
-  // Nothing of the pool's runs on. (A process whose parent was killed is init's to reap: ended suffices.)
+  // Nothing of the pool's runs on.
   for (const pid_t pid : seen) {
     CAPTURE(pid);
     CHECK((soon_gone(pid) || proc_stat(pid).empty() || proc_stat(pid)[0] == "Z"));

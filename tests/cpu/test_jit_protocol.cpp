@@ -1,11 +1,10 @@
-// kiln-jitd frames: every field survives a round trip; truncated, damaged and garbage frames are refused; descriptors travel with a fork request.
+// kiln-jitd frames: every field survives a round trip; truncated, damaged and garbage frames are refused.
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"
 #include "jit/protocol.hpp"
 
 #include <fcntl.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -23,11 +22,14 @@ CompileRequest sample_request() {
   r.source_name = "examples.scale.cu";
   r.source = std::string("template <typename T> __global__ void scale(T*);\n\0with a NUL", 60);
   r.options = {"--use_fast_math", "-std=c++17", ""};
-  r.include_dirs = {"/tmp/kiln-headers/examples", "/usr/local/cuda/include"};
+  r.headers = {{"kiln_examples/scale.cuh", "#pragma once\n"}, {"cub/config.cuh", std::string("a\0b", 3)}};
   r.kernels = {{"scale_f32", "_ZN13kiln_examples5scaleIfEEvPKT_PS1_S1_i"}, {"scale_f64", "_Z5scaleIdEv"}};
   r.expressions = {"kiln_examples::scale<float>", "kiln_examples::scale<double>"};
   r.arch = 90;
-  r.pch_dir = "/home/u/.cache/kiln/pch";
+  r.pch = PchMode::use;
+  r.pch_path = "/home/u/.cache/kiln/v1/0123.pch";
+  r.ptx = ".version 9.0\n.target sm_90\n";
+  r.link_threads = 7;
   return r;
 }
 
@@ -38,6 +40,7 @@ CompileOutcome sample_outcome() {
   o.nvrtc_ms = 812.25;
   o.link_ms = 31.5;
   o.globals_removed = 1093;
+  o.pch = PchResult::used;
   return o;
 }
 
@@ -47,7 +50,11 @@ void require_same(const CompileRequest& a, const CompileRequest& b) {
   CHECK(a.source_name == b.source_name);
   CHECK(a.source == b.source);
   CHECK(a.options == b.options);
-  CHECK(a.include_dirs == b.include_dirs);
+  REQUIRE(a.headers.size() == b.headers.size());
+  for (std::size_t i = 0; i < a.headers.size(); ++i) {
+    CHECK(a.headers[i].name == b.headers[i].name);
+    CHECK(a.headers[i].content == b.headers[i].content);
+  }
   REQUIRE(a.kernels.size() == b.kernels.size());
   for (std::size_t i = 0; i < a.kernels.size(); ++i) {
     CHECK(a.kernels[i].name == b.kernels[i].name);
@@ -55,7 +62,10 @@ void require_same(const CompileRequest& a, const CompileRequest& b) {
   }
   CHECK(a.expressions == b.expressions);
   CHECK(a.arch == b.arch);
-  CHECK(a.pch_dir == b.pch_dir);
+  CHECK(a.pch == b.pch);
+  CHECK(a.pch_path == b.pch_path);
+  CHECK(a.ptx == b.ptx);
+  CHECK(a.link_threads == b.link_threads);
 }
 
 // Every way of decoding a frame, as the pool and the worker would: open it, then decode its kind.
@@ -67,19 +77,13 @@ std::string decode_any(std::string_view frame) {
     case MessageKind::request: return decode_request(m->body).error();
     case MessageKind::outcome: return decode_outcome(m->body).error();
     case MessageKind::failure: return decode_failure(m->body).error();
-    case MessageKind::fork: return decode_fork(m->body).error();
-    case MessageKind::forked: return decode_forked(m->body).error();
   }
   return "unreachable";
 }
 
 std::vector<std::string> sample_frames() {
-  return {encode_hello({1234, kiln::kCacheFormatVersion}), encode_request(sample_request()),
-          encode_outcome(sample_outcome()), encode_failure({true, 5, "kiln: cannot load libnvrtc.so"}),
-          encode_fork(""),
-          encode_fork("9:/tmp/pch2:90options includes source 0:"),
-          encode_forked({4321, ""}),
-          encode_forked({0, "it runs 3 threads"})};
+  return {encode_hello({1234, kiln::kCacheFormatVersion, true}), encode_request(sample_request()),
+          encode_outcome(sample_outcome()), encode_failure({true, 5, "kiln: cannot load libnvrtc.so"})};
 }
 
 }  // namespace
@@ -125,79 +129,11 @@ TEST_CASE("an outcome, its cache entry, a failure and a hello survive a round tr
   CHECK(e->code == 5);
   CHECK(e->message == "no nvrtc");
 
-  const auto h = decode_hello(open_frame(encode_hello({4321, 7}))->body);
+  const auto h = decode_hello(open_frame(encode_hello({4321, 7, true}))->body);
   REQUIRE(h.ok());
   CHECK(h->pid == 4321);
   CHECK(h->cache_format == 7);
-}
-
-TEST_CASE("fork and forked survive a round trip; a fork request names its PCH family") {
-  for (const std::string& family : {std::string(), std::string("9:/tmp/pch2:90options 3:-O3includes source 0:")}) {
-    const std::string fork = encode_fork(family);
-    const auto m = open_frame(fork);
-    REQUIRE(m.ok());
-    CHECK(m->kind == MessageKind::fork);
-    const auto back = decode_fork(m->body);
-    REQUIRE_MESSAGE(back.ok(), back.error());
-    CHECK((*back) == family);
-    CHECK_FALSE(decode_fork(std::string(m->body) + "x").ok());  // trailing bytes
-  }
-  CHECK_FALSE(decode_fork("").ok());  // the family is not optional
-
-  for (const Forked& f : {Forked{98765, ""}, Forked{0, "fork: Resource temporarily unavailable"}}) {
-    const std::string frame = encode_forked(f);
-    const auto opened = open_frame(frame);
-    REQUIRE(opened.ok());
-    REQUIRE(opened->kind == MessageKind::forked);
-    const auto back = decode_forked(opened->body);
-    REQUIRE_MESSAGE(back.ok(), back.error());
-    CHECK(back->pid == f.pid);
-    CHECK(back->error == f.error);
-  }
-
-}
-
-TEST_CASE("a fork request carries the new worker's descriptors over a unix socket; a pipe reads as without") {
-  int sockets[2], p[2];
-  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sockets) == 0);
-  REQUIRE(::pipe(p) == 0);
-  const int passed[] = {p[0], p[1]};
-  REQUIRE(write_frame_passing(sockets[0], encode_fork("family"), passed).status == IoStatus::ok);
-  CHECK(write_frame(sockets[0], encode_hello({1, 2})).status == IoStatus::ok);  // a frame without any
-
-  std::vector<int> received;
-  const FrameRead r = read_frame(sockets[1], {}, &received);
-  REQUIRE(r.status == IoStatus::ok);
-  CHECK(open_frame(r.frame)->kind == MessageKind::fork);
-  REQUIRE(received.size() == 2);
-  for (const int fd : received) CHECK((::fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
-  // They are the same pipe: written through the received end, read from the original one.
-  CHECK(::write(received[1], "z", 1) == 1);
-  char c = 0;
-  CHECK(::read(p[0], &c, 1) == 1);
-  CHECK(c == 'z');
-  for (const int fd : received) ::close(fd);
-
-  std::vector<int> none;
-  const FrameRead next = read_frame(sockets[1], {}, &none);
-  CHECK(next.status == IoStatus::ok);
-  CHECK(open_frame(next.frame)->kind == MessageKind::hello);
-  CHECK(none.empty());
-
-  // Too many at once: refused before anything is sent.
-  const std::vector<int> many(kMaxPassedDescriptors + 1, p[0]);
-  CHECK(write_frame_passing(sockets[0], encode_fork("family"), many).status == IoStatus::error);
-
-  // Reading with descriptors from a pipe falls back to plain reads.
-  CHECK(write_frame(p[1], encode_hello({3, 4})).status == IoStatus::ok);
-  const FrameRead from_pipe = read_frame(p[0], {}, &none);
-  CHECK(from_pipe.status == IoStatus::ok);
-  CHECK(none.empty());
-
-  // A peer that closed: the write is an error result, not SIGPIPE's default action.
-  ::close(sockets[1]);
-  CHECK(write_frame_passing(sockets[0], encode_fork("family"), passed).status == IoStatus::end_of_stream);
-  for (const int fd : {sockets[0], p[0], p[1]}) ::close(fd);
+  CHECK(h->pch_files);
 }
 
 TEST_CASE("every truncation of a frame, and of a message body, is an error") {
@@ -212,9 +148,7 @@ TEST_CASE("every truncation of a frame, and of a message body, is an error") {
       const bool refused = m->kind == MessageKind::hello     ? !decode_hello(body).ok()
                            : m->kind == MessageKind::request ? !decode_request(body).ok()
                            : m->kind == MessageKind::outcome ? !decode_outcome(body).ok()
-                           : m->kind == MessageKind::forked  ? !decode_forked(body).ok()
-                           : m->kind == MessageKind::fork    ? !decode_fork(body).ok()
-                                                                  : !decode_failure(body).ok();
+                                                             : !decode_failure(body).ok();
       CHECK(refused);
     }
   }

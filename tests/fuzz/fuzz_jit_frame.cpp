@@ -32,8 +32,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)decode_request(message->body);
     (void)decode_outcome(message->body);
     (void)decode_failure(message->body);
-    (void)decode_fork(message->body);
-    (void)decode_forked(message->body);
   }
 
   // Mutations of a frame rarely get past its checksum, so every decoder also gets the raw bytes as a
@@ -44,7 +42,5 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   round_trip(decode_request(body), body, [](const CompileRequest& m) { return encode_request(m); });
   round_trip(decode_outcome(body), body, [](const CompileOutcome& m) { return encode_outcome(m); });
   round_trip(decode_failure(body), body, [](const Failure& m) { return encode_failure(m); });
-  round_trip(decode_fork(body), body, [](const std::string& family) { return encode_fork(family); });
-  round_trip(decode_forked(body), body, [](const Forked& m) { return encode_forked(m); });
   return 0;
 }

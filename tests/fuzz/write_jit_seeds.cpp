@@ -19,25 +19,28 @@ int main(int argc, char** argv) {
   request.source_name = "examples.block_sum_f32.cu";
   request.source = "#include <cub/block/block_reduce.cuh>\n__global__ void k() {}\n";
   request.options = {"-std=c++17", "-DCUB_DISABLE_NAMESPACE_MAGIC"};
-  request.include_dirs = {"/cache/headers/r0", "/cache/headers/r1"};
+  request.headers = {{"cub/block/block_reduce.cuh", "#pragma once\n"}};
   request.kernels = {{"block_sum_f32", "_Z13block_sum_f32PKfPfj"}};
   request.expressions = {"block_sum_f32"};
   request.arch = 90;
-  request.pch_dir = "/cache/pch";
+  request.pch = kiln::detail::PchMode::create;
+  request.pch_path = "/cache/v1/0123.pch";
+  request.ptx = ".version 9.0\n";
+  request.link_threads = 4;
   CompileOutcome ok;
   ok.entry = kiln::test::golden_entry();
   ok.log = "remark: 831 globals stripped";
   ok.nvrtc_ms = 412.5;
   ok.link_ms = 31.25;
   ok.globals_removed = 831;
+  ok.pch = kiln::detail::PchResult::created;
   CompileOutcome failed;
   failed.entry = kiln::detail::fail("examples/block_sum_f32 for sm_90: NVRTC failed");
   failed.log = "error: expected a ;";
 
   const std::vector<std::string> frames = {
-      encode_hello({4242, 1}),       encode_request(request),          encode_outcome(ok),
+      encode_hello({4242, 1, true}), encode_request(request), encode_outcome(ok),
       encode_outcome(failed),        encode_failure({true, 6, "nvrtc not found"}),
-      encode_fork("family-key"),     encode_forked({4243, ""}),        encode_forked({0, "runs 2 threads"}),
   };
   int n = 0;
   for (const std::string& frame : frames) {

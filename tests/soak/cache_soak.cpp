@@ -161,7 +161,7 @@ class Child {
     const kiln::CacheEntry entry = cache_.get_or_build(key, [&] {
       ++t.counts.jit_built;
       record_build(log_, name);
-      return kiln::detail::jit_compile_entry(kiln::detail::make_request(catalog, unit, arch, cache_.config().dir));
+      return kiln::detail::jit_compile_entry(kiln::detail::make_request(catalog, unit, arch));
     });
     if (entry.arch != arch || entry.kernels.empty() || entry.cubin.empty()) fail(t, name + ": not the entry asked for");
   }

@@ -36,16 +36,17 @@ struct UnitEntry {
   // expressions and options, taken at build time: the disk cache keys compiled binaries on it.
   StrRef digest;
   StrRef source;  // the generated translation unit, the text nvcc compiled: what the JIT tier compiles
-  StrRef roots;   // the header bundle's roots this unit searches, in order: "2,0,1" means -I r2 -I r0 -I r1
-  // The headers the unit includes: Catalog::unit_headers[first_header, first_header + header_count).
+  // The headers the unit's translation unit includes, directly or through each other (not what nvcc's
+  // implicit cuda_runtime.h pulls in): Catalog::unit_headers[first_header, first_header + header_count).
   std::uint32_t first_header;
   std::uint32_t header_count;
   StrRef source_name;  // "<registry>.<unit>.cu": the file name of `source`, as nvcc and NVRTC compile it
 };
 
-// A header in the decompressed header bundle: path "r<root>/<relative path>", bytes [offset, offset + size).
+// A header in the decompressed header bundle: the name NVRTC looks it up by ("cub/config.cuh"), unique
+// within each unit that includes it, and its bytes [offset, offset + size).
 struct HeaderEntry {
-  StrRef path;
+  StrRef name;
   std::uint32_t offset;
   std::uint32_t size;
 };
@@ -73,7 +74,7 @@ struct Catalog {
   const unsigned char* header_bundle;
   std::size_t header_bundle_size;      // compressed
   std::size_t header_bundle_raw_size;  // decompressed
-  std::string_view header_bundle_digest;  // SHA-256 (hex) of the compressed bundle; names its unpacked directory
+  std::string_view header_bundle_digest;  // SHA-256 (hex) of the compressed bundle
 
   std::string_view str(StrRef r) const noexcept { return {strings + r.offset, r.size}; }
   std::span<const unsigned char> bytes(const BinaryEntry& b) const noexcept { return {blobs + b.offset, b.size}; }

@@ -20,7 +20,7 @@ namespace detail {
 struct UnitQuery;  // registry/tier.hpp: what the tier chain is asked
 }  // namespace detail
 
-enum class Tier : std::uint8_t { memory, embedded, disk, jit };
+enum class Tier : std::uint8_t { memory, embedded, disk, jit, ptx };
 
 std::string_view to_string(Tier tier) noexcept;
 
@@ -28,7 +28,7 @@ struct Provenance {
   Tier tier;        // the tier that served this call: memory for every get() after the first
   Tier source;      // where the binary came from
   unsigned arch;    // architecture of the binary loaded (90 = sm_90 or compute_90)
-  bool ptx;         // the driver compiled embedded PTX for this device
+  bool ptx;         // the binary was assembled by kiln's PTX tier from embedded PTX
   double load_ms;   // wall time of the get() that made the kernel launchable
   std::string_view cache_key;  // disk tier: the entry's key (hex); empty otherwise
 };
@@ -51,11 +51,12 @@ struct Kernel {
 };
 
 struct RegistryOptions {
-  // Let the driver compile embedded PTX when no cubin fits the device. Off by default: a silent
-  // driver JIT is the slow cold start kiln exists to avoid.
-  bool allow_ptx = false;
-  // Serve cubins embedded in the binary. Off makes every kernel come from the disk tier (or fail),
-  // as on a GPU the binary was not built for: for testing a deployment on a machine that has one.
+  // The PTX tier: when no cubin fits the device and none is on disk, assemble the embedded PTX the
+  // device can run (nvJitLink in kiln's worker pool, ~10x cheaper than compiling the source) and publish
+  // the cubin to the disk cache. kiln never hands PTX to the driver's own JIT.
+  bool allow_ptx = true;
+  // Serve what is embedded in the binary (cubins, and PTX for the PTX tier). Off makes every kernel
+  // come from the disk or JIT tier: for testing a deployment for a GPU the binary has nothing for.
   bool use_embedded = true;
   // The disk tier: nullptr means the process-wide default_cache() (configured from KILN_CACHE*),
   // touched only when no embedded cubin fits the device.
@@ -85,7 +86,7 @@ struct WarmupStatus {
 // Where get() would take a kernel from, without loading anything.
 struct Plan {
   bool available = false;
-  Tier source = Tier::embedded;  // memory when already loaded, embedded, or disk
+  Tier source = Tier::embedded;  // memory when already loaded, embedded, disk, ptx or jit
   unsigned arch = 0;
   bool ptx = false;
   std::string reason;  // why it is not available

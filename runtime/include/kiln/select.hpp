@@ -16,7 +16,7 @@ constexpr unsigned arch_of(int cc_major, int cc_minor) noexcept {
 //  1. the cubin built for exactly that architecture;
 //  2. else the cubin of the same major version with the highest lower minor (sm_80 runs on sm_86);
 //  3. else, only if allow_ptx, the PTX of the highest architecture not above the device's
-//     (the driver compiles it, which costs time at first load);
+//     (the PTX tier assembles it);
 //  4. else nullptr.
 const BinaryEntry* select_binary(const Catalog& catalog, const UnitEntry& unit, unsigned device_arch,
                                  bool allow_ptx) noexcept;

@@ -1,4 +1,4 @@
-// The embedded tier: the cubin built for this device into the binary (and, only when allowed, its PTX).
+// The embedded tier: the cubin built for this device into the binary.
 #include "registry/tier.hpp"
 
 #include <kiln/select.hpp>
@@ -7,13 +7,12 @@ namespace kiln::detail {
 
 namespace {
 
-UnitProbe probe_of(const BinaryEntry& binary) { return {Tier::embedded, binary.arch, binary.kind == BinaryKind::ptx}; }
+UnitProbe probe_of(const BinaryEntry& binary) { return {Tier::embedded, binary.arch, false}; }
 
 UnitImage image_of(const UnitQuery& q, const BinaryEntry& binary) {
   UnitImage image;
   image.source = Tier::embedded;
   image.arch = binary.arch;
-  image.ptx = binary.kind == BinaryKind::ptx;
   image.label = binary_label(binary);
   image.embedded = q.catalog.bytes(binary);
   return image;
@@ -30,11 +29,6 @@ const BinaryEntry* cubin(const UnitQuery& q) {
   return q.options.use_embedded ? select_binary(q.catalog, q.unit(), q.arch, false) : nullptr;
 }
 
-// The driver compiles PTX at load: only when the caller allowed it, and after every other tier.
-const BinaryEntry* ptx(const UnitQuery& q) {
-  return q.options.allow_ptx && q.options.use_embedded ? select_binary(q.catalog, q.unit(), q.arch, true) : nullptr;
-}
-
 }  // namespace
 
 Result<UnitProbe> probe_embedded_cubin(const UnitQuery& q) {
@@ -45,16 +39,6 @@ Result<UnitProbe> probe_embedded_cubin(const UnitQuery& q) {
 Result<UnitImage> fetch_embedded_cubin(const UnitQuery& q) {
   if (const BinaryEntry* b = cubin(q)) return image_of(q, *b);
   return fail(embedded_miss(q));
-}
-
-Result<UnitProbe> probe_embedded_ptx(const UnitQuery& q) {
-  if (const BinaryEntry* b = ptx(q)) return probe_of(*b);
-  return fail("");
-}
-
-Result<UnitImage> fetch_embedded_ptx(const UnitQuery& q) {
-  if (const BinaryEntry* b = ptx(q)) return image_of(q, *b);
-  return fail("");
 }
 
 }  // namespace kiln::detail

@@ -75,8 +75,7 @@ std::string no_binary_message(const Catalog& catalog, const KernelEntry& kernel,
                         (embedded.empty() ? "nothing" : embedded) + ". Rebuild kiln with -Darchs=" + archs +
                         sm_label(device_arch);
   if (const BinaryEntry* ptx = best_ptx(catalog, unit, device_arch); ptx && !allow_ptx) {
-    message += ", or allow the driver to compile the embedded PTX " + binary_label(*ptx) +
-               " (RegistryOptions::allow_ptx)";
+    message += ", or let kiln assemble the embedded PTX " + binary_label(*ptx) + " (RegistryOptions::allow_ptx)";
   }
   return message;
 }

@@ -1,15 +1,14 @@
 // The JIT tier's step in the chain, the process-wide worker pool, and building a unit into the cache.
 #include "jit/jit_tier.hpp"
 
-#include "base/private_dir.hpp"
+#include "disk/directory.hpp"
 #include "disk/unit_key.hpp"
-#include "jit/compiler/header_bundle.hpp"
+#include "jit/headers.hpp"
+#include "jit/pch_store.hpp"
 #include "jit/pool/pool.hpp"
 #include "registry/tier.hpp"
 
 #include <kiln/error.hpp>
-
-#include <unistd.h>
 
 #include <algorithm>
 
@@ -24,18 +23,19 @@ JitPool& pool() {
 
 }  // namespace
 
-CompileOutcome jit_compile(const CompileRequest& request) { return pool().compile(request); }
+CompileOutcome jit_compile(const CompileRequest& request, PchFamily family) {
+  return pool().compile(request, std::move(family));
+}
 
 JitPoolStats jit_pool_stats() { return pool().stats(); }
 
-CacheEntry jit_compile_entry(const CompileRequest& request) {
-  CompileOutcome outcome = jit_compile(request);
+CacheEntry jit_compile_entry(const CompileRequest& request, PchFamily family) {
+  CompileOutcome outcome = jit_compile(request, std::move(family));
   if (!outcome.entry) throw Error(Errc::compile, outcome.entry.error() + "\n" + outcome.log);
   return std::move(outcome.entry).value();
 }
 
-CompileRequest make_request(const Catalog& catalog, std::uint32_t unit_index, unsigned arch,
-                            const std::filesystem::path& base) {
+CompileRequest make_request(const Catalog& catalog, std::uint32_t unit_index, unsigned arch) {
   const UnitEntry& unit = catalog.units[unit_index];
   CompileRequest request;
   request.registry = std::string(catalog.name);
@@ -48,50 +48,52 @@ CompileRequest make_request(const Catalog& catalog, std::uint32_t unit_index, un
     request.options.emplace_back(options.substr(start, end - start));
     start = end + 1;
   }
-  request.include_dirs = include_dirs(catalog, unit, unpack_headers(catalog, base));
+  request.headers = unit_headers(catalog, unit);
   for (const KernelEntry& k : catalog.kernels) {
     if (k.unit != unit_index) continue;
     request.kernels.push_back({std::string(catalog.str(k.name)), std::string(catalog.str(k.lowered))});
     request.expressions.emplace_back(catalog.str(k.expression));
   }
   request.arch = arch;
-  request.pch_dir = (base / "pch").string();
   return request;
 }
 
-BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache) {
+PchFamily request_family(const Catalog& catalog, const CompileRequest& request, const DiskCache& cache) {
+  if (!cache.usable()) return {};
+  std::string key = pch_family(request, catalog.header_bundle_digest);
+  if (key.empty()) return {};
+  const auto entries = open_cache_dir(cache.config().dir);
+  if (!entries) return {};
+  std::filesystem::path path = pch_path(*entries, key);
+  return {std::move(key), std::move(path)};
+}
+
+BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache,
+                           const BinaryEntry* ptx) {
   BuiltUnit built;
   const CacheKey key = unit_cache_key(catalog, catalog.units[unit], arch);
   built.key = key.hex;
-  // The request (and the header unpack it needs) only when there is something to compile.
-  const auto compile = [&] {
-    // The unpacked headers and NVRTC's PCH live in the cache directory, or in a private temporary one.
-    const std::filesystem::path base = cache.usable() ? cache.config().dir : private_temp_dir();
-    CacheEntry entry = jit_compile_entry(make_request(catalog, unit, arch, base));
+  // The request (and the headers it carries) only when there is something to build.
+  const auto build = [&] {
+    CompileRequest request = make_request(catalog, unit, arch);
+    PchFamily family;
+    if (ptx != nullptr) {
+      const auto bytes = catalog.bytes(*ptx);
+      request.ptx.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      if (const auto nul = request.ptx.find('\0'); nul != std::string::npos) request.ptx.resize(nul);
+      request.headers.clear();
+    } else {
+      family = request_family(catalog, request, cache);
+    }
+    CacheEntry entry = jit_compile_entry(request, std::move(family));
     built.compiled = true;
     return entry;
   };
-  built.entry = cache.usable() ? cache.get_or_build(key, compile) : compile();
+  built.entry = cache.usable() ? cache.get_or_build(key, build) : build();
   return built;
 }
 
 unsigned jit_parallelism() { return pool().max_workers(); }
-
-std::filesystem::path private_temp_dir() {
-  static const std::filesystem::path dir = [] {
-    std::error_code ec;
-    std::filesystem::path base = std::filesystem::temp_directory_path(ec);
-    if (ec) base = "/tmp";
-    std::filesystem::path d = base / ("kiln-" + std::to_string(::geteuid()));
-    Status usable = make_private_dirs(d);
-    if (usable) usable = vet_private_dir(d, "remove it, or turn the disk cache on (KILN_CACHE)");
-    if (!usable)
-      throw Error(Errc::cache, "kiln: the JIT tier keeps its headers in " + d.string() +
-                                   " when the disk cache is off, and cannot: " + usable.error());
-    return d;
-  }();
-  return dir;
-}
 
 // The tier's step: compiled on first get(), if NVRTC can be loaded then.
 Result<UnitProbe> probe_jit(const UnitQuery& q) {

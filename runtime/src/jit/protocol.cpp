@@ -2,7 +2,6 @@
 #include "jit/protocol.hpp"
 
 #include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <bit>
@@ -78,6 +77,13 @@ class Reader {
     if (!take(sizeof(T), field)) return value;
     std::memcpy(&value, rest_.data() - sizeof(T), sizeof(T));
     return value;
+  }
+  // A value below `limit` (an enum's count); any other is refused, so that every message has one encoding.
+  template <typename T>
+  T below(const char* field, T limit) {
+    const auto value = get<T>(field);
+    if (value >= limit && invalid_.empty()) invalid_ = std::string(field) + " is " + std::to_string(value) + ", out of range";
+    return value < limit ? value : T{};
   }
   // 0 or 1; any other byte is refused, so that every message has one encoding.
   bool flag(const char* field) {
@@ -158,6 +164,7 @@ std::string encode_hello(const Hello& hello) {
   Writer out(MessageKind::hello);
   out.put<std::int64_t>(hello.pid);
   out.u32(hello.cache_format);
+  out.put<std::uint8_t>(hello.pch_files ? 1 : 0);
   return std::move(out).frame();
 }
 
@@ -168,7 +175,11 @@ std::string encode_request(const CompileRequest& r) {
   out.str(r.source_name);
   out.str(r.source);
   out.strs(r.options);
-  out.strs(r.include_dirs);
+  out.u32(static_cast<std::uint32_t>(r.headers.size()));
+  for (const Header& h : r.headers) {
+    out.str(h.name);
+    out.str(h.content);
+  }
   out.u32(static_cast<std::uint32_t>(r.kernels.size()));
   for (const CachedKernel& k : r.kernels) {
     out.str(k.name);
@@ -176,7 +187,10 @@ std::string encode_request(const CompileRequest& r) {
   }
   out.strs(r.expressions);
   out.u32(r.arch);
-  out.str(r.pch_dir);
+  out.put<std::uint8_t>(static_cast<std::uint8_t>(r.pch));
+  out.str(r.pch_path);
+  out.str(r.ptx);
+  out.u32(r.link_threads);
   return std::move(out).frame();
 }
 
@@ -189,6 +203,7 @@ std::string encode_outcome(const CompileOutcome& o) {
   out.put<double>(o.nvrtc_ms);
   out.put<double>(o.link_ms);
   out.put<std::uint64_t>(o.globals_removed);
+  out.put<std::uint8_t>(static_cast<std::uint8_t>(o.pch));
   return std::move(out).frame();
 }
 
@@ -197,19 +212,6 @@ std::string encode_failure(const Failure& f) {
   out.put<std::uint8_t>(f.kiln_error ? 1 : 0);
   out.u32(f.code);
   out.str(f.message);
-  return std::move(out).frame();
-}
-
-std::string encode_fork(std::string_view family) {
-  Writer out(MessageKind::fork);
-  out.str(family);
-  return std::move(out).frame();
-}
-
-std::string encode_forked(const Forked& f) {
-  Writer out(MessageKind::forked);
-  out.put<std::int64_t>(f.pid);
-  out.str(f.error);
   return std::move(out).frame();
 }
 
@@ -227,7 +229,7 @@ Result<Message> open_frame(std::string_view frame) {
   if (checksum != fnv1a(payload)) return fail("checksum mismatch");
   std::uint32_t kind;
   std::memcpy(&kind, payload.data(), 4);
-  if (kind < static_cast<std::uint32_t>(MessageKind::hello) || kind > static_cast<std::uint32_t>(MessageKind::forked))
+  if (kind < static_cast<std::uint32_t>(MessageKind::hello) || kind > static_cast<std::uint32_t>(MessageKind::failure))
     return fail("unknown message kind " + std::to_string(kind));
   return Message{static_cast<MessageKind>(kind), payload.substr(4)};
 }
@@ -237,6 +239,7 @@ Result<Hello> decode_hello(std::string_view body) {
   Hello h;
   h.pid = in.get<std::int64_t>("pid");
   h.cache_format = in.u32("cache format");
+  h.pch_files = in.flag("pch files flag");
   return finished(h, in, "hello");
 }
 
@@ -248,7 +251,13 @@ Result<CompileRequest> decode_request(std::string_view body) {
   r.source_name = in.str("source name");
   r.source = in.str("source");
   r.options = in.strs("options");
-  r.include_dirs = in.strs("include dirs");
+  const std::uint32_t headers = in.u32("header count");
+  for (std::uint32_t i = 0; i < headers && in.good(); ++i) {
+    Header h;
+    h.name = in.str("header name");
+    h.content = in.str("header content");
+    r.headers.push_back(std::move(h));
+  }
   const std::uint32_t kernels = in.u32("kernel count");
   for (std::uint32_t i = 0; i < kernels && in.good(); ++i) {
     CachedKernel k;
@@ -258,7 +267,10 @@ Result<CompileRequest> decode_request(std::string_view body) {
   }
   r.expressions = in.strs("expressions");
   r.arch = in.u32("arch");
-  r.pch_dir = in.str("pch dir");
+  r.pch = static_cast<PchMode>(in.below<std::uint8_t>("pch mode", static_cast<std::uint8_t>(PchMode::use) + 1));
+  r.pch_path = in.str("pch path");
+  r.ptx = in.str("ptx");
+  r.link_threads = in.u32("link threads");
   return finished(std::move(r), in, "request");
 }
 
@@ -271,6 +283,7 @@ Result<CompileOutcome> decode_outcome(std::string_view body) {
   o.nvrtc_ms = in.get<double>("nvrtc ms");
   o.link_ms = in.get<double>("link ms");
   o.globals_removed = static_cast<std::size_t>(in.get<std::uint64_t>("globals removed"));
+  o.pch = static_cast<PchResult>(in.below<std::uint8_t>("pch result", static_cast<std::uint8_t>(PchResult::failed) + 1));
   auto checked = finished(std::move(o), in, "outcome");
   if (!checked) return checked;
   if (!ok) {
@@ -292,20 +305,6 @@ Result<Failure> decode_failure(std::string_view body) {
   return finished(std::move(f), in, "failure");
 }
 
-Result<std::string> decode_fork(std::string_view body) {
-  Reader in(body);
-  std::string family = in.str("family");
-  return finished(std::move(family), in, "fork");
-}
-
-Result<Forked> decode_forked(std::string_view body) {
-  Reader in(body);
-  Forked f;
-  f.pid = in.get<std::int64_t>("pid");
-  f.error = in.str("error");
-  return finished(std::move(f), in, "forked");
-}
-
 namespace {
 
 // Waits until `fd` is ready for `events`; false when keep_waiting gave up.
@@ -319,51 +318,16 @@ bool wait_ready(int fd, short events, const KeepWaiting& keep_waiting) {
   }
 }
 
-// One read; with `descriptors`, a recvmsg that collects SCM_RIGHTS descriptors (read() would let the
-// kernel close them), until the descriptor turns out not to be a socket. Sets `truncated` when the
-// sender passed more descriptors than fit.
-ssize_t read_some(int fd, char* buf, std::size_t size, std::vector<int>* descriptors, bool& not_socket,
-                  bool& truncated) {
-  if (descriptors == nullptr || not_socket) return ::read(fd, buf, size);
-  iovec iov{buf, size};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedDescriptors)];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  const ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-  if (n < 0 && errno == ENOTSOCK) {
-    not_socket = true;
-    return ::read(fd, buf, size);
-  }
-  if (n < 0) return n;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (std::size_t i = 0; i < count; ++i) {
-      int received;
-      std::memcpy(&received, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      descriptors->push_back(received);
-    }
-  }
-  if (msg.msg_flags & MSG_CTRUNC) truncated = true;
-  return n;
-}
-
 // Reads exactly buf.size() bytes; returns how many were read before the end of the stream.
 struct Filled {
   IoStatus status;
   std::size_t got;
   std::string error;
 };
-Filled fill(int fd, char* buf, std::size_t size, const KeepWaiting& keep_waiting, std::vector<int>* descriptors) {
+Filled fill(int fd, char* buf, std::size_t size, const KeepWaiting& keep_waiting) {
   std::size_t got = 0;
-  bool not_socket = false, truncated = false;
   while (got < size) {
-    const ssize_t n = read_some(fd, buf + got, size - got, descriptors, not_socket, truncated);
-    if (truncated)
-      return {IoStatus::error, got, "more than " + std::to_string(kMaxPassedDescriptors) + " descriptors passed"};
+    const ssize_t n = ::read(fd, buf + got, size - got);
     if (n > 0) {
       got += static_cast<std::size_t>(n);
     } else if (n == 0) {
@@ -379,10 +343,10 @@ Filled fill(int fd, char* buf, std::size_t size, const KeepWaiting& keep_waiting
 
 }  // namespace
 
-FrameRead read_frame(int fd, const KeepWaiting& keep_waiting, std::vector<int>* descriptors) {
+FrameRead read_frame(int fd, const KeepWaiting& keep_waiting) {
   FrameRead r;
   r.frame.resize(kFrameHeaderSize);
-  const Filled header = fill(fd, r.frame.data(), kFrameHeaderSize, keep_waiting, descriptors);
+  const Filled header = fill(fd, r.frame.data(), kFrameHeaderSize, keep_waiting);
   if (header.status == IoStatus::end_of_stream && header.got == 0) return {IoStatus::end_of_stream, {}, {}};
   if (header.status == IoStatus::end_of_stream)
     return {IoStatus::error, {}, "stream ended after " + std::to_string(header.got) + " of 16 header bytes"};
@@ -391,7 +355,7 @@ FrameRead read_frame(int fd, const KeepWaiting& keep_waiting, std::vector<int>* 
   if (!size) return {IoStatus::error, {}, size.error()};
   const std::size_t rest = static_cast<std::size_t>(*size) + kFrameTrailerSize;
   r.frame.resize(kFrameHeaderSize + rest);
-  const Filled body = fill(fd, r.frame.data() + kFrameHeaderSize, rest, keep_waiting, descriptors);
+  const Filled body = fill(fd, r.frame.data() + kFrameHeaderSize, rest, keep_waiting);
   if (body.status == IoStatus::end_of_stream)
     return {IoStatus::error, {}, "stream ended after " + std::to_string(body.got) + " of " + std::to_string(rest) +
                                      " payload and trailer bytes"};
@@ -402,11 +366,9 @@ FrameRead read_frame(int fd, const KeepWaiting& keep_waiting, std::vector<int>* 
 
 namespace {
 
-// write_frame's loop around one way of writing some bytes.
-template <typename WriteSome>
-WriteResult write_all(int fd, std::string_view frame, const KeepWaiting& keep_waiting, WriteSome&& write_some) {
+WriteResult write_all(int fd, std::string_view frame, const KeepWaiting& keep_waiting) {
   while (!frame.empty()) {
-    const ssize_t n = write_some(frame);
+    const ssize_t n = ::write(fd, frame.data(), frame.size());
     if (n >= 0) {
       frame.remove_prefix(static_cast<std::size_t>(n));
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -423,32 +385,7 @@ WriteResult write_all(int fd, std::string_view frame, const KeepWaiting& keep_wa
 }  // namespace
 
 WriteResult write_frame(int fd, std::string_view frame, const KeepWaiting& keep_waiting) {
-  return write_all(fd, frame, keep_waiting, [fd](std::string_view rest) { return ::write(fd, rest.data(), rest.size()); });
-}
-
-WriteResult write_frame_passing(int socket, std::string_view frame, std::span<const int> descriptors,
-                                const KeepWaiting& keep_waiting) {
-  if (descriptors.size() > kMaxPassedDescriptors)
-    return {IoStatus::error, "cannot pass " + std::to_string(descriptors.size()) + " descriptors at once"};
-  bool passed = descriptors.empty();
-  return write_all(socket, frame, keep_waiting, [&](std::string_view rest) -> ssize_t {
-    if (passed) return ::send(socket, rest.data(), rest.size(), MSG_NOSIGNAL);
-    iovec iov{const_cast<char*>(rest.data()), rest.size()};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedDescriptors)] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * descriptors.size());
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * descriptors.size());
-    std::memcpy(CMSG_DATA(c), descriptors.data(), sizeof(int) * descriptors.size());
-    const ssize_t n = ::sendmsg(socket, &msg, MSG_NOSIGNAL);
-    if (n > 0) passed = true;  // the descriptors went with the first bytes
-    return n;
-  });
+  return write_all(fd, frame, keep_waiting);
 }
 
 }  // namespace kiln::detail

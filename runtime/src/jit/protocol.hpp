@@ -5,13 +5,11 @@
 //   payload: u32 message kind, then the message's fields,
 //   u64 FNV-1a of the payload.
 // Fields: u8 flag, u32 count, u64, f64, str (u32 size + bytes), str list (u32 count + strs).
-// Messages: hello (the worker's first frame: its pid and cache format), request (a CompileRequest),
-// outcome (a CompileOutcome; its CacheEntry as the disk cache's payload encoding), failure (an exception
-// the compile function threw), fork (the PCH family the new worker is for, pch_family's key or empty;
-// it travels over a unix socket with two descriptors, the new worker's input socket and output pipe,
-// passed as SCM_RIGHTS) and forked (the answer to fork: the
-// new worker's pid, or 0 and why not). Decoding checks every size against the bytes left and rejects
-// trailing bytes, so a truncated or garbage frame is an error string, never a crash or a huge allocation.
+// Messages: hello (the worker's first frame: its pid, cache format, and whether it can read PCH files),
+// request (a CompileRequest), outcome (a CompileOutcome; its CacheEntry as the disk cache's payload
+// encoding), failure (an exception the compile function threw). Decoding checks every size against the
+// bytes left and rejects trailing bytes, so a truncated or garbage frame is an error string, never a
+// crash or a huge allocation.
 #pragma once
 
 #include "disk/entry.hpp"  // Result<T>
@@ -19,7 +17,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <span>
 #include <string>
 #include <string_view>
 
@@ -29,23 +26,20 @@ inline constexpr std::uint32_t kJitMagic = 0x54494A4B;  // "KJIT" in file order
 // !!! The protocol version. Bump it on ANY change to the frame, a message's fields or their order, to
 // !!! Errc's numbering, or to kCacheFormatVersion (outcomes carry the cache entry payload). A worker of
 // !!! another version is refused at its hello and the pool compiles in-process instead.
-inline constexpr std::uint32_t kJitProtocolVersion = 4;  // 2: fork and forked; 3: fork names its family; 4: an outcome is an entry or an error, Errc gained cache and catalog
+// 2: fork and forked; 3: fork names its family; 4: an outcome is an entry or an error, Errc gained cache
+// and catalog; 5: no forks; headers in memory, PCH files, PTX, link threads; hello says if ASLR is off.
+inline constexpr std::uint32_t kJitProtocolVersion = 5;
 inline constexpr std::size_t kFrameHeaderSize = 16;
 inline constexpr std::size_t kFrameTrailerSize = 8;
 // Sources with bundled headers and cubins stay far below this; a garbage size is refused before allocating.
 inline constexpr std::uint64_t kMaxFramePayload = std::uint64_t{1} << 30;
 
-// kiln-jitd's argument that turns zygotes off (the host passes it when it never forks workers).
-inline constexpr const char* kNoForkArgument = "--no-fork";
-
-enum class MessageKind : std::uint32_t { hello = 1, request = 2, outcome = 3, failure = 4, fork = 5, forked = 6 };
-
-// A fork message carries exactly these descriptors, in this order.
-inline constexpr std::size_t kForkDescriptors = 2;  // the new worker's input (a unix socket), its output (a pipe)
+enum class MessageKind : std::uint32_t { hello = 1, request = 2, outcome = 3, failure = 4 };
 
 struct Hello {
   std::int64_t pid = 0;
   std::uint32_t cache_format = 0;  // kCacheFormatVersion of the worker's build
+  bool pch_files = false;          // it runs with ASLR off, so NVRTC reads PCH files (jit/pch_store.hpp)
 };
 
 // An exception thrown by the worker's compile function, so that the pool rethrows what an in-process
@@ -56,19 +50,11 @@ struct Failure {
   std::string message;
 };
 
-// The answer to a fork request: the new worker's pid; or 0, and why no worker was forked.
-struct Forked {
-  std::int64_t pid = 0;
-  std::string error;
-};
-
 // Whole frames, ready to write.
 std::string encode_hello(const Hello& hello);
 std::string encode_request(const CompileRequest& request);
 std::string encode_outcome(const CompileOutcome& outcome);
 std::string encode_failure(const Failure& failure);
-std::string encode_fork(std::string_view family);
-std::string encode_forked(const Forked& forked);
 
 // A checked frame: its kind, and the message fields after the kind (a view into the frame).
 struct Message {
@@ -82,8 +68,6 @@ Result<Hello> decode_hello(std::string_view body);
 Result<CompileRequest> decode_request(std::string_view body);
 Result<CompileOutcome> decode_outcome(std::string_view body);
 Result<Failure> decode_failure(std::string_view body);
-Result<std::string> decode_fork(std::string_view body);  // the family
-Result<Forked> decode_forked(std::string_view body);
 
 // Pipe I/O. Blocking and O_NONBLOCK descriptors both work; on a non-blocking one, `keep_waiting` is
 // asked every kPollMs of silence and returning false abandons the transfer (for shutdown and for a
@@ -99,19 +83,11 @@ struct FrameRead {
   std::string error;  // when error: what was wrong ("bad magic 0x...", "truncated after 7 of 16 header bytes")
 };
 // end_of_stream only when the stream ends before the first byte of a frame.
-// With `descriptors`, a unix socket's SCM_RIGHTS descriptors that arrive with the frame's bytes are
-// appended to it, close-on-exec; the caller owns (and closes) them, whatever the status. On a pipe it
-// reads as without. More than kMaxPassedDescriptors in one read is an error (the kernel closed the rest).
-inline constexpr std::size_t kMaxPassedDescriptors = 8;
-FrameRead read_frame(int fd, const KeepWaiting& keep_waiting = {}, std::vector<int>* descriptors = nullptr);
+FrameRead read_frame(int fd, const KeepWaiting& keep_waiting = {});
 struct WriteResult {
   IoStatus status = IoStatus::ok;
   std::string error;
 };
 WriteResult write_frame(int fd, std::string_view frame, const KeepWaiting& keep_waiting = {});
-// write_frame on a unix socket, passing `descriptors` (SCM_RIGHTS) with the frame's first bytes; never
-// raises SIGPIPE. The receiver gets its own copies: the caller still owns and closes its descriptors.
-WriteResult write_frame_passing(int socket, std::string_view frame, std::span<const int> descriptors,
-                                const KeepWaiting& keep_waiting = {});
 
 }  // namespace kiln::detail

@@ -64,6 +64,7 @@ std::string_view to_string(Tier tier) noexcept {
     case Tier::embedded: return "embedded";
     case Tier::disk: return "disk";
     case Tier::jit: return "jit";
+    case Tier::ptx: return "ptx";
   }
   return "unknown";
 }

@@ -59,10 +59,10 @@ struct TierStep {
 // The tiers, one step each (registry/tier_chain.cpp lists them in order).
 Result<UnitProbe> probe_embedded_cubin(const UnitQuery&);
 Result<UnitImage> fetch_embedded_cubin(const UnitQuery&);
-Result<UnitProbe> probe_embedded_ptx(const UnitQuery&);
-Result<UnitImage> fetch_embedded_ptx(const UnitQuery&);
 Result<UnitProbe> probe_disk(const UnitQuery&);
 Result<UnitImage> fetch_disk(const UnitQuery&);
+Result<UnitProbe> probe_ptx(const UnitQuery&);
+Result<UnitImage> fetch_ptx(const UnitQuery&);
 Result<UnitProbe> probe_jit(const UnitQuery&);
 Result<UnitImage> fetch_jit(const UnitQuery&);
 

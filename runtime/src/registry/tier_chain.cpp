@@ -12,8 +12,8 @@ namespace {
 constexpr std::array kChain{
     TierStep{Tier::embedded, probe_embedded_cubin, fetch_embedded_cubin},
     TierStep{Tier::disk, probe_disk, fetch_disk},
+    TierStep{Tier::ptx, probe_ptx, fetch_ptx},
     TierStep{Tier::jit, probe_jit, fetch_jit},
-    TierStep{Tier::embedded, probe_embedded_ptx, fetch_embedded_ptx},
 };
 
 // The tiers' reasons for missing, in chain order: the embedded tier's names the kernel and what is

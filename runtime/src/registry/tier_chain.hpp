@@ -1,9 +1,10 @@
 // The one tier chain: the order in which the registry asks tiers for a unit, walked by get() and plan().
 //
-//   memory (the registry's slots, before the chain) → embedded cubin → disk → JIT → embedded PTX
+//   memory (the registry's slots, before the chain) → embedded cubin → disk → PTX → JIT
 //
-// Embedded PTX comes last and only with RegistryOptions::allow_ptx: the driver compiles it, a slow
-// cold start. A tier added later (remote, PTX assembly) is one more step in tier_chain.cpp.
+// The PTX tier assembles embedded PTX the device can run (kiln's own nvJitLink, ~10x cheaper than a
+// compile from source) and publishes the cubin to disk, as the JIT does; the driver's own PTX JIT is
+// never used. A tier added later (remote) is one more step in tier_chain.cpp.
 #pragma once
 
 #include "registry/tier.hpp"

@@ -42,19 +42,26 @@ void Registry::Warmup::run() {
   for (;;) {
     changed.wait(lock, [&] { return stopping || !queue.empty(); });
     if (stopping) return;
-    const std::string name = std::move(queue.front());
+    const std::vector<std::string> names = std::move(queue.front());
     queue.pop_front();
     lock.unlock();
-    std::string error;
-    try {
-      registry.get(name);
-    } catch (const std::exception& e) {
-      error = e.what();
+    // The first get() loads (or compiles) the unit; the others find it loaded.
+    std::vector<std::string> errors;
+    for (const std::string& name : names) {
+      std::string error;
+      try {
+        registry.get(name);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      errors.push_back(std::move(error));
     }
     lock.lock();
-    Record& r = records[name];
-    r.state = error.empty() ? State::loaded : State::failed;
-    r.error = std::move(error);
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      Record& r = records[names[i]];
+      r.state = errors[i].empty() ? State::loaded : State::failed;
+      r.error = std::move(errors[i]);
+    }
     changed.notify_all();
   }
 }
@@ -91,8 +98,10 @@ void Registry::request_warmup(const std::vector<std::string>& names) {
     w.records.emplace(name, std::move(record));
   }
   if (fresh.empty()) return;  // nothing to compile: no pool started
+  std::map<std::uint32_t, std::vector<std::string>> by_unit;
+  for (auto& name : fresh) by_unit[catalog_.find(name)->unit].push_back(std::move(name));
   std::lock_guard lock(w.mutex);
-  for (auto& name : fresh) w.queue.push_back(std::move(name));
+  for (auto& [unit, names] : by_unit) w.queue.push_back(std::move(names));
   w.start_threads(w.queue.size());
   w.changed.notify_all();
 }

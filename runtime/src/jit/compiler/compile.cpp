@@ -1,12 +1,13 @@
-// Compiles one unit for one architecture: NVRTC to PTX, unreferenced globals stripped, nvJitLink to a cubin.
+// Compiles one unit for one architecture: NVRTC to PTX (or embedded PTX), unreferenced globals stripped,
+// nvJitLink to a cubin.
 #include "jit/compiler/compile.hpp"
-#include "jit/compiler/pch_dir.hpp"
 
 #include "base/cubin_elf.hpp"
 #include "jit/compiler/nvrtc_library.hpp"
 #include "jit/compiler/ptx_strip.hpp"
 
 #include <chrono>
+#include <memory>
 #include <filesystem>
 #include <string_view>
 #include <system_error>
@@ -65,8 +66,13 @@ const char* link_result_name(nvJitLinkResult result) {
 class Program {
  public:
   Program(const Nvrtc& api, const CompileRequest& request) : api_(api) {
-    result_ = api.nvrtcCreateProgram(&program_, request.source.c_str(), request.source_name.c_str(), 0, nullptr,
-                                     nullptr);
+    std::vector<const char*> names, contents;
+    for (const Header& h : request.headers) {
+      names.push_back(h.name.c_str());
+      contents.push_back(h.content.c_str());
+    }
+    result_ = api.nvrtcCreateProgram(&program_, request.source.c_str(), request.source_name.c_str(),
+                                     static_cast<int>(names.size()), contents.data(), names.data());
   }
   ~Program() {
     if (program_) api_.nvrtcDestroyProgram(&program_);
@@ -143,71 +149,77 @@ class Linker {
   nvJitLinkResult result_ = NVJITLINK_SUCCESS;
 };
 
-// NVRTC's options: the unit's own, its include directories, the virtual architecture, the PCH.
-// -default-device makes functions without an execution space __device__ rather than rejected: nvcc
-// accepts such functions in host-side declarations that device code never calls (CUB's tuning headers
-// have them), and the build-time lowering (codegen/lowering.py) passes the same option.
-std::vector<std::string> nvrtc_options(const CompileRequest& request, const std::string& pch_dir) {
+// NVRTC's options: the unit's own, the virtual architecture, the PCH. -default-device makes functions
+// without an execution space __device__ rather than rejected: nvcc accepts such functions in host-side
+// declarations that device code never calls (CUB's tuning headers have them), and the build-time
+// lowering (codegen/lowering.py) passes the same option.
+std::vector<std::string> nvrtc_options(const CompileRequest& request, PchMode pch) {
   std::vector<std::string> options = request.options;
   options.push_back("-default-device");
-  for (const std::string& dir : request.include_dirs) options.push_back("-I" + dir);
   options.push_back("-arch=compute_" + std::to_string(request.arch));
-  if (!pch_dir.empty()) {
-    options.push_back("-pch");
-    options.push_back("-pch-dir=" + pch_dir);
-  }
+  if (pch == PchMode::create) options.push_back("--create-pch=" + request.pch_path);
+  if (pch == PchMode::use) options.push_back("--use-pch=" + request.pch_path);
   return options;
 }
 
-// A unit whose headers outgrow NVRTC's PCH heap (256 MiB by default; the CUB example needs 168 MiB)
-// compiles without a PCH. Growing the heap to what it needed lets the next compile of its family build
-// one; it discards the PCHs already made, so it is done only when one could not be.
-void grow_pch_heap_if_exhausted(const Nvrtc& api, const Program& program, std::string& log) {
-  std::size_t needed = 0;
-  if (api.nvrtcGetPCHCreateStatus(program.get()) != NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED ||
-      api.nvrtcGetPCHHeapSizeRequired(program.get(), &needed) != NVRTC_SUCCESS || needed == 0) {
-    return;
-  }
-  if (api.nvrtcSetPCHHeapSize(needed) == NVRTC_SUCCESS) {
-    log += "kiln: the PCH heap was too small for this unit; grown to " + std::to_string(needed >> 20) + " MiB\n";
-  }
-}
+bool contains(const std::string& text, std::string_view what) { return text.find(what) != std::string::npos; }
 
 struct Failure {
   std::string error;
 };
 
-// NVRTC to PTX, with every name expression checked against the lowered name the catalog recorded.
-std::string compile_to_ptx(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out) {
-  const std::string pch_dir = private_pch_dir(request.pch_dir, out.log);
-  const std::vector<std::string> options = nvrtc_options(request, pch_dir);
+// One NVRTC compile of the request's source with `pch`; the program, for its PTX and names.
+struct Compiled {
+  std::unique_ptr<Program> program;
+  nvrtcResult result = NVRTC_SUCCESS;
+  std::vector<std::string> options;
+};
+Compiled nvrtc_compile(const Nvrtc& api, const CompileRequest& request, PchMode pch, CompileOutcome& out) {
+  Compiled c;
+  c.options = nvrtc_options(request, pch);
+  c.program = std::make_unique<Program>(api, request);
   const std::string what = subject(request) + ": NVRTC ";
-  const std::string with_options = "; options: " + joined(options, " ");
-
-  Program program(api, request);
-  if (program.created() != NVRTC_SUCCESS) {
-    throw Failure{what + "could not create the program (" + api.nvrtcGetErrorString(program.created()) + ")"};
+  if (c.program->created() != NVRTC_SUCCESS) {
+    throw Failure{what + "could not create the program (" + api.nvrtcGetErrorString(c.program->created()) + ")"};
   }
   for (const std::string& expression : request.expressions) {
-    if (const nvrtcResult r = api.nvrtcAddNameExpression(program.get(), expression.c_str()); r != NVRTC_SUCCESS) {
+    if (const nvrtcResult r = api.nvrtcAddNameExpression(c.program->get(), expression.c_str()); r != NVRTC_SUCCESS) {
       throw Failure{what + "rejected the name expression '" + expression + "' (" + api.nvrtcGetErrorString(r) + ")"};
     }
   }
   std::vector<const char*> argv;
-  for (const std::string& option : options) argv.push_back(option.c_str());
+  for (const std::string& option : c.options) argv.push_back(option.c_str());
   const auto start = Clock::now();
-  const nvrtcResult compiled = api.nvrtcCompileProgram(program.get(), static_cast<int>(argv.size()), argv.data());
-  out.nvrtc_ms = ms_since(start);
-  out.log += program.log();
-  if (!pch_dir.empty()) grow_pch_heap_if_exhausted(api, program, out.log);
-  if (compiled != NVRTC_SUCCESS) {
-    throw Failure{what + "failed (" + api.nvrtcGetErrorString(compiled) + ")" + with_options};
-  }
+  c.result = api.nvrtcCompileProgram(c.program->get(), static_cast<int>(argv.size()), argv.data());
+  out.nvrtc_ms += ms_since(start);
+  out.log += c.program->log();
+  return c;
+}
 
+// NVRTC to PTX, with every name expression checked against the lowered name the catalog recorded. A
+// PCH only ever costs speed: one NVRTC cannot open is compiled without, one it rejects it compiles
+// without by itself (docs/DESIGN.md, "PCH across processes").
+std::string compile_to_ptx(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out) {
+  Compiled c = nvrtc_compile(api, request, request.pch, out);
+  if (request.pch == PchMode::use) {
+    if (c.result != NVRTC_SUCCESS && contains(out.log, "cannot open precompiled header")) {
+      out.pch = PchResult::failed;
+      c = nvrtc_compile(api, request, PchMode::none, out);
+    } else {
+      out.pch = contains(out.log, "incompatible precompiled header") ? PchResult::rejected : PchResult::used;
+    }
+  } else if (request.pch == PchMode::create) {
+    out.pch = api.nvrtcGetPCHCreateStatus(c.program->get()) == NVRTC_SUCCESS ? PchResult::created : PchResult::failed;
+  }
+  const std::string what = subject(request) + ": NVRTC ";
+  const std::string with_options = "; options: " + joined(c.options, " ");
+  if (c.result != NVRTC_SUCCESS) {
+    throw Failure{what + "failed (" + api.nvrtcGetErrorString(c.result) + ")" + with_options};
+  }
   for (std::size_t k = 0; k < request.expressions.size(); ++k) {
     const std::string& expression = request.expressions[k];
     const char* lowered = nullptr;
-    if (const nvrtcResult r = api.nvrtcGetLoweredName(program.get(), expression.c_str(), &lowered);
+    if (const nvrtcResult r = api.nvrtcGetLoweredName(c.program->get(), expression.c_str(), &lowered);
         r != NVRTC_SUCCESS || !lowered) {
       throw Failure{what + "has no lowered name for '" + expression + "' (" + api.nvrtcGetErrorString(r) + ")" +
                     with_options};
@@ -217,7 +229,7 @@ std::string compile_to_ptx(const Nvrtc& api, const CompileRequest& request, Comp
                     ", the catalog recorded " + request.kernels[k].lowered + with_options};
     }
   }
-  std::string ptx = program.ptx();
+  std::string ptx = c.program->ptx();
   if (ptx.empty()) throw Failure{what + "produced no PTX" + with_options};
   return ptx;
 }
@@ -225,7 +237,9 @@ std::string compile_to_ptx(const Nvrtc& api, const CompileRequest& request, Comp
 // nvJitLink assembles the (stripped) PTX into a cubin for the real architecture.
 std::string link_to_cubin(const NvJitLink& api, const CompileRequest& request, const std::string& ptx,
                           CompileOutcome& out) {
-  const std::vector<std::string> options = {"-arch=sm_" + std::to_string(request.arch)};
+  std::vector<std::string> options = {"-arch=sm_" + std::to_string(request.arch)};
+  // ptxas compiles a unit's functions on several threads where cores are free (docs/DESIGN.md).
+  if (request.link_threads != 1) options.push_back("-Xptxas=--split-compile=" + std::to_string(request.link_threads));
   const std::string what = subject(request) + ": nvJitLink ";
   const std::string with_options = "; options: " + joined(options, " ");
   const auto start = Clock::now();
@@ -265,40 +279,22 @@ void check_cubin(const CompileRequest& request, const std::string& cubin) {
 
 }  // namespace
 
-PtxStage compile_ptx_stage(const CompileRequest& request) {
-  // Both libraries first: a missing nvJitLink must not cost a compile before it is noticed.
-  (void)nvjitlink();
-  return nvrtc_stage(request);
-}
-
-PtxStage nvrtc_stage(const CompileRequest& request) {
-  const Nvrtc& rtc = nvrtc();
-  PtxStage stage;
-  CompileOutcome& out = stage.outcome;
+CompileOutcome compile_unit(const CompileRequest& request) {
+  CompileOutcome out;
+  const bool from_ptx = !request.ptx.empty();
+  // Both libraries before any work: a missing nvJitLink must not cost a compile before it shows.
+  const Nvrtc* rtc = from_ptx ? nullptr : &nvrtc();
+  const NvJitLink& link = nvjitlink();
+  CacheEntry entry;
   try {
     if (request.expressions.size() != request.kernels.size()) {
       throw Failure{subject(request) + ": the request has " + std::to_string(request.kernels.size()) +
                     " kernels but " + std::to_string(request.expressions.size()) + " name expressions"};
     }
-    StrippedPtx stripped = strip_unreferenced_globals(compile_to_ptx(rtc, request, out));
+    StrippedPtx stripped = strip_unreferenced_globals(from_ptx ? std::string_view(request.ptx)
+                                                               : std::string_view(compile_to_ptx(*rtc, request, out)));
     out.globals_removed = stripped.removed;
-    stage.ptx = std::move(stripped.ptx);
-    out.entry = CacheEntry{};  // the stage succeeded; the link fills it in
-  } catch (Failure& failure) {
-    out.entry = fail(std::move(failure.error));
-    stage.ptx.clear();
-  }
-  return stage;
-}
-
-CompileOutcome link_stage(const CompileRequest& request, PtxStage stage) {
-  CompileOutcome out = std::move(stage.outcome);
-  if (!out.entry) return out;
-  const Nvrtc& rtc = nvrtc();
-  const NvJitLink& link = nvjitlink();
-  CacheEntry entry;
-  try {
-    entry.cubin = link_to_cubin(link, request, stage.ptx, out);
+    entry.cubin = link_to_cubin(link, request, stripped.ptx, out);
     check_cubin(request, entry.cubin);
   } catch (Failure& failure) {
     out.entry = fail(std::move(failure.error));
@@ -307,12 +303,10 @@ CompileOutcome link_stage(const CompileRequest& request, PtxStage stage) {
   entry.arch = request.arch;
   entry.kernels = request.kernels;
   entry.options = joined(request.options, "\n");  // as the catalog writes a unit's options
-  entry.compiler = "nvrtc " + rtc.version + " + nvjitlink " + link.version + ", " +
+  entry.compiler = (from_ptx ? "embedded PTX" : "nvrtc " + rtc->version) + " + nvjitlink " + link.version + ", " +
                    std::to_string(out.globals_removed) + " unreferenced globals stripped";
   out.entry = std::move(entry);
   return out;
 }
-
-CompileOutcome compile_unit(const CompileRequest& request) { return link_stage(request, compile_ptx_stage(request)); }
 
 }  // namespace kiln::detail

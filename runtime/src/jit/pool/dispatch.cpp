@@ -1,113 +1,146 @@
-// Which queued request a host thread of the JIT pool takes next, and the PCH-family facts that decide it.
+// Which queued request a host thread of the JIT pool takes next, and what it does with its family's PCH.
+//
+// The rule (docs/DESIGN.md, "PCH across processes"): never leave a core idle for a PCH when compiling
+// without one would finish sooner. A family's PCH is built (by a request compiling while it creates it)
+// only when the family has more requests than the pool can run at once; a request waits for a PCH being
+// built only while waiting plus a warm compile is expected to end before a cold compile would.
 #include "jit/pool/pool_state.hpp"
 
 #include <algorithm>
+#include <thread>
 
 namespace kiln::detail {
 
-// Whether `s`'s worker can fork workers that hold `family`'s PCH.
-bool JitPool::State::can_fork_for(const Slot& s, const std::string& family) const {
-  return s.has_worker() && s.refused.count(family) == 0 && s.warm.count(family) > 0;
+namespace {
+
+double ms_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
 }
 
-bool JitPool::State::zygote_exists(const std::string& family, const Slot* self) const {
-  return std::any_of(slots.begin(), slots.end(),
-                     [&](const auto& s) { return s.get() != self && can_fork_for(*s, family); });
-}
+// A running mean that follows the last few measurements.
+void update(double& mean, double sample) { mean = mean > 0 ? 0.5 * mean + 0.5 * sample : sample; }
 
-// A worker started from the executable first: where linking starts a thread (the CUDA driver's), a
-// forked worker has no zygote of the family it was forked for, and refuses.
-Slot* JitPool::State::idle_zygote(const std::string& family, const Slot* self) const {
-  Slot* found = nullptr;
-  for (const auto& s : slots)
-    if (s.get() != self && !s->busy && !s->lent && can_fork_for(*s, family) && (!found || (s->root && !found->root)))
-      found = s.get();
-  return found;
-}
+}  // namespace
 
-// Whether a worker that can fork for `family` is only forking or compiling warm, and so will be idle
-// within about one warm compile; one that builds another family's PCH is not worth waiting for.
-bool JitPool::State::zygote_soon_idle(const std::string& family, const Slot* self) const {
-  return std::any_of(slots.begin(), slots.end(), [&](const auto& s) {
-    return s.get() != self && can_fork_for(*s, family) && (s->lent || s->warming.empty());
-  });
-}
-
-// Whether a thread other than `self` took a request of `family` to run on a worker it will fork:
-// until it asks (fork_for), a worker that holds the family must stay idle for it too.
-bool JitPool::State::fork_coming(const std::string& family, const Slot* self) const {
-  return std::any_of(slots.begin(), slots.end(),
-                     [&](const auto& s) { return s.get() != self && s->will_fork == family; });
-}
-
-bool JitPool::State::held_elsewhere(const std::string& family, const Slot* self) const {
-  return std::any_of(slots.begin(), slots.end(),
-                     [&](const auto& s) { return s.get() != self && s->has_worker() && s->warm.count(family) > 0; });
-}
-
-bool JitPool::State::warming_elsewhere(const std::string& family, const Slot* self) const {
-  return std::any_of(slots.begin(), slots.end(),
-                     [&](const auto& s) { return s.get() != self && s->warming == family; });
-}
-
-// Whether an idle thread other than `self` would take a request of `family` now and fork a worker
-// for it: it has no worker, or one that holds neither `family` nor any family with queued requests
-// or fork waiters (it would serve those first), and that no worker was forked from (it would keep
-// that one and build the PCH itself).
-bool JitPool::State::another_would_fork(const std::string& family, const Slot* self) const {
-  return std::any_of(slots.begin(), slots.end(), [&](const auto& s) {
-    if (s.get() == self || s->busy || s->lent) return false;
-    if (!s->has_worker()) return true;
-    if (s->children > 0 || s->warm.count(family) > 0) return false;
-    return std::none_of(s->warm.begin(), s->warm.end(), [&](const std::string& held) {
-      return fork_waiters.count(held) > 0 ||
-             std::any_of(queue.begin(), queue.end(), [&](const Job& j) { return j.family == held; });
-    });
-  });
-}
-
-// The queued request `slot`'s thread should run next, or kNone to wait. Marks the slot as warming
-// the family of a request whose PCH nobody holds or builds yet.
-std::size_t JitPool::State::pick(Slot& slot) {
-  if (slot.lent) return kNone;
-  const bool lends = forking && slot.has_worker();
-  // Threads wait to fork a worker from this one: stay idle for them.
-  if (lends)
-    for (const std::string& family : slot.warm)
-      if ((fork_waiters.count(family) > 0 || fork_coming(family, &slot)) && slot.refused.count(family) == 0)
-        return kNone;
-  // Its own families first. But where another idle thread would fork a worker from this one for
-  // the request, leave the request to it: it runs as soon, and one more worker is warm. (That thread
-  // has no own requests to run, so it never leaves this one to this thread in turn.)
-  if (slot.has_worker()) {
-    for (std::size_t i = 0; i < queue.size(); ++i) {
-      if (queue[i].family.empty() || slot.warm.count(queue[i].family) == 0) continue;
-      if (lends && slot.refused.count(queue[i].family) == 0 && another_would_fork(queue[i].family, &slot))
-        return kNone;
-      return i;
-    }
-  }
-  // Then the oldest request it can start now: one whose family some worker holds (forked), or whose
-  // PCH nobody builds yet (this worker builds it). A family's other requests wait for its builder.
+std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
+  const auto now = Clock::now();
+  // A background build whose family has (or is getting) a PCH by now is not needed.
+  if (std::erase_if(queue, [&](const Job& j) { return j.background && families[j.family.key].pch != Family::Pch::absent; }))
+    background_running = false;
+  const unsigned capacity = max_workers > busy ? static_cast<unsigned>(max_workers - busy) : 0;
+  const auto foreground = std::count_if(queue.begin(), queue.end(), [](const Job& j) { return !j.background; });
+  // Where no other request will need the cores, ptxas may use them for this one (docs/DESIGN.md).
+  const auto threads_for = [&](const Job& job) -> unsigned {
+    if (job.background || foreground > 1 || capacity <= 1) return 1;
+    return std::min(capacity, std::max(1u, std::thread::hardware_concurrency()));
+  };
   for (std::size_t i = 0; i < queue.size(); ++i) {
-    const std::string& family = queue[i].family;
-    if (family.empty()) return i;
-    if (zygote_exists(family, &slot)) {
-      // It will fork a worker for it (fork_for): the worker it forks from must not take a request
-      // meanwhile, or both could wait on each other (a request that waits for another one).
-      if (!(slot.has_worker() && slot.warm.count(family) > 0)) slot.will_fork = family;
-      return i;
+    Job& job = queue[i];
+    // A background build runs on a worker that is there already, and only when nothing else waits.
+    if (job.background && (foreground > 0 || slot.pid == 0)) continue;
+    Pick pick{i, PchMode::none, false, threads_for(job)};
+    if (!pch_files || job.family.key.empty() || in_process_only) return pick;
+    Family& f = families[job.family.key];
+    if (f.pch == Family::Pch::unknown) {
+      f.path = job.family.path;
+      std::error_code ec;
+      f.pch = std::filesystem::exists(f.path, ec) ? Family::Pch::verifying : Family::Pch::absent;
+      if (f.pch == Family::Pch::verifying) {
+        f.since = now;
+        pick.verify = true;  // this thread checks the file's sum, then uses it
+        pick.pch = PchMode::use;
+        return pick;
+      }
     }
-    // Waiting for the family's builder pays only while no worker holds the family: where one does
-    // and still cannot fork for it (it refused: it runs threads), the builder will not fork either, and
-    // a request left waiting behind it waits for a whole compile (or for ever, behind a request that
-    // waits on this one).
-    if (!warming_elsewhere(family, &slot) || held_elsewhere(family, &slot)) {
-      slot.warming = family;
-      return i;
+    switch (f.pch) {
+      case Family::Pch::ready:
+        pick.pch = PchMode::use;
+        return pick;
+      case Family::Pch::verifying:
+      case Family::Pch::building: {
+        if (job.background) continue;
+        const double left = std::max(0.0, f.ready_estimate() - ms_between(f.since, now));
+        if (left + f.warm_estimate() < f.cold_estimate()) {  // waiting pays: another request, or wait
+          job.waited = true;
+          continue;
+        }
+        return pick;                                                  // cold is sooner
+      }
+      case Family::Pch::absent: {
+        const auto of_family = std::count_if(queue.begin(), queue.end(), [&](const Job& j) {
+          return !j.background && j.family.key == job.family.key;
+        });
+        // More of the family than can run at once (or nobody waits: the background build): build it.
+        if (job.background || static_cast<unsigned>(of_family) > capacity) {
+          f.pch = Family::Pch::building;
+          f.since = now;
+          pick.pch = PchMode::create;
+        }
+        return pick;
+      }
+      case Family::Pch::unknown:
+      case Family::Pch::unusable: return pick;
     }
   }
-  return kNone;
+  return std::nullopt;
+}
+
+void JitPool::State::verified(const PchFamily& family, bool good) {
+  Family& f = families[family.key];
+  f.pch = good ? Family::Pch::ready : Family::Pch::absent;
+  if (!good) ++stats.pch_rejected;
+  wake.notify_all();
+}
+
+void JitPool::State::learn(const PchFamily& family, const Pick& pick, const CompileOutcome& outcome, double ms) {
+  if (pick.link_threads != 1) ++stats.split_links;
+  if (family.key.empty() || !pch_files) return;
+  Family& f = families[family.key];
+  std::error_code ignored;
+  switch (outcome.pch) {
+    case PchResult::created:
+      ++stats.pch_created;
+      f.pch = Family::Pch::ready;
+      update(f.create_ms, ms);
+      break;
+    case PchResult::used:
+      ++stats.pch_used;
+      update(f.warm_ms, ms);
+      break;
+    case PchResult::rejected:
+      // Written by another NVRTC or damaged: it cannot serve this process; the next one rebuilds it.
+      ++stats.pch_rejected;
+      std::filesystem::remove(f.path, ignored);
+      std::filesystem::remove(f.path.string() + ".sum", ignored);
+      f.pch = Family::Pch::unusable;
+      break;
+    case PchResult::failed:
+      if (pick.pch == PchMode::create) f.pch = Family::Pch::unusable;  // it cannot be built here
+      else f.pch = Family::Pch::absent;                                // the file went: build it again
+      break;
+    case PchResult::none:
+      if (outcome.entry) {
+        update(f.cold_ms, ms);
+        ++f.cold_compiles;
+      }
+      break;
+  }
+  if (pick.pch == PchMode::create && outcome.pch != PchResult::created && f.pch == Family::Pch::building)
+    f.pch = Family::Pch::unusable;
+  // The pool is idle now, a family was compiled cold and has no PCH: build one for the next process.
+  if (background_running || stopping) return;
+  if (std::any_of(queue.begin(), queue.end(), [](const Job& j) { return !j.background; })) return;
+  for (auto& [key, candidate] : families) {
+    if (candidate.pch != Family::Pch::absent || candidate.cold_compiles == 0 || !candidate.sample) continue;
+    Job job;
+    job.request = *candidate.sample;
+    job.family = PchFamily{key, candidate.path};
+    job.background = true;
+    queue.push_back(std::move(job));
+    background_running = true;
+    ++stats.background;
+    break;
+  }
 }
 
 }  // namespace kiln::detail

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <future>
@@ -16,37 +17,52 @@
 namespace kiln::detail {
 
 struct JitPoolOptions {
-  unsigned workers = 0;                 // 0: KILN_JIT_WORKERS, else the number of cores, at most 16
-  std::filesystem::path worker;         // empty: find_jit_worker()
+  unsigned workers = 0;                       // 0: KILN_JIT_WORKERS, else the number of cores, at most 16
+  std::filesystem::path worker;               // empty: find_jit_worker()
   CompileFunction in_process = compile_unit;  // runs when no worker process can be started
-  // Start a PCH family's further workers by forking a worker that holds the family's precompiled
-  // header (jit/pool/fork.hpp), rather than each cold. nullopt: on, unless KILN_JIT_FORK=0.
-  std::optional<bool> fork;
+  // How long one request may take on a worker before the worker is killed (and the request retried
+  // once). 0: KILN_JIT_TIMEOUT, else kDefaultJitTimeout.
+  std::chrono::milliseconds timeout{0};
+  // Precompiled headers kept in files across processes (jit/pch_store.hpp). nullopt: on, unless
+  // KILN_JIT_PCH=0.
+  std::optional<bool> pch_files;
+};
+
+inline constexpr std::chrono::seconds kDefaultJitTimeout{600};
+
+// A request's PCH family (jit/pch_store.hpp) and where its PCH file lives; an empty key: none.
+struct PchFamily {
+  std::string key;
+  std::filesystem::path path;
 };
 
 struct JitPoolStats {
-  std::uint64_t spawned = 0;      // worker processes started from the executable
-  std::uint64_t forked = 0;       // worker processes forked from a worker that holds their family's PCH
-  std::uint64_t fork_failures = 0;  // fork attempts that gave no worker (a cold one was started instead)
-  std::uint64_t deaths = 0;       // workers that died (crashed, killed, broke the protocol) mid-request
-  std::uint64_t retried = 0;      // requests sent to a second worker after the first died
-  std::uint64_t in_process = 0;   // requests compiled in this process because no worker could be started
+  std::uint64_t spawned = 0;     // worker processes started
+  std::uint64_t deaths = 0;      // workers that died (crashed, killed, broke the protocol) mid-request
+  std::uint64_t timeouts = 0;    // of those, killed by the pool for taking longer than the timeout
+  std::uint64_t retried = 0;     // requests sent to a second worker after the first died
+  std::uint64_t in_process = 0;  // requests compiled in this process because no worker could be started
+  std::uint64_t pch_created = 0;   // PCH files built and published
+  std::uint64_t pch_used = 0;      // compiles that used a PCH file
+  std::uint64_t pch_rejected = 0;  // PCH files NVRTC refused or that failed their sum (compiled without)
+  std::uint64_t pch_waits = 0;     // requests that waited for their family's PCH rather than compile cold
+  std::uint64_t background = 0;    // PCH builds run on an idle worker after the requests that wanted them
+  std::uint64_t split_links = 0;   // requests whose ptxas ran on several threads (cores were free)
 };
 
 // Compiles requests on up to N worker processes, each driven by one thread of this process.
 // Workers start lazily, one whenever a request waits and every started one is busy. A worker that dies
-// mid-request is replaced, and the request retried once; a second death fails it (an outcome, not an
-// exception) and the pool goes on. When no worker can be started, requests compile in-process, with
-// one warning. Thread-safe. Destruction fails queued requests, kills busy workers, lets idle ones exit
-// at the end of their input, and reaps every child; it does not wait for a compile to finish.
+// or outlives the timeout mid-request is replaced, and the request retried once; a second time fails it
+// (an outcome, not an exception) and the pool goes on. When no worker can be started, requests compile
+// in-process, with one warning. Thread-safe. Destruction fails queued requests, kills busy workers, lets
+// idle ones exit at the end of their input, and reaps every child; it does not wait for a compile.
 //
-// PCH families (pch_family): the first request of a family compiles on one worker, building the PCH,
-// while the family's other requests wait for it rather than each building its own; then the pool
-// forks the family's further workers from that warm worker (a "zygote"), and a warm worker runs its
-// families' requests first. (The worker forks them through the zygote it made for the family before its
-// first link, jit/worker/serve.hpp, since linking may start a thread; the fork request names the family.)
-// A forked worker is handled like any other: killed, it is replaced and its request retried. When
-// forking fails, the pool warns once and starts cold workers as before.
+// Precompiled headers (docs/DESIGN.md, "PCH across processes"): a family's requests use its PCH file
+// when one is in the cache. Otherwise the pool builds one (a request compiles while creating it) only
+// when the family has more requests than workers free to run them at once, and a request waits for a
+// PCH being built only while waiting and compiling warm would finish before compiling cold. After the
+// requests, a worker left idle builds the PCH of a family compiled cold, for the next process. Where
+// cores are free, ptxas runs a unit's functions on several threads.
 //
 // Futures rather than callbacks: the registry's single-flight shares one result among many waiters
 // (std::shared_future), ensure_warm waits with a timeout (wait_for), and exceptions travel with them.
@@ -58,12 +74,12 @@ class JitPool {
   JitPool& operator=(const JitPool&) = delete;
 
   // The same contract as compile_unit: a compile problem or a worker that died twice is an outcome with
-  // ok=false; the future holds kiln::Error(no_compiler) when the worker could not load NVRTC.
-  std::future<CompileOutcome> submit(CompileRequest request);
-  CompileOutcome compile(const CompileRequest& request);  // submit(request).get()
+  // a failed entry; the future holds kiln::Error(no_compiler) when the worker could not load NVRTC.
+  std::future<CompileOutcome> submit(CompileRequest request, PchFamily family = {});
+  CompileOutcome compile(const CompileRequest& request, PchFamily family = {});  // submit(...).get()
 
   unsigned max_workers() const noexcept;
-  bool forks_workers() const noexcept;  // asked for, and the kernel has pidfds (jit/pool/fork.hpp)
+  bool uses_pch_files() const noexcept;  // asked for, and the workers run with ASLR off
   const std::filesystem::path& worker_path() const noexcept;  // empty when none was found
   std::vector<pid_t> worker_pids() const;  // the live workers
   JitPoolStats stats() const;

@@ -1,6 +1,8 @@
 // The pool's settings from the environment, and where the kiln-jitd executable is found.
 #include "jit/pool/settings.hpp"
 
+#include "jit/pool/pool.hpp"  // kDefaultJitTimeout
+
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -42,11 +44,23 @@ Result<unsigned> jit_workers_from(const char* value) {
               std::to_string(kMaxJitWorkers) + "; using " + std::to_string(default_jit_workers()) + " JIT workers");
 }
 
-Result<bool> jit_fork_from(const char* value) {
+Result<std::chrono::milliseconds> jit_timeout_from(const char* value) {
+  const std::chrono::milliseconds fallback(kDefaultJitTimeout);
+  if (value == nullptr || *value == '\0') return fallback;
+  const std::string_view text(value);
+  unsigned seconds = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+  if (ec == std::errc{} && end == text.data() + text.size() && seconds >= 1 && seconds <= 86400)
+    return std::chrono::milliseconds(std::chrono::seconds(seconds));
+  return fail("KILN_JIT_TIMEOUT='" + std::string(text) + "' is not a whole number of seconds from 1 to 86400; using " +
+              std::to_string(kDefaultJitTimeout.count()) + " s");
+}
+
+Result<bool> jit_pch_from(const char* value) {
   const std::string_view text = value == nullptr ? "" : value;
   if (text.empty() || text == "1") return true;
   if (text == "0") return false;
-  return fail("KILN_JIT_FORK='" + std::string(text) + "' is neither 0 nor 1; forking JIT workers from warm ones stays on");
+  return fail("KILN_JIT_PCH='" + std::string(text) + "' is neither 0 nor 1; precompiled headers stay on");
 }
 
 bool is_executable_file(const std::filesystem::path& p) {

@@ -3,6 +3,7 @@
 
 #include "base/result.hpp"
 
+#include <chrono>
 #include <filesystem>
 #include <vector>
 
@@ -14,9 +15,13 @@ inline constexpr unsigned kMaxJitWorkers = 256;
 unsigned default_jit_workers();  // the cores, at most 16
 Result<unsigned> jit_workers_from(const char* value);
 
-// KILN_JIT_FORK's meaning: "0" turns forking warm workers off; unset, empty or "1" leaves it on.
-// Anything else fails with the warning to print, and forking stays on.
-Result<bool> jit_fork_from(const char* value);
+// KILN_JIT_TIMEOUT's meaning: how long one compile may take on a worker, in whole seconds from 1 to
+// 86400; unset or empty gives kDefaultJitTimeout. Anything else fails with the warning to print.
+Result<std::chrono::milliseconds> jit_timeout_from(const char* value);
+
+// KILN_JIT_PCH's meaning: "0" turns precompiled headers kept across processes off (and so the
+// workers' ASLR stays on); unset, empty or "1" leaves them on. Anything else fails with the warning.
+Result<bool> jit_pch_from(const char* value);
 
 // Where the worker executable is looked for, in order: $KILN_JITD if set (then only there); else
 // kiln-jitd next to libkiln (the build tree) and in libkiln's install libexecdir/kiln.

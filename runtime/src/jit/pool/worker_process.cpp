@@ -1,14 +1,11 @@
 // A kiln-jitd worker process from the host's side: spawn, hello, one request and its answer, retirement.
 #include "jit/pool/worker_process.hpp"
 
-#include "jit/pool/fork.hpp"  // pidfds of forked workers
-
 #include <kiln/error.hpp>
 
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -72,7 +69,6 @@ void block_sigpipe_in_this_thread() {
 
 bool Worker::exited() {
   if (reaped) return true;
-  if (forked()) return reaped = pidfd_ended(pidfd);
   // ECHILD: the host ignores SIGCHLD, so the kernel reaped it already.
   const pid_t r = ::waitpid(pid, &status, WNOHANG);
   if (r == pid || (r < 0 && errno == ECHILD)) reaped = true;
@@ -91,29 +87,19 @@ std::string Worker::retire(std::chrono::milliseconds grace) {
   const auto deadline = std::chrono::steady_clock::now() + grace;
   while (!exited() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  const bool killed = !reaped;
-  if (killed && forked()) {
-    kill_pidfd(pidfd);
-    wait_pidfd(pidfd, std::chrono::seconds(10));
-  } else if (killed) {
+  if (!reaped) {
     ::kill(pid, SIGKILL);
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
   }
-  std::string how = "pid " + std::to_string(pid) + " ";
-  if (forked()) {
-    how += killed ? "(forked) killed by the pool" : "(forked) ended";
-    ::close(pidfd);
-  } else {
-    how += describe_status(status);
-  }
+  std::string how = "pid " + std::to_string(pid) + " " + describe_status(status);
   *this = Worker{};
   return how;
 }
 
-Result<Worker> spawn_worker(const std::filesystem::path& executable, bool forking) {
+Result<Worker> spawn_worker(const std::filesystem::path& executable) {
   int in[2], out[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0) return fail(errno_text("socketpair"));
+  if (::pipe2(in, O_CLOEXEC) != 0) return fail(errno_text("pipe2"));
   if (::pipe2(out, O_CLOEXEC) != 0) {
     const std::string why = errno_text("pipe2");
     ::close(in[0]);
@@ -131,8 +117,8 @@ Result<Worker> spawn_worker(const std::filesystem::path& executable, bool forkin
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attr, &none);  // this thread blocks SIGPIPE; the worker must not inherit that
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  std::string arg0 = executable.string(), no_fork = kNoForkArgument;
-  char* argv[] = {arg0.data(), forking ? nullptr : no_fork.data(), nullptr};  // no zygotes when never forking
+  std::string arg0 = executable.string();
+  char* argv[] = {arg0.data(), nullptr};
   pid_t pid = -1;
   const int rc = ::posix_spawn(&pid, executable.c_str(), &actions, &attr, argv, environ);
   posix_spawn_file_actions_destroy(&actions);
@@ -166,6 +152,7 @@ Status read_hello(Worker& w, const KeepWaiting& keep_waiting) {
   if (hello->cache_format != kCacheFormatVersion)
     return fail("it is built for cache format " + std::to_string(hello->cache_format) + ", this libkiln for " +
                 std::to_string(kCacheFormatVersion));
+  w.pch_files = hello->pch_files;
   return ok();
 }
 

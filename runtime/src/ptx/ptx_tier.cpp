@@ -1,0 +1,41 @@
+// The PTX tier: embedded PTX the GPU can run, assembled by kiln itself (nvJitLink, unreferenced globals
+// stripped, in the worker pool) and published to the disk cache; never handed to the driver's JIT.
+#include "registry/tier.hpp"
+
+#include "jit/jit_tier.hpp"
+
+#include <kiln/select.hpp>
+
+namespace kiln::detail {
+
+namespace {
+
+// The embedded PTX of the highest architecture not above the device's, when the caller allows PTX.
+const BinaryEntry* usable_ptx(const UnitQuery& q) {
+  if (!q.options.allow_ptx || !q.options.use_embedded) return nullptr;
+  const BinaryEntry* b = select_binary(q.catalog, q.unit(), q.arch, true);
+  return b != nullptr && b->kind == BinaryKind::ptx ? b : nullptr;
+}
+
+}  // namespace
+
+Result<UnitProbe> probe_ptx(const UnitQuery& q) {
+  if (usable_ptx(q) != nullptr) return UnitProbe{Tier::ptx, q.arch, true};
+  return fail("");
+}
+
+Result<UnitImage> fetch_ptx(const UnitQuery& q) {
+  const BinaryEntry* b = usable_ptx(q);
+  if (b == nullptr) return fail("");
+  BuiltUnit built = build_into_cache(q.catalog, q.unit_index(), q.arch, q.cache, b);
+  UnitImage image;
+  image.source = built.compiled ? Tier::ptx : Tier::disk;  // disk: another process built it meanwhile
+  image.arch = q.arch;
+  image.ptx = true;
+  image.owned = std::move(built.entry.cubin);
+  image.cache_key = std::move(built.key);
+  image.label = "sm_" + std::to_string(q.arch) + " assembled from the embedded " + binary_label(*b);
+  return image;
+}
+
+}  // namespace kiln::detail
