@@ -52,6 +52,7 @@ int child(double spawned_ms, const std::string& mode, const char* dir) {
   if (mode == "disk") setenv("KILN_CACHE_DIR", dir, 1);
   kiln::RegistryOptions options;
   options.use_embedded = mode != "disk";
+  options.allow_ptx = false;
   options.use_jit = false;  // a miss is a failure here, not a compile
   kiln::Registry registry(kiln::big::catalog(), 0, options);
   registry.context();

@@ -110,7 +110,7 @@ int child(double spawned_ms) {
 int disk_child(double spawned_ms, const char* dir) {
   const double t_main = now_ms();
   setenv("KILN_CACHE_DIR", dir, 1);
-  kiln::Registry registry(kiln::examples::catalog(), 0, {.use_embedded = false});
+  kiln::Registry registry(kiln::examples::catalog(), 0, {.allow_ptx = false, .use_embedded = false});
   registry.context();
   const double t_context = now_ms();
   const kiln::Kernel k = registry.get(kKernel);
@@ -125,7 +125,7 @@ int disk_child(double spawned_ms, const char* dir) {
 int jit_child(double spawned_ms, const char* dir) {
   const double t_main = now_ms();
   setenv("KILN_CACHE_DIR", dir, 1);
-  kiln::Registry registry(kiln::examples::catalog(), 0, {.use_embedded = false});
+  kiln::Registry registry(kiln::examples::catalog(), 0, {.allow_ptx = false, .use_embedded = false});
   registry.context();
   const double t0 = now_ms();
   const kiln::Kernel k = registry.get(kKernel);

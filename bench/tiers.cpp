@@ -1,22 +1,22 @@
 // Time to a launchable kernel in each tier, for three kernels: a trivial one
 // (vector_add), the CUB example (block_sum_f32) and a generated one of ~2,000 lines (synthetic_2000 of
 // the big registry). Each tier in fresh processes: embedded, disk (nvcc's cubins put in a cache
-// directory), JIT cold (empty cache directory), and the in-memory get() after them. Context creation
-// (cuInit + retaining the primary context) is done and timed before the tier's own time starts, and is
-// reported in a row of its own.
+// directory), PTX (the embedded PTX assembled, when the build embeds PTX for this GPU), JIT cold (empty
+// cache directory), and the in-memory get() after them. Context creation (cuInit + retaining the
+// primary context) is done and timed before the tier's own time starts, and is reported apart.
 //
 // `--export FILE` also writes, for each kernel, what the JIT tier hands NVRTC (the translation unit,
-// options, include directories of the unpacked header bundle, name expression) as JSON, so that
-// cupy_tiers.py can time CuPy on the same source. Needs a GPU.
+// options, name expression, and the headers, written under a directory of their own for CuPy to read)
+// as JSON, so that cupy_tiers.py can time CuPy on the same source. Needs a GPU.
 //
 // `--json FILE` writes the medians (ms; in-memory in ns) for suite.py's kiln/CuPy ratios.
 //
 // A second table splits a cold JIT get() into its steps, each measured in fresh processes of its own
-// (an empty directory each): unpacking the header bundle, the compile on the worker pool (its wall time,
-// and the NVRTC and nvJitLink times the worker reports), and NVRTC without -pch, to show what building
-// the family's precompiled header costs the first unit. The compile's wall time less NVRTC and nvJitLink
-// is the worker's start, the request's trip and PTX stripping; the cold get() less the headers and the
-// compile is publishing and loading (medians of different processes: a rough split).
+// (an empty directory each): making the request (the headers out of the catalog, in memory), the
+// compile on the worker pool (its wall time, and the NVRTC and nvJitLink times the worker reports); then
+// the same compile in a new process whose cache holds the family's PCH file (built by an earlier one):
+// what a second process's first unit of a family costs. The cold get() less the request and the compile
+// is publishing and loading (medians of different processes: a rough split).
 //
 //   bench_tiers [--runs N] [--export FILE] [--json FILE]
 #include <kiln/kiln.hpp>
@@ -26,6 +26,12 @@
 #include "examples_catalog.hpp"
 #include "fill_cache.hpp"
 #include "jit/jit_tier.hpp"
+#include "jit/pool/pool.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <thread>
 
 #include <cstdio>
 #include <fstream>
@@ -56,10 +62,10 @@ const kiln::Catalog& catalog_of(const std::string& registry) {
   return registry == "big" ? kiln::big::catalog() : kiln::examples::catalog();
 }
 
-// `--child SPAWNED phases|phases-nopch REGISTRY KERNEL DIR`: the steps of a cold JIT get(), done one by one
-// in the set-up of the jit child (cache directory DIR, empty; the context made first): prints header
-// unpacking (ms), the compile's wall time on the pool (ms), and the NVRTC and nvJitLink times the worker
-// reports (ms). phases-nopch compiles without a PCH directory.
+// `--child SPAWNED phases|pch-build|pch-warm REGISTRY KERNEL DIR`: the steps of a JIT compile, done one by
+// one as a cold get() does them (cache directory DIR; the context made first). phases and pch-warm print
+// making the request (ms), the compile's wall time on the process's pool (ms), and the NVRTC and
+// nvJitLink times the worker reports (ms); pch-warm runs where pch-build left the family's PCH file.
 int phases_child(const std::string& mode, const std::string& registry_name, const std::string& kernel,
                  const char* dir) {
   setenv("KILN_CACHE_DIR", dir, 1);
@@ -73,14 +79,31 @@ int phases_child(const std::string& mode, const std::string& registry_name, cons
     arch = registry.device().arch;
   }
   const kiln::KernelEntry* entry = catalog.find(kernel);
+  kiln::DiskCache& cache = kiln::default_cache();
+  if (mode == "pch-build") {
+    // A first process compiles the unit; its idle worker then builds the family's PCH for later ones.
+    auto request = kiln::detail::make_request(catalog, entry->unit, arch);
+    const auto family = kiln::detail::request_family(catalog, request, cache);
+    if (!kiln::detail::jit_compile(request, family).entry) return 1;
+    const double deadline = now_ms() + 120'000;
+    while (kiln::detail::jit_pool_stats().pch_created == 0 && now_ms() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const bool built = kiln::detail::jit_pool_stats().pch_created > 0;
+    std::printf("%d\n", built ? 1 : 0);
+    return built ? 0 : 1;
+  }
   const double t0 = now_ms();
-  kiln::detail::CompileRequest request = kiln::detail::make_request(catalog, entry->unit, arch, dir);
-  if (mode == "phases-nopch") request.pch_dir.clear();
+  kiln::detail::CompileRequest request = kiln::detail::make_request(catalog, entry->unit, arch);
+  const auto family = kiln::detail::request_family(catalog, request, cache);
   const double t1 = now_ms();
-  const kiln::detail::CompileOutcome outcome = kiln::detail::jit_compile(request);
+  const kiln::detail::CompileOutcome outcome = kiln::detail::jit_compile(request, family);
   const double t2 = now_ms();
   if (!outcome.entry) {
     std::fprintf(stderr, "%s\n%s\n", outcome.entry.error().c_str(), outcome.log.c_str());
+    return 1;
+  }
+  if (mode == "pch-warm" && outcome.pch != kiln::detail::PchResult::used) {
+    std::fprintf(stderr, "bench_tiers: the PCH file was not used: %s\n", outcome.log.c_str());
     return 1;
   }
   std::printf("%.6f %.6f %.6f %.6f\n", t1 - t0, t2 - t1, outcome.nvrtc_ms, outcome.link_ms);
@@ -90,18 +113,22 @@ int phases_child(const std::string& mode, const std::string& registry_name, cons
 // `--child SPAWNED TIER REGISTRY KERNEL DIR`: prints main -> context (ms), the get() that makes the
 // kernel launchable (ms), and then a second get() (ns, median of batches).
 int child(const std::string& tier, const std::string& registry_name, const std::string& kernel, const char* dir) {
-  if (tier.rfind("phases", 0) == 0) return phases_child(tier, registry_name, kernel, dir);
+  if (tier == "phases" || tier.rfind("pch-", 0) == 0) return phases_child(tier, registry_name, kernel, dir);
   const double t_main = now_ms();
   if (tier != "embedded") setenv("KILN_CACHE_DIR", dir, 1);
   kiln::RegistryOptions options;
   options.use_embedded = tier == "embedded";
+  options.allow_ptx = tier == "ptx";
   options.use_jit = tier == "jit";
   kiln::Registry registry(catalog_of(registry_name), 0, options);
   registry.context();
   const double t_context = now_ms();
   const kiln::Kernel k = registry.get(kernel);
   const double t_get = now_ms();
-  const kiln::Tier expected = tier == "embedded" ? kiln::Tier::embedded : tier == "disk" ? kiln::Tier::disk : kiln::Tier::jit;
+  const kiln::Tier expected = tier == "embedded" ? kiln::Tier::embedded
+                              : tier == "disk"   ? kiln::Tier::disk
+                              : tier == "ptx"    ? kiln::Tier::ptx
+                                                 : kiln::Tier::jit;
   if (k.provenance.source != expected) return 1;
   std::vector<double> batches;
   for (int b = 0; b < 51; ++b) {
@@ -144,7 +171,8 @@ std::string json(const std::vector<std::string>& list) {
   return out + "]";
 }
 
-// What the JIT tier would hand NVRTC for each subject, its headers unpacked under `base`.
+// What the JIT tier would hand NVRTC for each subject; its headers written under `base`/<kernel> for CuPy,
+// which reads headers from directories.
 void export_sources(const std::string& path, unsigned arch, const std::string& base) {
   std::ofstream out(path);
   out << "[\n";
@@ -152,13 +180,18 @@ void export_sources(const std::string& path, unsigned arch, const std::string& b
     const Subject& s = kSubjects[i];
     const kiln::Catalog& catalog = catalog_of(s.registry);
     const kiln::KernelEntry* entry = catalog.find(s.kernel);
-    const auto request = kiln::detail::make_request(catalog, entry->unit, arch, base);
+    const auto request = kiln::detail::make_request(catalog, entry->unit, arch);
+    const std::filesystem::path dir = std::filesystem::path(base) / s.kernel;
+    for (const auto& h : request.headers) {
+      std::filesystem::create_directories((dir / h.name).parent_path());
+      std::ofstream(dir / h.name, std::ios::binary) << h.content;
+    }
     std::string expression;
     for (std::size_t k = 0; k < request.kernels.size(); ++k)
       if (request.kernels[k].name == s.kernel) expression = request.expressions[k];
     out << "  {\"label\": " << json(s.label) << ", \"kernel\": " << json(s.kernel)
         << ", \"expression\": " << json(expression) << ",\n   \"options\": " << json(request.options)
-        << ", \"include_dirs\": " << json(request.include_dirs) << ",\n   \"source\": " << json(request.source) << "}"
+        << ", \"include_dirs\": " << json(std::vector<std::string>{dir.string()}) << ",\n   \"source\": " << json(request.source) << "}"
         << (i + 1 < std::size(kSubjects) ? ",\n" : "\n");
   }
   out << "]\n";
@@ -189,7 +222,7 @@ int main(int argc, char** argv) {
     arch = info.arch;
   }
   if (!export_path.empty()) {
-    const std::string base = make_temp_dir("tiers");  // the unpacked headers stay: cupy_tiers.py includes them
+    const std::string base = make_temp_dir("tiers");  // the headers stay: cupy_tiers.py includes them
     export_sources(export_path, arch, base);
     std::printf("sources for CuPy: %s (headers under %s)\n\n", export_path.c_str(), base.c_str());
   }
@@ -200,7 +233,7 @@ int main(int argc, char** argv) {
   std::printf("kiln tiers: %s (sm_%u), driver %d; medians of %d fresh processes per tier; times after the "
               "context exists (cuInit + primary context retain, timed apart)\n\n",
               info.name.c_str(), info.arch, info.driver_version, runs);
-  std::printf("| kernel | context | embedded | disk | JIT cold | in-memory |\n|---|---:|---:|---:|---:|---:|\n");
+  std::printf("| kernel | context | embedded | disk | PTX | JIT cold | in-memory |\n|---|---:|---:|---:|---:|---:|---:|\n");
 
   std::vector<std::string> rows;
   std::vector<double> jit_medians;
@@ -217,6 +250,19 @@ int main(int argc, char** argv) {
     const auto embedded = run_children(argv[0], {"--child", "embedded", s.registry, s.kernel, "-"}, runs, 3);
     const auto disk = run_children(argv[0], {"--child", "disk", s.registry, s.kernel, disk_dir}, runs, 3);
     remove_tree(disk_dir);
+    // The PTX tier, where the build embeds PTX this GPU runs (and an empty cache each time).
+    std::vector<double> ptx;
+    for (int r = 0; r < runs; ++r) {
+      const std::string dir = make_temp_dir("tiers");
+      try {
+        ptx.push_back(run_children(argv[0], {"--child", "ptx", s.registry, s.kernel, dir}, 1, 3)[1][0]);
+      } catch (const std::exception&) {
+        ptx.clear();  // no PTX for this GPU in this build
+        remove_tree(dir);
+        break;
+      }
+      remove_tree(dir);
+    }
     std::vector<double> jit;
     for (int r = 0; r < runs; ++r) {
       const std::string dir = make_temp_dir("tiers");
@@ -224,37 +270,50 @@ int main(int argc, char** argv) {
       remove_tree(dir);
     }
     jit_medians.push_back(median(jit));
-    std::printf("| %s | %.1f ms | %.3f ms | %.3f ms | %.1f ms | %.1f ns |\n", s.label, median(embedded[0]),
-                median(embedded[1]), median(disk[1]), median(jit), median(embedded[2]));
+    char ptx_cell[32] = "no PTX";
+    if (!ptx.empty()) std::snprintf(ptx_cell, sizeof ptx_cell, "%.1f ms", median(ptx));
+    std::printf("| %s | %.1f ms | %.3f ms | %.3f ms | %s | %.1f ms | %.1f ns |\n", s.label, median(embedded[0]),
+                median(embedded[1]), median(disk[1]), ptx_cell, median(jit), median(embedded[2]));
     char row[512];
     std::snprintf(row, sizeof row,
                   "{\"kernel\": %s, \"context_ms\": %.6f, \"embedded_ms\": %.6f, \"disk_ms\": %.6f, "
-                  "\"jit_ms\": %.6f, \"memory_ns\": %.3f}",
-                  json(s.kernel).c_str(), median(embedded[0]), median(embedded[1]), median(disk[1]), median(jit),
-                  median(embedded[2]));
+                  "\"ptx_ms\": %.6f, \"jit_ms\": %.6f, \"memory_ns\": %.3f}",
+                  json(s.kernel).c_str(), median(embedded[0]), median(embedded[1]), median(disk[1]),
+                  ptx.empty() ? -1.0 : median(ptx), median(jit), median(embedded[2]));
     rows.push_back(row);
   }
 
-  // Where a cold JIT get() spends its time.
+  // Where a cold JIT get() spends its time, and the same compile with the family's PCH file on disk.
   std::printf("\nJIT cold, step by step (medians of %d fresh processes each, after the context; the compile is "
               "the first on a new worker pool, so it includes starting a worker)\n\n", runs);
-  std::printf("| kernel | unpack headers | compile on the pool | of which NVRTC (-pch) | of which nvJitLink | "
-              "NVRTC without -pch | cold get() less these two |\n|---|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| kernel | make the request (headers in memory) | compile on the pool | of which NVRTC | of which "
+              "nvJitLink | cold get() less these two | next process, PCH on disk: compile | its NVRTC |\n"
+              "|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (std::size_t i = 0; i < std::size(kSubjects); ++i) {
     const Subject& s = kSubjects[i];
-    std::vector<std::vector<double>> with(4), without(4);
+    std::vector<std::vector<double>> cold(4), warm(4);
     for (int r = 0; r < runs; ++r) {
-      for (const char* mode : {"phases", "phases-nopch"}) {
-        const std::string dir = make_temp_dir("tiers");
-        const auto one = run_children(argv[0], {"--child", mode, s.registry, s.kernel, dir}, 1, 4);
-        remove_tree(dir);
-        auto& into = std::strcmp(mode, "phases") == 0 ? with : without;
-        for (int f = 0; f < 4; ++f) into[f].push_back(one[f][0]);
+      const std::string dir = make_temp_dir("tiers");
+      const auto one = run_children(argv[0], {"--child", "phases", s.registry, s.kernel, dir}, 1, 4);
+      for (int f = 0; f < 4; ++f) cold[f].push_back(one[f][0]);
+      remove_tree(dir);
+      const std::string pch_dir = make_temp_dir("tiers");
+      try {
+        run_children(argv[0], {"--child", "pch-build", s.registry, s.kernel, pch_dir}, 1, 1);
+        const auto w = run_children(argv[0], {"--child", "pch-warm", s.registry, s.kernel, pch_dir}, 1, 4);
+        for (int f = 0; f < 4; ++f) warm[f].push_back(w[f][0]);
+      } catch (const std::exception&) {  // a unit that includes nothing has no PCH family
       }
+      remove_tree(pch_dir);
     }
-    const double unpack = median(with[0]), compile = median(with[1]);
-    std::printf("| %s | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.1f ms |\n", s.label, unpack, compile,
-                median(with[2]), median(with[3]), median(without[2]), jit_medians[i] - unpack - compile);
+    const double request = median(cold[0]), compile = median(cold[1]);
+    char warm_compile[32] = "no PCH", warm_nvrtc[32] = "-";
+    if (!warm[1].empty()) {
+      std::snprintf(warm_compile, sizeof warm_compile, "%.1f ms", median(warm[1]));
+      std::snprintf(warm_nvrtc, sizeof warm_nvrtc, "%.1f ms", median(warm[2]));
+    }
+    std::printf("| %s | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %s | %s |\n", s.label, request, compile,
+                median(cold[2]), median(cold[3]), jit_medians[i] - request - compile, warm_compile, warm_nvrtc);
   }
 
   if (!json_path.empty()) {

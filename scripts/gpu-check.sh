@@ -5,12 +5,14 @@
 #          README build's suites without the consumer builds, in half the time);
 #  bench:  from an sm_90-only build (the same cubins for this GPU, built in a minute or two): the
 #          start-up, JIT scaling and primitives (against cub::Device*) benchmarks;
-#  jit:    a build whose arch list leaves out this GPU's (sm_80 only): every primitive JIT-compiled at
-#          once, then the gpu suite on JIT-built kernels;
+#  jit:    a build whose arch list leaves out this GPU's (sm_80 only, no PTX): every primitive
+#          JIT-compiled at once, then the gpu suite on JIT-built kernels;
+#  ptx:    the same build with PTX (compute_80) embedded: every primitive assembled from PTX at once,
+#          then the gpu suite on PTX-tier kernels;
 #  suite:  the benchmark suite (bench/suite.py: tiers against CuPy, the 200-unit registry, JIT scaling,
 #          start-up) from an sm_90 build with the big registry, its tables and results.csv;
 #  tiers:  the suite's first part only (kiln's tiers, a cold JIT get step by step, CuPy on the same sources).
-# scripts/gpu-check.sh [suites|sm90|bench|jit|suite|tiers|all]
+# scripts/gpu-check.sh [suites|sm90|bench|jit|ptx|suite|tiers|all]
 # Logs go to $OUT (the device tool brings them back) or ./gpu-check-out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -68,9 +70,20 @@ meson test -C build-jit --suite gpu --no-rebuild --print-errorlogs 2>&1 | grep -
 unset KILN_CACHE_DIR
 fi
 
+if want ptx; then
+echo "== gpu suite, build without this GPU's arch but with its PTX (-Darchs=sm_80 -Dembed_ptx=true): PTX tier"
+export KILN_CACHE_DIR="$PWD/.ptx-check-cache"
+rm -rf build-ptx "$KILN_CACHE_DIR"
+meson setup build-ptx -Darchs=sm_80 -Dembed_ptx=true > "$out/build-ptx.log" 2>&1 &&
+  ninja -C build-ptx >> "$out/build-ptx.log" 2>&1 || { tail -40 "$out/build-ptx.log"; exit 1; }
+build-ptx/tests/test_prim -tc=none-just-warm-up 2>&1 | grep -E "^primitives:|warning"
+meson test -C build-ptx --suite gpu --no-rebuild --print-errorlogs 2>&1 | grep -E "^ *[0-9]+/|^Ok|^Fail" | tee "$out/test-ptx.log"
+unset KILN_CACHE_DIR
+fi
+
 if want suite || [ "$part" = tiers ]; then
 start=$(date +%s%N)
-[ -d build-bench ] || meson setup build-bench -Darchs=sm_90 -Dembed_ptx=false -Dprimitives=false -Dtests=false \
+[ -d build-bench ] || meson setup build-bench -Darchs=sm_90 -Dembed_ptx=true -Dprimitives=false -Dtests=false \
   -Dbig_registry=true > "$out/build-bench.log" 2>&1
 ninja -C build-bench >> "$out/build-bench.log" 2>&1 || { tail -40 "$out/build-bench.log"; exit 1; }
 echo "bench build (200-unit registry, sm_90): $(( ($(date +%s%N) - start) / 1000000 )) ms"

@@ -6,6 +6,8 @@
 #include "device_buffer.hpp"
 
 #include <numeric>
+#include <algorithm>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,15 @@ inline bool arch_embedded(unsigned arch) {
   needle += std::to_string(arch);
   needle += ',';
   return archs.find(needle) != std::string::npos;
+}
+
+// The tier a kernel comes from, cold, in a build without a cubin for `arch`: the PTX tier when the build
+// embeds PTX (for its newest arch) this GPU runs, else the JIT.
+inline kiln::Tier cold_tier(unsigned arch) {
+  unsigned newest = 0;
+  std::stringstream list(KILN_TEST_ARCHS);
+  for (std::string a; std::getline(list, a, ',');) newest = std::max(newest, static_cast<unsigned>(std::stoul(a)));
+  return KILN_TEST_EMBED_PTX && newest <= arch ? kiln::Tier::ptx : kiln::Tier::jit;
 }
 
 // Sums 1M ones with block_sum_f32 from `registry`; true when the result is right.

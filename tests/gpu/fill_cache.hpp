@@ -32,7 +32,7 @@ inline int fill_cache_from_embedded(Registry& registry, DiskCache& cache) {
     if (!binary || binary->arch != arch) {
       // A build without this GPU's arch (scripts/gpu-check.sh runs one): the JIT tier compiles the unit
       // and publishes the entry to `cache`.
-      Registry jit(catalog, registry.device().ordinal, {.use_embedded = false, .cache = &cache, .use_jit = true});
+      Registry jit(catalog, registry.device().ordinal, {.allow_ptx = false, .use_embedded = false, .cache = &cache, .use_jit = true});
       const Kernel k = jit.get(catalog.str(first->name));
       stored += k.provenance.source == Tier::jit || k.provenance.source == Tier::disk;
       continue;

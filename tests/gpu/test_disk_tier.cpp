@@ -45,7 +45,7 @@ kiln::CacheConfig config_for(const std::filesystem::path& dir) {
 // Entry point of the child process: `test_gpu --disk-child DIR` (see main.cpp).
 int disk_child_main(const char* dir) {
   setenv("KILN_CACHE_DIR", dir, 1);  // the default cache, configured from the environment as a user's would be
-  kiln::Registry registry(kiln::examples::catalog(), 0, {.use_embedded = false});
+  kiln::Registry registry(kiln::examples::catalog(), 0, {.allow_ptx = false, .use_embedded = false});
   const bool ok = kiln::test::block_sum_works(registry);
   const kiln::Kernel k = registry.get("block_sum_f32");
   std::printf("disk-child: %s tier=%s source=%s key=%s\n", ok ? "ok" : "wrong result",
@@ -61,7 +61,7 @@ TEST_CASE("disk tier: entries stored by one registry are loaded, launched and ch
   kiln::Registry writer(kiln::examples::catalog());
   REQUIRE(kiln::test::fill_cache_from_embedded(writer, cache) == 3);
 
-  kiln::Registry reader(kiln::examples::catalog(), 0, {.use_embedded = false, .cache = &cache, .use_jit = false});
+  kiln::Registry reader(kiln::examples::catalog(), 0, {.allow_ptx = false, .use_embedded = false, .cache = &cache, .use_jit = false});
   // plan() probes the directory and loads nothing.
   CHECK(reader.plan("vector_add").source == kiln::Tier::disk);
   CHECK(reader.stats().unit_loads == 0);
@@ -114,7 +114,7 @@ TEST_CASE("disk tier: a corrupt entry is detected before the driver, deleted, an
     f.seekp(-8, std::ios::end);
     f.put(static_cast<char>(c ^ 0x5a));
   }
-  kiln::Registry reader(kiln::examples::catalog(), 0, {.use_embedded = false, .cache = &cache, .use_jit = false});
+  kiln::Registry reader(kiln::examples::catalog(), 0, {.allow_ptx = false, .use_embedded = false, .cache = &cache, .use_jit = false});
   try {
     reader.get("scale_f32");
     FAIL("expected kiln::Error");

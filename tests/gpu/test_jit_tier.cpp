@@ -41,7 +41,7 @@ struct TempCache {
   }
 };
 
-kiln::RegistryOptions jit_only(kiln::DiskCache& cache) { return {.use_embedded = false, .cache = &cache}; }
+kiln::RegistryOptions jit_only(kiln::DiskCache& cache) { return {.allow_ptx = false, .use_embedded = false, .cache = &cache}; }
 
 bool vector_add_works(kiln::Registry& registry) {
   const kiln::Kernel k = registry.get("vector_add");
@@ -82,6 +82,30 @@ TEST_CASE("JIT tier: every example kernel compiled for this GPU, launched, check
   CHECK(next.plan("block_sum_f32").source == kiln::Tier::disk);
   CHECK(next.get("block_sum_f32").provenance.source == kiln::Tier::disk);
   CHECK(next.stats().jit_compiles == 0);
+  CHECK(kiln::test::block_sum_works(next));
+}
+
+TEST_CASE("PTX tier: embedded PTX this GPU runs is assembled by kiln, launched, checked, published to disk") {
+  TempCache tmp;
+  kiln::Registry registry(kiln::examples::catalog(), 0, {.use_embedded = false, .cache = &tmp.cache, .use_jit = false});
+  if (kiln::test::cold_tier(registry.device().arch) != kiln::Tier::ptx) {
+    const kiln::Plan plan = registry.plan("block_sum_f32");
+    CHECK_FALSE(plan.available);  // no PTX this GPU runs, and the JIT is off: the driver's JIT is never tried
+    MESSAGE("skipped: this build embeds no PTX for sm_" << registry.device().arch << " or below");
+    return;
+  }
+  CHECK(registry.plan("block_sum_f32").source == kiln::Tier::ptx);
+  const kiln::Kernel k = registry.get("block_sum_f32");
+  CHECK(k.provenance.source == kiln::Tier::ptx);
+  CHECK(k.provenance.ptx);
+  CHECK(k.provenance.arch == registry.device().arch);
+  MESSAGE("block_sum_f32 (CUB) from embedded PTX: " << k.provenance.load_ms << " ms");
+  CHECK(kiln::test::block_sum_works(registry));
+  CHECK(vector_add_works(registry));
+  CHECK(tmp.cache.stats().entries == 2);
+
+  kiln::Registry next(kiln::examples::catalog(), 0, {.use_embedded = false, .cache = &tmp.cache, .use_jit = false});
+  CHECK(next.get("block_sum_f32").provenance.source == kiln::Tier::disk);
   CHECK(kiln::test::block_sum_works(next));
 }
 

@@ -55,8 +55,9 @@ struct RegistryOptions {
   // device can run (nvJitLink in kiln's worker pool, ~10x cheaper than compiling the source) and publish
   // the cubin to the disk cache. kiln never hands PTX to the driver's own JIT.
   bool allow_ptx = true;
-  // Serve what is embedded in the binary (cubins, and PTX for the PTX tier). Off makes every kernel
-  // come from the disk or JIT tier: for testing a deployment for a GPU the binary has nothing for.
+  // Serve the cubins embedded in the binary. Off makes every kernel come from the disk, PTX or JIT tier,
+  // as on a GPU the binary was not built for: for testing such a deployment on a machine that has one
+  // (with allow_ptx off too, every kernel comes from disk or the JIT).
   bool use_embedded = true;
   // The disk tier: nullptr means the process-wide default_cache() (configured from KILN_CACHE*),
   // touched only when no embedded cubin fits the device.

@@ -11,10 +11,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/sha.h>
@@ -159,6 +157,7 @@ Status publish_pch(const std::filesystem::path& temp, const std::filesystem::pat
     return fail(std::move(why));
   };
   if (!hashed) return failed(hashed.error().empty() ? "NVRTC wrote no PCH file " + temp.string() : hashed.error());
+  ::chmod(temp.c_str(), 0600);  // as private as the cache's entries (NVRTC creates it under the umask)
   {
     std::ofstream out(sum_temp, std::ios::trunc);
     out << hashed->first << ' ' << hashed->second << '\n';

@@ -12,7 +12,7 @@ namespace {
 
 // The embedded PTX of the highest architecture not above the device's, when the caller allows PTX.
 const BinaryEntry* usable_ptx(const UnitQuery& q) {
-  if (!q.options.allow_ptx || !q.options.use_embedded) return nullptr;
+  if (!q.options.allow_ptx) return nullptr;
   const BinaryEntry* b = select_binary(q.catalog, q.unit(), q.arch, true);
   return b != nullptr && b->kind == BinaryKind::ptx ? b : nullptr;
 }

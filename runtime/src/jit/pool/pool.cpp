@@ -90,6 +90,9 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
   request.pch_path = pick.pch == PchMode::none ? std::string() : job.family.path.string();
   request.link_threads = pick.link_threads;
   std::vector<std::string> deaths;
+  // A PCH file other processes can read is one NVRTC wrote from a fresh heap: built on a fresh worker
+  // (docs/DESIGN.md, "PCH across processes": written after a compile, it was refused elsewhere).
+  if (request.pch == PchMode::create && slot.worker.running() && slot.worker.requests > 0) retire(slot, kExitGrace);
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     if (!slot.worker.running()) {
       const Status started = stopping ? Status(fail("the pool is shutting down")) : start(slot);
@@ -121,6 +124,7 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
       return !stopping && !timed_out && !w.exited();
     });
     if (answer.answered) {
+      ++w.requests;
       {
         const std::lock_guard lock(mutex);
         if (!answer.exception) learn(job.family, pick, answer.outcome, ms_since(start_time));

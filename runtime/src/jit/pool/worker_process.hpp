@@ -21,6 +21,7 @@ struct Worker {
   int to = -1;    // its input
   int from = -1;  // its output
   bool pch_files = false;  // its hello said it runs with ASLR off: NVRTC there reads PCH files
+  unsigned requests = 0;   // answered so far
   bool reaped = false;     // it ended, and was reaped
   int status = 0;          // wait status, once reaped
 
