@@ -19,7 +19,7 @@ struct PrecompileResult {
 };
 
 // Compiles the units of `kernels` (every unit when empty) for `arch` (90 for sm_90) with the JIT tier,
-// `jobs` at a time (0: the JIT pool's size), and publishes them to the default disk cache. Calls
+// `jobs` at a time (0: every unit at once, the pool running as many as it has workers), and publishes them to the default disk cache. Calls
 // `progress` after each unit, from the calling thread. Throws kiln::Error for an unknown kernel name,
 // a disabled or refused cache, or missing NVRTC.
 std::vector<PrecompileResult> precompile(

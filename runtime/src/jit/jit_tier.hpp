@@ -42,6 +42,10 @@ BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned 
 // How many compiles the pool runs at once.
 unsigned jit_parallelism();
 
+// How many requests warm-up and precompile hand the pool at once (each waits on a thread of its own):
+// all of a registry's units, up to this. The pool runs jit_parallelism() of them and orders the rest.
+inline constexpr unsigned kMaxJitRequestsInFlight = 256;
+
 // What the process-wide pool has done so far (for the benchmarks and `kiln status`).
 JitPoolStats jit_pool_stats();
 

@@ -60,7 +60,9 @@ std::vector<PrecompileResult> precompile(
     }
   };
   const std::size_t total = todo.size();
-  const unsigned width = std::max(1u, jobs ? jobs : detail::jit_parallelism());
+  // Every unit at once by default: the pool schedules them (which waits for a PCH, which builds one),
+  // and it can only weigh the requests it sees (docs/DESIGN.md, "PCH across processes").
+  const unsigned width = std::max(1u, jobs ? jobs : detail::kMaxJitRequestsInFlight);
   std::vector<std::thread> threads;
   for (unsigned i = 0; i < std::min<std::size_t>(width, total); ++i) threads.emplace_back(work);
   // Progress from this thread: callers need not be thread-safe.

@@ -32,8 +32,9 @@ Registry::Warmup::~Warmup() {
 }
 
 void Registry::Warmup::start_threads(std::size_t wanted) {
-  // One thread per compile the pool can run at once: each blocks in get() while a worker compiles.
-  const std::size_t limit = std::max(1u, detail::jit_parallelism());
+  // Each blocks in get() while a worker compiles; more threads than workers, so that the pool sees the
+  // backlog it schedules (which units wait for a PCH, which builds one).
+  const std::size_t limit = detail::kMaxJitRequestsInFlight;
   while (threads.size() < std::min(wanted, limit)) threads.emplace_back([this] { run(); });
 }
 
