@@ -177,7 +177,12 @@ void JitPool::State::give_up_on_workers(Job& job, const std::string& why) {
 
 Status JitPool::State::start(Slot& slot) {
   if (worker_path.empty()) return fail(no_worker_reason);
-  Result<Worker> spawned = spawn_worker(worker_path);
+  bool without_aslr;
+  {
+    const std::lock_guard lock(mutex);
+    without_aslr = pch_files;
+  }
+  Result<Worker> spawned = spawn_worker(worker_path, without_aslr);
   if (!spawned) return fail("cannot start the JIT worker " + worker_path.string() + ": " + spawned.error());
   Worker& w = slot.worker;
   w = std::move(spawned).value();

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/personality.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -97,7 +98,7 @@ std::string Worker::retire(std::chrono::milliseconds grace) {
   return how;
 }
 
-Result<Worker> spawn_worker(const std::filesystem::path& executable) {
+Result<Worker> spawn_worker(const std::filesystem::path& executable, bool without_aslr) {
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0) return fail(errno_text("pipe2"));
   if (::pipe2(out, O_CLOEXEC) != 0) {
@@ -120,7 +121,14 @@ Result<Worker> spawn_worker(const std::filesystem::path& executable) {
   std::string arg0 = executable.string();
   char* argv[] = {arg0.data(), nullptr};
   pid_t pid = -1;
+  // A personality is this thread's, and a child started from it inherits it: the worker then starts
+  // with ASLR off, rather than executing itself again to turn it off (jit/worker/serve.hpp). This pool
+  // thread starts nothing else, and the host's own memory map was laid out when it started.
+  const int persona = without_aslr ? ::personality(0xffffffff) : -1;
+  const bool switched = persona != -1 && (persona & ADDR_NO_RANDOMIZE) == 0 &&
+                        ::personality(static_cast<unsigned long>(persona | ADDR_NO_RANDOMIZE)) != -1;
   const int rc = ::posix_spawn(&pid, executable.c_str(), &actions, &attr, argv, environ);
+  if (switched) ::personality(static_cast<unsigned long>(persona));
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   ::close(in[0]);

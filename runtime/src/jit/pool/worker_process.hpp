@@ -35,8 +35,9 @@ struct Worker {
   std::string retire(std::chrono::milliseconds grace);
 };
 
-// Starts `executable` as a worker on fresh pipes (this side non-blocking). Its hello is read by read_hello.
-Result<Worker> spawn_worker(const std::filesystem::path& executable);
+// Starts `executable` as a worker on fresh pipes (this side non-blocking), with ASLR off when asked (so
+// that it can read PCH files). Its hello is read by read_hello.
+Result<Worker> spawn_worker(const std::filesystem::path& executable, bool without_aslr);
 
 // The worker's first frame, while keep_waiting says so: a hello of this libkiln's cache format (and
 // whether it reads PCH files, into worker.pch_files).
