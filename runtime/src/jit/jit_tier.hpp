@@ -6,6 +6,7 @@
 
 #include <kiln/cache.hpp>
 #include <kiln/catalog.hpp>
+#include <kiln/remote.hpp>
 
 #include <filesystem>
 
@@ -26,15 +27,19 @@ CacheEntry jit_compile_entry(const CompileRequest& request);
 // A unit built for an architecture, through the cache.
 struct BuiltUnit {
   CacheEntry entry;
-  bool compiled = false;  // false: the cache had it (another process built it, or it was there already)
-  std::string key;        // the entry's key (hex)
+  bool compiled = false;     // false: the cache had it (another process built it, or it was there already)
+  bool from_remote = false;  // the remote cache had it: another machine built it
+  std::string key;           // the entry's key (hex)
 };
 
 // The unit's entry for `arch` from `cache`, or compiled and published there, under the cache's per-key
-// lock, so that threads and processes sharing the cache compile it once. With an unusable cache it is
-// compiled without one (headers and PCH in private_temp_dir()). Throws Error(compile) or
-// Error(no_compiler) when it cannot be compiled; what the registry's JIT tier and kiln::precompile share.
-BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache);
+// lock, so that threads and processes sharing the cache compile it once; with a `remote` cache, under its
+// lease too, so that the fleet compiles it once, and published there (remote/remote_tier.hpp). With an
+// unusable cache it is compiled without one (headers and PCH in private_temp_dir()). Throws
+// Error(compile) or Error(no_compiler) when it cannot be compiled; what the registry's JIT tier and
+// kiln::precompile share.
+BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache,
+                           RemoteCache* remote = nullptr);
 
 // How many compiles the pool runs at once.
 unsigned jit_parallelism();

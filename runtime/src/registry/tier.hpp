@@ -37,11 +37,12 @@ struct UnitProbe {
 struct UnitImage {
   Tier served_by = Tier::embedded;  // the tier of the chain that answered (set by the chain)
   Tier source = Tier::embedded;     // where the binary came from: the JIT tier says disk when another
-                                    // process built the unit while this one waited for it
+                                    // process built the unit while this one waited for it, remote when
+                                    // another machine did
   unsigned arch = 0;
   bool ptx = false;
   std::string label;                // for errors: "sm_90", "sm_90 from the disk cache (<key>)"
-  std::string cache_key;            // a disk or JIT entry's key (hex)
+  std::string cache_key;            // a disk, remote or JIT entry's key (hex)
   std::string owned;                // the binary, when it is not the catalog's
   std::span<const unsigned char> embedded;  // the binary, when it is the catalog's
 
@@ -63,6 +64,8 @@ Result<UnitProbe> probe_embedded_ptx(const UnitQuery&);
 Result<UnitImage> fetch_embedded_ptx(const UnitQuery&);
 Result<UnitProbe> probe_disk(const UnitQuery&);
 Result<UnitImage> fetch_disk(const UnitQuery&);
+Result<UnitProbe> probe_remote(const UnitQuery&);
+Result<UnitImage> fetch_remote(const UnitQuery&);
 Result<UnitProbe> probe_jit(const UnitQuery&);
 Result<UnitImage> fetch_jit(const UnitQuery&);
 

@@ -1,9 +1,9 @@
 // The one tier chain: the order in which the registry asks tiers for a unit, walked by get() and plan().
 //
-//   memory (the registry's slots, before the chain) → embedded cubin → disk → JIT → embedded PTX
+//   memory (the registry's slots, before the chain) → embedded cubin → disk → remote → JIT → embedded PTX
 //
 // Embedded PTX comes last and only with RegistryOptions::allow_ptx: the driver compiles it, a slow
-// cold start. A tier added later (remote, PTX assembly) is one more step in tier_chain.cpp.
+// cold start. A tier added later (PTX assembly) is one more step in tier_chain.cpp.
 #pragma once
 
 #include "registry/tier.hpp"
