@@ -26,7 +26,8 @@ struct UnitQuery {
   const UnitEntry& unit() const noexcept { return catalog.units[kernel.unit]; }
 };
 
-// Where a unit would come from, found without loading anything (a directory probe at most).
+// Where a unit would come from, found without loading anything (a directory probe, or one bounded
+// EXISTS in the remote cache, at most).
 struct UnitProbe {
   Tier source = Tier::embedded;
   unsigned arch = 0;

@@ -232,14 +232,13 @@ class RedisStore final : public RemoteStore {
   }
 
  private:
-  Error unexpected(std::string_view command, const redisReply& r) const {
-    return Error(Errc::remote, "kiln: the remote cache " + where() + " answered " + std::string(command) + " with " +
-                                   describe(r) + " (is it a Redis server, and is it the one meant?)");
+  // What went wrong; the remote tier's warning or push()'s error names the server around it.
+  static Error unexpected(std::string_view command, const redisReply& r) {
+    return Error(Errc::remote, "it answered " + std::string(command) + " with " + describe(r) +
+                                   " (is it a Redis server, and the one meant?)");
   }
 
-  Error failure(const std::string& why) const {
-    return Error(Errc::remote, "kiln: the remote cache " + where() + ": " + why);
-  }
+  static Error failure(const std::string& why) { return Error(Errc::remote, why); }
 
   // The reply to one request on a connection of this thread's own; throws Error(remote) when there is none.
   Reply call(std::vector<std::string_view> args) {

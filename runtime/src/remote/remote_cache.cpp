@@ -55,13 +55,13 @@ bool skip_call(RemoteState& s) {
 void record_failure(RemoteState& s, std::string_view call, const std::string& why) {
   ++s.errors;
   s.retry_at_ns.store(now_ns() + std::chrono::nanoseconds(s.settings.retry_after).count(), std::memory_order_relaxed);
-  s.warn("failed", "the remote cache failed (" + std::string(call) + ": " + why + "); " + std::string(kStillWorks) +
+  s.warn("failed", "the remote cache " + s.where + " failed (" + std::string(call) + ": " + why + "); " + std::string(kStillWorks) +
                        "; it is not asked again for " + seconds_text(s.settings.retry_after) +
                        ", and later failures are only counted (kiln cache stats)");
 }
 
 Result<RemoteEntry> fetch_entry(RemoteState& s, const CacheKey& key, Count count) {
-  auto got = guarded(s, "GET " + entry_key(key), [&] { return s.store->get(entry_key(key)); });
+  auto got = guarded(s, "GET of an entry", [&] { return s.store->get(entry_key(key)); });
   if (!got) return fail(got.error());
   if (!*got) {
     if (count == Count::lookup) ++s.misses;
@@ -96,7 +96,7 @@ bool publish_file(RemoteState& s, const CacheKey& key, std::string_view entry_fi
                             std::to_string(s.settings.max_value_bytes) + " (max_bytes in KILN_REMOTE_CACHE)");
     return false;
   }
-  const auto reply = guarded(s, "SET " + entry_key(key), [&] {
+  const auto reply = guarded(s, "SET of an entry", [&] {
     return s.store->put(entry_key(key), value, std::chrono::duration_cast<std::chrono::milliseconds>(s.settings.ttl));
   });
   if (!reply) return false;

@@ -54,7 +54,7 @@ Result<std::invoke_result_t<Call&>> guarded(RemoteState& s, std::string_view wha
     return call();
   } catch (const std::exception& e) {
     record_failure(s, what, e.what());
-    return fail("the remote cache " + s.where + " failed: " + e.what());
+    return fail("the remote cache " + s.where + " failed (" + std::string(what) + ": " + e.what() + ")");
   }
 }
 

@@ -31,7 +31,7 @@ Result<UnitProbe> probe_remote(const UnitQuery& q) {
   auto s = remote_for(q);
   if (!s) return fail(s.error());
   const CacheKey key = unit_cache_key(q.catalog, q.unit(), q.arch);
-  const auto there = guarded(**s, "EXISTS " + entry_key(key), [&] { return (*s)->store->contains(entry_key(key)); });
+  const auto there = guarded(**s, "EXISTS of an entry", [&] { return (*s)->store->contains(entry_key(key)); });
   if (!there) return fail(there.error());
   if (*there) return UnitProbe{Tier::remote, q.arch, false};  // a probe: verified when fetched
   return fail("the remote cache " + (*s)->where + " has no entry for it (key " + key.hex + ")");

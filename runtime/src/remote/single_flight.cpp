@@ -53,7 +53,7 @@ class LeaseKeeper {
     const auto period = std::max(s_.settings.lease_ttl / 3, std::chrono::milliseconds(10));
     while (!wake_.wait_for(lock, period, [this] { return stop_; })) {
       lock.unlock();
-      const auto renewed = guarded(s_, "renew lease " + key_, [this] {
+      const auto renewed = guarded(s_, "renewing a lease", [this] {
         return s_.store->renew_lease(key_, token_, s_.settings.lease_ttl);
       });
       lock.lock();
@@ -71,7 +71,7 @@ class LeaseKeeper {
 };
 
 void release(RemoteState& s, const std::string& key, const std::string& token) {
-  (void)guarded(s, "release lease " + key, [&] {
+  (void)guarded(s, "releasing a lease", [&] {
     s.store->release_lease(key, token);
     return true;
   });
@@ -146,7 +146,7 @@ FleetBuild build_once_in_fleet(RemoteCache* remote, const CacheKey& key, const s
   Backoff backoff;
   for (;;) {
     if (!s.settings.read_only) {
-      const auto taken = guarded(s, "SET NX " + lease, [&] { return s.store->try_lease(lease, token, s.settings.lease_ttl); });
+      const auto taken = guarded(s, "SET NX of a lease", [&] { return s.store->try_lease(lease, token, s.settings.lease_ttl); });
       if (taken && taken->kind == RemoteReply::done) {
         stop_waiting();
         return build_under_lease(s, key, lease, token, build);
@@ -164,7 +164,7 @@ FleetBuild build_once_in_fleet(RemoteCache* remote, const CacheKey& key, const s
       }
     } else {
       // Read-only: no lease of its own, but one another machine holds is worth waiting for.
-      const auto held = guarded(s, "EXISTS " + lease, [&] { return s.store->contains(lease); });
+      const auto held = guarded(s, "EXISTS of a lease", [&] { return s.store->contains(lease); });
       if (!held || !*held) {
         stop_waiting();
         if (auto got = fetch_entry(s, key, Count::poll)) return {std::move(got->entry), true};
