@@ -34,8 +34,10 @@ namespace kiln::test {
 inline const std::string kFleetKey = "kiln-test-fleet-key-0123456789abcdef";
 
 // redis-server's path, or "" when it is not installed (the tests are then skipped: scripts/setup.sh
-// installs it, so CI runs them).
+// installs it, so CI runs them). KILN_TEST_REDIS_SERVER names one elsewhere (a machine without a package
+// registry, with the Debian package unpacked somewhere).
 inline std::string redis_server_path() {
+  if (const char* given = std::getenv("KILN_TEST_REDIS_SERVER"); given != nullptr && ::access(given, X_OK) == 0) return given;
   for (const char* candidate : {"/usr/bin/redis-server", "/usr/local/bin/redis-server", "/usr/sbin/redis-server"})
     if (::access(candidate, X_OK) == 0) return candidate;
   return "";
