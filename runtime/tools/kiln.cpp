@@ -194,7 +194,7 @@ void print_remote(kiln::RemoteCache& remote, bool ping) {
   if (ping) {
     std::string why;
     const auto ms = remote.ping_ms(why);
-    std::cout << (ms ? ": answers in " + fixed1(*ms * 1000.0) + " us" : ": does not answer: " + why);
+    std::cout << (ms ? ": answers in " + fixed1(*ms) + " ms, connecting included" : ": does not answer: " + why);
   }
   const kiln::RemoteStats r = remote.stats();
   std::cout << "\n  this process: " << r.hits << " hits, " << r.misses << " misses, " << r.rejected << " rejected, "
