@@ -13,6 +13,8 @@ python3 -c 'import jinja2' 2>/dev/null || missing+=(python3-jinja2)
 [ -f /usr/include/doctest/doctest.h ] || [ -f /usr/local/include/doctest/doctest.h ] || missing+=(doctest-dev)
 pkg-config --exists libzstd 2>/dev/null || missing+=(libzstd-dev)      # the disk cache's compression
 pkg-config --exists libcrypto 2>/dev/null || missing+=(libssl-dev)     # the disk cache's SHA-256
+pkg-config --exists hiredis 2>/dev/null || missing+=(libhiredis-dev)   # the remote tier's Redis client
+command -v redis-server >/dev/null || [ -x /usr/bin/redis-server ] || missing+=(redis-server)  # the remote tier's tests
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "kiln setup: installing ${missing[*]}"

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+unsigned parse_arch(std::string_view text);
+
 namespace {
 
 // Every registry linked into this tool; add a generated catalog here to have it listed.
@@ -32,10 +34,15 @@ constexpr std::string_view usage =
     "commands:\n"
     "  list     every registry's units, kernels and embedded binaries with their sizes\n"
     "  info     this machine's GPU, and the tier and binary each kernel would load from\n"
-    "  cache stats            the disk cache: where it is, entries, bytes\n"
+    "  cache stats            the disk cache: where it is, entries, bytes; the remote cache: where, reachable\n"
     "  cache verify           check every entry, remove the bad ones and say why\n"
     "  cache prune [BYTES]    evict least recently used entries down to BYTES (default: the cap)\n"
     "  cache clear            remove every entry\n"
+    "  cache export [--registry R] [--arch sm_XX] FILE\n"
+    "           write the matching entries into one verified pack FILE\n"
+    "  cache import FILE      check the whole pack FILE, then add its entries (a damaged pack adds nothing)\n"
+    "  cache push [--registry R] [--arch sm_XX]\n"
+    "           upload the matching entries to the remote cache (KILN_REMOTE_CACHE)\n"
     "  precompile [--arch sm_XX] [--jobs N] [KERNEL...]\n"
     "           JIT-compile into the disk cache (every kernel by default) for this GPU, or for\n"
     "           --arch with no GPU needed\n"
@@ -172,6 +179,79 @@ void print_cache_line(const kiln::DiskCache& cache) {
   }
 }
 
+// The remote cache's configuration (and with `ping`, whether it answers), then this process's counters.
+void print_remote(kiln::RemoteCache& remote, bool ping) {
+  if (!remote.usable()) {
+    const std::string& why = remote.unusable_reason();
+    std::cout << "remote cache: " << (why.starts_with("off") ? why : "not in use (" + why + ")") << "\n";
+    return;
+  }
+  const kiln::RemoteSettings& s = remote.settings();
+  const auto ttl = s.ttl.count();
+  std::cout << "remote cache: " << remote.where() << " (fleet key " << remote.fleet_key_id() << ", entries expire after "
+            << (ttl >= 3600 ? std::to_string(ttl / 3600) + " h" : std::to_string(ttl) + " s") << ", at most "
+            << human(s.max_value_bytes) << " each)";
+  if (ping) {
+    std::string why;
+    const auto ms = remote.ping_ms(why);
+    std::cout << (ms ? ": answers in " + fixed1(*ms) + " ms, connecting included" : ": does not answer: " + why);
+  }
+  const kiln::RemoteStats r = remote.stats();
+  std::cout << "\n  this process: " << r.hits << " hits, " << r.misses << " misses, " << r.rejected << " rejected, "
+            << r.errors << " errors, " << r.skipped << " skipped calls, " << r.stores << " stored, " << r.refused
+            << " refused, " << r.too_large << " too large; " << human(r.bytes_read) << " read, " << human(r.bytes_written)
+            << " written; " << r.leases << " leases taken, " << r.lease_waits << " waits on other machines' ("
+            << fixed1(r.lease_wait_ms) << " ms, " << r.lease_timeouts << " given up)\n";
+}
+
+bool is_sharing_command(std::string_view sub) { return sub == "export" || sub == "import" || sub == "push"; }
+
+// kiln cache export [--registry R] [--arch sm_XX] FILE | import FILE | push [--registry R] [--arch sm_XX]
+int sharing_command(std::string_view sub, int argc, char** argv) {
+  kiln::EntryFilter filter;
+  std::vector<std::string> files;
+  for (int i = 3; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--registry" && i + 1 < argc && sub != "import") {
+      filter.registry = argv[++i];
+    } else if (a == "--arch" && i + 1 < argc && sub != "import") {
+      filter.arch = parse_arch(argv[++i]);
+      if (!filter.arch) {
+        std::cerr << "kiln cache " << sub << ": '" << argv[i] << "' is not an architecture like sm_90\n";
+        return 2;
+      }
+    } else if (a.starts_with("--")) {
+      std::cerr << usage;
+      return 2;
+    } else {
+      files.emplace_back(a);
+    }
+  }
+  if (files.size() != (sub == "push" ? 0u : 1u)) {
+    std::cerr << usage;
+    return 2;
+  }
+  kiln::DiskCache& cache = kiln::default_cache();
+  print_cache_line(cache);
+  std::string what = filter.registry.empty() ? "" : " of registry " + filter.registry;
+  if (filter.arch) what += " for sm_" + std::to_string(filter.arch);
+  if (sub == "export") {
+    const kiln::PackReport r = kiln::export_pack(cache, files[0], filter);
+    std::cout << "exported " << count(r.entries, "entry", "entries") << what << " to " << files[0] << " ("
+              << human(r.bytes) << ")\n";
+  } else if (sub == "import") {
+    const kiln::PackReport r = kiln::import_pack(cache, files[0]);
+    std::cout << "imported " << files[0] << ": " << count(r.entries, "entry", "entries") << " checked, " << r.added
+              << " new\n";
+  } else {
+    kiln::RemoteCache& remote = kiln::default_remote();
+    const kiln::PushReport r = kiln::push(cache, remote, filter);
+    std::cout << "pushed " << count(r.pushed, "entry", "entries") << what << " to " << remote.where() << " ("
+              << human(r.bytes) << "); " << r.skipped << " skipped\n";
+  }
+  return 0;
+}
+
 int cache_command(std::string_view sub, int argc, char** argv) {
   if (sub != "stats" && sub != "verify" && sub != "prune" && sub != "clear") {
     std::cerr << usage;
@@ -183,6 +263,7 @@ int cache_command(std::string_view sub, int argc, char** argv) {
   if (sub == "stats") {
     const kiln::CacheStats s = cache.stats();
     std::cout << count(s.entries, "entry", "entries") << ", " << human(s.bytes) << "\n";
+    print_remote(kiln::default_remote(), true);
   } else if (sub == "verify") {
     const kiln::VerifyReport r = cache.verify();
     for (const auto& problem : r.problems) std::cout << "removed " << problem << '\n';
@@ -212,6 +293,7 @@ int info() {
   // Informational: no driver or no GPU is an answer, not a failure.
   const bool has_device = print_device(*registries.front());
   print_cache_line(kiln::default_cache());
+  print_remote(kiln::default_remote(), false);
   for (auto& registry : registries) info_catalog(*registry, has_device);
   return 0;
 }
@@ -304,6 +386,8 @@ int status_command() {
     for (const auto& k : s.kernels)
       if (!k.error.empty()) std::cerr << k.name << ": " << k.error << '\n';
   }
+  std::cout << '\n';
+  print_remote(kiln::default_remote(), false);
   return 0;
 }
 
@@ -312,6 +396,7 @@ int main(int argc, char** argv) {
   try {
     if (command == "list" && argc == 2) return list();
     if (command == "info" && argc == 2) return info();
+    if (command == "cache" && argc >= 3 && is_sharing_command(argv[2])) return sharing_command(argv[2], argc, argv);
     if (command == "cache" && (argc == 3 || argc == 4)) return cache_command(argv[2], argc, argv);
     if (command == "precompile") return precompile_command(argc, argv);
     if (command == "status" && argc == 2) return status_command();

@@ -586,37 +586,36 @@ TEST_CASE("the real kiln-jitd runs with ASLR off, unless KILN_JIT_PCH=0") {
   CHECK_FALSE(plain.uses_pch_files());
 }
 
-TEST_CASE("the real kiln-jitd: a CUB family's PCH built by one worker process is used by a fresh one, with the same cubin") {
+TEST_CASE("the real kiln-jitd: a lone CUB unit compiles without a PCH; an idle worker then builds the family's, and a fresh process uses it, for the same kernels") {
   kiln::test::TempDir dir;
-  std::optional<CompileOutcome> cold, created;
+  std::optional<CompileOutcome> cold;
   {
-    JitPool pool(real_pool(1));  // two requests, one worker: the family has a backlog, so it builds
+    JitPool pool(real_pool(2));
     auto a = pool.submit(cub_request(), cub_family(dir.path()));
-    auto b = pool.submit(cub_request("block_sum_f32_again"), cub_family(dir.path()));
-    created = real_outcome(a);
-    if (!created) return;
-    cold = real_outcome(b);
-    REQUIRE(cold);
-    REQUIRE_MESSAGE(created->entry.ok(), created->entry.error() << "\n" << created->log);
+    cold = real_outcome(a);
+    if (!cold) return;
+    REQUIRE_MESSAGE(cold->entry.ok(), cold->entry.error() << "\n" << cold->log);
+    CHECK(cold->pch == kiln::detail::PchResult::none);  // building it would only have slowed this one down
     if (!pool.uses_pch_files()) {
       MESSAGE("skipped: workers keep ASLR on here, so NVRTC cannot read PCH files across processes");
       return;
     }
-    CHECK(created->pch == kiln::detail::PchResult::created);
-    CHECK(cold->pch == kiln::detail::PchResult::used);  // the same worker, reading the file
+    CHECK(eventually([&] { return pool.stats().pch_created == 1; }));  // in the background, on a fresh worker
   }
   REQUIRE(kiln::detail::verify_pch(cub_family(dir.path()).path).ok());
   JitPool fresh(real_pool(1));
-  auto c = fresh.submit(cub_request("block_sum_f32_third"), cub_family(dir.path()));
+  auto c = fresh.submit(cub_request("block_sum_f32_again"), cub_family(dir.path()));
   const auto warm = real_outcome(c);
   REQUIRE(warm);
   REQUIRE_MESSAGE(warm->entry.ok(), warm->entry.error());
   INFO(warm->log);
   CHECK(warm->pch == kiln::detail::PchResult::used);
   CHECK(warm->log.find("using precompiled header") != std::string::npos);
-  CHECK(warm->entry->cubin == created->entry->cubin);
-  MESSAGE("block_sum_f32 NVRTC: creating the PCH " << created->nvrtc_ms << " ms; a fresh worker with it "
-                                                    << warm->nvrtc_ms << " ms");
+  // NVRTC lays the PTX out a little differently with a PCH (measured: 137207 against 137344 bytes): the
+  // same kernels, not the same bytes.
+  CHECK(kiln::detail::read_cubin(warm->entry->cubin).kernels == kiln::detail::read_cubin(cold->entry->cubin).kernels);
+  MESSAGE("block_sum_f32 NVRTC: cold " << cold->nvrtc_ms << " ms; a fresh process with the PCH file " << warm->nvrtc_ms
+                                       << " ms");
 }
 
 TEST_CASE("the real kiln-jitd killed mid-NVRTC compile of a CUB unit: retried once on a new worker, and the pool keeps serving") {

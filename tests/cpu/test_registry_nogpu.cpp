@@ -73,6 +73,8 @@ TEST_CASE("to_string names the newer error codes and tiers") {
   CHECK(kiln::to_string(kiln::Errc::compile) == "compile");
   CHECK(kiln::to_string(kiln::Tier::disk) == "disk");
   CHECK(kiln::to_string(kiln::Tier::jit) == "jit");
+  CHECK(kiln::to_string(kiln::Tier::remote) == "remote");
+  CHECK(kiln::to_string(kiln::Errc::remote) == "remote");
 }
 
 TEST_CASE("warm-up without a GPU costs nothing: returns at once, nothing pending, every name still cold") {

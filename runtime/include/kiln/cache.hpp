@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kiln {
@@ -113,6 +114,14 @@ class DiskCache {
   // threads and processes missing one key at once build it once. A lock held by a process that died
   // is released by the kernel. Exceptions from build() propagate; nothing is stored then.
   CacheEntry get_or_build(const CacheKey& key, const std::function<CacheEntry()>& build);
+  // Publishes an entry file encoded elsewhere (a remote cache's value, a cache pack's member) as store()
+  // does, byte for byte, after checking that it is an entry file for `key` (header, key text, frame
+  // digest: the caller has decoded it fully). False, counted and warned once, when it is not or cannot be
+  // written.
+  bool store_file(const CacheKey& key, std::string_view file);
+  // Calls `visit` with the key and the bytes of every entry that verifies as load() would, in key order;
+  // bad files are skipped (verify() removes them). For cache packs and `kiln cache push`.
+  void for_each_entry(const std::function<void(const CacheKey& key, std::string_view file)>& visit);
 
   CacheStats stats() const;
   std::uint64_t clear();  // removes every entry, temp and lock file; returns how many entries

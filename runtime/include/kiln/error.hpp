@@ -18,6 +18,8 @@ enum class Errc {
   cache,           // the disk cache (or the JIT tier's scratch directory) cannot do what was asked: which
                    // directory, why, and what to do
   catalog,         // a generated catalog lacks what was asked of it, or is damaged (its header bundle)
+  remote,          // the remote cache cannot do what was asked (`kiln cache push`, a store's call): which
+                   // server, why, and what to do; the remote tier itself never throws it to get()
 };
 
 std::string_view to_string(Errc code) noexcept;

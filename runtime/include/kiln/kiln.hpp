@@ -2,9 +2,11 @@
 #pragma once
 
 #include <kiln/cache.hpp>
+#include <kiln/cache_pack.hpp>
 #include <kiln/catalog.hpp>
 #include <kiln/driver.hpp>
 #include <kiln/error.hpp>
 #include <kiln/precompile.hpp>
 #include <kiln/registry.hpp>
+#include <kiln/remote.hpp>
 #include <kiln/select.hpp>

@@ -13,13 +13,16 @@ namespace kiln {
 struct PrecompileResult {
   std::string unit;
   bool ok = false;
-  bool cached = false;  // the disk cache had it already
+  bool cached = false;  // the disk cache had it already, or the remote cache
   double ms = 0;
   std::string error;    // unit, options and the compiler's full log when !ok
 };
 
 // Compiles the units of `kernels` (every unit when empty) for `arch` (90 for sm_90) with the JIT tier,
-// `jobs` at a time (0: every unit at once, the pool running as many as it has workers), and publishes them to the default disk cache. Calls
+// `jobs` at a time (0: every unit at once, the pool running as many as it has workers), and publishes
+// them to the default disk cache, and to the default remote cache when one is configured
+// (KILN_REMOTE_CACHE): units another machine published are fetched from it instead (`cached`), and a unit
+// another machine is compiling is waited for. Calls
 // `progress` after each unit, from the calling thread. Throws kiln::Error for an unknown kernel name,
 // a disabled or refused cache, or missing NVRTC.
 std::vector<PrecompileResult> precompile(

@@ -16,11 +16,14 @@
 
 namespace kiln {
 
+class RemoteCache;  // kiln/remote.hpp
+
 namespace detail {
 struct UnitQuery;  // registry/tier.hpp: what the tier chain is asked
 }  // namespace detail
 
-enum class Tier : std::uint8_t { memory, embedded, disk, jit, ptx };
+// In the order get() asks them.
+enum class Tier : std::uint8_t { memory, embedded, disk, remote, ptx, jit };
 
 std::string_view to_string(Tier tier) noexcept;
 
@@ -30,7 +33,7 @@ struct Provenance {
   unsigned arch;    // architecture of the binary loaded (90 = sm_90 or compute_90)
   bool ptx;         // the binary was assembled by kiln's PTX tier from embedded PTX
   double load_ms;   // wall time of the get() that made the kernel launchable
-  std::string_view cache_key;  // disk tier: the entry's key (hex); empty otherwise
+  std::string_view cache_key;  // disk, remote and JIT tiers: the entry's key (hex); empty otherwise
 };
 
 struct Kernel {
@@ -63,8 +66,12 @@ struct RegistryOptions {
   // touched only when no embedded cubin fits the device.
   DiskCache* cache = nullptr;
   // The JIT tier: compile with NVRTC + nvJitLink (in worker processes) what no other tier has, and
-  // publish it to the disk cache.
+  // publish it to the disk cache (and the remote cache, once fleet-wide).
   bool use_jit = true;
+  // The remote tier, a cache a fleet shares (kiln/remote.hpp): asked after the disk cache, before the JIT.
+  // nullptr means the process-wide default_remote() (configured from KILN_REMOTE_CACHE; off when unset).
+  RemoteCache* remote = nullptr;
+  bool use_remote = true;
 };
 
 // What the warm-up machinery has done (Registry::status()).
@@ -105,6 +112,7 @@ struct RegistryStats {
   std::uint64_t unit_loads = 0;    // cuLibraryLoadData calls
   std::uint64_t kernel_loads = 0;  // kernels made launchable
   std::uint64_t disk_loads = 0;    // units served by the disk tier
+  std::uint64_t remote_loads = 0;  // units served by the remote tier
   std::uint64_t jit_compiles = 0;  // units this registry compiled
   std::uint64_t context_reloads = 0;  // kernels made launchable again after their context was reset
 };
@@ -172,6 +180,7 @@ class Registry {
   std::atomic<std::uint64_t> unit_loads_{0};
   std::atomic<std::uint64_t> kernel_loads_{0};
   std::atomic<std::uint64_t> disk_loads_{0};
+  std::atomic<std::uint64_t> remote_loads_{0};
   std::atomic<std::uint64_t> jit_compiles_{0};
   std::atomic<std::uint64_t> context_reloads_{0};
   std::mutex retired_mutex_;

@@ -14,6 +14,7 @@ std::string_view to_string(Errc code) noexcept {
     case Errc::compile: return "compile";
     case Errc::cache: return "cache";
     case Errc::catalog: return "catalog";
+    case Errc::remote: return "remote";
   }
   return "unknown";
 }

@@ -2,6 +2,7 @@
 #include "disk/directory.hpp"
 #include "disk/entry.hpp"
 #include "disk/files.hpp"
+#include "disk/key.hpp"
 #include "disk/lock.hpp"
 #include "disk/cache_state.hpp"
 
@@ -20,20 +21,6 @@ namespace {
 bool valid_key(const CacheKey& key) {
   return key.hex.size() == 64 &&
          std::all_of(key.hex.begin(), key.hex.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
-// "examples/block_sum_f32 sm_90 (key f433f5d0f4ee29d0)": what a message is about, from the key text.
-std::string describe(const CacheKey& key) {
-  const auto field = [&](std::string_view name) {
-    std::string prefix = "\n";  // appended, not "\n" + ...: g++ 12 then warns falsely (-Wrestrict)
-    prefix += name;
-    prefix += '=';
-    const auto at = key.text.find(prefix);
-    if (at == std::string::npos) return std::string("?");
-    const auto begin = at + prefix.size();
-    return key.text.substr(begin, key.text.find('\n', begin) - begin);
-  };
-  return field("registry") + "/" + field("unit") + " sm_" + std::to_string(key.arch) + " (key " + key.hex.substr(0, 16) + ")";
 }
 
 // One warning kind for every write problem (read-only directory, full disk, quota): one cause, one warning.
@@ -73,7 +60,7 @@ std::optional<CacheEntry> read_entry(detail::CacheState& s, const CacheKey& key)
   }
   ++s.corrupt;
   detail::remove_bad_entry(path, file);
-  s.warn("corrupt", "deleted corrupt cache entry " + path.string() + " of " + describe(key) + ": " + problem +
+  s.warn("corrupt", "deleted corrupt cache entry " + path.string() + " of " + detail::describe_key(key) + ": " + problem +
                         " (it will be rebuilt; later ones are only counted in the cache stats)");
   return std::nullopt;
 }
@@ -113,33 +100,55 @@ std::optional<CacheEntry> DiskCache::load(const CacheKey& key) {
   return entry;
 }
 
+namespace {
+
+bool refuse_store(detail::CacheState& s, std::string_view kind, const std::string& message) {
+  ++s.store_failures;
+  s.warn(kind, message);
+  return false;
+}
+
+// Writes an entry file that has been checked, then prunes to the cap: what store() and store_file() share.
+bool publish_entry(DiskCache& cache, detail::CacheState& s, const CacheKey& key, std::string_view bytes) {
+  // The directory again, as the constructor made it: deleted while in use, it is made again; made
+  // unsafe, it is refused.
+  if (const auto dir = detail::open_cache_dir(s.config.dir); !dir)
+    return refuse_store(s, kWriteWarning, write_problem(dir.error()));
+  if (const detail::Status published = detail::publish_file(s.entries, key.hex, bytes); !published)
+    return refuse_store(s, kWriteWarning, write_problem(published.error()));
+  ++s.stores;
+  const std::uint64_t cap = s.config.max_bytes;
+  if (cache.stats().bytes > cap) cache.prune(cap);
+  return true;
+}
+
+}  // namespace
+
 bool DiskCache::store(const CacheKey& key, const CacheEntry& entry) {
   if (!usable()) return false;
-  const auto refuse = [&](std::string_view kind, const std::string& message) {
-    ++state_->store_failures;
-    state_->warn(kind, message);
-    return false;
-  };
-  if (!valid_key(key)) return refuse("invalid", "not storing a cache entry under a malformed key '" + key.hex + "'");
+  if (!valid_key(key))
+    return refuse_store(*state_, "invalid", "not storing a cache entry under a malformed key '" + key.hex + "'");
   // An entry that load() would reject must not be written: every later process would rebuild it.
   if (const detail::Status checked = detail::check_entry(entry, key.arch); !checked)
-    return refuse("invalid", "not storing cache entry for " + describe(key) + ": " + checked.error());
+    return refuse_store(*state_, "invalid", "not storing cache entry for " + detail::describe_key(key) + ": " + checked.error());
   std::string bytes;
   try {
     bytes = detail::encode_entry(key, entry);
   } catch (const std::exception& e) {
-    return refuse("encode", "not storing cache entry for " + describe(key) + ": " + e.what());
+    return refuse_store(*state_, "encode", "not storing cache entry for " + detail::describe_key(key) + ": " + e.what());
   }
-  // The directory again, as the constructor made it: deleted while in use, it is made again; made
-  // unsafe, it is refused.
-  if (const auto dir = detail::open_cache_dir(state_->config.dir); !dir)
-    return refuse(kWriteWarning, write_problem(dir.error()));
-  if (const detail::Status published = detail::publish_file(state_->entries, key.hex, bytes); !published)
-    return refuse(kWriteWarning, write_problem(published.error()));
-  ++state_->stores;
-  const std::uint64_t cap = state_->config.max_bytes;
-  if (stats().bytes > cap) prune(cap);
-  return true;
+  return publish_entry(*this, *state_, key, bytes);
+}
+
+bool DiskCache::store_file(const CacheKey& key, std::string_view file) {
+  if (!usable()) return false;
+  if (!valid_key(key))
+    return refuse_store(*state_, "invalid", "not storing a cache entry under a malformed key '" + key.hex + "'");
+  const auto regions = detail::split_entry(file);
+  if (!regions || regions->key_text != key.text)
+    return refuse_store(*state_, "invalid", "not storing cache entry file for " + detail::describe_key(key) + ": " +
+                                                (regions ? std::string("its key text is another key's") : regions.error()));
+  return publish_entry(*this, *state_, key, file);
 }
 
 CacheEntry DiskCache::get_or_build(const CacheKey& key, const std::function<CacheEntry()>& build) {

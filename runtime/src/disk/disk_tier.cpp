@@ -11,18 +11,6 @@ namespace {
 
 std::string not_in_use(const DiskCache& cache) { return "the disk cache is not in use (" + cache.unusable_reason() + ")"; }
 
-// Why an entry cannot serve the unit: it must name every kernel of the unit with the lowered name the
-// catalog recorded (the key covers the source, so a mismatch is a foreign entry).
-Status entry_matches(const Catalog& catalog, std::uint32_t unit, const CacheEntry& entry) {
-  for (const KernelEntry& k : catalog.kernels) {
-    if (k.unit != unit) continue;
-    bool found = false;
-    for (const CachedKernel& c : entry.kernels) found = found || (c.name == catalog.str(k.name) && c.lowered == catalog.str(k.lowered));
-    if (!found) return fail("the entry lacks kernel '" + std::string(catalog.str(k.name)) + "'");
-  }
-  return ok();
-}
-
 }  // namespace
 
 Result<UnitProbe> probe_disk(const UnitQuery& q) {

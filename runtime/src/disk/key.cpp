@@ -81,6 +81,21 @@ std::string sha256_hex(std::string_view bytes) {
   return hex;
 }
 
+std::string key_field(std::string_view text, std::string_view name) {
+  std::string prefix = "\n";  // appended, not "\n" + ...: g++ 12 then warns falsely (-Wrestrict)
+  prefix += name;
+  prefix += '=';
+  const auto at = text.find(prefix);
+  if (at == std::string_view::npos) return "?";
+  const auto begin = at + prefix.size();
+  return std::string(text.substr(begin, text.find('\n', begin) - begin));
+}
+
+std::string describe_key(const CacheKey& key) {
+  return key_field(key.text, "registry") + "/" + key_field(key.text, "unit") + " sm_" + std::to_string(key.arch) +
+         " (key " + key.hex.substr(0, 16) + ")";
+}
+
 std::optional<CacheKey> key_from_text(std::string_view text) {
   static constexpr std::string_view kArchLine = "\narch=sm_";
   const auto at = text.find(kArchLine);

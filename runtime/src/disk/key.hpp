@@ -1,4 +1,4 @@
-// Internal helpers around cache keys: SHA-256, and rebuilding a key from stored text.
+// Internal helpers around cache keys: SHA-256, naming a key in messages, and rebuilding a key from stored text.
 #pragma once
 
 #include <kiln/cache.hpp>
@@ -13,6 +13,11 @@ namespace kiln::detail {
 // SHA-256 of `bytes` (OpenSSL EVP), raw and as 64 lowercase hex characters.
 std::array<unsigned char, 32> sha256(std::string_view bytes);
 std::string sha256_hex(std::string_view bytes);
+
+// A field of a key's text ("registry", "unit", ...), unescaped as far as messages need; "?" when absent.
+std::string key_field(std::string_view text, std::string_view name);
+// "examples/block_sum_f32 sm_90 (key f433f5d0f4ee29d0)": what a message is about, from the key text.
+std::string describe_key(const CacheKey& key);
 
 // The key whose text() is `text` (as stored in an entry file), so that `kiln cache verify` can check
 // entries without knowing their fields; nullopt when the text has no valid "arch=sm_N" line.

@@ -1,4 +1,4 @@
-// Whole-directory operations of DiskCache: stats, prune (LRU by mtime), verify, clear.
+// Whole-directory operations of DiskCache: stats, prune (LRU by mtime), verify, every entry in turn, clear.
 #include "disk/entry.hpp"
 #include "disk/files.hpp"
 #include "disk/key.hpp"
@@ -80,18 +80,18 @@ std::uint64_t remove_strays(const detail::CacheState& s, const std::vector<Scann
   return removed;
 }
 
-// Whether an entry file is a valid entry for the key its name claims; if not, why it must go.
-detail::Status check_entry_file(const std::filesystem::path& path, std::string_view stem, detail::EntryFile& file) {
+// The key of an entry file that is a valid entry for the key its name claims; if not, why it must go.
+detail::Result<CacheKey> check_entry_file(const std::filesystem::path& path, std::string_view stem, detail::EntryFile& file) {
   using detail::fail;
   file = detail::read_entry_file(path, detail::kMaxEntryFileBytes);
   if (file.status != detail::EntryFile::Status::ok) return fail(file.problem);
   const auto regions = detail::split_entry(file.bytes);
   if (!regions) return fail(regions.error());
-  const auto key = detail::key_from_text(regions->key_text);
+  auto key = detail::key_from_text(regions->key_text);
   if (!key) return fail("key text names no architecture");
   if (key->hex != stem) return fail("file name is not the SHA-256 of the entry's key text");
   if (const auto decoded = detail::decode_entry(file.bytes, *key); !decoded) return fail(decoded.error());
-  return detail::ok();
+  return std::move(*key);
 }
 
 }  // namespace
@@ -148,7 +148,7 @@ VerifyReport DiskCache::verify() {
     if (f.kind != detail::CacheFileKind::entry) continue;
     const auto path = state_->path_of(f.name);
     detail::EntryFile file;
-    const detail::Status checked = check_entry_file(path, detail::classify_cache_file(f.name).stem, file);
+    const auto checked = check_entry_file(path, detail::classify_cache_file(f.name).stem, file);
     if (file.status == detail::EntryFile::Status::missing) continue;  // evicted meanwhile
     ++r.checked;
     if (checked || file.status == detail::EntryFile::Status::unreadable) continue;
@@ -157,6 +157,18 @@ VerifyReport DiskCache::verify() {
     r.problems.push_back(path.string() + ": " + checked.error());
   }
   return r;
+}
+
+void DiskCache::for_each_entry(const std::function<void(const CacheKey& key, std::string_view file)>& visit) {
+  if (!usable()) return;
+  auto files = scan(state_->entries);
+  std::erase_if(files, [](const ScannedFile& f) { return !is_entry_file(f); });
+  std::sort(files.begin(), files.end(), [](const ScannedFile& a, const ScannedFile& b) { return a.name < b.name; });
+  for (const ScannedFile& f : files) {
+    detail::EntryFile file;
+    const auto key = check_entry_file(state_->path_of(f.name), detail::classify_cache_file(f.name).stem, file);
+    if (key) visit(*key, file.bytes);
+  }
 }
 
 std::uint64_t DiskCache::clear() {

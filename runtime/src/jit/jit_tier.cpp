@@ -7,6 +7,7 @@
 #include "jit/pch_store.hpp"
 #include "jit/pool/pool.hpp"
 #include "registry/tier.hpp"
+#include "remote/remote_tier.hpp"
 
 #include <kiln/error.hpp>
 
@@ -69,7 +70,7 @@ PchFamily request_family(const Catalog& catalog, const CompileRequest& request, 
 }
 
 BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache,
-                           const BinaryEntry* ptx) {
+                           RemoteCache* remote, const BinaryEntry* ptx) {
   BuiltUnit built;
   const CacheKey key = unit_cache_key(catalog, catalog.units[unit], arch);
   built.key = key.hex;
@@ -89,7 +90,13 @@ BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned 
     built.compiled = true;
     return entry;
   };
-  built.entry = cache.usable() ? cache.get_or_build(key, build) : build();
+  // Once fleet-wide: the remote cache's lease around the compile, the entry published there.
+  const auto fleet_compile = [&] {
+    FleetBuild fleet = build_once_in_fleet(remote, key, build);
+    built.from_remote = fleet.from_remote;
+    return std::move(fleet.entry);
+  };
+  built.entry = cache.usable() ? cache.get_or_build(key, fleet_compile) : fleet_compile();
   return built;
 }
 
@@ -103,9 +110,10 @@ Result<UnitProbe> probe_jit(const UnitQuery& q) {
 
 Result<UnitImage> fetch_jit(const UnitQuery& q) {
   if (!q.options.use_jit) return fail("");
-  BuiltUnit built = build_into_cache(q.catalog, q.unit_index(), q.arch, q.cache);
+  BuiltUnit built = build_into_cache(q.catalog, q.unit_index(), q.arch, q.cache, remote_of(q.options));
   UnitImage image;
-  image.source = built.compiled ? Tier::jit : Tier::disk;  // disk: another process built it meanwhile
+  // disk: another process built it meanwhile; remote: another machine did
+  image.source = built.compiled ? Tier::jit : built.from_remote ? Tier::remote : Tier::disk;
   image.arch = q.arch;
   image.owned = std::move(built.entry.cubin);
   image.cache_key = std::move(built.key);

@@ -6,6 +6,7 @@
 
 #include <kiln/cache.hpp>
 #include <kiln/catalog.hpp>
+#include <kiln/remote.hpp>
 
 namespace kiln::detail {
 
@@ -27,17 +28,19 @@ CacheEntry jit_compile_entry(const CompileRequest& request, PchFamily family = {
 // A unit built for an architecture, through the cache.
 struct BuiltUnit {
   CacheEntry entry;
-  bool compiled = false;  // false: the cache had it (another process built it, or it was there already)
-  std::string key;        // the entry's key (hex)
+  bool compiled = false;     // false: the cache had it (another process built it, or it was there already)
+  bool from_remote = false;  // the remote cache had it: another machine built it
+  std::string key;           // the entry's key (hex)
 };
 
 // The unit's entry for `arch` from `cache`, or built and published there, under the cache's per-key
 // lock, so that threads and processes sharing the cache build it once: from its source (NVRTC), or, with
-// `ptx`, by assembling that embedded PTX (the PTX tier). With an unusable cache it is built without one.
-// Throws Error(compile) or Error(no_compiler) when it cannot be built; what the registry's JIT and PTX
-// tiers and kiln::precompile share.
+// `ptx`, by assembling that embedded PTX (the PTX tier). With a `remote` cache, under its lease too, so
+// that the fleet builds it once, and published there (remote/remote_tier.hpp). With an unusable cache it
+// is built without one. Throws Error(compile) or Error(no_compiler) when it cannot be built; what the
+// registry's JIT and PTX tiers and kiln::precompile share.
 BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache,
-                           const BinaryEntry* ptx = nullptr);
+                           RemoteCache* remote = nullptr, const BinaryEntry* ptx = nullptr);
 
 // How many compiles the pool runs at once.
 unsigned jit_parallelism();

@@ -3,6 +3,7 @@
 #include "registry/tier.hpp"
 
 #include "jit/jit_tier.hpp"
+#include "remote/remote_tier.hpp"
 
 #include <kiln/select.hpp>
 
@@ -27,9 +28,10 @@ Result<UnitProbe> probe_ptx(const UnitQuery& q) {
 Result<UnitImage> fetch_ptx(const UnitQuery& q) {
   const BinaryEntry* b = usable_ptx(q);
   if (b == nullptr) return fail("");
-  BuiltUnit built = build_into_cache(q.catalog, q.unit_index(), q.arch, q.cache, b);
+  BuiltUnit built = build_into_cache(q.catalog, q.unit_index(), q.arch, q.cache, remote_of(q.options), b);
   UnitImage image;
-  image.source = built.compiled ? Tier::ptx : Tier::disk;  // disk: another process built it meanwhile
+  // disk: another process built it meanwhile; remote: another machine did
+  image.source = built.compiled ? Tier::ptx : built.from_remote ? Tier::remote : Tier::disk;
   image.arch = q.arch;
   image.ptx = true;
   image.owned = std::move(built.entry.cubin);

@@ -2,6 +2,7 @@
 #include <kiln/cache.hpp>
 #include <kiln/error.hpp>
 #include <kiln/precompile.hpp>
+#include <kiln/remote.hpp>
 #include <kiln/select.hpp>
 
 #include "jit/jit_tier.hpp"
@@ -30,6 +31,7 @@ std::vector<PrecompileResult> precompile(
   DiskCache& cache = default_cache();
   if (!cache.usable())
     throw Error(Errc::cache, "kiln: precompile fills the disk cache, which is not in use: " + cache.unusable_reason());
+  RemoteCache& remote = default_remote();  // what others published is fetched; what is compiled, published
 
   std::deque<std::uint32_t> todo(units.begin(), units.end());
   std::vector<PrecompileResult> done;
@@ -48,7 +50,7 @@ std::vector<PrecompileResult> precompile(
       r.unit = std::string(catalog.str(catalog.units[u].name));
       const auto start = std::chrono::steady_clock::now();
       try {
-        r.cached = !detail::build_into_cache(catalog, u, arch, cache).compiled;
+        r.cached = !detail::build_into_cache(catalog, u, arch, cache, &remote).compiled;
         r.ok = true;
       } catch (const std::exception& e) {
         r.error = e.what();

@@ -63,6 +63,7 @@ std::string_view to_string(Tier tier) noexcept {
     case Tier::memory: return "memory";
     case Tier::embedded: return "embedded";
     case Tier::disk: return "disk";
+    case Tier::remote: return "remote";
     case Tier::jit: return "jit";
     case Tier::ptx: return "ptx";
   }
@@ -182,6 +183,7 @@ Kernel Registry::load(const KernelEntry& entry, std::size_t index) {
 void Registry::load_unit(UnitState& unit, const KernelEntry& entry) {
   unit.image = detail::fetch_unit(query(entry));
   if (unit.image.served_by == Tier::disk) disk_loads_.fetch_add(1, std::memory_order_relaxed);
+  if (unit.image.served_by == Tier::remote) remote_loads_.fetch_add(1, std::memory_order_relaxed);
   if (unit.image.served_by == Tier::jit && unit.image.source == Tier::jit) jit_compiles_.fetch_add(1, std::memory_order_relaxed);
   CUlibrary library = nullptr;
   check_load(driver().cuLibraryLoadData(&library, unit.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
@@ -285,8 +287,8 @@ CUcontext Registry::context() {
 
 RegistryStats Registry::stats() const noexcept {
   return {unit_loads_.load(std::memory_order_relaxed), kernel_loads_.load(std::memory_order_relaxed),
-          disk_loads_.load(std::memory_order_relaxed), jit_compiles_.load(std::memory_order_relaxed),
-          context_reloads_.load(std::memory_order_relaxed)};
+          disk_loads_.load(std::memory_order_relaxed), remote_loads_.load(std::memory_order_relaxed),
+          jit_compiles_.load(std::memory_order_relaxed), context_reloads_.load(std::memory_order_relaxed)};
 }
 
 void launch(const Kernel& kernel, Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream, void** args) {

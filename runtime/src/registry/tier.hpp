@@ -26,7 +26,8 @@ struct UnitQuery {
   const UnitEntry& unit() const noexcept { return catalog.units[kernel.unit]; }
 };
 
-// Where a unit would come from, found without loading anything (a directory probe at most).
+// Where a unit would come from, found without loading anything (a directory probe, or one bounded
+// EXISTS in the remote cache, at most).
 struct UnitProbe {
   Tier source = Tier::embedded;
   unsigned arch = 0;
@@ -37,11 +38,12 @@ struct UnitProbe {
 struct UnitImage {
   Tier served_by = Tier::embedded;  // the tier of the chain that answered (set by the chain)
   Tier source = Tier::embedded;     // where the binary came from: the JIT tier says disk when another
-                                    // process built the unit while this one waited for it
+                                    // process built the unit while this one waited for it, remote when
+                                    // another machine did
   unsigned arch = 0;
   bool ptx = false;
   std::string label;                // for errors: "sm_90", "sm_90 from the disk cache (<key>)"
-  std::string cache_key;            // a disk or JIT entry's key (hex)
+  std::string cache_key;            // a disk, remote or JIT entry's key (hex)
   std::string owned;                // the binary, when it is not the catalog's
   std::span<const unsigned char> embedded;  // the binary, when it is the catalog's
 
@@ -61,6 +63,8 @@ Result<UnitProbe> probe_embedded_cubin(const UnitQuery&);
 Result<UnitImage> fetch_embedded_cubin(const UnitQuery&);
 Result<UnitProbe> probe_disk(const UnitQuery&);
 Result<UnitImage> fetch_disk(const UnitQuery&);
+Result<UnitProbe> probe_remote(const UnitQuery&);
+Result<UnitImage> fetch_remote(const UnitQuery&);
 Result<UnitProbe> probe_ptx(const UnitQuery&);
 Result<UnitImage> fetch_ptx(const UnitQuery&);
 Result<UnitProbe> probe_jit(const UnitQuery&);

@@ -12,6 +12,7 @@ namespace {
 constexpr std::array kChain{
     TierStep{Tier::embedded, probe_embedded_cubin, fetch_embedded_cubin},
     TierStep{Tier::disk, probe_disk, fetch_disk},
+    TierStep{Tier::remote, probe_remote, fetch_remote},
     TierStep{Tier::ptx, probe_ptx, fetch_ptx},
     TierStep{Tier::jit, probe_jit, fetch_jit},
 };

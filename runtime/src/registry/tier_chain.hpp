@@ -1,10 +1,10 @@
 // The one tier chain: the order in which the registry asks tiers for a unit, walked by get() and plan().
 //
-//   memory (the registry's slots, before the chain) → embedded cubin → disk → PTX → JIT
+//   memory (the registry's slots, before the chain) → embedded cubin → disk → remote → PTX → JIT
 //
 // The PTX tier assembles embedded PTX the device can run (kiln's own nvJitLink, ~10x cheaper than a
-// compile from source) and publishes the cubin to disk, as the JIT does; the driver's own PTX JIT is
-// never used. A tier added later (remote) is one more step in tier_chain.cpp.
+// compile from source) and publishes the cubin to disk (and the remote), as the JIT does; the driver's
+// own PTX JIT is never used.
 #pragma once
 
 #include "registry/tier.hpp"

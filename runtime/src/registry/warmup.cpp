@@ -87,7 +87,7 @@ void Registry::request_warmup(const std::vector<std::string>& names) {
     if (slots_[index].loaded.load(std::memory_order_acquire)) {
       record.state = Warmup::State::loaded;
     } else {
-      const Plan p = plan(name);  // a directory probe at most
+      const Plan p = plan(name);  // a directory probe, or one bounded remote EXISTS, at most
       if (p.available && p.source != Tier::jit) {
         record.state = Warmup::State::deferred;
       } else {

@@ -1,0 +1,249 @@
+// The remote tier for a fleet: N processes, each with its own empty cache directory (as N machines),
+// compile the 19-unit set (16 CUB-heavy units of bench/kernels/cub_units.toml and the examples) cold for
+// sm_90, without and with a shared Redis (a redis-server this program starts on 127.0.0.1); total CPU
+// seconds (every process and its JIT workers) and wall time. Then the time a new process takes to get one
+// entry from the remote (the tier chain's step: GET, tag, decode, write to its disk), against a cold
+// compile of the same unit. Needs no GPU. Prints Markdown tables.
+//
+//   bench_remote_fleet [N...]     (default: 1 4 16)
+#include <kiln/kiln.hpp>
+
+#include "bench_cub_catalog.hpp"
+#include "examples_catalog.hpp"
+#include "disk/unit_key.hpp"
+#include "registry/tier_chain.hpp"
+
+#include "bench_util.hpp"
+#include "redis_server.hpp"  // tests/cpu: a redis-server on a free 127.0.0.1 port
+
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using kiln::bench::make_temp_dir;
+using kiln::bench::median;
+using kiln::bench::remove_tree;
+using kiln::bench::run_children;
+
+constexpr unsigned kArch = 90;
+const std::string kKey = "bench-fleet-key-0123456789abcdef";
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+const kiln::Catalog& catalog_named(const std::string& name) {
+  return name == "examples" ? kiln::examples::catalog() : kiln::bench_cub::catalog();
+}
+
+// `--child STAMP precompile`: both registries for sm_90 into $KILN_CACHE_DIR (and the remote of the
+// environment); prints wall ms, units compiled here, units from elsewhere, failures.
+int child_precompile() {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<kiln::PrecompileResult> results[2];
+  std::thread examples([&] { results[1] = kiln::precompile(kiln::examples::catalog(), kArch); });
+  results[0] = kiln::precompile(kiln::bench_cub::catalog(), kArch);
+  examples.join();
+  int compiled = 0, cached = 0, failed = 0;
+  for (const auto& list : results)
+    for (const auto& r : list) {
+      compiled += r.ok && !r.cached;
+      cached += r.ok && r.cached;
+      failed += !r.ok;
+      if (!r.ok) std::fprintf(stderr, "%s\n", r.error.c_str());
+    }
+  std::printf("%.3f %d %d %d\n", ms_since(start), compiled, cached, failed);
+  return failed ? 1 : 0;
+}
+
+// `--child STAMP hit REGISTRY KERNEL`: the tier chain's answer for one unit, from the remote of the
+// environment into the empty $KILN_CACHE_DIR, in this new process; prints its ms, the entry's bytes on
+// disk, and whether the remote served it.
+int child_hit(const std::string& registry, const std::string& kernel) {
+  const kiln::Catalog& catalog = catalog_named(registry);
+  kiln::DiskCache& disk = kiln::default_cache();
+  const kiln::RegistryOptions options{.allow_ptx = false, .use_embedded = false, .cache = &disk, .use_jit = false};
+  const kiln::detail::UnitQuery query{catalog, *catalog.find(kernel), kArch, options, disk};
+  const auto start = std::chrono::steady_clock::now();
+  const kiln::detail::UnitImage image = kiln::detail::fetch_unit(query);
+  const double ms = ms_since(start);
+  std::printf("%.4f %llu %d\n", ms, static_cast<unsigned long long>(disk.stats().bytes),
+              image.served_by == kiln::Tier::remote ? 1 : 0);
+  return image.served_by == kiln::Tier::remote ? 0 : 1;
+}
+
+// `--child STAMP fetch REGISTRY KERNEL`: only the remote's part of a hit in this new process (connect,
+// GET, tag, decode; no disk); prints its ms.
+int child_fetch(const std::string& registry, const std::string& kernel) {
+  const kiln::Catalog& catalog = catalog_named(registry);
+  const kiln::CacheKey key = kiln::detail::unit_cache_key(catalog, catalog.units[catalog.find(kernel)->unit], kArch);
+  const auto start = std::chrono::steady_clock::now();
+  const bool hit = kiln::default_remote().load(key).has_value();
+  std::printf("%.4f\n", ms_since(start));
+  return hit ? 0 : 1;
+}
+
+// `--child STAMP cold REGISTRY KERNEL`: one unit compiled cold (no remote) in this new process; its ms.
+int child_cold(const std::string& registry, const std::string& kernel) {
+  const auto results = kiln::precompile(catalog_named(registry), kArch, {kernel}, 1);
+  std::printf("%.3f\n", results.at(0).ms);
+  return results.at(0).ok ? 0 : 1;
+}
+
+// CPU seconds (user + system) of every descendant reaped so far.
+double children_cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_CHILDREN, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// Reaps every descendant that has ended: this process is their subreaper, so JIT workers that outlive
+// the process that started them come here, and their CPU time counts.
+void reap_orphans() {
+  for (int i = 0; i < 500; ++i) {
+    const pid_t pid = ::waitpid(-1, nullptr, WNOHANG);
+    if (pid < 0) return;  // no children left (ECHILD)
+    if (pid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+struct FleetRun {
+  double wall_s = 0, cpu_s = 0;
+  int compiled = 0, cached = 0;
+  bool ok = true;
+};
+
+// N processes at once, each precompiling into its own new cache directory; `remote_url` empty: none.
+FleetRun run_fleet(const char* self, unsigned n, const std::string& remote_url) {
+  std::vector<std::string> dirs;
+  std::vector<pid_t> pids;
+  std::vector<int> outs;
+  FleetRun run;
+  reap_orphans();
+  const double cpu_before = children_cpu_seconds();
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> waiters;
+  std::vector<std::vector<std::vector<double>>> results(n);
+  for (unsigned p = 0; p < n; ++p) {
+    dirs.push_back(make_temp_dir("fleet"));
+    std::vector<std::string> env = {"KILN_CACHE_DIR=" + dirs.back()};
+    if (!remote_url.empty()) {
+      env.push_back("KILN_REMOTE_CACHE=" + remote_url);
+      env.push_back("KILN_REMOTE_KEY=" + kKey);
+    }
+    waiters.emplace_back([&, p, env] {
+      try {
+        results[p] = run_children(self, {"--child", "precompile"}, 1, 4, env, {}, true);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "remote_fleet: a process failed: %s\n", e.what());
+      }
+    });
+  }
+  for (auto& t : waiters) t.join();
+  run.wall_s = ms_since(start) / 1000.0;
+  reap_orphans();
+  run.cpu_s = children_cpu_seconds() - cpu_before;
+  for (const auto& r : results) {
+    if (r.empty()) {
+      run.ok = false;
+      continue;
+    }
+    run.compiled += static_cast<int>(r[1][0]);
+    run.cached += static_cast<int>(r[2][0]);
+  }
+  for (const auto& d : dirs) remove_tree(d);
+  return run;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 4 && std::strcmp(argv[1], "--child") == 0) {
+    const std::string what = argv[3];
+    if (what == "precompile") return child_precompile();
+    if (what == "hit" && argc == 6) return child_hit(argv[4], argv[5]);
+    if (what == "cold" && argc == 6) return child_cold(argv[4], argv[5]);
+    if (what == "fetch" && argc == 6) return child_fetch(argv[4], argv[5]);
+    return 2;
+  }
+  std::vector<unsigned> counts;
+  for (int i = 1; i < argc; ++i) {
+    counts.push_back(static_cast<unsigned>(std::atoi(argv[i])));
+    if (counts.back() == 0) {
+      std::fprintf(stderr, "usage: %s [PROCESSES...]   (default: 1 4 16)\n", argv[0]);
+      return 2;
+    }
+  }
+  if (counts.empty()) counts = {1, 4, 16};
+  if (kiln::test::redis_server_path().empty()) {
+    std::fprintf(stderr, "bench_remote_fleet: redis-server is not installed (scripts/setup.sh installs it)\n");
+    return 1;
+  }
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // JIT workers outlive their process: their CPU time must count
+  kiln::test::RedisServer server;
+  kiln::test::RedisClient redis(server.port());
+  const unsigned units = static_cast<unsigned>(kiln::bench_cub::catalog().units.size() + kiln::examples::catalog().units.size());
+  std::printf("kiln remote tier, a fleet on one machine: %u units (%zu CUB-heavy + %zu examples) cold for sm_90, %u cores; "
+              "each process a new cache directory; the remote a redis-server on 127.0.0.1\n\n",
+              units, kiln::bench_cub::catalog().units.size(), kiln::examples::catalog().units.size(),
+              std::thread::hardware_concurrency());
+  std::printf("| processes | remote | wall | CPU (all processes and workers) | compiled | from the remote |\n"
+              "|---:|---|---:|---:|---:|---:|\n");
+  std::fflush(stdout);
+  for (const unsigned n : counts) {
+    for (const bool remote : {false, true}) {
+      redis.command({"FLUSHALL"});
+      const FleetRun run = run_fleet(argv[0], n, remote ? server.url() : "");
+      std::printf("| %u | %s | %.1f s | %.1f s | %d | %d |%s\n", n, remote ? "Redis" : "none", run.wall_s, run.cpu_s,
+                  run.compiled, run.cached, run.ok ? "" : " (a process failed)");
+      std::fflush(stdout);
+    }
+  }
+
+  // One entry from the remote in a new process, against a cold compile of the same unit.
+  std::printf("\n| unit | entry on disk | remote hit: the tier's step, new process (median of 9) | of which the remote "
+              "(connect, GET, tag, decode) | cold compile, new process (median of 3) |\n|---|---:|---:|---:|---:|\n");
+  for (const auto& [registry, kernel] : {std::pair<std::string, std::string>{"examples", "block_sum_f32"},
+                                         {"bench_cub", "sort_scan_i32_256x8"}}) {
+    redis.command({"FLUSHALL"});
+    const std::string seed = make_temp_dir("seed");
+    // Published by one process (compiled cold: that is the third column's run too).
+    std::vector<double> cold;
+    for (int r = 0; r < 3; ++r) {
+      const std::string dir = make_temp_dir("cold");
+      std::vector<std::string> env = {"KILN_CACHE_DIR=" + dir};
+      if (r == 0) env = {"KILN_CACHE_DIR=" + seed, "KILN_REMOTE_CACHE=" + server.url(), "KILN_REMOTE_KEY=" + kKey};
+      cold.push_back(run_children(argv[0], {"--child", "cold", registry, kernel}, 1, 1, env, {}, true)[0][0]);
+      remove_tree(dir);
+    }
+    std::vector<double> hits, fetches;
+    double bytes = 0;
+    for (int r = 0; r < 9; ++r) {
+      const std::string dir = make_temp_dir("hit");
+      const std::vector<std::string> env = {"KILN_CACHE_DIR=" + dir, "KILN_REMOTE_CACHE=" + server.url(),
+                                            "KILN_REMOTE_KEY=" + kKey};
+      const auto out = run_children(argv[0], {"--child", "hit", registry, kernel}, 1, 3, env, {}, true);
+      hits.push_back(out[0][0]);
+      bytes = out[1][0];
+      fetches.push_back(run_children(argv[0], {"--child", "fetch", registry, kernel}, 1, 1, env, {}, true)[0][0]);
+      remove_tree(dir);
+    }
+    remove_tree(seed);
+    std::printf("| %s/%s | %.1f KiB | %.2f ms (%.2f-%.2f) | %.2f ms | %.0f ms |\n", registry.c_str(), kernel.c_str(),
+                bytes / 1024.0, median(hits), *std::min_element(hits.begin(), hits.end()),
+                *std::max_element(hits.begin(), hits.end()), median(fetches), median(cold));
+    std::fflush(stdout);
+  }
+  reap_orphans();
+  return 0;
+}

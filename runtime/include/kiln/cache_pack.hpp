@@ -1,0 +1,38 @@
+// Cache packs: a disk cache's entries in one verified file, to start other machines warm.
+//
+// A pack is checked whole before anything of it is used: its SHA-256, its manifest, then every entry as
+// DiskCache::load checks one. A truncated or altered pack is refused whole, with the reason. Trust: a
+// pack is as trustworthy as its source, like any binary you install (docs/DESIGN.md, "The remote tier").
+#pragma once
+
+#include <kiln/cache.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace kiln {
+
+// Only entries of `registry` (empty: any) built for `arch` (90 for sm_90; 0: any).
+struct EntryFilter {
+  std::string registry;
+  unsigned arch = 0;
+
+  bool matches(const CacheKey& key) const;
+};
+
+struct PackReport {
+  std::uint64_t entries = 0;  // in the pack
+  std::uint64_t bytes = 0;    // the pack file's size
+  std::uint64_t added = 0;    // import: entries the cache did not have before
+};
+
+// Writes every entry of `cache` that matches `filter` into the pack `file` (written to a temporary file
+// beside it, then renamed). Throws Error(cache) when the cache is not in use or the file cannot be written.
+PackReport export_pack(DiskCache& cache, const std::filesystem::path& file, const EntryFilter& filter = {});
+
+// Checks the whole pack `file`, and only then adds its entries to `cache`. Throws Error(cache) naming the
+// file and what is wrong with it (nothing added), or the cache's problem.
+PackReport import_pack(DiskCache& cache, const std::filesystem::path& file);
+
+}  // namespace kiln

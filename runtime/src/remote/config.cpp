@@ -1,0 +1,218 @@
+// The remote tier's configuration: the environment, the Redis URL and its settings, the fleet key.
+#include "remote/config.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+
+namespace kiln {
+
+namespace {
+
+std::string env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? std::string() : std::string(value);
+}
+
+// A key longer than this is not a key file but something else named by mistake.
+constexpr std::size_t kMaxKeyFileBytes = 4096;
+constexpr std::size_t kMinKeyBytes = 16;
+
+constexpr std::string_view kMakeKey =
+    "make one with `head -c 32 /dev/urandom | base64 > fleet.key; chmod 600 fleet.key` and give every machine "
+    "of the fleet the same file";
+
+std::optional<std::uint64_t> number(std::string_view text) {
+  std::uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// %XX decoding, as URLs carry passwords with reserved characters.
+detail::Result<std::string> percent_decoded(std::string_view text, std::string_view what) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    const int hi = i + 2 < text.size() ? hex_digit(text[i + 1]) : -1;
+    const int lo = i + 2 < text.size() ? hex_digit(text[i + 2]) : -1;
+    if (hi < 0 || lo < 0) return detail::fail("the " + std::string(what) + " has a '%' not followed by two hex digits");
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
+
+// The URL without its user and password, for messages.
+std::string redacted(std::string_view url) {
+  const auto at = url.find('@');
+  const auto start = url.find("://");
+  if (at == std::string_view::npos || start == std::string_view::npos || start > at) return std::string(url);
+  return std::string(url.substr(0, start + 3)) + "***" + std::string(url.substr(at));
+}
+
+// One `name=value` of the query into `settings`.
+detail::Status apply_setting(std::string_view name, std::string_view value, RemoteSettings& s) {
+  using detail::fail;
+  if (name == "mode") {
+    if (value != "ro" && value != "rw") return fail("mode=" + std::string(value) + " is neither ro nor rw");
+    s.read_only = value == "ro";
+    return detail::ok();
+  }
+  const auto n = number(value);
+  if (!n || *n == 0) return fail(std::string(name) + "=" + std::string(value) + " is not a positive whole number");
+  const auto ms = std::chrono::milliseconds(static_cast<std::int64_t>(std::min<std::uint64_t>(*n, 86'400'000)));
+  if (name == "connect_timeout_ms") s.connect_timeout = ms;
+  else if (name == "timeout_ms") s.request_timeout = ms;
+  else if (name == "ttl_s") s.ttl = std::chrono::seconds(static_cast<std::int64_t>(std::min<std::uint64_t>(*n, 1ull << 40)));
+  else if (name == "max_bytes") s.max_value_bytes = *n;
+  else if (name == "lease_ms") s.lease_ttl = std::max(ms, std::chrono::milliseconds(30));
+  else if (name == "wait_ms") s.lease_wait = ms;
+  else if (name == "retry_ms") s.retry_after = ms;
+  else
+    return fail("unknown setting '" + std::string(name) +
+                "' (known: mode, connect_timeout_ms, timeout_ms, ttl_s, max_bytes, lease_ms, wait_ms, retry_ms)");
+  return detail::ok();
+}
+
+}  // namespace
+
+RemoteConfig RemoteConfig::from_environment() {
+  RemoteConfig config;
+  config.url = env("KILN_REMOTE_CACHE");
+  config.fleet_key = env("KILN_REMOTE_KEY");
+  config.fleet_key_file = env("KILN_REMOTE_KEY_FILE");
+  return config;
+}
+
+namespace detail {
+
+bool remote_off(std::string_view url) { return url.empty() || url == "off" || url == "OFF" || url == "0"; }
+
+std::string RedisAddress::where() const {
+  const bool v6 = host.find(':') != std::string::npos;
+  return "redis://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port) + "/" + std::to_string(db);
+}
+
+Result<RedisAddress> parse_redis_url(std::string_view url, RemoteSettings& settings) {
+  const auto bad = [&](const std::string& why) {
+    return fail("the remote cache URL '" + redacted(url) + "': " + why +
+                " (expected redis://[[user]:password@]host[:port][/db][?mode=ro&timeout_ms=N&...])");
+  };
+  constexpr std::string_view kScheme = "redis://";
+  if (url.starts_with("rediss://"))
+    return bad("TLS (rediss://) is not supported by the hiredis kiln links; reach the server through a TLS tunnel "
+               "(stunnel, spiped) on a local port");
+  if (!url.starts_with(kScheme)) return bad("the scheme must be redis://");
+  std::string_view rest = url.substr(kScheme.size());
+  std::string_view query;
+  if (const auto q = rest.find('?'); q != std::string_view::npos) {
+    query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+  }
+  std::string_view path;
+  if (const auto slash = rest.find('/'); slash != std::string_view::npos) {
+    path = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+  }
+  RedisAddress address;
+  if (const auto at = rest.rfind('@'); at != std::string_view::npos) {
+    const std::string_view userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    const auto colon = userinfo.find(':');
+    // As redis-cli reads it: user:password, :password, or a lone password.
+    auto user = percent_decoded(colon == std::string_view::npos ? "" : userinfo.substr(0, colon), "user");
+    auto password = percent_decoded(colon == std::string_view::npos ? userinfo : userinfo.substr(colon + 1), "password");
+    if (!user) return bad(user.error());
+    if (!password) return bad(password.error());
+    address.user = std::move(*user);
+    address.password = std::move(*password);
+  }
+  std::string_view port;
+  if (rest.starts_with('[')) {
+    const auto close = rest.find(']');
+    if (close == std::string_view::npos) return bad("an IPv6 host needs its closing ']'");
+    address.host = std::string(rest.substr(1, close - 1));
+    const std::string_view after = rest.substr(close + 1);
+    if (!after.empty() && !after.starts_with(':')) return bad("after ']' only ':port' may follow");
+    port = after.empty() ? after : after.substr(1);
+  } else {
+    const auto colon = rest.find(':');
+    address.host = std::string(rest.substr(0, colon));
+    if (colon != std::string_view::npos) port = rest.substr(colon + 1);
+  }
+  if (address.host.empty()) return bad("no host");
+  if (!port.empty()) {
+    const auto p = number(port);
+    if (!p || *p == 0 || *p > 65535) return bad("port '" + std::string(port) + "' is not a number from 1 to 65535");
+    address.port = static_cast<unsigned>(*p);
+  }
+  if (!path.empty()) {
+    const auto db = number(path);
+    if (!db || *db > 1'000'000) return bad("database '" + std::string(path) + "' is not a number");
+    address.db = static_cast<unsigned>(*db);
+  }
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view item = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string_view::npos) return bad("setting '" + std::string(item) + "' has no '=value'");
+    if (const Status applied = apply_setting(item.substr(0, eq), item.substr(eq + 1), settings); !applied)
+      return bad(applied.error());
+  }
+  return address;
+}
+
+Result<std::string> load_fleet_key(const RemoteConfig& config) {
+  std::string key = config.fleet_key;
+  std::string origin = "KILN_REMOTE_KEY";
+  if (key.empty()) {
+    if (config.fleet_key_file.empty())
+      return fail("no fleet key: without one no entry could be verified. Set KILN_REMOTE_KEY_FILE to a file holding "
+                  "the fleet's key (or KILN_REMOTE_KEY to the key); " + std::string(kMakeKey));
+    const std::string file = config.fleet_key_file.string();
+    origin = "the fleet key file " + file + " (KILN_REMOTE_KEY_FILE)";
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) return fail("cannot open " + origin + ": " + std::strerror(errno));
+    struct stat st {};
+    const bool stated = ::fstat(fd, &st) == 0;
+    if (stated && S_ISREG(st.st_mode) && st.st_size <= static_cast<off_t>(kMaxKeyFileBytes)) {
+      key.resize(static_cast<std::size_t>(st.st_size));
+      const ssize_t got = ::read(fd, key.data(), key.size());
+      key.resize(got < 0 ? 0 : static_cast<std::size_t>(got));
+    }
+    ::close(fd);
+    if (!stated || !S_ISREG(st.st_mode)) return fail(origin + " is not a regular file");
+    if (st.st_size > static_cast<off_t>(kMaxKeyFileBytes))
+      return fail(origin + " holds " + std::to_string(st.st_size) + " bytes: is it the key? (at most " +
+                  std::to_string(kMaxKeyFileBytes) + ")");
+    // Whoever can replace the key can make this process trust their entries.
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 || st.st_uid != ::geteuid())
+      return fail(origin + " is not yours, or group or others can write it: chmod 600 it (as its owner)");
+    while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+  }
+  if (key.size() < kMinKeyBytes)
+    return fail(origin + " holds " + std::to_string(key.size()) + " bytes; a fleet key needs at least " +
+                std::to_string(kMinKeyBytes) + ": " + std::string(kMakeKey));
+  return key;
+}
+
+}  // namespace detail
+}  // namespace kiln

@@ -1,0 +1,36 @@
+// What KILN_REMOTE_CACHE and the fleet key variables say: a Redis server, the remote tier's settings, the key.
+#pragma once
+
+#include "base/result.hpp"
+
+#include <kiln/remote.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace kiln::detail {
+
+// "", "off", "OFF", "0": no remote tier.
+bool remote_off(std::string_view url);
+
+struct RedisAddress {
+  std::string host;      // a name or an address (an IPv6 one without its brackets)
+  unsigned port = 6379;
+  unsigned db = 0;
+  std::string user;      // AUTH user password (Redis 6 ACLs); empty: AUTH password, or none
+  std::string password;  // empty: no AUTH
+
+  // "redis://host:port/db", never with the password: for messages.
+  std::string where() const;
+};
+
+// redis://[[user]:password@]host[:port][/db][?name=value&...] (user and password may be %-encoded).
+// The query's settings (remote.hpp names them) are written into `settings`. A failure names the part of
+// the URL that is wrong and what it must be.
+Result<RedisAddress> parse_redis_url(std::string_view url, RemoteSettings& settings);
+
+// The fleet key: config.fleet_key, else the contents of config.fleet_key_file (a trailing newline
+// dropped), at least 16 bytes; else why there is none (and how to make one).
+Result<std::string> load_fleet_key(const RemoteConfig& config);
+
+}  // namespace kiln::detail

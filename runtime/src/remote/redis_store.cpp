@@ -1,0 +1,315 @@
+// RedisStore: the remote store on Redis. hiredis (Debian's libhiredis-dev) speaks the protocol; this file
+// bounds every step of it in time, which hiredis's blocking calls do not do on their own.
+#include "remote/redis_store.hpp"
+
+#include <kiln/error.hpp>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+namespace kiln::detail {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct ContextFree {
+  void operator()(redisContext* c) const noexcept { redisFree(c); }
+};
+using Context = std::unique_ptr<redisContext, ContextFree>;
+
+struct ReplyFree {
+  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyFree>;
+
+// A reply larger than this is refused, whatever this process's own cap on what it publishes: another
+// machine may publish with a larger one, and a hostile server must not make this process allocate at will.
+constexpr std::uint64_t kMinReplyLimit = std::uint64_t{64} << 20;
+
+// Leases are renewed and released only by their holder, atomically: compare the token, then act.
+constexpr std::string_view kRenewScript =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
+constexpr std::string_view kReleaseScript =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+timeval to_timeval(std::chrono::milliseconds ms) {
+  return timeval{static_cast<time_t>(ms.count() / 1000), static_cast<suseconds_t>(ms.count() % 1000 * 1000)};
+}
+
+int ms_left(Clock::time_point deadline) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return static_cast<int>(std::clamp<std::int64_t>(left, 0, 1'000'000));
+}
+
+std::string ms_text(std::chrono::milliseconds ms) { return std::to_string(ms.count()) + " ms"; }
+
+// hiredis writes with write(2): to a connection the server closed, that raises SIGPIPE, whose default
+// action ends the process. Blocked around the write, and one raised by it taken before unblocking.
+class SigpipeBlocked {
+ public:
+  SigpipeBlocked() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    was_pending_ = ::sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+    ::pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~SigpipeBlocked() {
+    if (!was_pending_) {
+      const timespec zero{0, 0};
+      while (::sigtimedwait(&pipe_, nullptr, &zero) == SIGPIPE) {
+      }
+    }
+    ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeBlocked(const SigpipeBlocked&) = delete;
+  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
+
+ private:
+  sigset_t pipe_{}, old_{};
+  bool was_pending_ = false;
+};
+
+// Until `fd` is ready for `events`, or the deadline.
+Status wait_for(int fd, short events, Clock::time_point deadline, std::chrono::milliseconds budget) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    const int n = ::poll(&p, 1, ms_left(deadline));
+    if (n > 0) return ok();
+    if (n == 0) return fail("no answer within " + ms_text(budget));
+    if (errno != EINTR) return fail(std::string("poll: ") + std::strerror(errno));
+  }
+}
+
+// A name lookup, bounded: getaddrinfo alone waits for the resolver's own timeouts (seconds, per server
+// and attempt). What a lookup that outlives its wait still writes to is left to it.
+Result<std::string> resolve(const std::string& host, unsigned port, std::chrono::milliseconds budget) {
+  in_addr v4{};
+  in6_addr v6{};
+  if (::inet_pton(AF_INET, host.c_str(), &v4) == 1 || ::inet_pton(AF_INET6, host.c_str(), &v6) == 1) return host;
+  struct Lookup {
+    std::string name, service;
+    addrinfo hints{};
+    gaicb request{};
+  };
+  auto lookup = std::make_unique<Lookup>();
+  lookup->name = host;
+  lookup->service = std::to_string(port);
+  lookup->hints.ai_family = AF_UNSPEC;
+  lookup->hints.ai_socktype = SOCK_STREAM;
+  lookup->request.ar_name = lookup->name.c_str();
+  lookup->request.ar_service = lookup->service.c_str();
+  lookup->request.ar_request = &lookup->hints;
+  gaicb* list[] = {&lookup->request};
+  if (::getaddrinfo_a(GAI_NOWAIT, list, 1, nullptr) != 0) return fail("cannot look up " + host);
+  const auto deadline = Clock::now() + budget;
+  int status = EAI_INPROGRESS;
+  while ((status = ::gai_error(&lookup->request)) == EAI_INPROGRESS && Clock::now() < deadline) {
+    const int left = ms_left(deadline);
+    const timespec wait{left / 1000, static_cast<long>(left % 1000) * 1'000'000};
+    ::gai_suspend(list, 1, &wait);
+  }
+  if (status == EAI_INPROGRESS) {
+    if (::gai_cancel(&lookup->request) != EAI_CANCELED) (void)lookup.release();  // still being written
+    return fail("no answer from the name service for " + host + " within " + ms_text(budget));
+  }
+  if (status != 0) return fail("cannot look up " + host + ": " + ::gai_strerror(status));
+  char text[INET6_ADDRSTRLEN] = {};
+  const addrinfo* first = lookup->request.ar_result;
+  const int named = ::getnameinfo(first->ai_addr, first->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST);
+  ::freeaddrinfo(lookup->request.ar_result);
+  if (named != 0) return fail("cannot look up " + host + ": " + ::gai_strerror(named));
+  return std::string(text);
+}
+
+// One request and its whole reply, by the deadline. A failure leaves the connection unusable.
+Result<Reply> exchange(redisContext* c, const std::vector<std::string_view>& args, Clock::time_point deadline,
+                       std::chrono::milliseconds budget, std::uint64_t reply_limit) {
+  std::vector<const char*> argv;
+  std::vector<std::size_t> lengths;
+  for (const std::string_view a : args) {
+    argv.push_back(a.data());
+    lengths.push_back(a.size());
+  }
+  if (redisAppendCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lengths.data()) != REDIS_OK)
+    return fail(std::string("cannot format the request: ") + c->errstr);
+  {
+    const SigpipeBlocked no_sigpipe;
+    for (int done = 0; !done;) {
+      if (const Status ready = wait_for(c->fd, POLLOUT, deadline, budget); !ready)
+        return fail("sending " + std::string(args.front()) + ": " + ready.error());
+      if (redisBufferWrite(c, &done) != REDIS_OK)
+        return fail("sending " + std::string(args.front()) + ": " + c->errstr);
+    }
+  }
+  for (;;) {
+    void* reply = nullptr;
+    if (redisGetReplyFromReader(c, &reply) != REDIS_OK)
+      return fail("the answer to " + std::string(args.front()) + " is not Redis's protocol (" + c->errstr + ")");
+    if (reply != nullptr) return Reply(static_cast<redisReply*>(reply));
+    if (c->reader->len > reply_limit)
+      return fail("the answer to " + std::string(args.front()) + " is larger than " + std::to_string(reply_limit) + " bytes");
+    if (const Status ready = wait_for(c->fd, POLLIN, deadline, budget); !ready)
+      return fail("waiting for the answer to " + std::string(args.front()) + ": " + ready.error());
+    if (redisBufferRead(c) != REDIS_OK)
+      return fail("reading the answer to " + std::string(args.front()) + ": " + c->errstr);
+  }
+}
+
+std::string describe(const redisReply& r) {
+  switch (r.type) {
+    case REDIS_REPLY_STRING: return "a string of " + std::to_string(r.len) + " bytes";
+    case REDIS_REPLY_ARRAY: return "an array";
+    case REDIS_REPLY_INTEGER: return "the integer " + std::to_string(r.integer);
+    case REDIS_REPLY_NIL: return "nil";
+    case REDIS_REPLY_STATUS: return "status '" + std::string(r.str, r.len) + "'";
+    case REDIS_REPLY_ERROR: return "error '" + std::string(r.str, r.len) + "'";
+    default: return "a reply of type " + std::to_string(r.type);
+  }
+}
+
+bool is_ok_status(const redisReply& r) { return r.type == REDIS_REPLY_STATUS && std::string_view(r.str, r.len) == "OK"; }
+
+class RedisStore final : public RemoteStore {
+ public:
+  RedisStore(RedisAddress address, const RemoteSettings& settings)
+      : address_(std::move(address)),
+        connect_timeout_(settings.connect_timeout),
+        request_timeout_(settings.request_timeout),
+        reply_limit_(std::max(settings.max_value_bytes, kMinReplyLimit) + 4096) {}
+
+  std::string where() const override { return address_.where(); }
+
+  std::optional<std::string> get(const std::string& key) override {
+    const Reply r = call({"GET", key});
+    if (r->type == REDIS_REPLY_NIL) return std::nullopt;
+    if (r->type == REDIS_REPLY_STRING) return std::string(r->str, r->len);
+    throw unexpected("GET", *r);
+  }
+
+  bool contains(const std::string& key) override {
+    const Reply r = call({"EXISTS", key});
+    if (r->type == REDIS_REPLY_INTEGER) return r->integer > 0;
+    throw unexpected("EXISTS", *r);
+  }
+
+  RemoteReply put(const std::string& key, std::string_view value, std::chrono::milliseconds ttl) override {
+    const Reply r = call({"SET", key, value, "PX", std::to_string(ttl.count())});
+    if (is_ok_status(*r)) return {};
+    if (r->type == REDIS_REPLY_ERROR) return {RemoteReply::refused, std::string(r->str, r->len)};
+    throw unexpected("SET", *r);
+  }
+
+  RemoteReply try_lease(const std::string& key, const std::string& token, std::chrono::milliseconds ttl) override {
+    const Reply r = call({"SET", key, token, "NX", "PX", std::to_string(ttl.count())});
+    if (is_ok_status(*r)) return {};
+    if (r->type == REDIS_REPLY_NIL) return {RemoteReply::held, {}};
+    if (r->type == REDIS_REPLY_ERROR) return {RemoteReply::refused, std::string(r->str, r->len)};
+    throw unexpected("SET NX", *r);
+  }
+
+  bool renew_lease(const std::string& key, const std::string& token, std::chrono::milliseconds ttl) override {
+    const Reply r = call({"EVAL", kRenewScript, "1", key, token, std::to_string(ttl.count())});
+    return r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+  }
+
+  void release_lease(const std::string& key, const std::string& token) override {
+    call({"EVAL", kReleaseScript, "1", key, token});  // an error reply: the lease expires by itself
+  }
+
+ private:
+  // What went wrong; the remote tier's warning or push()'s error names the server around it.
+  static Error unexpected(std::string_view command, const redisReply& r) {
+    return Error(Errc::remote, "it answered " + std::string(command) + " with " + describe(r) +
+                                   " (is it a Redis server, and the one meant?)");
+  }
+
+  static Error failure(const std::string& why) { return Error(Errc::remote, why); }
+
+  // The reply to one request on a connection of this thread's own; throws Error(remote) when there is none.
+  Reply call(std::vector<std::string_view> args) {
+    Context c = take();
+    Result<Reply> reply = exchange(c.get(), args, Clock::now() + request_timeout_, request_timeout_, reply_limit_);
+    if (!reply) throw failure(reply.error());  // the connection goes with it: its stream is out of step
+    give_back(std::move(c));
+    return std::move(reply).value();
+  }
+
+  Context take() {
+    {
+      const std::lock_guard lock(mutex_);
+      // A forked child must not talk on its parent's connections: their replies would interleave.
+      if (owner_ != ::getpid()) {
+        idle_.clear();
+        owner_ = ::getpid();
+      }
+      if (!idle_.empty()) {
+        Context c = std::move(idle_.back());
+        idle_.pop_back();
+        return c;
+      }
+    }
+    return connect();
+  }
+
+  void give_back(Context c) {
+    const std::lock_guard lock(mutex_);
+    if (owner_ == ::getpid() && idle_.size() < kMaxIdle) idle_.push_back(std::move(c));
+  }
+
+  Context connect() {
+    const auto start = Clock::now();
+    const Result<std::string> ip = resolve(address_.host, address_.port, connect_timeout_);
+    if (!ip) throw failure(ip.error());
+    const auto left = std::max(std::chrono::milliseconds(1),
+                               connect_timeout_ - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start));
+    Context c(redisConnectWithTimeout(ip->c_str(), static_cast<int>(address_.port), to_timeval(left)));
+    if (!c) throw failure("cannot allocate a connection");
+    if (c->err != 0) throw failure(std::string("cannot connect within ") + ms_text(connect_timeout_) + ": " + c->errstr);
+    // A backstop for hiredis's own blocking writes and reads; exchange() bounds the whole request.
+    redisSetTimeout(c.get(), to_timeval(request_timeout_));
+    const auto setup = [&](std::vector<std::string_view> args, std::string_view what) {
+      Result<Reply> r = exchange(c.get(), args, Clock::now() + request_timeout_, request_timeout_, 4096);
+      if (!r) throw failure(r.error());
+      if (!is_ok_status(**r)) throw failure(std::string(what) + " was answered with " + describe(**r));
+    };
+    if (!address_.password.empty()) {
+      if (address_.user.empty()) setup({"AUTH", address_.password}, "AUTH (check the password in KILN_REMOTE_CACHE)");
+      else setup({"AUTH", address_.user, address_.password}, "AUTH (check the user and password in KILN_REMOTE_CACHE)");
+    }
+    if (address_.db != 0) setup({"SELECT", std::to_string(address_.db)}, "SELECT of the URL's database");
+    return c;
+  }
+
+  static constexpr std::size_t kMaxIdle = 16;
+
+  const RedisAddress address_;
+  const std::chrono::milliseconds connect_timeout_;
+  const std::chrono::milliseconds request_timeout_;
+  const std::uint64_t reply_limit_;
+  std::mutex mutex_;
+  pid_t owner_ = ::getpid();
+  std::vector<Context> idle_;
+};
+
+}  // namespace
+
+std::unique_ptr<RemoteStore> make_redis_store(RedisAddress address, const RemoteSettings& settings) {
+  return std::make_unique<RedisStore>(std::move(address), settings);
+}
+
+}  // namespace kiln::detail

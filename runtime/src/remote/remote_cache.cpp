@@ -1,0 +1,263 @@
+// RemoteCache: configuration, the circuit breaker, fetching and publishing verified entries, push.
+#include "remote/remote_state.hpp"
+
+#include "disk/entry.hpp"
+#include "disk/key.hpp"
+#include "remote/config.hpp"
+#include "remote/redis_store.hpp"
+
+#include <kiln/error.hpp>
+
+#include <chrono>
+
+namespace kiln {
+
+namespace detail {
+
+namespace {
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  const auto s = ms.count() / 1000;
+  return s > 0 ? std::to_string(s) + " s" : std::to_string(ms.count()) + " ms";
+}
+
+// What every warning ends with: kiln goes on without the remote tier's help.
+constexpr std::string_view kStillWorks = "kernels still come from the disk cache and the JIT";
+
+// Takes the store and the fleet key, or records why the remote tier cannot be used.
+void set_up(RemoteState& s, std::unique_ptr<RemoteStore> store, const RemoteConfig& config) {
+  if (s.settings.read_only) s.where += " (read-only)";
+  Result<std::string> key = load_fleet_key(config);
+  if (!key) {
+    s.unusable = key.error();
+    s.warn("unusable", "not using the remote cache " + s.where + ": " + key.error() + " (" + std::string(kStillWorks) + ")");
+    return;
+  }
+  s.key.emplace(std::move(key).value());
+  s.store = std::move(store);
+}
+
+}  // namespace
+
+std::string entry_key(const CacheKey& key) { return "kiln:entry:" + key.hex; }
+std::string lease_key(const CacheKey& key) { return "kiln:lease:" + key.hex; }
+
+bool skip_call(RemoteState& s) {
+  if (now_ns() >= s.retry_at_ns.load(std::memory_order_relaxed)) return false;
+  ++s.skipped;
+  return true;
+}
+
+void record_failure(RemoteState& s, std::string_view call, const std::string& why) {
+  ++s.errors;
+  s.retry_at_ns.store(now_ns() + std::chrono::nanoseconds(s.settings.retry_after).count(), std::memory_order_relaxed);
+  s.warn("failed", "the remote cache " + s.where + " failed (" + std::string(call) + ": " + why + "); " + std::string(kStillWorks) +
+                       "; it is not asked again for " + seconds_text(s.settings.retry_after) +
+                       ", and later failures are only counted (kiln cache stats)");
+}
+
+Result<RemoteEntry> fetch_entry(RemoteState& s, const CacheKey& key, Count count) {
+  auto got = guarded(s, "GET of an entry", [&] { return s.store->get(entry_key(key)); });
+  if (!got) return fail(got.error());
+  if (!*got) {
+    if (count == Count::lookup) ++s.misses;
+    return fail("the remote cache " + s.where + " has no entry for it (key " + key.hex + ")");
+  }
+  RemoteEntry r;
+  r.value = std::move(**got);
+  s.bytes_read += r.value.size();
+  std::string problem;
+  if (const auto file = open_entry(*s.key, r.value); !file) {
+    problem = file.error();
+  } else if (auto decoded = decode_entry(*file, key); !decoded) {
+    problem = "it is not a valid entry (" + decoded.error() + ")";
+  } else {
+    r.entry = std::move(decoded).value();
+    ++s.hits;
+    return r;
+  }
+  ++s.rejected;
+  s.warn("rejected", "ignoring the remote cache's entry for " + describe_key(key) + " in " + s.where + ": " + problem +
+                         "; it is a miss, rebuilt and published again (later ones are only counted: kiln cache stats)");
+  return fail("the remote cache " + s.where + " has no usable entry for it (key " + key.hex + ": " + problem + ")");
+}
+
+bool publish_file(RemoteState& s, const CacheKey& key, std::string_view entry_file) {
+  if (!s.usable() || s.settings.read_only) return false;
+  const std::string value = seal_entry(*s.key, entry_file);
+  if (value.size() > s.settings.max_value_bytes) {
+    ++s.too_large;
+    s.warn("too_large", "not publishing " + describe_key(key) + " to the remote cache " + s.where + ": " +
+                            std::to_string(value.size()) + " bytes, more than its cap of " +
+                            std::to_string(s.settings.max_value_bytes) + " (max_bytes in KILN_REMOTE_CACHE)");
+    return false;
+  }
+  const auto reply = guarded(s, "SET of an entry", [&] {
+    return s.store->put(entry_key(key), value, std::chrono::duration_cast<std::chrono::milliseconds>(s.settings.ttl));
+  });
+  if (!reply) return false;
+  if (reply->kind != RemoteReply::done) {
+    ++s.refused;
+    s.warn("refused", "the remote cache " + s.where + " refuses to store entries (" + reply->refusal +
+                          "); nothing is shared until it takes them again (a full Redis: raise maxmemory, or set "
+                          "maxmemory-policy allkeys-lru); " + std::string(kStillWorks));
+    return false;
+  }
+  ++s.stores;
+  s.bytes_written += value.size();
+  return true;
+}
+
+bool publish_entry(RemoteState& s, const CacheKey& key, const CacheEntry& entry) {
+  if (!s.usable() || s.settings.read_only || !check_entry(entry, key.arch)) return false;
+  std::string file;
+  try {
+    file = encode_entry(key, entry);
+  } catch (const std::exception&) {
+    return false;  // the disk cache's store() refused it too, and warned
+  }
+  return publish_file(s, key, file);
+}
+
+RemoteState& remote_state(RemoteCache& remote) noexcept { return *remote.state_; }
+
+}  // namespace detail
+
+RemoteCache::RemoteCache(RemoteConfig config) : state_(std::make_unique<detail::RemoteState>()) {
+  detail::RemoteState& s = *state_;
+  s.settings = config.settings;
+  if (detail::remote_off(config.url)) {
+    s.unusable = "off (KILN_REMOTE_CACHE is not set)";
+    s.where = "off";
+    return;
+  }
+  auto address = detail::parse_redis_url(config.url, s.settings);
+  if (!address) {
+    s.unusable = address.error();
+    s.where = "(unusable URL)";
+    s.warn("unusable", "not using the remote cache: " + address.error() + " (" + std::string(detail::kStillWorks) + ")");
+    return;
+  }
+  s.where = address->where();
+  detail::set_up(s, detail::make_redis_store(std::move(address).value(), s.settings), config);
+}
+
+RemoteCache::RemoteCache(std::unique_ptr<RemoteStore> store, RemoteConfig config)
+    : state_(std::make_unique<detail::RemoteState>()) {
+  detail::RemoteState& s = *state_;
+  s.settings = config.settings;
+  if (!store) {
+    s.unusable = "no store was given";
+    s.where = "(none)";
+    return;
+  }
+  s.where = store->where();
+  detail::set_up(s, std::move(store), config);
+}
+
+RemoteCache::~RemoteCache() = default;
+
+bool RemoteCache::usable() const noexcept { return state_->usable(); }
+const std::string& RemoteCache::unusable_reason() const noexcept { return state_->unusable; }
+std::string RemoteCache::where() const { return state_->where; }
+const RemoteSettings& RemoteCache::settings() const noexcept { return state_->settings; }
+std::string RemoteCache::fleet_key_id() const { return state_->key ? state_->key->id_hex() : std::string(); }
+std::vector<std::string> RemoteCache::warnings() const { return state_->warnings.printed(); }
+
+std::optional<CacheEntry> RemoteCache::load(const CacheKey& key) {
+  if (!usable()) return std::nullopt;
+  auto got = detail::fetch_entry(*state_, key);
+  if (!got) return std::nullopt;
+  return std::move(got->entry);
+}
+
+bool RemoteCache::store(const CacheKey& key, const CacheEntry& entry) { return detail::publish_entry(*state_, key, entry); }
+
+std::optional<double> RemoteCache::ping_ms(std::string& why) {
+  if (!usable()) {
+    why = state_->unusable;
+    return std::nullopt;
+  }
+  // Asked directly, past the breaker: someone wants to know now.
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    (void)state_->store->get("kiln:ping");
+  } catch (const std::exception& e) {
+    why = e.what();
+    return std::nullopt;
+  }
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+RemoteStats RemoteCache::stats() const {
+  const detail::RemoteState& s = *state_;
+  RemoteStats r;
+  r.hits = s.hits;
+  r.misses = s.misses;
+  r.rejected = s.rejected;
+  r.errors = s.errors;
+  r.skipped = s.skipped;
+  r.stores = s.stores;
+  r.refused = s.refused;
+  r.too_large = s.too_large;
+  r.bytes_read = s.bytes_read;
+  r.bytes_written = s.bytes_written;
+  r.leases = s.leases;
+  r.lease_waits = s.lease_waits;
+  r.lease_timeouts = s.lease_timeouts;
+  r.lease_wait_ms = static_cast<double>(s.lease_wait_us) / 1000.0;
+  return r;
+}
+
+RemoteCache& default_remote() {
+  // Leaked on purpose, as the JIT pool is: registries destroyed during static destruction may still
+  // compile, and publish, on their way out.
+  static RemoteCache& remote = *new RemoteCache(RemoteConfig::from_environment());
+  return remote;
+}
+
+RemoteStats remote_stats() { return default_remote().stats(); }
+
+PushReport push(DiskCache& cache, RemoteCache& remote, const EntryFilter& filter) {
+  detail::RemoteState& s = detail::remote_state(remote);
+  if (!s.usable()) throw Error(Errc::remote, "kiln: cache push: the remote cache is not in use: " + s.unusable);
+  if (s.settings.read_only)
+    throw Error(Errc::remote, "kiln: cache push: the remote cache " + s.where +
+                                  " is read-only (mode=ro in KILN_REMOTE_CACHE): nothing can be pushed to it");
+  if (!cache.usable()) throw Error(Errc::cache, "kiln: cache push: the disk cache is not in use: " + cache.unusable_reason());
+  PushReport report;
+  const auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(s.settings.ttl);
+  cache.for_each_entry([&](const CacheKey& key, std::string_view file) {
+    const std::string value = filter.matches(key) ? detail::seal_entry(*s.key, file) : std::string();
+    if (value.empty() || value.size() > s.settings.max_value_bytes) {
+      ++report.skipped;
+      return;
+    }
+    // Straight to the store, past the breaker: a failure here is the answer the caller wants.
+    RemoteReply reply;
+    try {
+      reply = s.store->put(detail::entry_key(key), value, ttl);
+    } catch (const std::exception& e) {
+      ++s.errors;
+      throw Error(Errc::remote, "kiln: cache push to " + s.where + " failed after " + std::to_string(report.pushed) +
+                                    " entries: " + e.what() + " (is the server up, and KILN_REMOTE_CACHE right?)");
+    }
+    if (reply.kind != RemoteReply::done) {
+      ++s.refused;
+      throw Error(Errc::remote, "kiln: cache push to " + s.where + " stopped after " + std::to_string(report.pushed) +
+                                    " entries: the server refuses to store (" + reply.refusal +
+                                    "); a full Redis needs a larger maxmemory or maxmemory-policy allkeys-lru");
+    }
+    ++s.stores;
+    s.bytes_written += value.size();
+    ++report.pushed;
+    report.bytes += value.size();
+  });
+  return report;
+}
+
+}  // namespace kiln

@@ -1,0 +1,80 @@
+// RemoteCache's private state, and the steps the remote tier's files share: the circuit breaker around
+// every call to the store, fetching a verified entry, publishing one.
+#pragma once
+
+#include "base/result.hpp"
+#include "base/warn_once.hpp"
+#include "remote/sealed_entry.hpp"
+
+#include <kiln/remote.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+namespace kiln::detail {
+
+struct RemoteState {
+  RemoteSettings settings;
+  std::unique_ptr<RemoteStore> store;  // null when not usable
+  std::optional<FleetKey> key;
+  std::string unusable;                // why not usable; empty when usable
+  std::string where;                   // the store and its mode, for messages
+
+  // The circuit breaker: after a call that got no answer, no call until this steady_clock time (ns).
+  std::atomic<std::int64_t> retry_at_ns{0};
+
+  std::atomic<std::uint64_t> hits{0}, misses{0}, rejected{0}, errors{0}, skipped{0}, stores{0}, refused{0},
+      too_large{0}, bytes_read{0}, bytes_written{0}, leases{0}, lease_waits{0}, lease_timeouts{0}, lease_wait_us{0};
+  WarnOnce warnings;
+
+  bool usable() const noexcept { return store != nullptr; }
+  void warn(std::string_view kind, const std::string& message) { warnings.warn(kind, message); }
+};
+
+// The store's keys for an entry and for its lease: kiln:entry:<hex>, kiln:lease:<hex>.
+std::string entry_key(const CacheKey& key);
+std::string lease_key(const CacheKey& key);
+
+// Whether the breaker is open now (a call failed less than retry_after ago); counts the call skipped.
+bool skip_call(RemoteState& s);
+// Counts a call that got no answer, warns once, and opens the breaker.
+void record_failure(RemoteState& s, std::string_view call, const std::string& why);
+
+// `call()`'s value, or why there is none: the breaker was open, or the store threw (recorded above).
+template <typename Call>
+Result<std::invoke_result_t<Call&>> guarded(RemoteState& s, std::string_view what, Call&& call) {
+  if (skip_call(s)) return fail("the remote cache " + s.where + " is not asked for a while after a failure");
+  try {
+    return call();
+  } catch (const std::exception& e) {
+    record_failure(s, what, e.what());
+    return fail("the remote cache " + s.where + " failed (" + std::string(what) + ": " + e.what() + ")");
+  }
+}
+
+// A value fetched and verified: the sealed value, the entry file inside it, and the entry decoded.
+struct RemoteEntry {
+  std::string value;
+  CacheEntry entry;
+  std::string_view file() const noexcept { return std::string_view(value).substr(kSealOverhead); }
+};
+
+// The entry under `key`, its tag verified and then everything DiskCache::load checks; or why it is a
+// miss. One that is there but fails a check is counted as rejected and warned about once; one that is
+// not there is counted as a miss when `lookup` (a waiter's polls are not misses).
+enum class Count { lookup, poll };
+Result<RemoteEntry> fetch_entry(RemoteState& s, const CacheKey& key, Count count = Count::lookup);
+
+// Publishes an entry file (as disk/entry.hpp encodes it) under `key`, sealed. Not in read-only mode, not
+// when larger than max_value_bytes (counted). Whether the store took it.
+bool publish_file(RemoteState& s, const CacheKey& key, std::string_view entry_file);
+// The same for an entry, checked first as DiskCache::store checks one.
+bool publish_entry(RemoteState& s, const CacheKey& key, const CacheEntry& entry);
+
+}  // namespace kiln::detail

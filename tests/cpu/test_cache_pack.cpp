@@ -1,0 +1,161 @@
+// Cache packs: a round trip with filters, and packs that are truncated, altered, crafted or not packs at
+// all, each refused whole with a reason that says so (nothing imported).
+#include <doctest/doctest.h>
+
+#include <kiln/cache_pack.hpp>
+#include <kiln/error.hpp>
+
+#include "cache_test_util.hpp"
+#include "disk/key.hpp"
+
+#include <cstring>
+
+using kiln::test::config_at;
+using kiln::test::read_bytes;
+using kiln::test::sample_entry;
+using kiln::test::sample_key;
+using kiln::test::TempDir;
+using kiln::test::write_bytes;
+
+namespace {
+
+// A cache with entries 1-3 for sm_90 and 4-5 for sm_80, all of registry "tests".
+void fill(kiln::DiskCache& cache) {
+  for (int n = 1; n <= 5; ++n) REQUIRE(cache.store(sample_key(n, n <= 3 ? 90 : 80), sample_entry(n, n <= 3 ? 90 : 80)));
+}
+
+// The message import_pack refuses `pack` with; fails the test if it imports anything.
+std::string refusal(const std::string& pack) {
+  TempDir tmp;
+  const auto file = tmp.path() / "bad.pack";
+  write_bytes(file, pack);
+  kiln::DiskCache cache(config_at(tmp.path() / "cache"));
+  try {
+    kiln::import_pack(cache, file);
+  } catch (const kiln::Error& e) {
+    CHECK(e.code() == kiln::Errc::cache);
+    CHECK(cache.stats().entries == 0);
+    const std::string what = e.what();
+    CHECK(what.find("bad.pack is refused, nothing was imported") != std::string::npos);
+    return what;
+  }
+  FAIL("the pack was imported");
+  return {};
+}
+
+// `pack` with its trailing digest made right again: a crafted pack, not a damaged one.
+std::string redigested(std::string pack) {
+  pack.resize(pack.size() - 32);
+  const auto digest = kiln::detail::sha256(pack);
+  pack.append(reinterpret_cast<const char*>(digest.data()), digest.size());
+  return pack;
+}
+
+}  // namespace
+
+TEST_CASE("a cache pack carries the matching entries to another cache byte for byte") {
+  TempDir tmp;
+  kiln::DiskCache source(config_at(tmp.path() / "source"));
+  fill(source);
+  const auto all = tmp.path() / "all.pack";
+  const kiln::PackReport exported = kiln::export_pack(source, all);
+  CHECK(exported.entries == 5);
+  CHECK(exported.bytes == std::filesystem::file_size(all));
+  CHECK(read_bytes(all).find("tests/unit_4 sm_80") != std::string::npos);  // the manifest is readable
+
+  kiln::DiskCache target(config_at(tmp.path() / "target"));
+  REQUIRE(target.store(sample_key(1), sample_entry(1)));  // already there: kept, not counted as new
+  const kiln::PackReport imported = kiln::import_pack(target, all);
+  CHECK(imported.entries == 5);
+  CHECK(imported.added == 4);
+  for (int n = 1; n <= 5; ++n) {
+    const unsigned arch = n <= 3 ? 90 : 80;
+    const auto entry = target.load(sample_key(n, arch));
+    REQUIRE(entry);
+    CHECK(kiln::test::same_entry(*entry, sample_entry(n, arch)));
+    const auto name = sample_key(n, arch).hex + ".kiln";
+    CHECK(read_bytes(kiln::test::entries_dir(tmp.path() / "target") / name) ==
+          read_bytes(kiln::test::entries_dir(tmp.path() / "source") / name));
+  }
+  CHECK(kiln::import_pack(target, all).added == 0);  // again: nothing new
+
+  CHECK(kiln::export_pack(source, tmp.path() / "90.pack", {.registry = "", .arch = 90}).entries == 3);
+  CHECK(kiln::export_pack(source, tmp.path() / "tests.pack", {.registry = "tests", .arch = 80}).entries == 2);
+  const kiln::PackReport none = kiln::export_pack(source, tmp.path() / "none.pack", {.registry = "other", .arch = 0});
+  CHECK(none.entries == 0);
+  kiln::DiskCache empty(config_at(tmp.path() / "empty"));
+  CHECK(kiln::import_pack(empty, tmp.path() / "none.pack").entries == 0);
+}
+
+TEST_CASE("a truncated or altered pack is refused whole") {
+  TempDir tmp;
+  kiln::DiskCache source(config_at(tmp.path() / "source"));
+  fill(source);
+  const auto file = tmp.path() / "p.pack";
+  kiln::export_pack(source, file);
+  const std::string pack = read_bytes(file);
+
+  SUBCASE("truncated anywhere") {
+    CHECK(refusal("").find("it is empty") != std::string::npos);
+    CHECK(refusal(pack.substr(0, 5)).find("truncated") != std::string::npos);
+    for (std::size_t n = 20; n < pack.size(); n += 97) {
+      CAPTURE(n);
+      CHECK(refusal(pack.substr(0, n)).find("truncated") != std::string::npos);
+    }
+    CHECK(refusal(pack.substr(0, pack.size() - 1)).find("truncated or altered") != std::string::npos);
+  }
+  SUBCASE("any byte altered") {
+    for (std::size_t at = 0; at < pack.size(); at += 61) {
+      std::string altered = pack;
+      altered[at] = static_cast<char>(altered[at] ^ 0x01);
+      CAPTURE(at);
+      const std::string why = refusal(altered);
+      CHECK((why.find("truncated or altered") != std::string::npos || why.find("not a kiln cache pack") != std::string::npos));
+    }
+  }
+  SUBCASE("bytes appended") { CHECK(refusal(pack + "trailing").find("truncated or altered") != std::string::npos); }
+  SUBCASE("crafted: a right digest over a bad entry, a bad manifest, another version") {
+    std::string bad_entry = pack;
+    bad_entry[bad_entry.size() - 40] = static_cast<char>(bad_entry[bad_entry.size() - 40] ^ 0x01);
+    CHECK(refusal(redigested(bad_entry)).find("entry 5") != std::string::npos);
+    std::string bad_manifest = pack;
+    bad_manifest[30] = 'x';  // in the first key of the manifest
+    CHECK(refusal(redigested(bad_manifest)).find("manifest") != std::string::npos);
+    std::string other_version = pack;
+    other_version[14] = 2;  // the pack format version, after the magic
+    CHECK(refusal(redigested(other_version)).find("pack format version 2") != std::string::npos);
+    std::string other_entries = pack;
+    other_entries[18] = 9;  // the entries' cache format version
+    CHECK(refusal(redigested(other_entries)).find("cache format 9") != std::string::npos);
+  }
+  SUBCASE("not a pack") { CHECK(refusal(std::string(100, 'x')).find("not a kiln cache pack") != std::string::npos); }
+}
+
+TEST_CASE("a missing pack and an unusable cache are errors that say which") {
+  TempDir tmp;
+  kiln::DiskCache cache(config_at(tmp.path() / "cache"));
+  const auto error_of = [](const auto& call) -> std::string {
+    try {
+      call();
+    } catch (const kiln::Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  const auto missing = tmp.path() / "missing.pack";
+  CHECK(error_of([&] { kiln::import_pack(cache, missing); }).find("cannot open " + missing.string()) != std::string::npos);
+  kiln::CacheConfig off = config_at(tmp.path() / "off");
+  off.enabled = false;
+  kiln::DiskCache disabled(off);
+  CHECK(error_of([&] { kiln::export_pack(disabled, tmp.path() / "x.pack"); }).find("not in use") != std::string::npos);
+  CHECK(error_of([&] { kiln::export_pack(cache, tmp.path() / "no" / "such" / "dir.pack"); }).find("cannot write") !=
+        std::string::npos);
+}
+
+TEST_CASE("an entry filter matches a key's registry and architecture") {
+  const kiln::CacheKey key = sample_key(1, 90);
+  CHECK(kiln::EntryFilter{}.matches(key));
+  CHECK(kiln::EntryFilter{"tests", 90}.matches(key));
+  CHECK_FALSE(kiln::EntryFilter{"test", 0}.matches(key));
+  CHECK_FALSE(kiln::EntryFilter{"", 80}.matches(key));
+}

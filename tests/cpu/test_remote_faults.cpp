@@ -1,0 +1,170 @@
+// The remote tier when things go wrong: a server killed mid-run, one that never answers, one that answers
+// garbage, entries altered or untagged in the store, another fleet's key, a server at its memory limit.
+// Each costs at most one warning of its kind and a bounded wait; kiln goes on, correct, without it.
+#include <doctest/doctest.h>
+
+#include "disk/entry.hpp"
+#include "remote/remote_tier.hpp"
+#include "remote_test_util.hpp"
+
+using kiln::test::FakeServer;
+using kiln::test::ms_of;
+using kiln::test::RedisClient;
+using kiln::test::remote_at;
+using kiln::test::sample_entry;
+using kiln::test::sample_key;
+
+TEST_SUITE_BEGIN("remote");
+
+namespace {
+
+// A build that counts, for the single-flight: returns sample_entry(n).
+struct CountingBuild {
+  int n;
+  int builds = 0;
+  kiln::CacheEntry operator()() {
+    ++builds;
+    return sample_entry(n);
+  }
+};
+
+kiln::detail::FleetBuild build_once(kiln::RemoteCache& remote, int n, CountingBuild& build) {
+  return kiln::detail::build_once_in_fleet(&remote, sample_key(n), std::ref(build));
+}
+
+}  // namespace
+
+TEST_CASE("a server killed mid-run: one warning, then no remote until retry_ms; every call bounded, results right") {
+  KILN_SKIP_WITHOUT_REDIS();
+  kiln::test::RedisServer server;
+  auto remote = remote_at(server.url("timeout_ms=300&connect_timeout_ms=300&retry_ms=400"));
+  REQUIRE(remote->store(sample_key(1), sample_entry(1)));
+  REQUIRE(remote->load(sample_key(1)));
+  server.kill();
+
+  CHECK(ms_of([&] { CHECK_FALSE(remote->load(sample_key(1))); }) < 1000);  // a reset connection: at once
+  CHECK(remote->stats().errors == 1);
+  // The breaker is open: no call is made, nothing is waited for.
+  CountingBuild build{2};
+  CHECK(ms_of([&] { CHECK_FALSE(build_once(*remote, 2, build).from_remote); }) < 50);
+  CHECK(build.builds == 1);
+  CHECK(remote->stats().skipped >= 1);
+  // After retry_ms it is asked again: refused connections, counted, and still one warning.
+  std::this_thread::sleep_for(std::chrono::milliseconds(450));
+  CHECK(ms_of([&] { CHECK_FALSE(remote->load(sample_key(1))); }) < 1000);
+  CHECK(remote->stats().errors == 2);
+  REQUIRE(remote->warnings().size() == 1);
+  CHECK(remote->warnings()[0].find("the remote cache " + server.url() + " failed (GET of an entry: ") != std::string::npos);
+  CHECK(remote->warnings()[0].find("kernels still come from the disk cache and the JIT") != std::string::npos);
+}
+
+TEST_CASE("a server that accepts and never answers costs one request timeout, then nothing") {
+  KILN_SKIP_WITHOUT_REDIS();
+  FakeServer silent(FakeServer::Mode::silent);
+  auto remote = remote_at(silent.url("timeout_ms=200&connect_timeout_ms=200"));
+  const double first = ms_of([&] { CHECK_FALSE(remote->load(sample_key(1))); });
+  CHECK(first >= 150);
+  CHECK(first < 1000);
+  CHECK(silent.connections() == 1);
+  CountingBuild build{3};
+  const double second = ms_of([&] { build_once(*remote, 3, build); });
+  CHECK(second < 50);
+  CHECK(build.builds == 1);
+  REQUIRE(remote->warnings().size() == 1);
+  CHECK(remote->warnings()[0].find("no answer within 200 ms") != std::string::npos);
+}
+
+TEST_CASE("a server that answers garbage is a failure, not a hit: one warning, at once") {
+  KILN_SKIP_WITHOUT_REDIS();
+  FakeServer garbage(FakeServer::Mode::garbage);
+  auto remote = remote_at(garbage.url("timeout_ms=500"));
+  CHECK(ms_of([&] { CHECK_FALSE(remote->load(sample_key(1))); }) < 400);
+  CountingBuild build{4};
+  CHECK_FALSE(build_once(*remote, 4, build).from_remote);
+  CHECK(build.builds == 1);
+  CHECK(remote->stats().errors == 1);
+  REQUIRE(remote->warnings().size() == 1);
+  CHECK(remote->warnings()[0].find("not Redis's protocol") != std::string::npos);
+}
+
+TEST_CASE("an entry altered in Redis is a miss with one warning, rebuilt and published again") {
+  KILN_SKIP_WITHOUT_REDIS();
+  auto& server = kiln::test::fresh_shared_redis();
+  RedisClient redis(server.port());
+  const kiln::CacheKey key = sample_key(5);
+  const std::string name = "kiln:entry:" + key.hex;
+  auto writer = remote_at(server.url());
+  REQUIRE(writer->store(key, sample_entry(5)));
+  const std::string good = redis.command({"GET", name});
+  auto reader = remote_at(server.url());
+  // One byte in each part: magic, key id, tag, entry header, key text, frame.
+  for (const std::size_t at : {std::size_t{3}, std::size_t{10}, std::size_t{30}, std::size_t{60}, std::size_t{130},
+                               good.size() - 5}) {
+    std::string altered = good;
+    altered[at] = static_cast<char>(altered[at] ^ 0x20);
+    redis.command({"SET", name, altered});
+    CAPTURE(at);
+    CHECK_FALSE(reader->load(key));
+  }
+  CHECK(reader->stats().rejected == 6);
+  REQUIRE(reader->warnings().size() == 1);
+  CHECK(reader->warnings()[0].find("ignoring the remote cache's entry for tests/unit_5 sm_90") != std::string::npos);
+  // The fleet rebuilds it and publishes a good one over it.
+  CountingBuild build{5};
+  CHECK_FALSE(build_once(*reader, 5, build).from_remote);
+  CHECK(build.builds == 1);
+  CHECK(redis.command({"GET", name}) == good);
+  CHECK(remote_at(server.url())->load(key));
+}
+
+TEST_CASE("an entry without a tag, and one tagged by another fleet key, are misses with one warning") {
+  KILN_SKIP_WITHOUT_REDIS();
+  auto& server = kiln::test::fresh_shared_redis();
+  RedisClient redis(server.port());
+  const kiln::CacheKey key = sample_key(6);
+  SUBCASE("no tag: an entry file as the disk has it, put there by someone without the key") {
+    redis.command({"SET", "kiln:entry:" + key.hex, kiln::detail::encode_entry(key, sample_entry(6))});
+    auto reader = remote_at(server.url());
+    CHECK_FALSE(reader->load(key));
+    REQUIRE(reader->warnings().size() == 1);
+    CHECK(reader->warnings()[0].find("no authentication tag") != std::string::npos);
+  }
+  SUBCASE("another fleet key") {
+    REQUIRE(remote_at(server.url(), "the other fleet's key, 32 bytes!")->store(key, sample_entry(6)));
+    auto reader = remote_at(server.url());
+    CHECK_FALSE(reader->load(key));
+    CHECK(reader->stats().rejected == 1);
+    REQUIRE(reader->warnings().size() == 1);
+    CHECK(reader->warnings()[0].find("another fleet key (id ") != std::string::npos);
+    CHECK(reader->warnings()[0].find(reader->fleet_key_id()) != std::string::npos);
+  }
+}
+
+TEST_CASE("Redis at its memory limit (noeviction): reads go on, writes and leases are refused, builds go on") {
+  KILN_SKIP_WITHOUT_REDIS();
+  kiln::test::RedisServer server({"--maxmemory-policy", "noeviction"});
+  RedisClient redis(server.port());
+  auto remote = remote_at(server.url());
+  REQUIRE(remote->store(sample_key(1), sample_entry(1)));
+  // Over its limit for good: 4 MiB of data, then a limit of 2 MiB. (Filling up to a limit leaves it
+  // hovering around it: Redis counts a command's buffers, which come and go.)
+  const std::string ballast(64 * 1024, 'x');
+  for (int i = 0; i < 64; ++i) redis.command({"SET", "ballast:" + std::to_string(i), ballast});
+  REQUIRE(redis.command({"CONFIG", "SET", "maxmemory", "2mb"}) == "OK");
+  REQUIRE(redis.command({"SET", "one:more", "x"}).starts_with("OOM"));
+
+  CHECK(remote->load(sample_key(1)));  // what is there is still served
+  CHECK_FALSE(remote->store(sample_key(2), sample_entry(2)));
+  CountingBuild build{3};
+  double ms = ms_of([&] { CHECK(kiln::test::same_entry(build_once(*remote, 3, build).entry, sample_entry(3))); });
+  CHECK(ms < 500);
+  CHECK(build.builds == 1);
+  CHECK(remote->stats().refused >= 2);
+  CHECK(remote->stats().errors == 0);  // refusals are not failures: the breaker stays closed
+  CHECK(kiln::test::has_warning(*remote, "refuses to store entries"));
+  CHECK(kiln::test::has_warning(*remote, "maxmemory"));
+  CHECK(remote->warnings().size() <= 2);
+  CHECK(remote->load(sample_key(1)));
+}
+
+TEST_SUITE_END();
