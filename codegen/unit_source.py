@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import jinja2
+
+import errors
 import render
 import spec as specmod
 
@@ -61,17 +64,21 @@ class UnitFiles:
         return Path(f"{self.binary(target)}.d")
 
 
-def unit_body(unit: specmod.Unit) -> str:
+def unit_body(spec: specmod.Spec, unit: specmod.Unit) -> str:
     if unit.source:
         return unit.source.read_text(encoding="utf-8")
     env = render.environment(unit.family_path.parent)
-    return env.get_template(unit.family_path.name).render(unit.params)
+    try:
+        return env.get_template(unit.family_path.name).render(unit.params)
+    except jinja2.TemplateError as e:  # the sandbox's SecurityError among them
+        raise errors.GenError(f"{specmod.unit_where(spec.path, unit.row, unit.line, unit.name)}: family "
+                              f"'{unit.family}' ({unit.family_path}): cannot render: {e}") from None
 
 
 def render_unit(spec: specmod.Spec, unit: specmod.Unit) -> str:
     line_file = unit.source.relative_to(spec.path.resolve().parent).as_posix() if unit.source else ""
     return render.environment().get_template("unit.cu.j2").render(
-        spec_name=spec.path.name, registry=spec.name, unit=unit, body=unit_body(unit), line_file=line_file)
+        spec_name=spec.path.name, registry=spec.name, unit=unit, body=unit_body(spec, unit), line_file=line_file)
 
 
 def unit_description(spec: specmod.Spec, unit: specmod.Unit) -> dict:
