@@ -1,6 +1,8 @@
 // The `kiln` command: lists the embedded kernels and shows where each would load from.
 #include <kiln/kiln.hpp>
 
+#include "base/parse.hpp"           // the one parser of sizes, counts and architectures
+#include "jit/pool/settings.hpp"    // kMaxJitWorkers, the bound --jobs shares with KILN_JIT_WORKERS
 #include "examples_catalog.hpp"
 #ifdef KILN_WITH_PRIMITIVES
 #  include "primitives_catalog.hpp"
@@ -34,7 +36,7 @@ constexpr std::string_view usage =
     "  info     this machine's GPU, and the tier and binary each kernel would load from\n"
     "  cache stats            the disk cache: where it is, entries, bytes\n"
     "  cache verify           check every entry, remove the bad ones and say why\n"
-    "  cache prune [BYTES]    evict least recently used entries down to BYTES (default: the cap)\n"
+    "  cache prune [BYTES]    evict least recently used entries down to BYTES (512M, 2G; default: the cap)\n"
     "  cache clear            remove every entry\n"
     "  precompile [--arch sm_XX] [--jobs N] [KERNEL...]\n"
     "           JIT-compile into the disk cache (every kernel by default) for this GPU, or for\n"
@@ -190,12 +192,12 @@ int cache_command(std::string_view sub, int argc, char** argv) {
   } else if (sub == "prune") {
     std::uint64_t cap = cache.config().max_bytes;
     if (argc > 3) {
-      char* end = nullptr;
-      cap = std::strtoull(argv[3], &end, 10);
-      if (!end || *end) {
-        std::cerr << "kiln cache prune: '" << argv[3] << "' is not a number of bytes\n";
+      const auto bytes = kiln::detail::parse_size(argv[3]);
+      if (!bytes) {
+        std::cerr << "kiln cache prune: " << bytes.error() << "\n";
         return 2;
       }
+      cap = *bytes;
     }
     const kiln::PruneReport r = cache.prune(cap);
     std::cout << "evicted " << count(r.removed, "entry", "entries") << " and " << r.stray_removed
@@ -218,30 +220,23 @@ int info() {
 
 }  // namespace
 
-// "sm_90" -> 90, or 0.
-unsigned parse_arch(std::string_view text) {
-  if (!text.starts_with("sm_")) return 0;
-  unsigned arch = 0;
-  for (char c : text.substr(3)) {
-    if (c < '0' || c > '9') return 0;
-    arch = arch * 10 + static_cast<unsigned>(c - '0');
-  }
-  return arch;
-}
-
 int precompile_command(int argc, char** argv) {
   unsigned arch = 0, jobs = 0;
   std::vector<std::string> names;
+  const auto refuse = [](std::string_view option, const std::string& why) {
+    std::cerr << "kiln precompile: " << option << ": " << why << "\n";
+    return 2;
+  };
   for (int i = 2; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "--arch" && i + 1 < argc) {
-      arch = parse_arch(argv[++i]);
-      if (!arch) {
-        std::cerr << "kiln precompile: '" << argv[i] << "' is not an architecture like sm_90\n";
-        return 2;
-      }
+      const auto parsed = kiln::detail::parse_arch(argv[++i]);
+      if (!parsed) return refuse("--arch", parsed.error());
+      arch = *parsed;
     } else if (a == "--jobs" && i + 1 < argc) {
-      jobs = static_cast<unsigned>(std::strtoul(argv[++i], nullptr, 10));
+      const auto parsed = kiln::detail::parse_count(argv[++i], 1, kiln::detail::kMaxJitWorkers);
+      if (!parsed) return refuse("--jobs", parsed.error());
+      jobs = static_cast<unsigned>(*parsed);
     } else if (a.starts_with("--")) {
       std::cerr << usage;
       return 2;

@@ -69,7 +69,7 @@ TEST_CASE("KILN_CACHE_MAX_BYTES sets the cap: bytes, or a K/M/G/T suffix; garbag
   CleanEnv env;
   CHECK(kiln::CacheConfig::from_environment().max_bytes == (std::uint64_t{1} << 30));
   const std::pair<const char*, std::uint64_t> cases[] = {
-      {"12345", 12345}, {"64k", 64 << 10}, {"512M", 512ull << 20}, {"2G", 2ull << 30}, {"3GiB", 3ull << 30},
+      {"0", 0}, {"12345", 12345}, {"64k", 64 << 10}, {"512M", 512ull << 20}, {"2G", 2ull << 30}, {"3GiB", 3ull << 30},
       {"1T", 1ull << 40}, {"lots", 1ull << 30}, {"12Q", 1ull << 30}, {"99999999999T", 1ull << 30}};
   for (const auto& [text, bytes] : cases) {
     CAPTURE(text);

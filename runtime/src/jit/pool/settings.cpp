@@ -1,11 +1,12 @@
 // The pool's settings from the environment, and where the kiln-jitd executable is found.
 #include "jit/pool/settings.hpp"
 
+#include "base/parse.hpp"
+
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
 #include <thread>
 
@@ -34,12 +35,8 @@ unsigned default_jit_workers() { return std::clamp(std::thread::hardware_concurr
 
 Result<unsigned> jit_workers_from(const char* value) {
   if (value == nullptr || *value == '\0') return default_jit_workers();
-  const std::string_view text(value);
-  unsigned n = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec == std::errc{} && end == text.data() + text.size() && n >= 1 && n <= kMaxJitWorkers) return n;
-  return fail("KILN_JIT_WORKERS='" + std::string(text) + "' is not a whole number from 1 to " +
-              std::to_string(kMaxJitWorkers) + "; using " + std::to_string(default_jit_workers()) + " JIT workers");
+  if (const auto n = parse_count(value, 1, kMaxJitWorkers)) return static_cast<unsigned>(*n);
+  else return fail("KILN_JIT_WORKERS=" + n.error() + "; using " + std::to_string(default_jit_workers()) + " JIT workers");
 }
 
 Result<bool> jit_fork_from(const char* value) {
