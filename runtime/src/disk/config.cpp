@@ -1,4 +1,4 @@
-// The cache configuration from the environment: on/off, location, size cap.
+// The cache configuration from the environment: on/off, location, size cap, lock wait.
 #include <kiln/cache.hpp>
 
 #include "base/parse.hpp"
@@ -15,6 +15,8 @@
 namespace kiln {
 
 namespace {
+
+constexpr std::uint64_t kMaxLockTimeoutSeconds = 7 * 24 * 3600;  // a week: anything longer is a typo
 
 std::string_view env(const char* name) {
   const char* value = std::getenv(name);
@@ -57,6 +59,11 @@ CacheConfig CacheConfig::from_environment() {
   if (const auto cap = env("KILN_CACHE_MAX_BYTES"); !cap.empty()) {
     if (const auto bytes = detail::parse_size(cap)) config.max_bytes = *bytes;
     else warn("KILN_CACHE_MAX_BYTES", bytes.error(), std::to_string(config.max_bytes) + " bytes");
+  }
+  if (const auto wait = env("KILN_CACHE_LOCK_TIMEOUT"); !wait.empty()) {
+    if (const auto seconds = detail::parse_count(wait, 0, kMaxLockTimeoutSeconds))
+      config.lock_timeout = std::chrono::seconds(*seconds);
+    else warn("KILN_CACHE_LOCK_TIMEOUT", seconds.error(), std::to_string(config.lock_timeout.count()) + " seconds");
   }
   return config;
 }

@@ -1,6 +1,7 @@
 // The disk tier: the cache's entry for this unit and architecture, validated, and checked against the catalog.
 #include "registry/tier.hpp"
 
+#include "disk/cache_internal.hpp"
 #include "disk/unit_key.hpp"
 
 #include <kiln/select.hpp>
@@ -10,18 +11,6 @@ namespace kiln::detail {
 namespace {
 
 std::string not_in_use(const DiskCache& cache) { return "the disk cache is not in use (" + cache.unusable_reason() + ")"; }
-
-// Why an entry cannot serve the unit: it must name every kernel of the unit with the lowered name the
-// catalog recorded (the key covers the source, so a mismatch is a foreign entry).
-Status entry_matches(const Catalog& catalog, std::uint32_t unit, const CacheEntry& entry) {
-  for (const KernelEntry& k : catalog.kernels) {
-    if (k.unit != unit) continue;
-    bool found = false;
-    for (const CachedKernel& c : entry.kernels) found = found || (c.name == catalog.str(k.name) && c.lowered == catalog.str(k.lowered));
-    if (!found) return fail("the entry lacks kernel '" + std::string(catalog.str(k.name)) + "'");
-  }
-  return ok();
-}
 
 }  // namespace
 
@@ -35,11 +24,11 @@ Result<UnitProbe> probe_disk(const UnitQuery& q) {
 Result<UnitImage> fetch_disk(const UnitQuery& q) {
   if (!q.cache.usable()) return fail(not_in_use(q.cache));
   CacheKey key = unit_cache_key(q.catalog, q.unit(), q.arch);
-  std::optional<CacheEntry> cached = q.cache.load(key);
-  const Status matches = cached ? entry_matches(q.catalog, q.unit_index(), *cached) : ok();
-  if (!cached || !matches) {
-    return fail("the disk cache " + q.cache.config().dir.string() + " has no usable entry for it (key " + key.hex +
-                (matches ? "" : ": " + matches.error()) + ")");
+  // An entry that is not this unit's (entry_serves_unit) is deleted and counted, as a corrupt one is.
+  std::optional<CacheEntry> cached =
+      load_checked(q.cache, key, [&](const CacheEntry& e) { return entry_serves_unit(q.catalog, q.unit_index(), e); });
+  if (!cached) {
+    return fail("the disk cache " + q.cache.config().dir.string() + " has no usable entry for it (key " + key.hex + ")");
   }
   UnitImage image;
   image.source = Tier::disk;

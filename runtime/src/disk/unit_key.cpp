@@ -1,4 +1,5 @@
-// A unit's disk-cache key from its catalog entry: registry, unit, build-time digest, arch, compilers.
+// A unit's disk-cache key from its catalog entry (registry, unit, build-time digest, arch, compilers), and
+// whether an entry serves the unit.
 #include "disk/unit_key.hpp"
 
 #include <cuda.h>
@@ -16,6 +17,16 @@ CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned 
   fields.nvjitlink = toolkit;
   fields.cccl = std::string(catalog.cccl_version);
   return CacheKey::from(fields);
+}
+
+Status entry_serves_unit(const Catalog& catalog, std::uint32_t unit, const CacheEntry& entry) {
+  for (const KernelEntry& k : catalog.kernels) {
+    if (k.unit != unit) continue;
+    bool found = false;
+    for (const CachedKernel& c : entry.kernels) found = found || (c.name == catalog.str(k.name) && c.lowered == catalog.str(k.lowered));
+    if (!found) return fail("the entry lacks kernel '" + std::string(catalog.str(k.name)) + "'");
+  }
+  return ok();
 }
 
 }  // namespace kiln::detail

@@ -2,6 +2,7 @@
 #include "jit/jit_tier.hpp"
 
 #include "base/private_dir.hpp"
+#include "disk/cache_internal.hpp"
 #include "disk/unit_key.hpp"
 #include "jit/compiler/header_bundle.hpp"
 #include "jit/pool/pool.hpp"
@@ -71,7 +72,16 @@ BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned 
     built.compiled = true;
     return entry;
   };
-  built.entry = cache.usable() ? cache.get_or_build(key, compile) : compile();
+  if (!cache.usable()) {
+    built.entry = compile();
+    built.stored = fail("the disk cache is not in use (" + cache.unusable_reason() + ")");
+    return built;
+  }
+  // The disk tier's check on what the cache holds under the key: a foreign entry is rebuilt, not served.
+  BuildReport report;
+  built.entry = get_or_build_checked(cache, key, compile, [&](const CacheEntry& e) { return entry_serves_unit(catalog, unit, e); },
+                                     report);
+  built.stored = std::move(report.stored);
   return built;
 }
 

@@ -27,6 +27,7 @@ CacheEntry jit_compile_entry(const CompileRequest& request);
 struct BuiltUnit {
   CacheEntry entry;
   bool compiled = false;  // false: the cache had it (another process built it, or it was there already)
+  Status stored = ok();   // compiled: whether the cache kept it, or why not (read-only, the cap, not in use)
   std::string key;        // the entry's key (hex)
 };
 
