@@ -29,7 +29,7 @@ TEST_CASE("a foreign entry planted under a unit's key between the disk miss and 
   foreign.kernels = {{"other", "other"}};
   foreign.compiler = "elsewhere";
   foreign.cubin = kiln::test::fake_cubin(80, {"other"});
-  const kiln::CacheKey key = kiln::detail::unit_cache_key(catalog, catalog.units[kernel.unit], 80);
+  const kiln::CacheKey key = kiln::detail::unit_cache_key(catalog, catalog.units[kernel.unit], 80, cache);
   REQUIRE(cache.store(key, foreign));
 
   const auto image = kiln::detail::fetch_jit(q);

@@ -8,12 +8,21 @@
 #include <kiln/catalog.hpp>
 
 #include <cstdint>
+#include <string>
 
 namespace kiln::detail {
 
-// The key of `unit`'s binary for `arch`. The compiler versions are the toolkit's kiln was built with:
-// the JIT compiles with the headers bundled from that toolkit.
-CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch);
+// The compilers an entry is built by, as the key names them ("13.0").
+struct CompilerVersions {
+  std::string nvrtc;
+  std::string nvjitlink;
+};
+
+// The key of `unit`'s binary for `arch`, built by `compilers`.
+CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, const CompilerVersions& compilers);
+// The same with the NVRTC and nvJitLink this process would load (disk/compiler_versions.hpp): known from
+// `cache`'s record of them without loading them, when it still holds.
+CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, DiskCache& cache);
 
 // Whether `entry` can serve unit `unit`: it names every kernel of the unit with the lowered name the
 // catalog recorded (the key covers the source, so an entry that does not is foreign). The one check the

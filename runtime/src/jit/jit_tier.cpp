@@ -62,7 +62,7 @@ CompileRequest make_request(const Catalog& catalog, std::uint32_t unit_index, un
 
 BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache) {
   BuiltUnit built;
-  const CacheKey key = unit_cache_key(catalog, catalog.units[unit], arch);
+  const CacheKey key = unit_cache_key(catalog, catalog.units[unit], arch, cache);
   built.key = key.hex;
   // The request (and the header unpack it needs) only when there is something to compile.
   const auto compile = [&] {
