@@ -168,7 +168,8 @@ void info_catalog(kiln::Registry& registry, bool has_device) {
 // The disk cache's location and state, one line.
 void print_cache_line(const kiln::DiskCache& cache) {
   if (cache.usable()) {
-    std::cout << "disk cache: " << cache.config().dir.string() << " (cap " << human(cache.config().max_bytes) << ")\n";
+    const std::uint64_t cap = cache.config().max_bytes;
+    std::cout << "disk cache: " << cache.config().dir.string() << " (" << (cap ? "cap " + human(cap) : "no cap") << ")\n";
   } else {
     std::cout << "disk cache: off (" << cache.unusable_reason() << ")\n";
   }
@@ -190,7 +191,8 @@ int cache_command(std::string_view sub, int argc, char** argv) {
     for (const auto& problem : r.problems) std::cout << "removed " << problem << '\n';
     std::cout << "checked " << count(r.checked, "entry", "entries") << ", removed " << r.removed << "\n";
   } else if (sub == "prune") {
-    std::uint64_t cap = cache.config().max_bytes;
+    // The configured cap by default, where 0 means none (nothing to evict); an explicit 0 evicts everything.
+    std::uint64_t cap = cache.config().max_bytes ? cache.config().max_bytes : UINT64_MAX;
     if (argc > 3) {
       const auto bytes = kiln::detail::parse_size(argv[3]);
       if (!bytes) {
@@ -220,6 +222,18 @@ int info() {
 
 }  // namespace
 
+// What a registry's precompile came to, for its summary line.
+struct PrecompileTally {
+  std::size_t compiled_and_cached = 0, already_cached = 0, not_cached = 0, failed = 0;
+};
+
+// One unit's line: what happened to it, and why when the cache does not hold it now.
+std::string precompile_line(const kiln::PrecompileResult& r) {
+  if (r.ok) return (r.compiled ? "compiled and cached  " : "already cached  ") + r.unit + "  " + fixed1(r.ms) + " ms";
+  if (r.compiled) return "compiled, not cached  " + r.unit + "  " + fixed1(r.ms) + " ms: " + r.error;
+  return "FAILED  " + r.unit;
+}
+
 int precompile_command(int argc, char** argv) {
   unsigned arch = 0, jobs = 0;
   std::vector<std::string> names;
@@ -244,8 +258,14 @@ int precompile_command(int argc, char** argv) {
       names.emplace_back(a);
     }
   }
+  // A name no registry has is a mistake to report, not a unit to skip.
+  for (const auto& n : names) {
+    if (std::any_of(std::begin(catalogs), std::end(catalogs), [&](CatalogFn c) { return c().find(n) != nullptr; })) continue;
+    for (CatalogFn catalog_fn : catalogs) std::cerr << kiln::unknown_kernel_message(catalog_fn(), n) << '\n';
+    return 2;
+  }
   const bool terminal = ::isatty(STDOUT_FILENO);
-  int failures = 0;
+  bool all_ok = true;
   for (CatalogFn catalog_fn : catalogs) {
     const kiln::Catalog& catalog = catalog_fn();
     std::vector<std::string> mine;  // the names that belong to this registry
@@ -262,21 +282,27 @@ int precompile_command(int argc, char** argv) {
       target = registry.device().arch;
     }
     std::cout << "registry " << catalog.name << ": compiling for sm_" << target << '\n';
+    PrecompileTally tally;
     kiln::precompile(catalog, target, mine, jobs, [&](const kiln::PrecompileResult& r, std::size_t done, std::size_t total) {
-      failures += !r.ok;
-      const std::string what = r.ok ? (r.cached ? "cached" : "compiled") : "FAILED";
+      if (r.ok) ++(r.compiled ? tally.compiled_and_cached : tally.already_cached);
+      else ++(r.compiled ? tally.not_cached : tally.failed);
       if (terminal) {
         const std::size_t width = 30, filled = width * done / total;
         std::cout << "\r[" << std::string(filled, '#') << std::string(width - filled, ' ') << "] " << done << "/" << total
                   << " " << r.unit << "\033[K" << std::flush;
-        if (!r.ok || done == total) std::cout << '\n';
+        if (!r.ok) std::cout << "\r" << precompile_line(r) << "\033[K\n";
+        else if (done == total) std::cout << '\n';
       } else {
-        std::cout << what << "  " << r.unit << "  " << fixed1(r.ms) << " ms\n";
+        std::cout << precompile_line(r) << '\n';
       }
-      if (!r.ok) std::cerr << r.error << '\n';
+      if (!r.ok && !r.compiled) std::cerr << r.error << '\n';
     });
+    std::cout << "registry " << catalog.name << ", sm_" << target << ": " << tally.compiled_and_cached
+              << " compiled and cached, " << tally.already_cached << " already cached, " << tally.not_cached
+              << " compiled but not cached, " << tally.failed << " failed\n";
+    all_ok = all_ok && tally.not_cached == 0 && tally.failed == 0;
   }
-  return failures ? 1 : 0;
+  return all_ok ? 0 : 1;
 }
 
 int status_command() {
