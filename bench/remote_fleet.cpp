@@ -86,7 +86,7 @@ int child_hit(const std::string& registry, const std::string& kernel) {
 // GET, tag, decode; no disk); prints its ms.
 int child_fetch(const std::string& registry, const std::string& kernel) {
   const kiln::Catalog& catalog = catalog_named(registry);
-  const kiln::CacheKey key = kiln::detail::unit_cache_key(catalog, catalog.units[catalog.find(kernel)->unit], kArch);
+  const kiln::CacheKey key = kiln::detail::unit_cache_key(catalog, catalog.units[catalog.find(kernel)->unit], kArch, kiln::default_cache());
   const auto start = std::chrono::steady_clock::now();
   const bool hit = kiln::default_remote().load(key).has_value();
   std::printf("%.4f\n", ms_since(start));

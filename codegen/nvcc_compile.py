@@ -21,8 +21,15 @@ def compile_target(desc: dict, target: str, nvcc: str, source: Path, output: Pat
     """nvcc `source` for one target (sm_XX -> cubin, compute_XX -> PTX); writes a depfile and, in
     `headers`, the headers it included with the unit's digest."""
     mode = ["-ptx" if specmod.parse_target(target)[1] else "-cubin", f"-arch={target}"]
-    cmd = [str(nvcc), *mode, *unit_source.compiler_options(desc), "-MD", "-MF", str(depfile), "-o", str(output),
-           str(source)]
+    options = unit_source.compiler_options(desc)
+    files = ["-MD", "-MF", str(depfile), "-o", str(output), str(source)]
+    # No shell here (an argument list), but nvcc runs its own stages through sh: the last check that
+    # nothing it is handed would run there or mean something else than to NVRTC (spec.nvcc_unsafe).
+    for argument, split_at_commas in [*((o, True) for o in options), *((f, False) for f in files)]:
+        if why := specmod.nvcc_unsafe(argument, split_at_commas):
+            raise errors.GenError(f"{desc['where']}: not running nvcc for {target} with the argument {argument!r}: "
+                                  f"{why}; rename the path or change the option")
+    cmd = [str(nvcc), *mode, *options, *files]
     result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if result.returncode != 0:
         raise errors.GenError(f"{desc['where']}: nvcc failed for {target} (exit {result.returncode})\n"

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import jinja2
+import jinja2.sandbox
 
 CODEGEN_DIR = Path(__file__).resolve().parent
 TEMPLATE_DIR = CODEGEN_DIR.parent / "templates"
@@ -16,8 +17,10 @@ CODEGEN_FILES = sorted(str(p) for p in CODEGEN_DIR.glob("*.py"))
 
 
 def environment(*extra_dirs: Path) -> jinja2.Environment:
-    # StrictUndefined: a template that names a value the generator did not pass is a bug, not "".
-    return jinja2.Environment(
+    """The environment every template is rendered in: kiln's own, and a table's families. Sandboxed,
+    because a family is a table's text: `{{ cycler.__init__.__globals__.os.system(...) }}` must not reach
+    Python. StrictUndefined: a template that names a value the generator did not pass is a bug, not ""."""
+    return jinja2.sandbox.SandboxedEnvironment(
         loader=jinja2.FileSystemLoader([str(TEMPLATE_DIR), *map(str, extra_dirs)]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -25,6 +28,11 @@ def environment(*extra_dirs: Path) -> jinja2.Environment:
         lstrip_blocks=True,
         autoescape=False,
     )
+
+
+def sandbox() -> jinja2.Environment:
+    """The sandboxed environment for short templates from a table (kernel name expressions)."""
+    return jinja2.sandbox.SandboxedEnvironment(undefined=jinja2.StrictUndefined)
 
 
 def write_if_different(path: Path, content: str | bytes) -> bool:

@@ -6,6 +6,7 @@ and say what was expected.
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import jinja2
 import jinja2.meta
+import jinja2.sandbox
 
 import errors
 import render
@@ -37,6 +39,26 @@ _ALLOWED_OPTIONS = (
     (re.compile(r"--extra-device-vectorization"), "--extra-device-vectorization"),
     (re.compile(r"--expt-relaxed-constexpr"), "--expt-relaxed-constexpr"),
 )
+
+# nvcc runs its stages through sh, each argument in double quotes (`nvcc --dryrun` shows -D "X=..."), so
+# in an argument sh would expand $ and backquotes, nvcc itself drops backslashes, and nvcc splits the values
+# of -D and -I at commas; NVRTC takes every option as written. What kiln hands nvcc must contain none of
+# these, so that it runs nothing and means the same to both compilers.
+_SHELL_EXPANDED = ("$", "`", "\\")
+_SPLIT_BY_NVCC = ","
+
+
+def nvcc_unsafe(argument: str, split_at_commas: bool = True) -> str | None:
+    """Why nvcc would not take `argument` as NVRTC does (or would run part of it), or None."""
+    for ch in _SHELL_EXPANDED:
+        if ch in argument:
+            return f"it contains {ch!r}, which the shell nvcc runs its stages with would expand or drop"
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in argument):
+        return "it contains a control character"
+    if split_at_commas and _SPLIT_BY_NVCC in argument:
+        return "it contains ',', at which nvcc splits the value into several (NVRTC does not)"
+    return None
+
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NAMESPACE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*")
@@ -152,6 +174,12 @@ class _Validator:
         self.base = path.resolve().parent
         self.archs = archs
         self.embed_ptx = embed_ptx
+        # Kernel expressions are table text: rendered in Jinja2's sandbox, so that they reach no Python
+        # internals (`{{ cycler.__init__.__globals__.os }}`), with one environment for every row.
+        self.expressions = render.sandbox()
+        self.compiled: dict[str, jinja2.Template] = {}  # rows of a family share their expressions' text
+        self.family_params = {}  # family template path -> the parameters it takes, parsed once
+        self.sources_read: set[Path] = set()  # sources already checked
         # Lines of the [[unit]] headers, so errors can point at the row.
         self.unit_lines = [i + 1 for i, line in enumerate(text.splitlines())
                            if re.match(r"\s*\[\[\s*unit\s*\]\]", line)]
@@ -183,9 +211,11 @@ class _Validator:
         if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
             self.fail(str(self.path), "expected one or more [[unit]] rows")
         units = []
+        taken: set[str] = set()  # unit names so far, kept as rows come (not rebuilt per row: 100,000 rows)
         kernel_rows: dict[str, str] = {}
         for i, row in enumerate(rows, start=1):
-            unit = self.unit(row, i, {u.name for u in units})
+            unit = self.unit(row, i, taken)
+            taken.add(unit.name)
             for k in unit.kernels:
                 if k.name in kernel_rows:
                     self.fail(f"{self.where(i, unit.name)}: field 'kernels'",
@@ -219,7 +249,7 @@ class _Validator:
             if "params" in row:
                 self.fail(f"{where}: field 'params'", "params are only allowed with 'family', not with 'source'")
             source = self.source_file(row["source"], f"{where}: field 'source'")
-            include_dirs.insert(0, source.parent)
+            include_dirs.insert(0, source.resolve().parent)  # where its own includes are, links followed
         else:
             family, family_path, params = self.family(row, where)
         archs = parse_archs(row["archs"], f"{where}: field 'archs'") if "archs" in row else self.archs
@@ -250,7 +280,9 @@ class _Validator:
         params = row.get("params", {})
         if not isinstance(params, dict):
             self.fail(f"{where}: field 'params'", "expected a table like { T = \"float\", BLOCK_THREADS = 256 }")
-        wanted = family_params(path)
+        if path not in self.family_params:
+            self.family_params[path] = family_params(path)
+        wanted = self.family_params[path]
         for key, value in params.items():
             if key not in wanted:
                 self.fail(f"{where}: field 'params'",
@@ -282,7 +314,12 @@ class _Validator:
             if not isinstance(expr, str) or not expr.strip():
                 self.fail(where, f"kernel '{name}': expected a C++ name expression string, got {expr!r}")
             try:
-                rendered = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(expr).render(params)
+                if "{" not in expr:  # no Jinja2 syntax: nothing to render
+                    rendered = expr
+                else:
+                    if expr not in self.compiled:
+                        self.compiled[expr] = self.expressions.from_string(expr)
+                    rendered = self.compiled[expr].render(params)
             except jinja2.TemplateError as e:
                 self.fail(where, f"kernel '{name}': cannot render {expr!r}: {e}")
             kernels.append(Kernel(name, " ".join(rendered.split())))
@@ -318,28 +355,50 @@ class _Validator:
                 allowed = "; ".join(desc for _, desc in _ALLOWED_OPTIONS)
                 self.fail(f"{where}: field 'options'",
                           f"option {o!r} is not one kiln passes to both nvcc and NVRTC (allowed: {allowed})")
+            if why := nvcc_unsafe(o):
+                self.fail(f"{where}: field 'options'",
+                          f"option {o!r} would not mean the same to nvcc as to NVRTC: {why}")
         return opts
 
     def directory(self, value: str, where: str) -> Path:
         p = (self.base / value).resolve()
         if not p.is_dir():
             self.fail(where, f"{value!r} is not a directory (relative to {self.base})")
+        if why := nvcc_unsafe(str(p)):
+            self.fail(where, f"{value!r} ({p}) cannot be handed to nvcc as an include directory: {why}")
         return p
 
     def source_file(self, value, where: str) -> Path:
+        """The source as a path inside the table's directory tree, checked readable as UTF-8 text.
+
+        Only there: the generated translation unit names its source relative to the table (`#line`), so
+        that the unit's text, digest and cache key are the same wherever the project is checked out; a
+        file elsewhere is reached through an include directory and a small source in the tree, or a family.
+        The check is on the path as written (`..` resolved, symlinks kept): a link in the tree is the
+        table's own choice."""
         if not isinstance(value, str) or not value:
             self.fail(where, f"expected the path of a .cu file relative to the table, got {value!r}")
-        p = (self.base / value).resolve()
+        if Path(value).is_absolute():
+            self.fail(where, f"{value!r} is an absolute path, outside the table's directory tree: give the path "
+                             f"relative to the table's directory {self.base} (a source must lie in that tree)")
+        p = Path(os.path.normpath(self.base / value))
+        if not p.is_relative_to(self.base):
+            self.fail(where, f"{value!r} is outside the table's directory {self.base}: a source must lie in "
+                             "the table's directory tree; move it there, or #include it from a source that does")
+        if p in self.sources_read:  # rows sharing a source: checked once
+            return p
+        if why := nvcc_unsafe(str(p.resolve().parent)):
+            self.fail(where, f"{value!r}: its directory cannot be handed to nvcc as an include directory: {why}")
         try:
             p.read_text(encoding="utf-8")  # as the generator and NVRTC will read it
         except OSError as e:
             self.fail(where, f"cannot read {value!r} ({p}): {e.strerror}")
         except UnicodeDecodeError as e:
             self.fail(where, f"{value!r} ({p}) is not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r})")
+        self.sources_read.add(p)
         return p
 
 
 def family_params(path: Path) -> set[str]:
-    """The parameters a family takes: the variables its template uses."""
-    env = jinja2.Environment()
-    return set(jinja2.meta.find_undeclared_variables(env.parse(path.read_text(encoding="utf-8"))))
+    """The parameters a family takes: the variables its template uses (parsed, not run)."""
+    return set(jinja2.meta.find_undeclared_variables(render.sandbox().parse(path.read_text(encoding="utf-8"))))

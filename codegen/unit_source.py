@@ -8,6 +8,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import jinja2
+
+import errors
 import render
 import spec as specmod
 
@@ -63,11 +66,15 @@ class UnitFiles:
         return Path(f"{self.binary(target)}.d")
 
 
-def unit_body(unit: specmod.Unit) -> str:
+def unit_body(spec: specmod.Spec, unit: specmod.Unit) -> str:
     if unit.source:
         return unit.source.read_text(encoding="utf-8")
     env = render.environment(unit.family_path.parent)
-    return env.get_template(unit.family_path.name).render(unit.params)
+    try:
+        return env.get_template(unit.family_path.name).render(unit.params)
+    except jinja2.TemplateError as e:  # the sandbox's SecurityError among them
+        raise errors.GenError(f"{specmod.unit_where(spec.path, unit.row, unit.line, unit.name)}: family "
+                              f"'{unit.family}' ({unit.family_path}): cannot render: {e}") from None
 
 
 HOISTED = re.compile(r"\s*(#\s*(include|pragma|define|undef)\b.*|//.*|)$")
@@ -88,7 +95,7 @@ def leading_lines(body: str) -> int:
 def render_unit(spec: specmod.Spec, unit: specmod.Unit) -> str:
     """The translation unit. A hand-written source's leading #includes come before the #line that names
     it: NVRTC builds no precompiled header after a #line, so units of one include prefix share one."""
-    body = unit_body(unit)
+    body = unit_body(spec, unit)
     head = ""
     if unit.source:
         lines = body.split("\n")

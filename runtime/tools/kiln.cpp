@@ -1,6 +1,8 @@
 // The `kiln` command: lists the embedded kernels and shows where each would load from.
 #include <kiln/kiln.hpp>
 
+#include "base/parse.hpp"           // the one parser of sizes, counts and architectures
+#include "jit/pool/settings.hpp"    // kMaxJitWorkers, the bound --jobs shares with KILN_JIT_WORKERS
 #include "examples_catalog.hpp"
 #ifdef KILN_WITH_PRIMITIVES
 #  include "primitives_catalog.hpp"
@@ -15,8 +17,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-unsigned parse_arch(std::string_view text);
 
 namespace {
 
@@ -36,7 +36,7 @@ constexpr std::string_view usage =
     "  info     this machine's GPU, and the tier and binary each kernel would load from\n"
     "  cache stats            the disk cache: where it is, entries, bytes; the remote cache: where, reachable\n"
     "  cache verify           check every entry, remove the bad ones and say why\n"
-    "  cache prune [BYTES]    evict least recently used entries down to BYTES (default: the cap)\n"
+    "  cache prune [BYTES]    evict least recently used entries down to BYTES (512M, 2G; default: the cap)\n"
     "  cache clear            remove every entry\n"
     "  cache export [--registry R] [--arch sm_XX] FILE\n"
     "           write the matching entries into one verified pack FILE\n"
@@ -173,7 +173,8 @@ void info_catalog(kiln::Registry& registry, bool has_device) {
 // The disk cache's location and state, one line.
 void print_cache_line(const kiln::DiskCache& cache) {
   if (cache.usable()) {
-    std::cout << "disk cache: " << cache.config().dir.string() << " (cap " << human(cache.config().max_bytes) << ")\n";
+    const std::uint64_t cap = cache.config().max_bytes;
+    std::cout << "disk cache: " << cache.config().dir.string() << " (" << (cap ? "cap " + human(cap) : "no cap") << ")\n";
   } else {
     std::cout << "disk cache: off (" << cache.unusable_reason() << ")\n";
   }
@@ -215,11 +216,12 @@ int sharing_command(std::string_view sub, int argc, char** argv) {
     if (a == "--registry" && i + 1 < argc && sub != "import") {
       filter.registry = argv[++i];
     } else if (a == "--arch" && i + 1 < argc && sub != "import") {
-      filter.arch = parse_arch(argv[++i]);
-      if (!filter.arch) {
-        std::cerr << "kiln cache " << sub << ": '" << argv[i] << "' is not an architecture like sm_90\n";
+      const auto arch = kiln::detail::parse_arch(argv[++i]);
+      if (!arch) {
+        std::cerr << "kiln cache " << sub << ": " << arch.error() << "\n";
         return 2;
       }
+      filter.arch = *arch;
     } else if (a.starts_with("--")) {
       std::cerr << usage;
       return 2;
@@ -269,14 +271,15 @@ int cache_command(std::string_view sub, int argc, char** argv) {
     for (const auto& problem : r.problems) std::cout << "removed " << problem << '\n';
     std::cout << "checked " << count(r.checked, "entry", "entries") << ", removed " << r.removed << "\n";
   } else if (sub == "prune") {
-    std::uint64_t cap = cache.config().max_bytes;
+    // The configured cap by default, where 0 means none (nothing to evict); an explicit 0 evicts everything.
+    std::uint64_t cap = cache.config().max_bytes ? cache.config().max_bytes : UINT64_MAX;
     if (argc > 3) {
-      char* end = nullptr;
-      cap = std::strtoull(argv[3], &end, 10);
-      if (!end || *end) {
-        std::cerr << "kiln cache prune: '" << argv[3] << "' is not a number of bytes\n";
+      const auto bytes = kiln::detail::parse_size(argv[3]);
+      if (!bytes) {
+        std::cerr << "kiln cache prune: " << bytes.error() << "\n";
         return 2;
       }
+      cap = *bytes;
     }
     const kiln::PruneReport r = cache.prune(cap);
     std::cout << "evicted " << count(r.removed, "entry", "entries") << " and " << r.stray_removed
@@ -300,30 +303,35 @@ int info() {
 
 }  // namespace
 
-// "sm_90" -> 90, or 0.
-unsigned parse_arch(std::string_view text) {
-  if (!text.starts_with("sm_")) return 0;
-  unsigned arch = 0;
-  for (char c : text.substr(3)) {
-    if (c < '0' || c > '9') return 0;
-    arch = arch * 10 + static_cast<unsigned>(c - '0');
-  }
-  return arch;
+// What a registry's precompile came to, for its summary line.
+struct PrecompileTally {
+  std::size_t compiled_and_cached = 0, already_cached = 0, not_cached = 0, failed = 0;
+};
+
+// One unit's line: what happened to it, and why when the cache does not hold it now.
+std::string precompile_line(const kiln::PrecompileResult& r) {
+  if (r.ok) return (r.compiled ? "compiled and cached  " : "already cached  ") + r.unit + "  " + fixed1(r.ms) + " ms";
+  if (r.compiled) return "compiled, not cached  " + r.unit + "  " + fixed1(r.ms) + " ms: " + r.error;
+  return "FAILED  " + r.unit;
 }
 
 int precompile_command(int argc, char** argv) {
   unsigned arch = 0, jobs = 0;
   std::vector<std::string> names;
+  const auto refuse = [](std::string_view option, const std::string& why) {
+    std::cerr << "kiln precompile: " << option << ": " << why << "\n";
+    return 2;
+  };
   for (int i = 2; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "--arch" && i + 1 < argc) {
-      arch = parse_arch(argv[++i]);
-      if (!arch) {
-        std::cerr << "kiln precompile: '" << argv[i] << "' is not an architecture like sm_90\n";
-        return 2;
-      }
+      const auto parsed = kiln::detail::parse_arch(argv[++i]);
+      if (!parsed) return refuse("--arch", parsed.error());
+      arch = *parsed;
     } else if (a == "--jobs" && i + 1 < argc) {
-      jobs = static_cast<unsigned>(std::strtoul(argv[++i], nullptr, 10));
+      const auto parsed = kiln::detail::parse_count(argv[++i], 1, kiln::detail::kMaxJitWorkers);
+      if (!parsed) return refuse("--jobs", parsed.error());
+      jobs = static_cast<unsigned>(*parsed);
     } else if (a.starts_with("--")) {
       std::cerr << usage;
       return 2;
@@ -331,8 +339,14 @@ int precompile_command(int argc, char** argv) {
       names.emplace_back(a);
     }
   }
+  // A name no registry has is a mistake to report, not a unit to skip.
+  for (const auto& n : names) {
+    if (std::any_of(std::begin(catalogs), std::end(catalogs), [&](CatalogFn c) { return c().find(n) != nullptr; })) continue;
+    for (CatalogFn catalog_fn : catalogs) std::cerr << kiln::unknown_kernel_message(catalog_fn(), n) << '\n';
+    return 2;
+  }
   const bool terminal = ::isatty(STDOUT_FILENO);
-  int failures = 0;
+  bool all_ok = true;
   for (CatalogFn catalog_fn : catalogs) {
     const kiln::Catalog& catalog = catalog_fn();
     std::vector<std::string> mine;  // the names that belong to this registry
@@ -349,21 +363,27 @@ int precompile_command(int argc, char** argv) {
       target = registry.device().arch;
     }
     std::cout << "registry " << catalog.name << ": compiling for sm_" << target << '\n';
+    PrecompileTally tally;
     kiln::precompile(catalog, target, mine, jobs, [&](const kiln::PrecompileResult& r, std::size_t done, std::size_t total) {
-      failures += !r.ok;
-      const std::string what = r.ok ? (r.cached ? "cached" : "compiled") : "FAILED";
+      if (r.ok) ++(r.compiled ? tally.compiled_and_cached : tally.already_cached);
+      else ++(r.compiled ? tally.not_cached : tally.failed);
       if (terminal) {
         const std::size_t width = 30, filled = width * done / total;
         std::cout << "\r[" << std::string(filled, '#') << std::string(width - filled, ' ') << "] " << done << "/" << total
                   << " " << r.unit << "\033[K" << std::flush;
-        if (!r.ok || done == total) std::cout << '\n';
+        if (!r.ok) std::cout << "\r" << precompile_line(r) << "\033[K\n";
+        else if (done == total) std::cout << '\n';
       } else {
-        std::cout << what << "  " << r.unit << "  " << fixed1(r.ms) << " ms\n";
+        std::cout << precompile_line(r) << '\n';
       }
-      if (!r.ok) std::cerr << r.error << '\n';
+      if (!r.ok && !r.compiled) std::cerr << r.error << '\n';
     });
+    std::cout << "registry " << catalog.name << ", sm_" << target << ": " << tally.compiled_and_cached
+              << " compiled and cached, " << tally.already_cached << " already cached, " << tally.not_cached
+              << " compiled but not cached, " << tally.failed << " failed\n";
+    all_ok = all_ok && tally.not_cached == 0 && tally.failed == 0;
   }
-  return failures ? 1 : 0;
+  return all_ok ? 0 : 1;
 }
 
 int status_command() {

@@ -65,6 +65,11 @@ inline std::filesystem::path entries_dir(const std::filesystem::path& root) {
   return root / name;
 }
 
+// Where the entry of `key` lives in the cache at `root`.
+inline std::filesystem::path entry_path(const std::filesystem::path& root, const CacheKey& key) {
+  return entries_dir(root) / (key.hex + ".kiln");
+}
+
 inline CacheKey sample_key(int n, unsigned arch = 90) {
   CacheKeyFields f;
   f.registry = "tests";

@@ -16,6 +16,7 @@
 using kiln::detail::decode_entry;
 using kiln::detail::encode_entry;
 using kiln::detail::kEntryHeaderSize;
+using kiln::detail::kMaxFrameBytes;
 
 namespace {
 
@@ -118,7 +119,9 @@ TEST_CASE("a bit flipped anywhere is rejected, with a reason that fits the regio
     if (byte < 8) CHECK(why == "wrong magic");
     if (byte >= 8 && byte < 12) CHECK(why.starts_with("format version "));
     if (byte >= 12 && byte < 16) CHECK(why.starts_with("unknown flags "));
-    if (byte >= 16 && byte < 32) CHECK((why.starts_with("truncated: ") || why.starts_with("bytes after the frame")));
+    if (byte >= 16 && byte < 32)
+      CHECK((why.starts_with("truncated: ") || why.starts_with("bytes after the frame") ||
+             why.find("is larger than an entry's may be") != std::string::npos));
     if (byte >= 32) CHECK(why.starts_with("frame checksum wrong"));
   }
   for (std::size_t byte = kEntryHeaderSize; byte < frame_start; ++byte) CHECK(flip(byte) == "key mismatch");
@@ -175,7 +178,13 @@ TEST_CASE("wrong magic, version, flags, key, or extra bytes are rejected by name
   CHECK(rejection(good, kiln::test::sample_key(2)) == "key mismatch");
   CHECK(rejection(good + "x", key).starts_with("bytes after the frame"));
   bad = good;
-  poke<std::uint64_t>(bad, 16, ~std::uint64_t{0});  // sizes that would overflow when added
+  poke<std::uint64_t>(bad, 16, ~std::uint64_t{0});  // sizes that would overflow when added: past the cap
+  CHECK(rejection(bad, key).starts_with("key text of 18446744073709551615 bytes is larger than an entry's may be"));
+  bad = good;
+  poke<std::uint64_t>(bad, 24, kMaxFrameBytes + 1);
+  CHECK(rejection(bad, key).starts_with("frame of " + std::to_string(kMaxFrameBytes + 1) + " bytes is larger than"));
+  bad = good;
+  poke<std::uint64_t>(bad, 24, kMaxFrameBytes);  // within the cap, but more than the file holds
   CHECK(rejection(bad, key).starts_with("truncated: "));
 }
 

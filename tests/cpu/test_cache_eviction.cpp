@@ -4,10 +4,12 @@
 
 #include "cache_test_util.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <ctime>
 #include <thread>
 
 using kiln::test::entries_dir;
@@ -91,4 +93,38 @@ TEST_CASE("prune removes temp files of dead or long-gone writers and unheld lock
   const auto report = cache.prune(cache.config().max_bytes);
   CHECK(report.stray_removed == 3);
   CHECK(kiln::test::files_in(dir) == std::vector<std::string>{hex + ".kiln.tmp." + mine + ".2", "notes.txt"});
+}
+
+TEST_CASE("a cap of 0 is no cap; an entry larger than the cap is not stored, and the store says so") {
+  kiln::test::TempDir tmp;
+  {
+    kiln::DiskCache unlimited(kiln::test::config_at(tmp.path(), 0));
+    for (int i = 0; i < 5; ++i) REQUIRE(unlimited.store(kiln::test::sample_key(i), kiln::test::sample_entry(i, 90, 64 << 10)));
+    CHECK(unlimited.stats().entries == 5);
+    CHECK(unlimited.stats().evictions == 0);
+  }
+  kiln::DiskCache tiny(kiln::test::config_at(tmp.path(), 100));
+  CHECK_FALSE(tiny.store(kiln::test::sample_key(9), kiln::test::sample_entry(9)));
+  CHECK_FALSE(tiny.load(kiln::test::sample_key(9)).has_value());
+  REQUIRE(tiny.warnings().size() == 1);
+  CHECK(tiny.warnings()[0].find("larger than the cache's cap of 100 bytes") != std::string::npos);
+  CHECK(tiny.stats().entries == 5);  // nothing evicted for an entry that was not stored
+}
+
+TEST_CASE("the entry a store publishes is kept by the prune after it, even when older ones are dated in the future") {
+  kiln::test::TempDir tmp;
+  const auto root = tmp.path();
+  std::uintmax_t size = 0;
+  {
+    kiln::DiskCache first(kiln::test::config_at(root));
+    REQUIRE(first.store(kiln::test::sample_key(0), kiln::test::sample_entry(0, 90, 4096)));
+    const auto path = kiln::test::entries_dir(root) / (kiln::test::sample_key(0).hex + ".kiln");
+    size = std::filesystem::file_size(path);
+    const struct timespec future[2] = {{0, UTIME_OMIT}, {std::time(nullptr) + 86400, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, path.c_str(), future, AT_SYMLINK_NOFOLLOW) == 0);
+  }
+  kiln::DiskCache cache(kiln::test::config_at(root, size + size / 2));  // room for one entry
+  REQUIRE(cache.store(kiln::test::sample_key(1), kiln::test::sample_entry(1, 90, 4096)));
+  CHECK(cache.load(kiln::test::sample_key(1)).has_value());
+  CHECK_FALSE(cache.load(kiln::test::sample_key(0)).has_value());
 }

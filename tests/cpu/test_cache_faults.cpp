@@ -18,7 +18,7 @@ using kiln::test::sample_key;
 namespace {
 
 std::filesystem::path entry_path(const std::filesystem::path& root, int n) {
-  return entries_dir(root) / (sample_key(n).hex + ".kiln");
+  return kiln::test::entry_path(root, sample_key(n));
 }
 
 void set_mtime(const std::filesystem::path& path, std::time_t when) {

@@ -18,6 +18,7 @@ struct CleanEnv {
   ScopedEnv xdg{"XDG_CACHE_HOME", std::nullopt};
   ScopedEnv home{"HOME", std::nullopt};
   ScopedEnv cap{"KILN_CACHE_MAX_BYTES", std::nullopt};
+  ScopedEnv lock{"KILN_CACHE_LOCK_TIMEOUT", std::nullopt};
 };
 
 }  // namespace
@@ -65,11 +66,11 @@ TEST_CASE("KILN_CACHE=off disables the cache: no directory, every load a miss, e
   CHECK(cache.warnings().empty());  // asked for, so nothing to warn about
 }
 
-TEST_CASE("KILN_CACHE_MAX_BYTES sets the cap: bytes, or a K/M/G/T suffix; garbage keeps the default") {
+TEST_CASE("KILN_CACHE_MAX_BYTES sets the cap: bytes, or a K/M/G/T suffix, 0 for none; garbage keeps the default") {
   CleanEnv env;
   CHECK(kiln::CacheConfig::from_environment().max_bytes == (std::uint64_t{1} << 30));
   const std::pair<const char*, std::uint64_t> cases[] = {
-      {"12345", 12345}, {"64k", 64 << 10}, {"512M", 512ull << 20}, {"2G", 2ull << 30}, {"3GiB", 3ull << 30},
+      {"0", 0}, {"12345", 12345}, {"64k", 64 << 10}, {"512M", 512ull << 20}, {"2G", 2ull << 30}, {"3GiB", 3ull << 30},
       {"1T", 1ull << 40}, {"lots", 1ull << 30}, {"12Q", 1ull << 30}, {"99999999999T", 1ull << 30}};
   for (const auto& [text, bytes] : cases) {
     CAPTURE(text);
@@ -142,4 +143,16 @@ TEST_CASE("a cache path that is not a directory is unusable, with the reason") {
   kiln::DiskCache cache(kiln::test::config_at(tmp.path() / "file"));
   CHECK_FALSE(cache.usable());
   CHECK(cache.unusable_reason().find((tmp.path() / "file").string()) != std::string::npos);
+}
+
+TEST_CASE("KILN_CACHE_LOCK_TIMEOUT: whole seconds, default 300; anything else keeps the default") {
+  CleanEnv env;
+  CHECK(kiln::CacheConfig::from_environment().lock_timeout == std::chrono::seconds(300));
+  const std::pair<const char*, long> cases[] = {{"0", 0}, {"5", 5}, {"3600", 3600}, {"-1", 300}, {"abc", 300},
+                                                {"5s", 300}, {"", 300}, {" 5", 300}};
+  for (const auto& [text, seconds] : cases) {
+    CAPTURE(text);
+    kiln::test::ScopedEnv set("KILN_CACHE_LOCK_TIMEOUT", text);
+    CHECK(kiln::CacheConfig::from_environment().lock_timeout == std::chrono::seconds(seconds));
+  }
 }

@@ -23,7 +23,7 @@ TEST_CASE("64 threads missing one cold unit compile it once and share the entry"
   REQUIRE(cache.usable());
   const kiln::Catalog& catalog = kiln::examples::catalog();
   const std::uint32_t unit = catalog.find("block_sum_f32")->unit;
-  const kiln::CacheKey key = kiln::detail::unit_cache_key(catalog, catalog.units[unit], 90);
+  const kiln::CacheKey key = kiln::detail::unit_cache_key(catalog, catalog.units[unit], 90, cache);
   const auto request = kiln::detail::make_request(catalog, unit, 90);
 
   constexpr int threads = 64;

@@ -141,7 +141,7 @@ struct OneUnit {
     builder.kernel("k1", u);
     catalog = builder.build("fleet");
   }
-  kiln::CacheKey key(unsigned arch = 90) const { return kiln::detail::unit_cache_key(catalog, catalog.units[0], arch); }
+  kiln::CacheKey key(unsigned arch = 90) const { return kiln::detail::unit_cache_key(catalog, catalog.units[0], arch, kiln::default_cache()); }
 };
 
 }  // namespace

@@ -60,7 +60,7 @@ struct Unit {
   }
   kiln::CacheKey key() const {
     const kiln::Catalog& c = kiln::examples::catalog();
-    return kiln::detail::unit_cache_key(c, c.units[kernel->unit], arch);
+    return kiln::detail::unit_cache_key(c, c.units[kernel->unit], arch, kiln::default_cache());
   }
 };
 
@@ -113,7 +113,7 @@ int child_main(char** args) {
   for (const Unit& u : units(count)) {
     const auto entry = disk.load(u.key());
     const kiln::Catalog& c = kiln::examples::catalog();
-    if (!entry || !kiln::detail::entry_matches(c, u.kernel->unit, *entry)) {
+    if (!entry || !kiln::detail::entry_serves_unit(c, u.kernel->unit, *entry)) {
       std::fprintf(stderr, "remote_fleet child %d: FAILED: %s is not loadable from %s\n", ::getpid(), u.name().c_str(), dir.c_str());
       ++failures;
     }

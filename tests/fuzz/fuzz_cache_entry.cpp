@@ -1,8 +1,14 @@
-// LibFuzzer target: the cache entry decoder and the parsers behind its checksum.
+// LibFuzzer target: the cache entry decoder, the parsers behind its checksum, and the file reader that
+// checks the header before reading (or allocating for) anything more.
 #include "disk/entry.hpp"
 #include "cache_golden_input.hpp"
+#include "disk/files.hpp"
 #include "disk/key.hpp"
 #include "base/cubin_elf.hpp"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -43,5 +49,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (cubin.ok()) {
     for (const auto& k : cubin.kernels) require(!k.empty() && cubin.defines(k));
   }
+
+  // What the cache's reader does with a file of these bytes: the header first (within the caps), then
+  // exactly what it promises. Whatever it accepts is the whole file, and splits as an entry.
+  if (const auto sizes = read_entry_header(bytes); sizes.ok()) {
+    require(sizes->key_text <= kMaxKeyTextBytes && sizes->frame <= kMaxFrameBytes);
+    require(check_entry_size(*sizes, sizes->file()).ok());
+  } else {
+    require(!split_entry(bytes).ok());  // split_entry refuses what the header check refuses
+  }
+  static const int file = [] {
+    const int fd = ::memfd_create("fuzz_cache_entry", MFD_CLOEXEC);
+    require(fd >= 0 && ::fchmod(fd, 0600) == 0);  // as kiln writes entries: its own, private
+    return fd;
+  }();
+  require(::ftruncate(file, 0) == 0 && ::pwrite(file, data, size, 0) == static_cast<ssize_t>(size) &&
+          ::lseek(file, 0, SEEK_SET) == 0);
+  const EntryFile read = read_entry_fd(file, "fuzz");
+  if (read.status == EntryFile::Status::ok) require(read.bytes == bytes);
   return 0;
 }

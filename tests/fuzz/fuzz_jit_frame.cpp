@@ -1,6 +1,9 @@
 // LibFuzzer target: the JIT protocol's frame and message decoders, which read what worker processes send the host.
 #include "jit/protocol.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -32,6 +35,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)decode_request(message->body);
     (void)decode_outcome(message->body);
     (void)decode_failure(message->body);
+  }
+
+  // What read_frame does with these bytes as a stream (a memfd): frames whose header checks out, read as
+  // their bytes arrive; what it returns is exactly the stream's next bytes.
+  static const int stream = [] {
+    const int fd = ::memfd_create("fuzz_jit_frame", MFD_CLOEXEC);
+    require(fd >= 0);
+    return fd;
+  }();
+  require(::ftruncate(stream, 0) == 0 && ::pwrite(stream, data, size, 0) == static_cast<ssize_t>(size) &&
+          ::lseek(stream, 0, SEEK_SET) == 0);
+  std::size_t at = 0;
+  for (int frames = 0; frames < 64; ++frames) {
+    const FrameRead read = read_frame(stream);
+    if (read.status != IoStatus::ok) break;
+    require(read.frame.size() >= kFrameHeaderSize + kFrameTrailerSize && at + read.frame.size() <= size &&
+            bytes.substr(at, read.frame.size()) == read.frame);
+    at += read.frame.size();
   }
 
   // Mutations of a frame rarely get past its checksum, so every decoder also gets the raw bytes as a

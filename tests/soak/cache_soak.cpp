@@ -155,7 +155,7 @@ class Child {
     const char* kernel = kJitKernels[rng() % kJitKernels.size()];
     const unsigned arch = kJitArchs[rng() % kJitArchs.size()];
     const std::uint32_t unit = catalog.find(kernel)->unit;
-    const kiln::CacheKey key = kiln::detail::unit_cache_key(catalog, catalog.units[unit], arch);
+    const kiln::CacheKey key = kiln::detail::unit_cache_key(catalog, catalog.units[unit], arch, cache_);
     const std::string name = "jit:" + std::string(catalog.str(catalog.units[unit].name)) + "@sm_" + std::to_string(arch);
     ++t.counts.jits;
     const kiln::CacheEntry entry = cache_.get_or_build(key, [&] {

@@ -1,6 +1,7 @@
 // Tier 3: a zstd-compressed, crash-safe, content-addressed cache of compiled kernels on disk.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -10,6 +11,10 @@
 #include <vector>
 
 namespace kiln {
+
+namespace detail {
+struct CacheAccess;
+}  // namespace detail
 
 // !!! The on-disk entry format version. Bump it on ANY change to the entry layout: header, key text,
 // !!! payload fields or their order. tests/cpu/golden/ holds an entry per version and fails otherwise.
@@ -22,7 +27,7 @@ struct CacheKeyFields {
   std::string source_digest;  // SHA-256 (hex), computed at build time, of the unit's translation unit,
                               // every header it includes, its name expressions and its options
   unsigned arch = 0;          // SM number the binary is for (90 = sm_90)
-  std::string nvrtc;          // compiler versions, "13.0"
+  std::string nvrtc;          // versions of the compilers loaded to build it, "13.0"
   std::string nvjitlink;
   std::string cccl;           // "3.0.1"
 
@@ -55,10 +60,15 @@ struct CacheEntry {
 struct CacheConfig {
   std::filesystem::path dir;
   bool enabled = true;
+  // The size cap, least recently used entries evicted past it; 0 means no cap (as ccache's max_size = 0).
   std::uint64_t max_bytes = std::uint64_t{1} << 30;
+  // How long get_or_build waits for another process building the same key before building it too (one
+  // warning): at least the longest compile. A holder that died or is stopped is not waited for.
+  std::chrono::seconds lock_timeout{300};
 
   // KILN_CACHE=off disables; the directory is $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else
-  // ~/.cache/kiln; KILN_CACHE_MAX_BYTES sets the cap (default 1 GiB).
+  // ~/.cache/kiln; KILN_CACHE_MAX_BYTES sets the cap (default 1 GiB, 0: none), KILN_CACHE_LOCK_TIMEOUT
+  // the wait in seconds (default 300). A value that is not one keeps the default, with a warning.
   static CacheConfig from_environment();
 };
 
@@ -77,7 +87,7 @@ struct CacheStats {
 struct VerifyReport {
   std::uint64_t checked = 0;
   std::uint64_t removed = 0;
-  std::vector<std::string> problems;  // "<file>: <what was wrong>", one per removed file
+  std::vector<std::string> problems;  // "<file>: <what was wrong>", one per bad file (removed, or said why not)
 };
 
 struct PruneReport {
@@ -108,11 +118,13 @@ class DiskCache {
   // kernel symbols) before anything reaches the driver. A bad entry is counted, deleted, and a miss.
   // A hit marks the entry most recently used.
   std::optional<CacheEntry> load(const CacheKey& key);
-  // Publishes atomically (unique temp file in the directory, then rename), then prunes to the cap.
+  // Publishes atomically (unique temp file in the directory, then rename), then prunes to the cap
+  // (never the entry just stored). An entry larger than the cap is not stored (false, one warning).
   bool store(const CacheKey& key, const CacheEntry& entry);
   // The cached entry, or build() under a per-key file lock with a re-check after locking, so that
-  // threads and processes missing one key at once build it once. A lock held by a process that died
-  // is released by the kernel. Exceptions from build() propagate; nothing is stored then.
+  // threads and processes missing one key at once build it once. The wait for another process's lock
+  // is bounded (config().lock_timeout); a holder that died or is stopped is not waited for: then build()
+  // runs without the lock, with one warning. Exceptions from build() propagate; nothing is stored then.
   CacheEntry get_or_build(const CacheKey& key, const std::function<CacheEntry()>& build);
   // Publishes an entry file encoded elsewhere (a remote cache's value, a cache pack's member) as store()
   // does, byte for byte, after checking that it is an entry file for `key` (header, key text, frame
@@ -124,14 +136,16 @@ class DiskCache {
   void for_each_entry(const std::function<void(const CacheKey& key, std::string_view file)>& visit);
 
   CacheStats stats() const;
+  // Neither removes a directory, which kiln never makes at a file's name: a user's, left with a warning.
   std::uint64_t clear();  // removes every entry, temp and lock file; returns how many entries
   VerifyReport verify();  // loads every entry, removes bad ones and stray files
-  PruneReport prune(std::uint64_t max_bytes);
+  PruneReport prune(std::uint64_t max_bytes);  // evicts least recently used entries down to max_bytes (0: all)
 
   // The warnings this object has printed (each kind once per object), for tests and `kiln cache`.
   std::vector<std::string> warnings() const;
 
  private:
+  friend struct detail::CacheAccess;  // kiln's tiers: loads and builds that check an entry serves its unit
   struct State;
   State* state_;
 };

@@ -10,12 +10,15 @@
 
 namespace kiln {
 
+// What became of one unit: compiled and cached (ok, compiled), already cached (ok, cached), compiled but
+// not kept by the cache (!ok, compiled: a read-only directory, a cap smaller than the entry), or failed.
 struct PrecompileResult {
   std::string unit;
-  bool ok = false;
-  bool cached = false;  // the disk cache had it already, or the remote cache
+  bool ok = false;        // the unit is in the disk cache now, as asked
+  bool cached = false;    // the disk cache had it already (or another process built it meanwhile), or the remote cache
+  bool compiled = false;  // compiled by this call, whether the cache kept it or not
   double ms = 0;
-  std::string error;    // unit, options and the compiler's full log when !ok
+  std::string error;      // !ok: the unit, options and the compiler's full log; or why the cache did not keep it
 };
 
 // Compiles the units of `kernels` (every unit when empty) for `arch` (90 for sm_90) with the JIT tier,

@@ -1,11 +1,14 @@
 // DiskCache's entry path: load (validate, or delete as corrupt), store, and single-flight builds.
-#include "disk/directory.hpp"
+#include "disk/cache_internal.hpp"
+#include "disk/cache_state.hpp"
 #include "disk/entry.hpp"
 #include "disk/files.hpp"
 #include "disk/key.hpp"
 #include "disk/lock.hpp"
-#include "disk/cache_state.hpp"
 
+#include <kiln/error.hpp>
+
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -14,7 +17,15 @@
 
 namespace kiln {
 
+namespace detail {
+// maintenance.cpp: eviction down to `cap`, never of the entry named `keep`.
+PruneReport prune_to(CacheState& s, std::uint64_t cap, const std::string& keep);
+}  // namespace detail
+
 namespace {
+
+using detail::CacheState;
+using detail::describe_key;
 
 // A key whose hex is not 64 lowercase hex digits did not come from CacheKey::from; using it as a file
 // name could reach outside the cache directory.
@@ -30,52 +41,175 @@ std::string write_problem(const std::string& why) {
          "later write failures are only counted in the cache stats";
 }
 
-// The validated entry, or nullopt; a bad file is deleted and counted. Misses are the caller's to count.
-// Nothing is read from a directory that others could write to now (it was private when the cache was
-// opened, but may have been replaced or chmod'ed since).
-std::optional<CacheEntry> read_entry(detail::CacheState& s, const CacheKey& key) {
-  if (const detail::Status safe = detail::cache_dir_still_private(s.config.dir); !safe) {
-    s.warn("unsafe", "not loading from the kiln cache: " + safe.error() + " (kernels still work, from the other tiers)");
+std::string not_in_use(const CacheState& s) { return "the disk cache is not in use (" + s.unusable + ")"; }
+
+// The validated entry, or nullopt; a bad file is deleted (when kiln may) and counted, and so is an entry
+// that fails `check`. Misses are the caller's to count. Everything is opened relative to the version
+// directory, opened now under the private rule: nothing is read from a directory others could write
+// (it was private when the cache was opened, but may have been replaced or chmod'ed since).
+std::optional<CacheEntry> read_entry(CacheState& s, const CacheKey& key, const detail::EntryCheck& check) {
+  const auto dir = s.open(false);
+  if (!dir) {
+    s.warn("unsafe", "not loading from the kiln cache: " + dir.error() + " (kernels still work, from the other tiers)");
     return std::nullopt;
   }
-  const auto path = s.path_of(detail::entry_file_name(key.hex));
-  const detail::EntryFile file = detail::read_entry_file(path, detail::kMaxEntryFileBytes);
+  if (!*dir) return std::nullopt;  // gone: nothing to load from what is not there
+  const int fd = (*dir)->fd.get();
+  const std::string name = detail::entry_file_name(key.hex);
+  const auto path = s.entries / name;
+  const detail::EntryFile file = detail::read_entry_file(fd, name, path);
   std::string problem = file.problem;
   switch (file.status) {
     case detail::EntryFile::Status::missing: return std::nullopt;
     case detail::EntryFile::Status::unreadable:
       s.warn("read", "cannot read cache entry " + path.string() + " (" + problem + "); treating it as a miss");
       return std::nullopt;
+    case detail::EntryFile::Status::refused:
+      s.warn("refused", "not loading cache entry of " + describe_key(key) + ": " + problem +
+                            " (it is rebuilt and replaced; kernels still work)");
+      return std::nullopt;
     case detail::EntryFile::Status::ok: {
       auto decoded = detail::decode_entry(file.bytes, key);
-      if (decoded) {
-        detail::touch_mtime(path);
+      const detail::Status fits = decoded && check ? check(*decoded) : detail::ok();
+      if (decoded && fits) {
+        detail::touch_mtime(fd, name);
         ++s.hits;
         return std::move(decoded).value();
       }
-      problem = decoded.error();
+      problem = decoded ? "not this unit's entry: " + fits.error() : decoded.error();
       break;
     }
     case detail::EntryFile::Status::bad: break;
   }
   ++s.corrupt;
-  detail::remove_bad_entry(path, file);
-  s.warn("corrupt", "deleted corrupt cache entry " + path.string() + " of " + detail::describe_key(key) + ": " + problem +
-                        " (it will be rebuilt; later ones are only counted in the cache stats)");
+  if (detail::remove_bad_entry(fd, name, file)) {
+    s.warn("corrupt", "deleted corrupt cache entry " + path.string() + " of " + describe_key(key) + ": " + problem +
+                          " (it will be rebuilt; later ones are only counted in the cache stats)");
+  } else if (file.opened && S_ISDIR(file.st.st_mode)) {
+    s.warn("in the way", path.string() + " is " + problem + ": left in place, since kiln deletes no directory it did "
+                         "not make; move it away so that kiln can cache " + describe_key(key));
+  } else {
+    s.warn("corrupt", "corrupt cache entry " + path.string() + " of " + describe_key(key) + ": " + problem +
+                          " (not deleted: it changed meanwhile, or the directory is read-only; treated as a miss)");
+  }
   return std::nullopt;
 }
 
 }  // namespace
 
+namespace detail {
+
+std::optional<CacheEntry> load_checked(DiskCache& cache, const CacheKey& key, const EntryCheck& check) {
+  CacheState& s = CacheAccess::of(cache);
+  std::optional<CacheEntry> entry;
+  if (s.unusable.empty() && valid_key(key)) entry = read_entry(s, key, check);
+  if (!entry) ++s.misses;
+  return entry;
+}
+
+namespace {
+
+Status refuse_store(CacheState& s, std::string_view kind, const std::string& message, const std::string& why) {
+  ++s.store_failures;
+  s.warn(kind, message);
+  return fail(why);
+}
+
+// Publishes an entry file already checked for `key`, then prunes to the cap (never evicting it): what
+// store_entry and DiskCache::store_file share.
+Status publish_entry(CacheState& s, const CacheKey& key, std::string_view bytes) {
+  const std::uint64_t cap = s.config.max_bytes;
+  if (cap != 0 && bytes.size() > cap) {
+    const std::string why = "the entry (" + std::to_string(bytes.size()) + " bytes) is larger than the cache's cap of " +
+                            std::to_string(cap) + " bytes (KILN_CACHE_MAX_BYTES; 0 means no cap)";
+    return refuse_store(s, "cap", "not storing cache entries larger than the cap: " + why, why);
+  }
+  // The directory again, as the constructor made it: deleted while in use, it is made again; made
+  // unsafe, it is refused.
+  const auto dir = s.open(true);
+  if (!dir) return refuse_store(s, kWriteWarning, write_problem(dir.error()), dir.error());
+  if (const Status published = publish_file((*dir)->fd.get(), s.entries, key.hex, bytes); !published)
+    return refuse_store(s, kWriteWarning, write_problem(published.error()), published.error());
+  ++s.stores;
+  if (cap != 0) prune_to(s, cap, entry_file_name(key.hex));
+  return ok();
+}
+
+Status check_key(CacheState& s, const CacheKey& key) {
+  if (valid_key(key)) return ok();
+  const std::string why = "a malformed key '" + key.hex + "'";
+  return refuse_store(s, "invalid", "not storing a cache entry under " + why, why);
+}
+
+}  // namespace
+
+Status store_entry(DiskCache& cache, const CacheKey& key, const CacheEntry& entry) {
+  CacheState& s = CacheAccess::of(cache);
+  if (!s.unusable.empty()) return fail(not_in_use(s));
+  if (Status valid = check_key(s, key); !valid) return valid;
+  // An entry that load() would reject must not be written: every later process would rebuild it.
+  if (const Status checked = check_entry(entry, key.arch); !checked)
+    return refuse_store(s, "invalid", "not storing cache entry for " + describe_key(key) + ": " + checked.error(),
+                        checked.error());
+  std::string bytes;
+  try {
+    bytes = encode_entry(key, entry);
+  } catch (const std::exception& e) {
+    return refuse_store(s, "encode", "not storing cache entry for " + describe_key(key) + ": " + e.what(), e.what());
+  }
+  return publish_entry(s, key, bytes);
+}
+
+CacheEntry get_or_build_checked(DiskCache& cache, const CacheKey& key, const std::function<CacheEntry()>& build,
+                                const EntryCheck& check, BuildReport& report) {
+  CacheState& s = CacheAccess::of(cache);
+  if (auto entry = load_checked(cache, key, check)) return std::move(*entry);
+  const auto build_checked = [&] {
+    report.built = true;
+    CacheEntry built = build();
+    if (check) {
+      if (const Status fits = check(built); !fits)
+        throw Error(Errc::compile, "kiln: the entry built for " + describe_key(key) + " cannot serve it: " + fits.error());
+    }
+    return built;
+  };
+  if (!s.unusable.empty() || !valid_key(key)) {
+    CacheEntry built = build_checked();
+    report.stored = fail(s.unusable.empty() ? "a malformed key '" + key.hex + "'" : not_in_use(s));
+    return built;
+  }
+  // The lock file needs the directory, as store() does: made again if it was deleted while in use.
+  const auto dir = s.open(true);
+  const std::string name = lock_file_name(key.hex);
+  FileLock::Refused refused{FileLock::Refusal::cannot_lock, dir ? std::string() : dir.error()};
+  const std::optional<FileLock> lock =
+      dir ? FileLock::acquire((*dir)->fd.get(), name, (s.entries / name).string(),
+                              std::chrono::duration_cast<std::chrono::milliseconds>(s.config.lock_timeout), refused)
+          : std::nullopt;
+  // Without the lock, it is built anyway: one warning saying why.
+  if (!lock && refused.why == FileLock::Refusal::cannot_lock) {
+    s.warn(kWriteWarning, write_problem(refused.message));
+  } else if (!lock) {
+    s.warn("lock", "building " + describe_key(key) + " without waiting any longer for another process building it: " +
+                       refused.message + "; if that process is stuck, end it (kernels still work)");
+  } else if (auto entry = read_entry(s, key, check)) {
+    return std::move(*entry);  // built by whoever held the lock while we waited
+  }
+  CacheEntry built = build_checked();
+  report.stored = store_entry(cache, key, built);
+  return built;
+}
+
+}  // namespace detail
+
 DiskCache::DiskCache(CacheConfig config) : state_(new State) {
   state_->config = std::move(config);
+  state_->entries = detail::entries_path(state_->config.dir);
   if (!state_->config.enabled) {
     state_->unusable = "the disk cache is disabled (KILN_CACHE=off)";
     return;
   }
-  auto entries = detail::open_cache_dir(state_->config.dir);
-  if (entries) state_->entries = std::move(entries).value();
-  else state_->unusable = entries.error();
+  if (const auto dir = state_->open(true); !dir) state_->unusable = dir.error();
   if (!state_->unusable.empty())
     state_->warn("unusable", "not using the kiln cache: " + state_->unusable + " (kernels still work, from the other tiers)");
 }
@@ -89,83 +223,30 @@ std::vector<std::string> DiskCache::warnings() const { return state_->warnings.p
 
 bool DiskCache::contains(const CacheKey& key) const {
   if (!usable() || !valid_key(key)) return false;
+  const auto dir = state_->open(false);
+  if (!dir || !*dir) return false;
   struct stat st {};
-  return ::lstat(state_->path_of(detail::entry_file_name(key.hex)).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  return ::fstatat((*dir)->fd.get(), detail::entry_file_name(key.hex).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+         S_ISREG(st.st_mode);
 }
 
-std::optional<CacheEntry> DiskCache::load(const CacheKey& key) {
-  std::optional<CacheEntry> entry;
-  if (usable() && valid_key(key)) entry = read_entry(*state_, key);
-  if (!entry) ++state_->misses;
-  return entry;
-}
+std::optional<CacheEntry> DiskCache::load(const CacheKey& key) { return detail::load_checked(*this, key, {}); }
 
-namespace {
-
-bool refuse_store(detail::CacheState& s, std::string_view kind, const std::string& message) {
-  ++s.store_failures;
-  s.warn(kind, message);
-  return false;
-}
-
-// Writes an entry file that has been checked, then prunes to the cap: what store() and store_file() share.
-bool publish_entry(DiskCache& cache, detail::CacheState& s, const CacheKey& key, std::string_view bytes) {
-  // The directory again, as the constructor made it: deleted while in use, it is made again; made
-  // unsafe, it is refused.
-  if (const auto dir = detail::open_cache_dir(s.config.dir); !dir)
-    return refuse_store(s, kWriteWarning, write_problem(dir.error()));
-  if (const detail::Status published = detail::publish_file(s.entries, key.hex, bytes); !published)
-    return refuse_store(s, kWriteWarning, write_problem(published.error()));
-  ++s.stores;
-  const std::uint64_t cap = s.config.max_bytes;
-  if (cache.stats().bytes > cap) cache.prune(cap);
-  return true;
-}
-
-}  // namespace
-
-bool DiskCache::store(const CacheKey& key, const CacheEntry& entry) {
-  if (!usable()) return false;
-  if (!valid_key(key))
-    return refuse_store(*state_, "invalid", "not storing a cache entry under a malformed key '" + key.hex + "'");
-  // An entry that load() would reject must not be written: every later process would rebuild it.
-  if (const detail::Status checked = detail::check_entry(entry, key.arch); !checked)
-    return refuse_store(*state_, "invalid", "not storing cache entry for " + detail::describe_key(key) + ": " + checked.error());
-  std::string bytes;
-  try {
-    bytes = detail::encode_entry(key, entry);
-  } catch (const std::exception& e) {
-    return refuse_store(*state_, "encode", "not storing cache entry for " + detail::describe_key(key) + ": " + e.what());
-  }
-  return publish_entry(*this, *state_, key, bytes);
-}
+bool DiskCache::store(const CacheKey& key, const CacheEntry& entry) { return detail::store_entry(*this, key, entry).ok(); }
 
 bool DiskCache::store_file(const CacheKey& key, std::string_view file) {
-  if (!usable()) return false;
-  if (!valid_key(key))
-    return refuse_store(*state_, "invalid", "not storing a cache entry under a malformed key '" + key.hex + "'");
-  const auto regions = detail::split_entry(file);
-  if (!regions || regions->key_text != key.text)
-    return refuse_store(*state_, "invalid", "not storing cache entry file for " + detail::describe_key(key) + ": " +
-                                                (regions ? std::string("its key text is another key's") : regions.error()));
-  return publish_entry(*this, *state_, key, file);
+  detail::CacheState& s = *state_;
+  if (!usable() || !detail::check_key(s, key)) return false;
+  // Written byte for byte, so it must be what load() accepts: the whole entry, for this key.
+  if (const auto decoded = detail::decode_entry(file, key); !decoded)
+    return detail::refuse_store(s, "invalid", "not storing cache entry file for " + detail::describe_key(key) + ": " +
+                                                  decoded.error(), decoded.error()).ok();
+  return detail::publish_entry(s, key, file).ok();
 }
 
 CacheEntry DiskCache::get_or_build(const CacheKey& key, const std::function<CacheEntry()>& build) {
-  if (auto entry = load(key)) return std::move(*entry);
-  if (!usable() || !valid_key(key)) return build();
-  // The lock file needs the directory, as store() does: made again if it was deleted while in use.
-  const auto dir = detail::open_cache_dir(state_->config.dir);
-  const auto lock = dir ? detail::FileLock::acquire(state_->path_of(detail::lock_file_name(key.hex)))
-                        : detail::Result<detail::FileLock>(detail::fail(dir.error()));
-  if (!lock) {
-    state_->warn(kWriteWarning, write_problem(lock.error()));  // then build without the cross-process lock
-  } else if (auto entry = read_entry(*state_, key)) {
-    return std::move(*entry);  // built by whoever held the lock while we waited
-  }
-  CacheEntry built = build();
-  store(key, built);
-  return built;
+  detail::BuildReport report;
+  return detail::get_or_build_checked(*this, key, build, {}, report);
 }
 
 }  // namespace kiln

@@ -1,13 +1,16 @@
-// DiskCache's private state, shared by the files that implement it.
+// DiskCache's private state, shared by the files that implement it, and kiln's own access to it.
 #pragma once
 
 #include <kiln/cache.hpp>
 
+#include "base/private_dir.hpp"
 #include "base/warn_once.hpp"
+#include "disk/directory.hpp"
 
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,7 +21,7 @@ namespace detail {
 // Lives in detail (DiskCache::State is private) so that helper functions of the cache's files can take it.
 struct CacheState {
   CacheConfig config;
-  std::filesystem::path entries;  // <config.dir>/v<format version>
+  std::filesystem::path entries;  // <config.dir>/v<format version>, for messages
   std::string unusable;           // why not usable; empty when usable
 
   std::atomic<std::uint64_t> hits{0}, misses{0}, corrupt{0}, stores{0}, store_failures{0}, evictions{0};
@@ -26,11 +29,18 @@ struct CacheState {
 
   void warn(std::string_view kind, const std::string& message) { warnings.warn(kind, message); }
 
-  std::filesystem::path path_of(const std::string& file_name) const { return entries / file_name; }
+  // The version directory now, every file of the cache opened relative to it (disk/directory.hpp).
+  Result<std::optional<PrivateDir>> open(bool create) const { return open_cache_dir(config.dir, create); }
+};
+
+struct CacheAccess {
+  static CacheState& of(DiskCache& cache);
 };
 
 }  // namespace detail
 
 struct DiskCache::State : detail::CacheState {};
+
+inline detail::CacheState& detail::CacheAccess::of(DiskCache& cache) { return *cache.state_; }
 
 }  // namespace kiln

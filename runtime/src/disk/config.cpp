@@ -1,19 +1,22 @@
-// The cache configuration from the environment: on/off, location, size cap.
+// The cache configuration from the environment: on/off, location, size cap, lock wait.
 #include <kiln/cache.hpp>
+
+#include "base/parse.hpp"
 
 #include <pwd.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
-#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
 namespace kiln {
 
 namespace {
+
+constexpr std::uint64_t kMaxLockTimeoutSeconds = 7 * 24 * 3600;  // a week: anything longer is a typo
 
 std::string_view env(const char* name) {
   const char* value = std::getenv(name);
@@ -42,27 +45,9 @@ std::filesystem::path cache_root() {
   return home.empty() ? home : home / ".cache" / "kiln";
 }
 
-// "1073741824", "512M", "2G", "64k": bytes, with an optional binary suffix K, M, G or T.
-std::optional<std::uint64_t> parse_bytes(std::string_view text) {
-  std::uint64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end == text.data()) return std::nullopt;
-  std::string_view suffix(end, static_cast<std::size_t>(text.data() + text.size() - end));
-  if (suffix.ends_with("iB") || suffix.ends_with("ib")) suffix.remove_suffix(2);
-  unsigned shift = 0;
-  if (suffix.size() == 1) {
-    switch (suffix[0]) {
-      case 'k': case 'K': shift = 10; break;
-      case 'm': case 'M': shift = 20; break;
-      case 'g': case 'G': shift = 30; break;
-      case 't': case 'T': shift = 40; break;
-      default: return std::nullopt;
-    }
-  } else if (!suffix.empty()) {
-    return std::nullopt;
-  }
-  if (shift != 0 && value > (UINT64_MAX >> shift)) return std::nullopt;
-  return value << shift;
+// No cache object exists yet to record a warning; the environment is read once per process anyway.
+void warn(const char* variable, const std::string& why, const std::string& instead) {
+  std::fprintf(stderr, "kiln: warning: %s=%s; using %s\n", variable, why.c_str(), instead.c_str());
 }
 
 }  // namespace
@@ -72,14 +57,13 @@ CacheConfig CacheConfig::from_environment() {
   config.enabled = !means_off(env("KILN_CACHE"));
   config.dir = cache_root();
   if (const auto cap = env("KILN_CACHE_MAX_BYTES"); !cap.empty()) {
-    if (const auto bytes = parse_bytes(cap)) {
-      config.max_bytes = *bytes;
-    } else {
-      // No cache object exists yet to record this; the environment is read once per process anyway.
-      std::fprintf(stderr, "kiln: warning: KILN_CACHE_MAX_BYTES='%.*s' is not a size (e.g. 1073741824, 512M, 2G); "
-                   "using %llu bytes\n", static_cast<int>(cap.size()), cap.data(),
-                   static_cast<unsigned long long>(config.max_bytes));
-    }
+    if (const auto bytes = detail::parse_size(cap)) config.max_bytes = *bytes;
+    else warn("KILN_CACHE_MAX_BYTES", bytes.error(), std::to_string(config.max_bytes) + " bytes");
+  }
+  if (const auto wait = env("KILN_CACHE_LOCK_TIMEOUT"); !wait.empty()) {
+    if (const auto seconds = detail::parse_count(wait, 0, kMaxLockTimeoutSeconds))
+      config.lock_timeout = std::chrono::seconds(*seconds);
+    else warn("KILN_CACHE_LOCK_TIMEOUT", seconds.error(), std::to_string(config.lock_timeout.count()) + " seconds");
   }
   return config;
 }

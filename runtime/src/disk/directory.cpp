@@ -1,11 +1,7 @@
-// The cache directory and its version directory, made and vetted by the one rule of base/private_dir.hpp.
+// The cache directory and its version directory, opened under the one rule of base/private_dir.hpp.
 #include "disk/directory.hpp"
 
-#include "base/private_dir.hpp"
-
 #include <kiln/cache.hpp>
-
-#include <sys/stat.h>
 
 #include <string>
 
@@ -15,32 +11,24 @@ namespace {
 
 constexpr std::string_view kElsewhere = "point KILN_CACHE_DIR at a directory of your own";
 
-std::filesystem::path entries_dir(const std::filesystem::path& root) {
-  std::string version_dir = "v";
-  version_dir += std::to_string(kCacheFormatVersion);
-  return root / version_dir;
-}
-
-Status vet_both(const std::filesystem::path& root, const std::filesystem::path& entries) {
-  if (Status root_ok = vet_private_dir(root, kElsewhere); !root_ok) return root_ok;
-  return vet_private_dir(entries, kElsewhere);
+std::string version_dir_name() {
+  std::string name = "v";
+  name += std::to_string(kCacheFormatVersion);
+  return name;
 }
 
 }  // namespace
 
-Result<std::filesystem::path> open_cache_dir(const std::filesystem::path& root) {
-  if (root.empty()) return fail("no cache directory: neither KILN_CACHE_DIR, XDG_CACHE_HOME nor HOME is set");
-  std::filesystem::path entries = entries_dir(root);
-  if (Status made = make_private_dirs(entries); !made) return fail(made.error());
-  if (Status vetted = vet_both(root, entries); !vetted) return fail(vetted.error());
-  return entries;
-}
+std::filesystem::path entries_path(const std::filesystem::path& root) { return root / version_dir_name(); }
 
-Status cache_dir_still_private(const std::filesystem::path& root) {
-  const std::filesystem::path entries = entries_dir(root);
-  struct stat st {};
-  if (::stat(entries.c_str(), &st) != 0) return ok();  // gone (or unreachable): every load misses anyway
-  return vet_both(root, entries);
+Result<std::optional<PrivateDir>> open_cache_dir(const std::filesystem::path& root, bool create) {
+  if (root.empty()) return fail("no cache directory: neither KILN_CACHE_DIR, XDG_CACHE_HOME nor HOME is set");
+  auto top = open_private_dir(root, kElsewhere, create);
+  if (!top || !*top) return top;
+  auto entries = open_private_subdir(**top, version_dir_name(), kElsewhere, create);
+  // Messages name the version directory as the configuration spells it, not as resolved.
+  if (entries && *entries) (*entries)->path = entries_path(root);
+  return entries;
 }
 
 }  // namespace kiln::detail

@@ -1,6 +1,7 @@
 // The disk tier: the cache's entry for this unit and architecture, validated, and checked against the catalog.
 #include "registry/tier.hpp"
 
+#include "disk/cache_internal.hpp"
 #include "disk/unit_key.hpp"
 
 #include <kiln/select.hpp>
@@ -15,19 +16,19 @@ std::string not_in_use(const DiskCache& cache) { return "the disk cache is not i
 
 Result<UnitProbe> probe_disk(const UnitQuery& q) {
   if (!q.cache.usable()) return fail(not_in_use(q.cache));
-  const CacheKey key = unit_cache_key(q.catalog, q.unit(), q.arch);
+  const CacheKey key = unit_cache_key(q.catalog, q.unit(), q.arch, q.cache);
   if (q.cache.contains(key)) return UnitProbe{Tier::disk, q.arch, false};  // a probe: read when asked for
   return fail("the disk cache " + q.cache.config().dir.string() + " has no entry for it (key " + key.hex + ")");
 }
 
 Result<UnitImage> fetch_disk(const UnitQuery& q) {
   if (!q.cache.usable()) return fail(not_in_use(q.cache));
-  CacheKey key = unit_cache_key(q.catalog, q.unit(), q.arch);
-  std::optional<CacheEntry> cached = q.cache.load(key);
-  const Status matches = cached ? entry_matches(q.catalog, q.unit_index(), *cached) : ok();
-  if (!cached || !matches) {
-    return fail("the disk cache " + q.cache.config().dir.string() + " has no usable entry for it (key " + key.hex +
-                (matches ? "" : ": " + matches.error()) + ")");
+  CacheKey key = unit_cache_key(q.catalog, q.unit(), q.arch, q.cache);
+  // An entry that is not this unit's (entry_serves_unit) is deleted and counted, as a corrupt one is.
+  std::optional<CacheEntry> cached =
+      load_checked(q.cache, key, [&](const CacheEntry& e) { return entry_serves_unit(q.catalog, q.unit_index(), e); });
+  if (!cached) {
+    return fail("the disk cache " + q.cache.config().dir.string() + " has no usable entry for it (key " + key.hex + ")");
   }
   UnitImage image;
   image.source = Tier::disk;

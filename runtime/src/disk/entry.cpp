@@ -154,8 +154,12 @@ Result<std::string> decompress_frame(std::string_view frame) {
   const unsigned long long content = ZSTD_getFrameContentSize(frame.data(), frame.size());
   if (content == ZSTD_CONTENTSIZE_UNKNOWN) return fail("zstd: frame does not record its content size");
   if (content == ZSTD_CONTENTSIZE_ERROR) return fail("zstd: unreadable frame header");
+  // Refused before anything is allocated: a 30 KB frame can honestly claim a gigabyte of zeros.
+  if (content > kMaxPayloadBytes)
+    return fail("zstd: frame claims " + std::to_string(content) + " bytes of content, more than an entry may hold "
+                "(the cap is " + std::to_string(kMaxPayloadBytes) + " bytes)");
   const std::uint64_t possible = (frame.size() / kZstdBlockHeaderSize + 1) * kZstdMaxBlockContent;
-  if (content > kMaxPayloadBytes || content > possible)
+  if (content > possible)
     return fail("zstd: frame claims " + std::to_string(content) + " bytes of content, more than it can hold");
   const std::unique_ptr<ZSTD_DCtx, ZstdDCtxDeleter> dctx(ZSTD_createDCtx());
   if (!dctx) throw std::bad_alloc();
@@ -195,24 +199,42 @@ std::string encode_entry(const CacheKey& key, const CacheEntry& entry) {
   return out;
 }
 
-Result<EntryRegions> split_entry(std::string_view file) {
-  if (file.empty()) return fail("empty file");
-  if (file.size() < kEntryHeaderSize) return fail("truncated header");
-  if (file.substr(0, kEntryMagic.size()) != kEntryMagic) return fail("wrong magic");
-  Reader in(file.substr(kEntryMagic.size(), kFrameDigestOffset - kEntryMagic.size()));
+Result<EntrySizes> read_entry_header(std::string_view header) {
+  if (header.empty()) return fail("empty file");
+  if (header.size() < kEntryHeaderSize) return fail("truncated header");
+  if (header.substr(0, kEntryMagic.size()) != kEntryMagic) return fail("wrong magic");
+  Reader in(header.substr(kEntryMagic.size(), kFrameDigestOffset - kEntryMagic.size()));
   const auto version = *in.get<std::uint32_t>();
   const auto flags = *in.get<std::uint32_t>();
-  const auto key_size = *in.get<std::uint64_t>();
-  const auto frame_size = *in.get<std::uint64_t>();
+  EntrySizes sizes;
+  sizes.key_text = *in.get<std::uint64_t>();
+  sizes.frame = *in.get<std::uint64_t>();
   if (version != kCacheFormatVersion)
     return fail("format version " + std::to_string(version) + ", expected " + std::to_string(kCacheFormatVersion));
   if (flags != 0) return fail("unknown flags " + std::to_string(flags));
-  // Compared without adding the untrusted sizes, which could overflow.
-  const std::uint64_t body = file.size() - kEntryHeaderSize;
-  const auto sizes = [&] { return " (key text " + std::to_string(key_size) + ", frame " + std::to_string(frame_size) +
-                                  ", file " + std::to_string(file.size()) + " bytes)"; };
-  if (key_size > body || frame_size > body - key_size) return fail("truncated: the header promises more bytes" + sizes());
-  if (frame_size < body - key_size) return fail("bytes after the frame" + sizes());
+  // Each within its cap, so that their sum cannot overflow and no reader allocates what a header claims.
+  if (sizes.key_text > kMaxKeyTextBytes)
+    return fail("key text of " + std::to_string(sizes.key_text) + " bytes is larger than an entry's may be (" +
+                std::to_string(kMaxKeyTextBytes) + " bytes)");
+  if (sizes.frame > kMaxFrameBytes)
+    return fail("frame of " + std::to_string(sizes.frame) + " bytes is larger than an entry's may be (" +
+                std::to_string(kMaxFrameBytes) + " bytes)");
+  return sizes;
+}
+
+Status check_entry_size(const EntrySizes& sizes, std::uint64_t file_size) {
+  if (file_size == sizes.file()) return ok();
+  const std::string detail = " (key text " + std::to_string(sizes.key_text) + ", frame " + std::to_string(sizes.frame) +
+                             ", file " + std::to_string(file_size) + " bytes)";
+  if (file_size < sizes.file()) return fail("truncated: the header promises more bytes" + detail);
+  return fail("bytes after the frame" + detail);
+}
+
+Result<EntryRegions> split_entry(std::string_view file) {
+  const auto sizes = read_entry_header(file);
+  if (!sizes) return fail(sizes.error());
+  if (const Status whole = check_entry_size(*sizes, file.size()); !whole) return fail(whole.error());
+  const std::uint64_t key_size = sizes->key_text;
   const std::string_view frame = file.substr(kEntryHeaderSize + key_size);
   const auto digest = sha256(frame);
   if (std::memcmp(digest.data(), file.data() + kFrameDigestOffset, digest.size()) != 0)

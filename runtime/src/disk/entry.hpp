@@ -28,10 +28,27 @@ namespace kiln::detail {
 inline constexpr std::string_view kEntryMagic{"\x89KILN\r\n\x1a", 8};
 inline constexpr std::size_t kEntryHeaderSize = 64;
 inline constexpr std::size_t kFrameDigestOffset = 32;
-// Refuse to allocate for anything larger: no real cubin comes near it, and a hostile header cannot ask for more.
-inline constexpr std::uint64_t kMaxPayloadBytes = std::uint64_t{1} << 30;
-// A file larger than this is not even read: its frame could not hold a payload kiln would accept.
-inline constexpr std::uint64_t kMaxEntryFileBytes = kMaxPayloadBytes + (std::uint64_t{1} << 20);
+// The caps on what an entry may hold, so that a hostile or damaged file costs at most this much memory
+// (docs/DESIGN.md, "Memory and disk"). The largest real entry is a primitive's: 435 KB of payload (the
+// segmented sort JIT-compiled for sm_100), so 64 MiB leaves a margin of over 100x.
+inline constexpr std::uint64_t kMaxPayloadBytes = std::uint64_t{64} << 20;
+// The key text is a few hundred bytes (CacheKeyFields::text); 64 KiB leaves room for long names.
+inline constexpr std::uint64_t kMaxKeyTextBytes = std::uint64_t{64} << 10;
+// What zstd may need for a payload at the cap (ZSTD_COMPRESSBOUND: the size plus 1/256).
+inline constexpr std::uint64_t kMaxFrameBytes = kMaxPayloadBytes + (kMaxPayloadBytes >> 8);
+inline constexpr std::uint64_t kMaxEntryFileBytes = kEntryHeaderSize + kMaxKeyTextBytes + kMaxFrameBytes;
+
+// What an entry file's header promises after it, checked against the caps.
+struct EntrySizes {
+  std::uint64_t key_text = 0;
+  std::uint64_t frame = 0;
+  std::uint64_t file() const noexcept { return kEntryHeaderSize + key_text + frame; }
+};
+// The first kEntryHeaderSize bytes of a file (fewer: "truncated header"): magic, version, flags, and
+// sizes within the caps. What a reader checks before reading, or allocating for, anything more.
+Result<EntrySizes> read_entry_header(std::string_view header);
+// Whether a file of `file_size` bytes holds exactly what its header promises.
+Status check_entry_size(const EntrySizes& sizes, std::uint64_t file_size);
 
 
 // The three regions of an entry file, after the header checks (magic, version, flags, sizes, frame digest).

@@ -1,16 +1,20 @@
-// Names of cache files, and reading, publishing and deleting them without races that matter.
+// Names of cache files, and reading, publishing and deleting them relative to the cache directory's descriptor.
 #include "disk/files.hpp"
+
+#include "base/private_dir.hpp"
+#include "base/unique_fd.hpp"
+#include "disk/entry.hpp"
 
 #include <fcntl.h>
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstring>
-#include <system_error>
 
 namespace kiln::detail {
 
@@ -21,27 +25,6 @@ constexpr std::string_view kTempInfix = ".kiln.tmp.";
 constexpr std::string_view kLockSuffix = ".lock";
 
 std::string errno_text(int error) { return std::strerror(error); }
-
-// A file descriptor closed on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const noexcept { return fd_; }
-  // Closes now and reports close()'s error, which on some file systems is where a failed write shows.
-  int close() noexcept {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
 
 std::uint64_t unique_suffix() {
   std::uint64_t random = 0;
@@ -89,11 +72,88 @@ CacheFileName classify_cache_file(std::string_view name) {
   return f;
 }
 
-EntryFile read_entry_file(const std::filesystem::path& path, std::uint64_t max_bytes) {
+namespace {
+
+// Reads up to `size` bytes, retrying short reads and EINTR: how many arrived before the end, or -1 (errno).
+ssize_t read_full(int fd, char* buffer, std::size_t size) {
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::read(fd, buffer + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  return static_cast<ssize_t>(done);
+}
+
+}  // namespace
+
+EntryFile read_entry_fd(int fd, const std::filesystem::path& shown) {
   EntryFile f;
+  if (::fstat(fd, &f.st) != 0) {
+    f.status = EntryFile::Status::unreadable;
+    f.problem = "fstat: " + errno_text(errno);
+    return f;
+  }
+  f.opened = true;
+  f.status = EntryFile::Status::bad;
+  if (S_ISDIR(f.st.st_mode)) {
+    f.problem = "a directory, not an entry file";
+    return f;
+  }
+  if (!S_ISREG(f.st.st_mode)) {
+    f.problem = "not a regular file";
+    return f;
+  }
+  if (const Status mine = vet_private_file(f.st, shown); !mine) {
+    f.status = EntryFile::Status::refused;
+    f.problem = mine.error();
+    return f;
+  }
+  // The header first: until it checks out, a file of any size costs these 64 bytes.
+  char header[kEntryHeaderSize];
+  const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(sizeof header, static_cast<std::uint64_t>(f.st.st_size)));
+  const ssize_t got = read_full(fd, header, want);
+  if (got < 0) {
+    f.status = EntryFile::Status::unreadable;
+    f.problem = "read: " + errno_text(errno);
+    return f;
+  }
+  const auto sizes = read_entry_header(std::string_view(header, static_cast<std::size_t>(got)));
+  if (!sizes) {
+    f.problem = sizes.error();
+    return f;
+  }
+  if (const Status whole = check_entry_size(*sizes, static_cast<std::uint64_t>(f.st.st_size)); !whole) {
+    f.problem = whole.error();
+    return f;
+  }
+  // Then exactly what it promises, which the caps bound (disk/entry.hpp).
+  f.bytes.resize(static_cast<std::size_t>(sizes->file()));
+  std::memcpy(f.bytes.data(), header, sizeof header);
+  const ssize_t rest = read_full(fd, f.bytes.data() + sizeof header, f.bytes.size() - sizeof header);
+  if (rest < 0) {
+    f.status = EntryFile::Status::unreadable;
+    f.problem = "read: " + errno_text(errno);
+    f.bytes.clear();
+    return f;
+  }
+  // Entries are never rewritten in place, so a size change means something else is writing here.
+  if (static_cast<std::size_t>(rest) != f.bytes.size() - sizeof header) {
+    f.problem = "shrank while being read";
+    f.bytes.clear();
+    return f;
+  }
+  f.status = EntryFile::Status::ok;
+  return f;
+}
+
+EntryFile read_entry_file(int dir, const std::string& name, const std::filesystem::path& shown) {
   // O_NOFOLLOW: a symlink is refused (ELOOP), never followed; O_NONBLOCK: a FIFO cannot hang the reader.
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
-  if (fd.get() < 0) {
+  const UniqueFd fd(::openat(dir, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd.valid()) {
+    EntryFile f;
     const int error = errno;
     if (error == ENOENT) {
       f.status = EntryFile::Status::missing;
@@ -106,71 +166,43 @@ EntryFile read_entry_file(const std::filesystem::path& path, std::uint64_t max_b
     }
     return f;
   }
-  if (::fstat(fd.get(), &f.st) != 0) {
-    f.status = EntryFile::Status::unreadable;
-    f.problem = "fstat: " + errno_text(errno);
-    return f;
-  }
-  f.opened = true;
-  f.status = EntryFile::Status::bad;
-  if (S_ISDIR(f.st.st_mode)) {
-    f.problem = "a directory, not an entry file";
-  } else if (!S_ISREG(f.st.st_mode)) {
-    f.problem = "not a regular file";
-  } else if (f.st.st_size == 0) {
-    f.problem = "empty file";
-  } else if (static_cast<std::uint64_t>(f.st.st_size) > max_bytes) {
-    f.problem = "too large (" + std::to_string(f.st.st_size) + " bytes)";
-  } else {
-    f.bytes.resize(static_cast<std::size_t>(f.st.st_size));
-    std::size_t done = 0;
-    while (done < f.bytes.size()) {
-      const ssize_t n = ::read(fd.get(), f.bytes.data() + done, f.bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        f.status = EntryFile::Status::unreadable;
-        f.problem = "read: " + errno_text(errno);
-        return f;
-      }
-      if (n == 0) break;
-      done += static_cast<std::size_t>(n);
-    }
-    // Entries are never rewritten in place, so a size change means something else is writing here.
-    if (done != f.bytes.size()) {
-      f.problem = "shrank while being read";
-    } else {
-      f.status = EntryFile::Status::ok;
-    }
-  }
-  return f;
+  return read_entry_fd(fd.get(), shown);
 }
 
-void remove_bad_entry(const std::filesystem::path& path, const EntryFile& file) {
+bool remove_bad_entry(int dir, const std::string& name, const EntryFile& file) {
   struct stat now {};
-  if (::lstat(path.c_str(), &now) != 0) return;
+  if (::fstatat(dir, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) != 0) return false;
+  if (S_ISDIR(now.st_mode)) return false;  // a user's directory: never kiln's to delete
   // A writer may have renamed a good entry over the bad one since it was read: delete only what was read.
-  if (file.opened && !same_file(now, file.st)) return;
-  std::error_code ignored;
-  if (S_ISDIR(now.st_mode)) {
-    std::filesystem::remove_all(path, ignored);
-  } else {
-    std::filesystem::remove(path, ignored);
-  }
+  if (file.opened && !same_file(now, file.st)) return false;
+  return ::unlinkat(dir, name.c_str(), 0) == 0;
 }
 
-void touch_mtime(const std::filesystem::path& path) {
+bool remove_cache_file(int dir, const std::string& name) {
+  struct stat st {};
+  if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISDIR(st.st_mode)) return false;
+  return ::unlinkat(dir, name.c_str(), 0) == 0;
+}
+
+void touch_mtime(int dir, const std::string& name) {
   const struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
-  ::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW);  // best effort: a read-only dir still serves
+  ::utimensat(dir, name.c_str(), times, AT_SYMLINK_NOFOLLOW);  // best effort: a read-only dir still serves
 }
 
-Status publish_file(const std::filesystem::path& dir, std::string_view hex, std::string_view bytes) {
-  const std::filesystem::path temp = dir / temp_file_name(hex);
-  const std::filesystem::path final_path = dir / entry_file_name(hex);
-  Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (fd.get() < 0) return detail::fail("creating " + temp.string() + ": " + errno_text(errno));
+Status publish_file(int dir, const std::filesystem::path& shown, std::string_view hex, std::string_view bytes) {
+  return publish_named(dir, shown, entry_file_name(hex), bytes);
+}
+
+Status publish_named(int dir, const std::filesystem::path& shown, const std::string& final_name, std::string_view bytes) {
+  // <name>.kiln.tmp.<pid>.<random>: a temp file prune removes when its writer is gone.
+  const std::string temp = temp_file_name(final_name.ends_with(kEntrySuffix)
+                                              ? std::string_view(final_name).substr(0, final_name.size() - kEntrySuffix.size())
+                                              : std::string_view(final_name));
+  UniqueFd fd(::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) return detail::fail("creating " + (shown / temp).string() + ": " + errno_text(errno));
   const auto failed_at = [&](std::string_view step, int error) {
-    ::unlink(temp.c_str());
-    return detail::fail(std::string(step) + " " + temp.string() + ": " + errno_text(error));
+    ::unlinkat(dir, temp.c_str(), 0);
+    return detail::fail(std::string(step) + " " + (shown / temp).string() + ": " + errno_text(error));
   };
   std::size_t done = 0;
   while (done < bytes.size()) {
@@ -183,7 +215,7 @@ Status publish_file(const std::filesystem::path& dir, std::string_view hex, std:
   // No fsync: after a power loss an entry may be empty or torn, which load() detects, deletes and
   // rebuilds, so durability would only save one rebuild at the price of a disk flush per store.
   if (fd.close() != 0) return failed_at("closing", errno);
-  if (::rename(temp.c_str(), final_path.c_str()) != 0) return failed_at("renaming", errno);
+  if (::renameat(dir, temp.c_str(), dir, final_name.c_str()) != 0) return failed_at("renaming", errno);
   return ok();
 }
 

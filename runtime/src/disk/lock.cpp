@@ -1,4 +1,4 @@
-// Flock-based per-key lock files that delete themselves and survive dead holders.
+// Flock-based per-key lock files that delete themselves, name their holder, and are never waited for forever.
 #include "disk/lock.hpp"
 
 #include <fcntl.h>
@@ -6,19 +6,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <charconv>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
 
 namespace kiln::detail {
 
 namespace {
 
-// Whether `fd` is still the file at `path`: the previous holder may have deleted it (and someone may
-// have created a new one) between our open() and our flock().
-bool still_linked(int fd, const std::filesystem::path& path) {
+// The pause between tries grows from 1 ms to this: a compile takes seconds, so a waiter notices the
+// holder's end within a tenth of a second, at ten tries a second.
+constexpr std::chrono::milliseconds kLongestPause{100};
+
+// Whether `fd` is still the file named `name` in `dir`: the previous holder may have deleted it (and
+// someone may have created a new one) between our open() and our flock().
+bool still_linked(int fd, int dir, const std::string& name) {
   struct stat held {}, named {};
-  return ::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
-         held.st_ino == named.st_ino;
+  return ::fstat(fd, &held) == 0 && ::fstatat(dir, name.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+         held.st_dev == named.st_dev && held.st_ino == named.st_ino;
 }
 
 int flock_retrying(int fd, int operation) {
@@ -29,38 +39,131 @@ int flock_retrying(int fd, int operation) {
   return rc;
 }
 
+// "<pid> <start time>\n": who holds the lock, written by the holder once it has it.
+void record_holder(int fd) {
+  const pid_t pid = ::getpid();
+  const auto state = process_state(pid);
+  const std::string text = std::to_string(pid) + " " + std::to_string(state ? state->start_time : 0) + "\n";
+  if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, text.data(), text.size(), 0);
+}
+
+struct Holder {
+  pid_t pid = 0;
+  unsigned long long start_time = 0;
+};
+// The holder a lock file names, if it names one yet (the holder writes it just after locking).
+std::optional<Holder> read_holder(int fd) {
+  char text[64] = {};
+  const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
+  if (n <= 0) return std::nullopt;
+  Holder h;
+  const char* end = text + n;
+  auto [p, ec] = std::from_chars(text, end, h.pid);
+  if (ec != std::errc() || p == end || *p != ' ' || h.pid <= 0) return std::nullopt;
+  auto [q, ec2] = std::from_chars(p + 1, end, h.start_time);
+  if (ec2 != std::errc() || q == end || *q != '\n') return std::nullopt;
+  return h;
+}
+
+enum class HolderIs { unknown, running, stopped, gone };
+HolderIs holder_is(const std::optional<Holder>& holder) {
+  if (!holder) return HolderIs::unknown;
+  const auto state = process_state(holder->pid);
+  // Gone, or the pid now names another process (reused): whoever keeps the lock is not building.
+  if (!state || (holder->start_time != 0 && state->start_time != holder->start_time)) return HolderIs::gone;
+  return state->stopped ? HolderIs::stopped : HolderIs::running;
+}
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(ms.count()) / 1000.0);
+  return text;
+}
+
 }  // namespace
 
-Result<FileLock> FileLock::acquire(const std::filesystem::path& path) {
-  for (;;) {
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) return fail("opening lock file " + path.string() + ": " + std::strerror(errno));
-    if (flock_retrying(fd, LOCK_EX) != 0) {
-      const int error = errno;
-      ::close(fd);
-      return fail("locking " + path.string() + ": " + std::strerror(error));
+std::optional<ProcessState> process_state(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!in || !std::getline(in, line)) return std::nullopt;
+  // "pid (comm) S ppid ...": comm may hold spaces and parentheses, so fields count from the last ')'.
+  const auto close = line.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(line.substr(close + 1));
+  char state = '?';
+  fields >> state;
+  std::string skip;
+  for (int field = 4; field < 22; ++field) fields >> skip;  // ppid .. itrealvalue
+  ProcessState s;
+  fields >> s.start_time;  // field 22
+  if (state == 'Z' || state == 'X' || state == 'x') return std::nullopt;
+  s.stopped = state == 'T' || state == 't';
+  return s;
+}
+
+std::optional<FileLock> FileLock::acquire(int dir, const std::string& name, const std::string& shown,
+                                          std::chrono::milliseconds limit, Refused& refused) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  std::chrono::milliseconds pause{1};
+  for (int broken = 0;;) {
+    UniqueFd fd(::openat(dir, name.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!fd.valid()) {
+      refused = {Refusal::cannot_lock, "opening lock file " + shown + ": " + std::strerror(errno)};
+      return std::nullopt;
     }
-    if (still_linked(fd, path)) return FileLock(path, fd);
-    ::close(fd);
+    if (flock_retrying(fd.get(), LOCK_EX | LOCK_NB) == 0) {
+      if (!still_linked(fd.get(), dir, name)) continue;  // the holder deleted it as we locked it: start over
+      record_holder(fd.get());
+      UniqueFd own_dir(::fcntl(dir, F_DUPFD_CLOEXEC, 0));
+      return FileLock(std::move(own_dir), name, std::move(fd));
+    }
+    if (errno != EWOULDBLOCK) {
+      refused = {Refusal::cannot_lock, "locking " + shown + ": " + std::strerror(errno)};
+      return std::nullopt;
+    }
+    const auto holder = read_holder(fd.get());
+    const std::string who = holder ? "pid " + std::to_string(holder->pid) : "a process that has not said which";
+    switch (holder_is(holder)) {
+      case HolderIs::gone:
+        // Its lock lives on in a descriptor some child inherited; nobody is building. Remove that file (only
+        // if the name still names it) and start over on a fresh one. Bounded: each round removes one file,
+        // and at worst two processes build the key, which publishing by rename makes harmless.
+        if (++broken <= 16 && still_linked(fd.get(), dir, name)) {
+          ::unlinkat(dir, name.c_str(), 0);
+          continue;
+        }
+        break;
+      case HolderIs::stopped:
+        refused = {Refusal::stopped, shown + " is held by " + who + ", which is stopped (SIGSTOP or a debugger)"};
+        return std::nullopt;
+      case HolderIs::running:
+      case HolderIs::unknown: break;
+    }
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    if (waited >= limit) {
+      refused = {Refusal::waited, "waited " + seconds_text(waited) + " for " + shown + ", held by " + who +
+                                      " (KILN_CACHE_LOCK_TIMEOUT=" + std::to_string(limit.count() / 1000) + " s)"};
+      return std::nullopt;
+    }
+    std::this_thread::sleep_for(std::min<std::chrono::milliseconds>({pause, limit - waited, kLongestPause}));
+    pause *= 2;
   }
 }
 
-std::optional<FileLock> FileLock::try_acquire(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return std::nullopt;
-  if (flock_retrying(fd, LOCK_EX | LOCK_NB) == 0 && still_linked(fd, path)) return FileLock(path, fd);
-  ::close(fd);
-  return std::nullopt;
+std::optional<FileLock> FileLock::try_acquire(int dir, const std::string& name) {
+  UniqueFd fd(::openat(dir, name.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd.valid()) return std::nullopt;
+  if (flock_retrying(fd.get(), LOCK_EX | LOCK_NB) != 0 || !still_linked(fd.get(), dir, name)) return std::nullopt;
+  UniqueFd own_dir(::fcntl(dir, F_DUPFD_CLOEXEC, 0));
+  return FileLock(std::move(own_dir), name, std::move(fd));
 }
 
-FileLock::FileLock(FileLock&& other) noexcept : path_(std::move(other.path_)), fd_(other.fd_) { other.fd_ = -1; }
-
 FileLock::~FileLock() {
-  if (fd_ < 0) return;
+  if (!fd_.valid()) return;
   // Unlink while still holding the lock, so a waiter wakes up on a deleted file and starts over; and
-  // only our own file: if ours was deleted by hand, the path may name another holder's.
-  if (still_linked(fd_, path_)) ::unlink(path_.c_str());
-  ::close(fd_);
+  // only our own file: if ours was deleted by hand, the name may be another holder's.
+  if (dir_.valid() && still_linked(fd_.get(), dir_.get(), name_)) ::unlinkat(dir_.get(), name_.c_str(), 0);
 }
 
 }  // namespace kiln::detail

@@ -1,9 +1,9 @@
 // Whole-directory operations of DiskCache: stats, prune (LRU by mtime), verify, every entry in turn, clear.
+#include "disk/cache_state.hpp"
 #include "disk/entry.hpp"
 #include "disk/files.hpp"
 #include "disk/key.hpp"
 #include "disk/lock.hpp"
-#include "disk/cache_state.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -15,11 +15,12 @@
 #include <cerrno>
 #include <ctime>
 #include <memory>
-#include <system_error>
 
 namespace kiln {
 
 namespace {
+
+using detail::CacheState;
 
 // A temp file this old is abandoned even if a process with its writer's pid exists (pid reuse, or a
 // writer on another machine sharing the directory): no entry takes an hour to write.
@@ -29,17 +30,23 @@ struct ScannedFile {
   std::string name;
   detail::CacheFileKind kind;
   pid_t writer;
-  struct stat st;  // lstat: a symlink is seen as a symlink
+  struct stat st;  // fstatat without following: a symlink is seen as a symlink
 };
 
 struct DirCloser {
   void operator()(DIR* d) const noexcept { ::closedir(d); }
 };
 
-std::vector<ScannedFile> scan(const std::filesystem::path& dir) {
+// The cache's files in the version directory `dir` (a descriptor opened under the private rule).
+std::vector<ScannedFile> scan(int dir) {
   std::vector<ScannedFile> files;
-  const std::unique_ptr<DIR, DirCloser> d(::opendir(dir.c_str()));
-  if (!d) return files;
+  const int own = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (own < 0) return files;
+  const std::unique_ptr<DIR, DirCloser> d(::fdopendir(own));
+  if (!d) {
+    ::close(own);
+    return files;
+  }
   while (const dirent* e = ::readdir(d.get())) {
     const std::string_view name = e->d_name;
     if (name == "." || name == "..") continue;
@@ -47,43 +54,46 @@ std::vector<ScannedFile> scan(const std::filesystem::path& dir) {
     if (kind.kind == detail::CacheFileKind::other) continue;
     ScannedFile f{std::string(name), kind.kind, kind.writer, {}};
     // Gone since readdir (another process pruned it): nothing to count.
-    if (::fstatat(::dirfd(d.get()), e->d_name, &f.st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (::fstatat(dir, e->d_name, &f.st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     files.push_back(std::move(f));
   }
   return files;
+}
+
+// The version directory now, for a whole-directory operation: nothing when gone or refused (what the
+// constructor and every load warn about).
+std::optional<detail::PrivateDir> open_for_scan(const CacheState& s) {
+  auto dir = s.open(false);
+  if (!dir || !*dir) return std::nullopt;
+  return std::move(**dir);
 }
 
 bool is_entry_file(const ScannedFile& f) { return f.kind == detail::CacheFileKind::entry && S_ISREG(f.st.st_mode); }
 
 bool process_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
-bool remove_path(const std::filesystem::path& path, const struct stat& st) {
-  std::error_code error;
-  if (S_ISDIR(st.st_mode)) return std::filesystem::remove_all(path, error) > 0;
-  return std::filesystem::remove(path, error);
-}
-
 // Lock files nobody holds (their holder was killed before deleting them) and temp files of dead or
 // long-gone writers. Locks are taken before deletion, so a lock in use is never pulled from its holder.
-std::uint64_t remove_strays(const detail::CacheState& s, const std::vector<ScannedFile>& files, bool every_temp) {
+// Directories at such names are a user's: never removed.
+std::uint64_t remove_strays(int dir, const std::vector<ScannedFile>& files, bool every_temp) {
   std::uint64_t removed = 0;
   const std::time_t now = std::time(nullptr);
   for (const ScannedFile& f : files) {
-    const auto path = s.path_of(f.name);
     if (f.kind == detail::CacheFileKind::lock) {
-      removed += detail::FileLock::try_acquire(path).has_value();  // its destructor deletes the file
+      removed += detail::FileLock::try_acquire(dir, f.name).has_value();  // its destructor deletes the file
     } else if (f.kind == detail::CacheFileKind::temp &&
                (every_temp || !process_alive(f.writer) || now - f.st.st_mtime > kAbandonedTempSeconds)) {
-      removed += remove_path(path, f.st);
+      removed += detail::remove_cache_file(dir, f.name);
     }
   }
   return removed;
 }
 
 // The key of an entry file that is a valid entry for the key its name claims; if not, why it must go.
-detail::Result<CacheKey> check_entry_file(const std::filesystem::path& path, std::string_view stem, detail::EntryFile& file) {
+detail::Result<CacheKey> check_entry_file(int dir, const std::string& name, const std::filesystem::path& shown,
+                                          std::string_view stem, detail::EntryFile& file) {
   using detail::fail;
-  file = detail::read_entry_file(path, detail::kMaxEntryFileBytes);
+  file = detail::read_entry_file(dir, name, shown);
   if (file.status != detail::EntryFile::Status::ok) return fail(file.problem);
   const auto regions = detail::split_entry(file.bytes);
   if (!regions) return fail(regions.error());
@@ -96,13 +106,49 @@ detail::Result<CacheKey> check_entry_file(const std::filesystem::path& path, std
 
 }  // namespace
 
+namespace detail {
+
+// Evicts least recently used entries until the entries hold at most `cap` bytes; never `keep` (the entry
+// a store just published: most recently used, but entries dated in the future would otherwise outrank it).
+PruneReport prune_to(CacheState& s, std::uint64_t cap, const std::string& keep) {
+  PruneReport r;
+  const auto dir = open_for_scan(s);
+  if (!dir) return r;
+  const int fd = dir->fd.get();
+  auto files = scan(fd);
+  r.stray_removed = remove_strays(fd, files, false);
+  std::erase_if(files, [](const ScannedFile& f) { return !is_entry_file(f); });
+  for (const ScannedFile& f : files) r.bytes_before += static_cast<std::uint64_t>(f.st.st_size);
+  // load() sets the mtime of every hit, so the oldest mtime is the least recently used entry.
+  std::sort(files.begin(), files.end(), [](const ScannedFile& a, const ScannedFile& b) {
+    if (a.st.st_mtim.tv_sec != b.st.st_mtim.tv_sec) return a.st.st_mtim.tv_sec < b.st.st_mtim.tv_sec;
+    if (a.st.st_mtim.tv_nsec != b.st.st_mtim.tv_nsec) return a.st.st_mtim.tv_nsec < b.st.st_mtim.tv_nsec;
+    return a.name < b.name;
+  });
+  r.bytes_after = r.bytes_before;
+  for (const ScannedFile& f : files) {
+    if (r.bytes_after <= cap) break;
+    if (f.name == keep) continue;
+    // ENOENT: another process evicted it first; either way it no longer counts.
+    if (::unlinkat(fd, f.name.c_str(), 0) != 0 && errno != ENOENT) continue;
+    r.bytes_after -= static_cast<std::uint64_t>(f.st.st_size);
+    ++r.removed;
+  }
+  s.evictions += r.removed;
+  return r;
+}
+
+}  // namespace detail
+
 CacheStats DiskCache::stats() const {
   CacheStats s;
   if (usable()) {
-    for (const ScannedFile& f : scan(state_->entries)) {
-      if (!is_entry_file(f)) continue;
-      ++s.entries;
-      s.bytes += static_cast<std::uint64_t>(f.st.st_size);
+    if (const auto dir = open_for_scan(*state_)) {
+      for (const ScannedFile& f : scan(dir->fd.get())) {
+        if (!is_entry_file(f)) continue;
+        ++s.entries;
+        s.bytes += static_cast<std::uint64_t>(f.st.st_size);
+      }
     }
   }
   s.hits = state_->hits;
@@ -115,69 +161,63 @@ CacheStats DiskCache::stats() const {
 }
 
 PruneReport DiskCache::prune(std::uint64_t max_bytes) {
-  PruneReport r;
-  if (!usable()) return r;
-  auto files = scan(state_->entries);
-  r.stray_removed = remove_strays(*state_, files, false);
-  std::erase_if(files, [](const ScannedFile& f) { return !is_entry_file(f); });
-  for (const ScannedFile& f : files) r.bytes_before += static_cast<std::uint64_t>(f.st.st_size);
-  // load() sets the mtime of every hit, so the oldest mtime is the least recently used entry.
-  std::sort(files.begin(), files.end(), [](const ScannedFile& a, const ScannedFile& b) {
-    if (a.st.st_mtim.tv_sec != b.st.st_mtim.tv_sec) return a.st.st_mtim.tv_sec < b.st.st_mtim.tv_sec;
-    if (a.st.st_mtim.tv_nsec != b.st.st_mtim.tv_nsec) return a.st.st_mtim.tv_nsec < b.st.st_mtim.tv_nsec;
-    return a.name < b.name;
-  });
-  r.bytes_after = r.bytes_before;
-  for (const ScannedFile& f : files) {
-    if (r.bytes_after <= max_bytes) break;
-    // ENOENT: another process evicted it first; either way it no longer counts.
-    if (::unlink(state_->path_of(f.name).c_str()) != 0 && errno != ENOENT) continue;
-    r.bytes_after -= static_cast<std::uint64_t>(f.st.st_size);
-    ++r.removed;
-  }
-  state_->evictions += r.removed;
-  return r;
+  if (!usable()) return {};
+  return detail::prune_to(*state_, max_bytes, {});
 }
 
 VerifyReport DiskCache::verify() {
   VerifyReport r;
   if (!usable()) return r;
-  const auto files = scan(state_->entries);
-  remove_strays(*state_, files, false);
+  const auto dir = open_for_scan(*state_);
+  if (!dir) return r;
+  const int fd = dir->fd.get();
+  const auto files = scan(fd);
+  remove_strays(fd, files, false);
   for (const ScannedFile& f : files) {
     if (f.kind != detail::CacheFileKind::entry) continue;
-    const auto path = state_->path_of(f.name);
+    const auto path = state_->entries / f.name;
     detail::EntryFile file;
-    const auto checked = check_entry_file(path, detail::classify_cache_file(f.name).stem, file);
+    const auto checked = check_entry_file(fd, f.name, path, detail::classify_cache_file(f.name).stem, file);
     if (file.status == detail::EntryFile::Status::missing) continue;  // evicted meanwhile
     ++r.checked;
     if (checked || file.status == detail::EntryFile::Status::unreadable) continue;
-    detail::remove_bad_entry(path, file);
-    ++r.removed;
-    r.problems.push_back(path.string() + ": " + checked.error());
+    if (file.status != detail::EntryFile::Status::refused && detail::remove_bad_entry(fd, f.name, file)) {
+      ++r.removed;
+      r.problems.push_back(path.string() + ": " + checked.error());
+    } else {
+      r.problems.push_back(path.string() + ": " + checked.error() + " (left in place: " +
+                           (file.opened && S_ISDIR(file.st.st_mode) ? "kiln deletes no directory it did not make)"
+                                                                     : "not kiln's to delete, or it changed meanwhile)"));
+    }
   }
   return r;
 }
 
 void DiskCache::for_each_entry(const std::function<void(const CacheKey& key, std::string_view file)>& visit) {
   if (!usable()) return;
-  auto files = scan(state_->entries);
-  std::erase_if(files, [](const ScannedFile& f) { return !is_entry_file(f); });
+  const auto dir = open_for_scan(*state_);
+  if (!dir) return;
+  const int fd = dir->fd.get();
+  auto files = scan(fd);
+  std::erase_if(files, [](const ScannedFile& f) { return f.kind != detail::CacheFileKind::entry; });
   std::sort(files.begin(), files.end(), [](const ScannedFile& a, const ScannedFile& b) { return a.name < b.name; });
   for (const ScannedFile& f : files) {
     detail::EntryFile file;
-    const auto key = check_entry_file(state_->path_of(f.name), detail::classify_cache_file(f.name).stem, file);
+    const auto key = check_entry_file(fd, f.name, state_->entries / f.name, detail::classify_cache_file(f.name).stem, file);
     if (key) visit(*key, file.bytes);
   }
 }
 
 std::uint64_t DiskCache::clear() {
   if (!usable()) return 0;
-  const auto files = scan(state_->entries);
-  remove_strays(*state_, files, true);
+  const auto dir = open_for_scan(*state_);
+  if (!dir) return 0;
+  const int fd = dir->fd.get();
+  const auto files = scan(fd);
+  remove_strays(fd, files, true);
   std::uint64_t removed = 0;
   for (const ScannedFile& f : files) {
-    if (f.kind == detail::CacheFileKind::entry && remove_path(state_->path_of(f.name), f.st)) removed += is_entry_file(f);
+    if (f.kind == detail::CacheFileKind::entry && detail::remove_cache_file(fd, f.name)) removed += is_entry_file(f);
   }
   return removed;
 }

@@ -1,25 +1,27 @@
-// A unit's disk-cache key from its catalog entry (registry, unit, build-time digest, arch, compilers), and
-// whether an entry found under it serves the unit.
+// A unit's disk-cache key from its catalog entry: registry, unit, build-time digest, arch, loaded compilers.
 #include "disk/unit_key.hpp"
 
-#include <cuda.h>
+#include "disk/compiler_versions.hpp"
 
 namespace kiln::detail {
 
-CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch) {
-  const std::string toolkit = std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10);
+CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, const CompilerVersions& compilers) {
   CacheKeyFields fields;
   fields.registry = std::string(catalog.name);
   fields.unit = std::string(catalog.str(unit.name));
   fields.source_digest = std::string(catalog.str(unit.digest));
   fields.arch = arch;
-  fields.nvrtc = toolkit;
-  fields.nvjitlink = toolkit;
+  fields.nvrtc = compilers.nvrtc;
+  fields.nvjitlink = compilers.nvjitlink;
   fields.cccl = std::string(catalog.cccl_version);
   return CacheKey::from(fields);
 }
 
-Status entry_matches(const Catalog& catalog, std::uint32_t unit, const CacheEntry& entry) {
+CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, DiskCache& cache) {
+  return unit_cache_key(catalog, unit, arch, compiler_versions(cache));
+}
+
+Status entry_serves_unit(const Catalog& catalog, std::uint32_t unit, const CacheEntry& entry) {
   for (const KernelEntry& k : catalog.kernels) {
     if (k.unit != unit) continue;
     bool found = false;

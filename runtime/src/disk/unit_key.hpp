@@ -1,4 +1,5 @@
-// The disk-cache key of a catalog unit's binary: what the disk tier looks up and the JIT publishes under.
+// The disk-cache key of a catalog unit's binary, and whether an entry serves the unit: what the disk tier
+// looks up and checks, and the JIT publishes under.
 #pragma once
 
 #include "base/result.hpp"
@@ -6,14 +7,26 @@
 #include <kiln/cache.hpp>
 #include <kiln/catalog.hpp>
 
+#include <cstdint>
+#include <string>
+
 namespace kiln::detail {
 
-// The key of `unit`'s binary for `arch`. The compiler versions are the toolkit's kiln was built with:
-// the JIT compiles with the headers bundled from that toolkit.
-CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch);
+// The compilers an entry is built by, as the key names them ("13.0").
+struct CompilerVersions {
+  std::string nvrtc;
+  std::string nvjitlink;
+};
 
-// Why an entry found under that key cannot serve unit `unit`: it must name every kernel of the unit with
-// the lowered name the catalog recorded (the key covers the source, so a mismatch is a foreign entry).
-Status entry_matches(const Catalog& catalog, std::uint32_t unit, const CacheEntry& entry);
+// The key of `unit`'s binary for `arch`, built by `compilers`.
+CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, const CompilerVersions& compilers);
+// The same with the NVRTC and nvJitLink this process would load (disk/compiler_versions.hpp): known from
+// `cache`'s record of them without loading them, when it still holds.
+CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, DiskCache& cache);
+
+// Whether `entry` can serve unit `unit`: it names every kernel of the unit with the lowered name the
+// catalog recorded (the key covers the source, so an entry that does not is foreign). The one check the
+// disk tier and the JIT tier apply to what the cache hands them.
+Status entry_serves_unit(const Catalog& catalog, std::uint32_t unit, const CacheEntry& entry);
 
 }  // namespace kiln::detail

@@ -1,6 +1,7 @@
 // The JIT tier's step in the chain, the process-wide worker pool, and building a unit into the cache.
 #include "jit/jit_tier.hpp"
 
+#include "disk/cache_internal.hpp"
 #include "disk/directory.hpp"
 #include "disk/unit_key.hpp"
 #include "jit/headers.hpp"
@@ -63,16 +64,16 @@ PchFamily request_family(const Catalog& catalog, const CompileRequest& request, 
   if (!cache.usable()) return {};
   std::string key = pch_family(request, catalog.header_bundle_digest);
   if (key.empty()) return {};
-  const auto entries = open_cache_dir(cache.config().dir);
-  if (!entries) return {};
-  std::filesystem::path path = pch_path(*entries, key);
+  // A path, not a descriptor: NVRTC opens the file itself. The directory is the cache's, vetted when
+  // the cache was opened and before every store.
+  std::filesystem::path path = pch_path(entries_path(cache.config().dir), key);
   return {std::move(key), std::move(path)};
 }
 
 BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache,
                            RemoteCache* remote, const BinaryEntry* ptx) {
   BuiltUnit built;
-  const CacheKey key = unit_cache_key(catalog, catalog.units[unit], arch);
+  const CacheKey key = unit_cache_key(catalog, catalog.units[unit], arch, cache);
   built.key = key.hex;
   // The request (and the headers it carries) only when there is something to build.
   const auto build = [&] {
@@ -96,7 +97,16 @@ BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned 
     built.from_remote = fleet.from_remote;
     return std::move(fleet.entry);
   };
-  built.entry = cache.usable() ? cache.get_or_build(key, fleet_compile) : fleet_compile();
+  if (!cache.usable()) {
+    built.entry = fleet_compile();
+    built.stored = fail("the disk cache is not in use (" + cache.unusable_reason() + ")");
+    return built;
+  }
+  // The disk tier's check on what the cache holds under the key: a foreign entry is rebuilt, not served.
+  BuildReport report;
+  built.entry = get_or_build_checked(
+      cache, key, fleet_compile, [&](const CacheEntry& e) { return entry_serves_unit(catalog, unit, e); }, report);
+  built.stored = std::move(report.stored);
   return built;
 }
 

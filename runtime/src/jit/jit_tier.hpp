@@ -30,6 +30,7 @@ struct BuiltUnit {
   CacheEntry entry;
   bool compiled = false;     // false: the cache had it (another process built it, or it was there already)
   bool from_remote = false;  // the remote cache had it: another machine built it
+  Status stored = ok();      // compiled: whether the disk cache kept it, or why not (read-only, the cap, not in use)
   std::string key;           // the entry's key (hex)
 };
 

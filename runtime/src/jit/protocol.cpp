@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -35,7 +36,7 @@ class Writer {
   }
   void u32(std::uint32_t v) { put(v); }
   void str(std::string_view s) {
-    if (s.size() > kMaxFramePayload) throw std::length_error("kiln: a JIT message field is larger than 1 GiB");
+    if (s.size() > kMaxFramePayload) throw std::length_error("kiln: a JIT message field is larger than kMaxFramePayload");
     u32(static_cast<std::uint32_t>(s.size()));
     payload_ += s;
   }
@@ -45,7 +46,7 @@ class Writer {
   }
 
   std::string frame() && {
-    if (payload_.size() > kMaxFramePayload) throw std::length_error("kiln: a JIT message is larger than 1 GiB");
+    if (payload_.size() > kMaxFramePayload) throw std::length_error("kiln: a JIT message is larger than kMaxFramePayload");
     std::string out;
     out.reserve(kFrameHeaderSize + payload_.size() + kFrameTrailerSize);
     Writer header_writer;
@@ -154,7 +155,10 @@ Result<std::uint64_t> check_header(std::string_view header) {
   if (magic != kJitMagic) return fail("bad magic " + hex32(magic) + " (not a kiln-jitd frame)");
   if (version != kJitProtocolVersion)
     return fail("protocol version " + std::to_string(version) + ", expected " + std::to_string(kJitProtocolVersion));
-  if (size < 4 || size > kMaxFramePayload) return fail("payload size " + std::to_string(size) + " out of range");
+  if (size < 4) return fail("payload size " + std::to_string(size) + " out of range: smaller than a message kind");
+  if (size > kMaxFramePayload)
+    return fail("payload size " + std::to_string(size) + " out of range: larger than any request or outcome (the cap is " +
+                std::to_string(kMaxFramePayload) + " bytes)");
   return size;
 }
 
@@ -354,12 +358,20 @@ FrameRead read_frame(int fd, const KeepWaiting& keep_waiting) {
   const auto size = check_header(r.frame);
   if (!size) return {IoStatus::error, {}, size.error()};
   const std::size_t rest = static_cast<std::size_t>(*size) + kFrameTrailerSize;
-  r.frame.resize(kFrameHeaderSize + rest);
-  const Filled body = fill(fd, r.frame.data() + kFrameHeaderSize, rest, keep_waiting);
-  if (body.status == IoStatus::end_of_stream)
-    return {IoStatus::error, {}, "stream ended after " + std::to_string(body.got) + " of " + std::to_string(rest) +
-                                     " payload and trailer bytes"};
-  if (body.status != IoStatus::ok) return {body.status, {}, body.error};
+  // The buffer grows with what arrives (at most doubling what is there), never to what the header
+  // claims before the bytes come: a header alone, or a peer that stops, costs kFirstChunk.
+  constexpr std::size_t kFirstChunk = 64 * 1024;
+  std::size_t got = 0;
+  while (got < rest) {
+    const std::size_t want = std::min(rest, std::max(kFirstChunk, 2 * got));
+    r.frame.resize(kFrameHeaderSize + want);
+    const Filled body = fill(fd, r.frame.data() + kFrameHeaderSize + got, want - got, keep_waiting);
+    got += body.got;
+    if (body.status == IoStatus::end_of_stream)
+      return {IoStatus::error, {}, "stream ended after " + std::to_string(got) + " of " + std::to_string(rest) +
+                                       " payload and trailer bytes"};
+    if (body.status != IoStatus::ok) return {body.status, {}, body.error};
+  }
   r.status = IoStatus::ok;
   return r;
 }

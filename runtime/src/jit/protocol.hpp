@@ -31,8 +31,11 @@ inline constexpr std::uint32_t kJitMagic = 0x54494A4B;  // "KJIT" in file order
 inline constexpr std::uint32_t kJitProtocolVersion = 5;
 inline constexpr std::size_t kFrameHeaderSize = 16;
 inline constexpr std::size_t kFrameTrailerSize = 8;
-// Sources with bundled headers and cubins stay far below this; a garbage size is refused before allocating.
-inline constexpr std::uint64_t kMaxFramePayload = std::uint64_t{1} << 30;
+// The largest message: an outcome holds an entry's payload (at most kMaxPayloadBytes, 64 MiB, disk/entry.hpp)
+// and the compiler's log; a request a unit's source (a 2,000-line unit is ~100 KB) and, passed in memory,
+// its headers (CUB's bundle: 9.1 MB). 128 MiB covers both with room; a larger size is refused from the
+// header, and read_frame allocates as bytes arrive, so a header alone costs nothing (docs/DESIGN.md).
+inline constexpr std::uint64_t kMaxFramePayload = std::uint64_t{128} << 20;
 
 enum class MessageKind : std::uint32_t { hello = 1, request = 2, outcome = 3, failure = 4 };
 

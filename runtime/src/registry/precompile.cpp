@@ -50,8 +50,11 @@ std::vector<PrecompileResult> precompile(
       r.unit = std::string(catalog.str(catalog.units[u].name));
       const auto start = std::chrono::steady_clock::now();
       try {
-        r.cached = !detail::build_into_cache(catalog, u, arch, cache, &remote).compiled;
-        r.ok = true;
+        const detail::BuiltUnit built = detail::build_into_cache(catalog, u, arch, cache, &remote);
+        r.compiled = built.compiled;
+        r.cached = !built.compiled;
+        r.ok = r.cached || built.stored.ok();
+        if (!r.ok) r.error = "the disk cache did not keep it: " + built.stored.error();
       } catch (const std::exception& e) {
         r.error = e.what();
       }

@@ -205,7 +205,7 @@ CacheKey Registry::cache_key(std::string_view name, unsigned arch) {
     ensure_device();
     arch = info_.arch;
   }
-  return detail::unit_cache_key(catalog_, catalog_.units[entry->unit], arch);
+  return detail::unit_cache_key(catalog_, catalog_.units[entry->unit], arch, disk());
 }
 
 Plan Registry::plan(std::string_view name) {

@@ -1,13 +1,13 @@
 // The pool's settings from the environment, and where the kiln-jitd executable is found.
 #include "jit/pool/settings.hpp"
 
+#include "base/parse.hpp"
 #include "jit/pool/pool.hpp"  // kDefaultJitTimeout
 
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
 #include <thread>
 
@@ -36,22 +36,16 @@ unsigned default_jit_workers() { return std::clamp(std::thread::hardware_concurr
 
 Result<unsigned> jit_workers_from(const char* value) {
   if (value == nullptr || *value == '\0') return default_jit_workers();
-  const std::string_view text(value);
-  unsigned n = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec == std::errc{} && end == text.data() + text.size() && n >= 1 && n <= kMaxJitWorkers) return n;
-  return fail("KILN_JIT_WORKERS='" + std::string(text) + "' is not a whole number from 1 to " +
-              std::to_string(kMaxJitWorkers) + "; using " + std::to_string(default_jit_workers()) + " JIT workers");
+  if (const auto n = parse_count(value, 1, kMaxJitWorkers)) return static_cast<unsigned>(*n);
+  else return fail("KILN_JIT_WORKERS=" + n.error() + "; using " + std::to_string(default_jit_workers()) + " JIT workers");
 }
 
 Result<std::chrono::milliseconds> jit_timeout_from(const char* value) {
   const std::chrono::milliseconds fallback(kDefaultJitTimeout);
   if (value == nullptr || *value == '\0') return fallback;
   const std::string_view text(value);
-  unsigned seconds = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
-  if (ec == std::errc{} && end == text.data() + text.size() && seconds >= 1 && seconds <= 86400)
-    return std::chrono::milliseconds(std::chrono::seconds(seconds));
+  if (const auto seconds = parse_count(text, 1, 86400))
+    return std::chrono::milliseconds(std::chrono::seconds(*seconds));
   return fail("KILN_JIT_TIMEOUT='" + std::string(text) + "' is not a whole number of seconds from 1 to 86400; using " +
               std::to_string(kDefaultJitTimeout.count()) + " s");
 }

@@ -1,0 +1,80 @@
+// Sizes, counts and architectures from text: see base/parse.hpp.
+#include "base/parse.hpp"
+
+#include <charconv>
+#include <string>
+
+namespace kiln::detail {
+
+namespace {
+
+// The leading decimal digits of `text` as a number, and what follows them; nothing when there are no
+// digits or the number does not fit. from_chars alone would accept neither a sign nor a space, which is
+// what is wanted: those are refused here too.
+struct Leading {
+  std::uint64_t value = 0;
+  std::string_view rest;
+};
+Result<Leading> leading_number(std::string_view text) {
+  Leading r;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), r.value);
+  if (ec == std::errc::result_out_of_range) return fail("too large");
+  if (ec != std::errc() || end == text.data()) return fail("no number");
+  r.rest = text.substr(static_cast<std::size_t>(end - text.data()));
+  return r;
+}
+
+std::string quoted(std::string_view text) {
+  std::string out = "'";  // appended, not "'" + ...: g++ 12 then warns falsely (-Wrestrict)
+  out += text;
+  out += '\'';
+  return out;
+}
+
+}  // namespace
+
+Result<std::uint64_t> parse_size(std::string_view text) {
+  const auto refused = [&] {
+    return fail(quoted(text) + " is not a size (a number of bytes, or one with K, M, G or T: 1073741824, 512M, 2G)");
+  };
+  const auto number = leading_number(text);
+  if (!number) return refused();
+  std::string_view suffix = number->rest;
+  if (suffix.ends_with("iB") || suffix.ends_with("ib")) {
+    suffix.remove_suffix(2);
+    if (suffix.empty()) return refused();  // "5iB": a unit without its multiple
+  }
+  unsigned shift = 0;
+  if (suffix.size() == 1) {
+    switch (suffix[0]) {
+      case 'k': case 'K': shift = 10; break;
+      case 'm': case 'M': shift = 20; break;
+      case 'g': case 'G': shift = 30; break;
+      case 't': case 'T': shift = 40; break;
+      default: return refused();
+    }
+  } else if (!suffix.empty()) {
+    return refused();
+  }
+  if (shift != 0 && number->value > (UINT64_MAX >> shift)) return refused();
+  return number->value << shift;
+}
+
+Result<std::uint64_t> parse_count(std::string_view text, std::uint64_t min, std::uint64_t max) {
+  const auto number = leading_number(text);
+  if (!number || !number->rest.empty() || number->value < min || number->value > max)
+    return fail(quoted(text) + " is not a whole number from " + std::to_string(min) + " to " + std::to_string(max));
+  return number->value;
+}
+
+Result<unsigned> parse_arch(std::string_view text) {
+  const auto refused = [&] { return fail(quoted(text) + " is not an architecture like sm_90 (sm_ and 2 or 3 digits)"); };
+  if (!text.starts_with("sm_")) return refused();
+  const std::string_view digits = text.substr(3);
+  if (digits.size() < 2 || digits.size() > 3 || digits.front() == '0') return refused();
+  const auto number = leading_number(digits);
+  if (!number || !number->rest.empty()) return refused();
+  return static_cast<unsigned>(number->value);
+}
+
+}  // namespace kiln::detail

@@ -1,0 +1,24 @@
+// The one parser of the numbers people give kiln: sizes, counts and architectures, from the command line
+// and from environment variables alike. Each takes the whole text (no sign, no spaces, nothing after it),
+// refuses what it does not understand, and says what it expected; callers add which option or variable.
+#pragma once
+
+#include "base/result.hpp"
+
+#include <cstdint>
+#include <string_view>
+
+namespace kiln::detail {
+
+// Bytes: "1073741824", or a number with a binary suffix K, M, G or T (any case, optionally "iB"):
+// "64k", "512M", "2G", "3GiB". Refuses "", "-5", " 5", "5X" and anything past 2^64 - 1.
+Result<std::uint64_t> parse_size(std::string_view text);
+
+// A whole decimal number from `min` to `max`: "4". Refuses "", "-1", "+4", "4x", " 4" and what is out of range.
+Result<std::uint64_t> parse_count(std::string_view text, std::uint64_t min, std::uint64_t max);
+
+// An SM architecture: "sm_90" -> 90. Two or three digits, no leading zero (sm_10 to sm_999); refuses "90",
+// "sm_", "sm_90a" and numbers that would wrap ("sm_4294967382").
+Result<unsigned> parse_arch(std::string_view text);
+
+}  // namespace kiln::detail

@@ -1,0 +1,121 @@
+// The kiln command says what happened and exits non-zero when the asked-for result was not achieved; it
+// refuses arguments it does not understand. Runs the real `kiln` binary; precompile runs real NVRTC.
+#include <doctest/doctest.h>
+
+#include "cache_test_util.hpp"
+#include "run_process.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifdef KILN_TEST_CLI
+
+using kiln::test::ProcessResult;
+using kiln::test::run_process;
+
+namespace {
+
+using Env = std::map<std::string, std::optional<std::string>>;
+
+ProcessResult kiln_cli(std::vector<std::string> args, const std::filesystem::path& cache, Env env = {},
+                       const std::function<bool()>& in_child = {}) {
+  args.insert(args.begin(), KILN_TEST_CLI);
+  env.emplace("KILN_CACHE_DIR", cache.string());
+  env.emplace("KILN_CACHE", std::nullopt);
+  env.emplace("KILN_CACHE_MAX_BYTES", std::nullopt);
+  return run_process(args, env, std::chrono::seconds(180), in_child);
+}
+
+std::size_t entries(const std::filesystem::path& cache) {
+  return kiln::test::files_in(kiln::test::entries_dir(cache), ".kiln").size();
+}
+
+bool says(const ProcessResult& r, std::string_view text) { return r.output.find(text) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("kiln precompile of a kernel no registry has fails and names it") {
+  kiln::test::TempDir tmp;
+  const auto r = kiln_cli({"precompile", "--arch", "sm_86", "no_such_kernel"}, tmp.path());
+  CAPTURE(r.output);
+  CHECK(r.status != 0);
+  CHECK(says(r, "no_such_kernel"));
+}
+
+TEST_CASE("kiln precompile says per unit whether the cache kept it, and fails when it did not") {
+  kiln::test::TempDir tmp;
+  SUBCASE("a cap smaller than the entry") {
+    for (const char* cap : {"1", "100"}) {
+      CAPTURE(std::string(cap));
+      const auto r = kiln_cli({"precompile", "--arch", "sm_80", "vector_add"}, tmp.path(), {{"KILN_CACHE_MAX_BYTES", cap}});
+      CAPTURE(r.output);
+      CHECK(r.status == 1);
+      CHECK(says(r, "compiled, not cached"));
+      CHECK(says(r, "KILN_CACHE_MAX_BYTES"));
+      CHECK(entries(tmp.path()) == 0);
+    }
+  }
+  SUBCASE("a cap of 0 is no cap") {
+    const auto r = kiln_cli({"precompile", "--arch", "sm_80", "vector_add"}, tmp.path(), {{"KILN_CACHE_MAX_BYTES", "0"}});
+    CAPTURE(r.output);
+    CHECK(r.status == 0);
+    CHECK(says(r, "compiled and cached"));
+    CHECK(entries(tmp.path()) == 1);
+    const auto again = kiln_cli({"precompile", "--arch", "sm_80", "vector_add"}, tmp.path());
+    CAPTURE(again.output);
+    CHECK(again.status == 0);
+    CHECK(says(again, "already cached"));
+  }
+  SUBCASE("a read-only cache") {
+    { kiln::DiskCache make(kiln::test::config_at(tmp.path())); }
+    const auto r = kiln_cli({"precompile", "--arch", "sm_80", "vector_add"}, tmp.path(), {}, [&] {
+      // As root modes do not count: hand the tree to nobody and become nobody first.
+      return kiln::test::become_owner_of_as_nobody(tmp.path()) &&
+             ::chmod(kiln::test::entries_dir(tmp.path()).c_str(), 0500) == 0;
+    });
+    CAPTURE(r.output);
+    CHECK(r.status == 1);
+    CHECK(says(r, "compiled, not cached"));
+    CHECK(entries(tmp.path()) == 0);
+  }
+}
+
+TEST_CASE("kiln cache prune takes a size as KILN_CACHE_MAX_BYTES does, and refuses what is not one") {
+  kiln::test::TempDir tmp;
+  {
+    kiln::DiskCache cache(kiln::test::config_at(tmp.path()));
+    REQUIRE(cache.store(kiln::test::sample_key(1), kiln::test::sample_entry(1)));
+  }
+  for (const char* bad : {"", "-5", "abc", "5X", "99999999999999999999", " 5"}) {
+    CAPTURE(std::string(bad));
+    const auto r = kiln_cli({"cache", "prune", bad}, tmp.path());
+    CAPTURE(r.output);
+    CHECK(r.status == 2);
+    CHECK(says(r, "not a size"));
+    CHECK(entries(tmp.path()) == 1);
+  }
+  const auto r = kiln_cli({"cache", "prune", "512M"}, tmp.path());
+  CAPTURE(r.output);
+  CHECK(r.status == 0);
+  CHECK(entries(tmp.path()) == 1);
+}
+
+TEST_CASE("kiln precompile refuses a --jobs or --arch it does not understand") {
+  kiln::test::TempDir tmp;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--jobs", "abc"}, {"--jobs", "-1"}, {"--jobs", "0"}, {"--jobs", "4294967297"},
+        {"--arch", "sm_4294967382"}, {"--arch", "sm_"}, {"--arch", "sm_86x"}, {"--arch", "86"}}) {
+    std::vector<std::string> full{"precompile"};
+    full.insert(full.end(), args.begin(), args.end());
+    if (args[0] == "--jobs") full.insert(full.end(), {"--arch", "sm_80"});
+    full.push_back("vector_add");
+    CAPTURE(args[0] + " " + args[1]);
+    const auto r = kiln_cli(full, tmp.path());
+    CAPTURE(r.output);
+    CHECK(r.status == 2);
+    CHECK(says(r, "'" + args[1] + "'"));
+    CHECK(entries(tmp.path()) == 0);
+  }
+}
+
+#endif  // KILN_TEST_CLI
