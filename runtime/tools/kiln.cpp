@@ -35,9 +35,9 @@ constexpr std::string_view usage =
     "  list     every registry's units, kernels and embedded binaries with their sizes\n"
     "  info     this machine's GPU, and the tier and binary each kernel would load from\n"
     "  cache stats            the disk cache: where it is, entries, bytes; the remote cache: where, reachable\n"
-    "  cache verify           check every entry, remove the bad ones and say why\n"
+    "  cache verify           check every entry and precompiled header, remove the bad ones and say why\n"
     "  cache prune [BYTES]    evict least recently used entries down to BYTES (512M, 2G; default: the cap)\n"
-    "  cache clear            remove every entry\n"
+    "  cache clear            remove every entry and precompiled header\n"
     "  cache export [--registry R] [--arch sm_XX] FILE\n"
     "           write the matching entries into one verified pack FILE\n"
     "  cache import FILE      check the whole pack FILE, then add its entries (a damaged pack adds nothing)\n"
@@ -264,12 +264,13 @@ int cache_command(std::string_view sub, int argc, char** argv) {
   if (!cache.usable() && sub != "stats") return 1;
   if (sub == "stats") {
     const kiln::CacheStats s = cache.stats();
-    std::cout << count(s.entries, "entry", "entries") << ", " << human(s.bytes) << "\n";
+    std::cout << count(s.entries, "entry", "entries") << ", " << count(s.pch_files, "precompiled header", "precompiled headers")
+              << ", " << human(s.bytes) << "\n";
     print_remote(kiln::default_remote(), true);
   } else if (sub == "verify") {
     const kiln::VerifyReport r = cache.verify();
     for (const auto& problem : r.problems) std::cout << "removed " << problem << '\n';
-    std::cout << "checked " << count(r.checked, "entry", "entries") << ", removed " << r.removed << "\n";
+    std::cout << "checked " << count(r.checked, "file", "files") << ", removed " << r.removed << "\n";
   } else if (sub == "prune") {
     // The configured cap by default, where 0 means none (nothing to evict); an explicit 0 evicts everything.
     std::uint64_t cap = cache.config().max_bytes ? cache.config().max_bytes : UINT64_MAX;
@@ -282,10 +283,11 @@ int cache_command(std::string_view sub, int argc, char** argv) {
       cap = *bytes;
     }
     const kiln::PruneReport r = cache.prune(cap);
-    std::cout << "evicted " << count(r.removed, "entry", "entries") << " and " << r.stray_removed
+    std::cout << "evicted " << count(r.removed, "entry", "entries") << ", " << count(r.pch_removed, "precompiled header", "precompiled headers")
+              << " and " << r.stray_removed
               << " stray files: " << human(r.bytes_before) << " -> " << human(r.bytes_after) << "\n";
   } else {
-    std::cout << "removed " << count(cache.clear(), "entry", "entries") << "\n";
+    std::cout << "removed " << count(cache.clear(), "entry", "entries") << " and every precompiled header\n";
   }
   return 0;
 }

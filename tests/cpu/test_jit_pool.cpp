@@ -104,8 +104,6 @@ CompileRequest family_request(std::string unit, std::vector<std::string> control
 // The family's PCH file, in `dir`.
 kiln::detail::PchFamily family(const std::filesystem::path& dir) { return {"a-family", dir / "a-family.pch"}; }
 
-std::string control(const char* mode, const std::filesystem::path& dir, std::size_t n) { return option(mode, dir, n); }
-
 // A fake PCH file and its sum, as a worker publishes them.
 void plant_pch(const std::filesystem::path& path, std::string_view content) {
   const std::filesystem::path temp = path.string() + ".tmp";

@@ -73,8 +73,9 @@ struct CacheConfig {
 };
 
 struct CacheStats {
-  std::uint64_t entries = 0;  // on disk now
-  std::uint64_t bytes = 0;
+  std::uint64_t entries = 0;    // on disk now
+  std::uint64_t pch_files = 0;  // precompiled headers the JIT pool keeps beside the entries
+  std::uint64_t bytes = 0;      // entries, PCH files and their sums: what the cap bounds
   // this process, this cache object:
   std::uint64_t hits = 0;
   std::uint64_t misses = 0;
@@ -91,7 +92,8 @@ struct VerifyReport {
 };
 
 struct PruneReport {
-  std::uint64_t removed = 0;  // entries evicted, least recently used first
+  std::uint64_t removed = 0;      // entries evicted, least recently used first
+  std::uint64_t pch_removed = 0;  // PCH files evicted with them, by the same order
   std::uint64_t bytes_before = 0;
   std::uint64_t bytes_after = 0;
   std::uint64_t stray_removed = 0;  // temp files of dead writers, stale lock files
@@ -137,9 +139,9 @@ class DiskCache {
 
   CacheStats stats() const;
   // Neither removes a directory, which kiln never makes at a file's name: a user's, left with a warning.
-  std::uint64_t clear();  // removes every entry, temp and lock file; returns how many entries
-  VerifyReport verify();  // loads every entry, removes bad ones and stray files
-  PruneReport prune(std::uint64_t max_bytes);  // evicts least recently used entries down to max_bytes (0: all)
+  std::uint64_t clear();  // removes every entry, PCH, temp and lock file; returns how many entries
+  VerifyReport verify();  // loads every entry and checks every PCH file, removes bad ones and stray files
+  PruneReport prune(std::uint64_t max_bytes);  // evicts least recently used entries and PCH files down to max_bytes (0: all)
 
   // The warnings this object has printed (each kind once per object), for tests and `kiln cache`.
   std::vector<std::string> warnings() const;

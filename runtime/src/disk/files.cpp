@@ -15,6 +15,8 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <utility>
 
 namespace kiln::detail {
 
@@ -23,6 +25,15 @@ namespace {
 constexpr std::string_view kEntrySuffix = ".kiln";
 constexpr std::string_view kTempInfix = ".kiln.tmp.";
 constexpr std::string_view kLockSuffix = ".lock";
+constexpr std::string_view kPchSuffix = ".pch";
+constexpr std::string_view kPchSumSuffix = ".pch.sum";
+constexpr std::string_view kTempMark = ".tmp.";
+
+// Whether `name` ends with `suffix` after a non-empty stem; the stem then.
+std::optional<std::string_view> stem_before(std::string_view name, std::string_view suffix) {
+  if (name.size() <= suffix.size() || !name.ends_with(suffix)) return std::nullopt;
+  return name.substr(0, name.size() - suffix.size());
+}
 
 std::string errno_text(int error) { return std::strerror(error); }
 
@@ -50,24 +61,36 @@ std::string temp_file_name(std::string_view hex) {
 
 CacheFileName classify_cache_file(std::string_view name) {
   CacheFileName f;
-  if (const auto at = name.find(kTempInfix); at != std::string_view::npos && at > 0) {
-    const std::string_view rest = name.substr(at + kTempInfix.size());
+  // <name>.tmp.<pid>.<random>, <name> one of the kinds below: the first ".tmp." after a known suffix.
+  for (std::size_t at = name.find(kTempMark); at != std::string_view::npos; at = name.find(kTempMark, at + 1)) {
+    const std::string_view named = name.substr(0, at);
+    const auto stem = stem_before(named, kEntrySuffix) ? stem_before(named, kEntrySuffix)
+                      : stem_before(named, kPchSumSuffix) ? stem_before(named, kPchSumSuffix)
+                                                          : stem_before(named, kPchSuffix);
+    if (!stem) continue;
+    const std::string_view rest = name.substr(at + kTempMark.size());
     const auto dot = rest.find('.');
     pid_t pid = 0;
     const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
     if (ec == std::errc() && dot != std::string_view::npos && end == rest.data() + dot && pid > 0) {
       f.kind = CacheFileKind::temp;
-      f.stem = name.substr(0, at);
+      f.stem = *stem;
       f.writer = pid;
     }
     return f;
   }
-  if (name.size() > kEntrySuffix.size() && name.ends_with(kEntrySuffix)) {
-    f.kind = CacheFileKind::entry;
-    f.stem = name.substr(0, name.size() - kEntrySuffix.size());
-  } else if (name.size() > kLockSuffix.size() && name.ends_with(kLockSuffix)) {
-    f.kind = CacheFileKind::lock;
-    f.stem = name.substr(0, name.size() - kLockSuffix.size());
+  const std::pair<std::string_view, CacheFileKind> kinds[] = {
+      {kEntrySuffix, CacheFileKind::entry},
+      {kLockSuffix, CacheFileKind::lock},
+      {kPchSumSuffix, CacheFileKind::pch_sum},
+      {kPchSuffix, CacheFileKind::pch},
+  };
+  for (const auto& [suffix, kind] : kinds) {
+    if (const auto stem = stem_before(name, suffix)) {
+      f.kind = kind;
+      f.stem = *stem;
+      break;
+    }
   }
   return f;
 }

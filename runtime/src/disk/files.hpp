@@ -13,12 +13,14 @@
 
 namespace kiln::detail {
 
-// <hex>.kiln an entry; <hex>.kiln.tmp.<pid>.<random> an entry being written; <hex>.lock a build lock.
-enum class CacheFileKind { entry, temp, lock, other };
+// <hex>.kiln an entry; <hex>.lock a build lock; <family>.pch a precompiled header NVRTC wrote and
+// <family>.pch.sum its sum (disk/summed_file.hpp); <name>.tmp.<pid>.<random> one of those being written
+// (<name> ending .kiln, .pch or .pch.sum).
+enum class CacheFileKind { entry, temp, lock, pch, pch_sum, other };
 
 struct CacheFileName {
   CacheFileKind kind = CacheFileKind::other;
-  std::string_view stem;  // what precedes ".kiln" / ".lock": the key's hex for files kiln wrote
+  std::string_view stem;  // what precedes ".kiln" / ".lock" / ".pch" / ".pch.sum": the key's hex for files kiln wrote
   pid_t writer = 0;       // temp files: the pid of the writing process
 };
 

@@ -1,9 +1,12 @@
 // Whole-directory operations of DiskCache: stats, prune (LRU by mtime), verify, every entry in turn, clear.
+// They cover the precompiled headers the JIT pool keeps beside the entries (<family>.pch and its .sum,
+// jit/pch_store.hpp) as well: counted in the bytes, evicted by age like entries, checked, cleared.
 #include "disk/cache_state.hpp"
 #include "disk/entry.hpp"
 #include "disk/files.hpp"
 #include "disk/key.hpp"
 #include "disk/lock.hpp"
+#include "disk/summed_file.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -15,6 +18,7 @@
 #include <cerrno>
 #include <ctime>
 #include <memory>
+#include <unordered_map>
 
 namespace kiln {
 
@@ -69,12 +73,32 @@ std::optional<detail::PrivateDir> open_for_scan(const CacheState& s) {
 }
 
 bool is_entry_file(const ScannedFile& f) { return f.kind == detail::CacheFileKind::entry && S_ISREG(f.st.st_mode); }
+bool is_pch_file(const ScannedFile& f) { return f.kind == detail::CacheFileKind::pch && S_ISREG(f.st.st_mode); }
+bool is_sum_file(const ScannedFile& f) { return f.kind == detail::CacheFileKind::pch_sum && S_ISREG(f.st.st_mode); }
+
+// Which files a cap counts: entries, PCH files and their sums.
+bool counts_toward_cap(const ScannedFile& f) { return is_entry_file(f) || is_pch_file(f) || is_sum_file(f); }
+
+std::string pch_sum_name(const std::string& pch) { return pch + ".sum"; }
+
+// Deletes a PCH file, then its sum (a reader between the two finds a sum without its file: a miss).
+bool remove_pch(int dir, const std::string& pch) {
+  const bool removed = detail::remove_cache_file(dir, pch);
+  detail::remove_cache_file(dir, pch_sum_name(pch));
+  return removed;
+}
+
+bool exists_at(int dir, const std::string& name) {
+  struct stat st {};
+  return ::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
 
 bool process_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
-// Lock files nobody holds (their holder was killed before deleting them) and temp files of dead or
-// long-gone writers. Locks are taken before deletion, so a lock in use is never pulled from its holder.
-// Directories at such names are a user's: never removed.
+// Lock files nobody holds (their holder was killed before deleting them), temp files of dead or
+// long-gone writers, PCH files without a sum and sums long without their PCH file. Locks are taken before
+// deletion, so a lock in use is never pulled from its holder. Directories at such names are a user's:
+// never removed.
 std::uint64_t remove_strays(int dir, const std::vector<ScannedFile>& files, bool every_temp) {
   std::uint64_t removed = 0;
   const std::time_t now = std::time(nullptr);
@@ -83,6 +107,13 @@ std::uint64_t remove_strays(int dir, const std::vector<ScannedFile>& files, bool
       removed += detail::FileLock::try_acquire(dir, f.name).has_value();  // its destructor deletes the file
     } else if (f.kind == detail::CacheFileKind::temp &&
                (every_temp || !process_alive(f.writer) || now - f.st.st_mtime > kAbandonedTempSeconds)) {
+      removed += detail::remove_cache_file(dir, f.name);
+    } else if (is_pch_file(f) && !exists_at(dir, pch_sum_name(f.name))) {
+      // A sum is published before its file, so a file without one was left by a deletion cut short.
+      removed += detail::remove_cache_file(dir, f.name);
+    } else if (is_sum_file(f) && (every_temp || now - f.st.st_mtime > kAbandonedTempSeconds) &&
+               !exists_at(dir, std::string(f.name, 0, f.name.size() - 4))) {
+      // Young, it may be a sum whose file is being renamed into place.
       removed += detail::remove_cache_file(dir, f.name);
     }
   }
@@ -117,8 +148,14 @@ PruneReport prune_to(CacheState& s, std::uint64_t cap, const std::string& keep) 
   const int fd = dir->fd.get();
   auto files = scan(fd);
   r.stray_removed = remove_strays(fd, files, false);
-  std::erase_if(files, [](const ScannedFile& f) { return !is_entry_file(f); });
+  std::erase_if(files, [](const ScannedFile& f) { return !counts_toward_cap(f); });
   for (const ScannedFile& f : files) r.bytes_before += static_cast<std::uint64_t>(f.st.st_size);
+  // A PCH file and its sum go together: the sum's bytes are its file's, and evicted with it.
+  std::unordered_map<std::string, std::uint64_t> sum_bytes;
+  for (const ScannedFile& f : files) {
+    if (is_sum_file(f)) sum_bytes[std::string(f.name, 0, f.name.size() - 4)] = static_cast<std::uint64_t>(f.st.st_size);
+  }
+  std::erase_if(files, is_sum_file);
   // load() sets the mtime of every hit, so the oldest mtime is the least recently used entry.
   std::sort(files.begin(), files.end(), [](const ScannedFile& a, const ScannedFile& b) {
     if (a.st.st_mtim.tv_sec != b.st.st_mtim.tv_sec) return a.st.st_mtim.tv_sec < b.st.st_mtim.tv_sec;
@@ -129,6 +166,13 @@ PruneReport prune_to(CacheState& s, std::uint64_t cap, const std::string& keep) 
   for (const ScannedFile& f : files) {
     if (r.bytes_after <= cap) break;
     if (f.name == keep) continue;
+    if (is_pch_file(f)) {
+      remove_pch(fd, f.name);
+      const auto sum = sum_bytes.find(f.name);
+      r.bytes_after -= static_cast<std::uint64_t>(f.st.st_size) + (sum == sum_bytes.end() ? 0 : sum->second);
+      ++r.pch_removed;
+      continue;
+    }
     // ENOENT: another process evicted it first; either way it no longer counts.
     if (::unlinkat(fd, f.name.c_str(), 0) != 0 && errno != ENOENT) continue;
     r.bytes_after -= static_cast<std::uint64_t>(f.st.st_size);
@@ -145,8 +189,9 @@ CacheStats DiskCache::stats() const {
   if (usable()) {
     if (const auto dir = open_for_scan(*state_)) {
       for (const ScannedFile& f : scan(dir->fd.get())) {
-        if (!is_entry_file(f)) continue;
-        ++s.entries;
+        if (!counts_toward_cap(f)) continue;
+        s.entries += is_entry_file(f);
+        s.pch_files += is_pch_file(f);
         s.bytes += static_cast<std::uint64_t>(f.st.st_size);
       }
     }
@@ -174,6 +219,17 @@ VerifyReport DiskCache::verify() {
   const auto files = scan(fd);
   remove_strays(fd, files, false);
   for (const ScannedFile& f : files) {
+    if (is_pch_file(f)) {
+      // Missing (evicted or a stray removed above): nothing to check.
+      const detail::Status good = detail::verify_summed(state_->entries / f.name);
+      if (!good && good.error().empty()) continue;
+      ++r.checked;
+      if (!good) {
+        ++r.removed;
+        r.problems.push_back(good.error());
+      }
+      continue;
+    }
     if (f.kind != detail::CacheFileKind::entry) continue;
     const auto path = state_->entries / f.name;
     detail::EntryFile file;
@@ -218,6 +274,7 @@ std::uint64_t DiskCache::clear() {
   std::uint64_t removed = 0;
   for (const ScannedFile& f : files) {
     if (f.kind == detail::CacheFileKind::entry && detail::remove_cache_file(fd, f.name)) removed += is_entry_file(f);
+    if (f.kind == detail::CacheFileKind::pch) remove_pch(fd, f.name);
   }
   return removed;
 }

@@ -41,4 +41,7 @@ std::filesystem::path pch_temp_path(const std::filesystem::path& final_path);
 // deleted, with its sum. A missing file fails with an empty reason.
 Status verify_pch(const std::filesystem::path& path);
 
+// Marks the PCH file at `path` most recently used (its mtime, as a cache hit does an entry's).
+void touch_pch(const std::filesystem::path& path);
+
 }  // namespace kiln::detail

@@ -88,6 +88,7 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
   CompileRequest& request = job.request;
   request.pch = pick.pch;
   request.pch_path = pick.pch == PchMode::none ? std::string() : job.family.path.string();
+  if (request.pch == PchMode::use) touch_pch(job.family.path);  // most recently used: the cap evicts it last
   request.link_threads = pick.link_threads;
   std::vector<std::string> deaths;
   // A PCH file other processes can read is one NVRTC wrote from a fresh heap: built on a fresh worker
