@@ -7,7 +7,8 @@ and rewritten only when it changes.
            (what a build system calls: one command per table)
   units    list the units and their targets ("name sm_80,sm_90,compute_90" a line)
   source   render one unit's translation unit and its description (JSON)
-  compile  nvcc one unit for one target (sm_XX -> cubin, compute_XX -> PTX), with a depfile
+  compile  nvcc one unit for one target (compute_XX -> PTX; sm_XX -> cubin, assembled from the PTX
+           after kiln-ptx-strip), with a depfile
   lower    ask NVRTC for the mangled name of each of a unit's kernels
   catalog  emit the registration table (.cpp/.hpp) and the .incbin assembly of all binaries
 
@@ -58,7 +59,7 @@ def cmd_source(args) -> int:
 
 def cmd_compile(args) -> int:
     nvcc_compile.compile_target(render.read_json(args.unit_json), args.target, args.nvcc, Path(args.input),
-                                Path(args.output), Path(args.headers), Path(args.depfile))
+                                Path(args.output), Path(args.headers), Path(args.depfile), ptx_strip(args))
     return 0
 
 
@@ -75,15 +76,30 @@ def cmd_catalog(args) -> int:
 
 
 def cmd_build(args) -> int:
-    table_build.build(load_spec(args), cuda_toolkit.Toolkit.at(Path(args.toolkit)), Path(args.outdir),
-                      Path(args.depfile) if args.depfile else None, args.jobs)
+    table_build.build(load_spec(args), cuda_toolkit.Toolkit.at(Path(args.toolkit)), ptx_strip(args),
+                      Path(args.outdir), Path(args.depfile) if args.depfile else None, args.jobs)
     return 0
+
+
+def ptx_strip(args) -> str:
+    """The kiln-ptx-strip the cubins are assembled after: --ptx-strip, else $KILN_PTX_STRIP."""
+    tool = args.ptx_strip or os.environ.get("KILN_PTX_STRIP")
+    if not tool:
+        raise errors.GenError("no kiln-ptx-strip: pass --ptx-strip PATH before the command, or set KILN_PTX_STRIP "
+                              "(Meson's kiln_gen and the installed kiln-gen name kiln's own)")
+    if not (Path(tool).is_file() and os.access(tool, os.X_OK)):
+        raise errors.GenError(f"kiln-ptx-strip {tool} is not an executable file: build kiln (it makes one), "
+                              f"or point --ptx-strip at one")
+    return tool
 
 
 # -- arguments --------------------------------------------------------------------------------------
 
-def parser(toolkit: str | None = None) -> argparse.ArgumentParser:
+def parser(toolkit: str | None = None, ptx_strip: str | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kiln-gen", description=__doc__.split("\n\n")[0])
+    p.add_argument("--ptx-strip", default=ptx_strip,
+                   help="kiln's kiln-ptx-strip, which build and compile run on PTX before assembling cubins "
+                        "(default: %(default)s, else $KILN_PTX_STRIP)")
     sub = p.add_subparsers(dest="command", required=True)
 
     def with_spec(sp):
@@ -130,9 +146,10 @@ COMMANDS = {"build": cmd_build, "units": cmd_units, "source": cmd_source, "compi
             "lower": cmd_lower, "catalog": cmd_catalog}
 
 
-def main(argv=None, toolkit: str | None = None) -> int:
-    """`toolkit`: the default of `build --toolkit`, set by the kiln-gen launcher Meson configures."""
-    args = parser(toolkit).parse_args(argv)
+def main(argv=None, toolkit: str | None = None, ptx_strip: str | None = None) -> int:
+    """`toolkit`: the default of `build --toolkit`; `ptx_strip`: of `--ptx-strip`. Set by the kiln-gen
+    launcher Meson configures."""
+    args = parser(toolkit, ptx_strip).parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except errors.GenError as e:

@@ -1,6 +1,6 @@
-"""The build's compile step: nvcc compiles a unit's translation unit for one target (sm_XX -> cubin,
-compute_XX -> PTX), and records the headers it read and the unit's digest, on which the disk cache's key
-and table_build's stamps are built."""
+"""The build's compile step: nvcc compiles a unit's translation unit for one target (compute_XX -> PTX;
+sm_XX -> a lean cubin: PTX, kiln-ptx-strip, then nvcc assembles it), and records the headers it read and
+the unit's digest, on which the disk cache's key and table_build's stamps are built."""
 
 from __future__ import annotations
 
@@ -17,29 +17,53 @@ import unit_source
 
 
 def compile_target(desc: dict, target: str, nvcc: str, source: Path, output: Path, headers: Path,
-                   depfile: Path) -> None:
-    """nvcc `source` for one target (sm_XX -> cubin, compute_XX -> PTX); writes a depfile and, in
-    `headers`, the headers it included with the unit's digest."""
-    mode = ["-ptx" if specmod.parse_target(target)[1] else "-cubin", f"-arch={target}"]
+                   depfile: Path, ptx_strip: str) -> None:
+    """nvcc `source` for one target, writing a depfile and, in `headers`, the headers it included with
+    the unit's digest. A compute_XX target is nvcc's PTX. An sm_XX cubin is assembled from the unit's
+    compute_XX PTX after `ptx_strip` (kiln-ptx-strip) dropped the module-scope globals nothing uses:
+    CCCL leaves dozens in every unit that includes it, and each costs the driver work at every load, so
+    an embedded cubin is then as lean as the JIT's (docs/DESIGN.md, "Lean cubins"). The code is the
+    same: ptxas assembles the same kernels."""
+    arch, is_ptx = specmod.parse_target(target)
     options = unit_source.compiler_options(desc)
-    files = ["-MD", "-MF", str(depfile), "-o", str(output), str(source)]
-    # No shell here (an argument list), but nvcc runs its own stages through sh: the last check that
-    # nothing it is handed would run there or mean something else than to NVRTC (spec.nvcc_unsafe).
-    for argument, split_at_commas in [*((o, True) for o in options), *((f, False) for f in files)]:
-        if why := specmod.nvcc_unsafe(argument, split_at_commas):
-            raise errors.GenError(f"{desc['where']}: not running nvcc for {target} with the argument {argument!r}: "
-                                  f"{why}; rename the path or change the option")
-    cmd = [str(nvcc), *mode, *options, *files]
-    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if result.returncode != 0:
-        raise errors.GenError(f"{desc['where']}: nvcc failed for {target} (exit {result.returncode})\n"
-                              f"command: {' '.join(cmd)}\n{result.stdout}")
-    if result.stdout.strip():
-        sys.stderr.write(result.stdout)
+    ptx = output if is_ptx else output.with_name(output.name + ".full.ptx")
+    run_nvcc(desc, target, nvcc, ["-ptx", f"-arch=compute_{arch}", *options, "-MD", "-MF", str(depfile),
+                                  "-o", str(ptx), str(source)])
+    if not is_ptx:
+        lean = output.with_name(output.name + ".lean.ptx")
+        try:
+            run_tool(desc, target, [ptx_strip, str(ptx), str(lean)])
+            # The unit's options again: those ptxas takes (-Xptxas, -maxrregcount, -lineinfo) apply here.
+            run_nvcc(desc, target, nvcc, ["-cubin", f"-arch=sm_{arch}", *options, "-o", str(output), str(lean)])
+        finally:
+            ptx.unlink(missing_ok=True)
+            lean.unlink(missing_ok=True)
     included = resolve_depfile(depfile, output, desc["include_dirs"])
     included = [h for h in included if Path(h).resolve() != source.resolve()]
     digest = unit_digest(desc, source.read_bytes(), included)
     render.write_json(headers, {"digest": digest, "headers": included})
+
+
+def run_nvcc(desc: dict, target: str, nvcc: str, arguments: list[str]) -> None:
+    # No shell here (an argument list), but nvcc runs its own stages through sh: the last check that
+    # nothing it is handed would run there or mean something else than to NVRTC (spec.nvcc_unsafe).
+    options = set(unit_source.compiler_options(desc))
+    for argument in arguments:
+        if why := specmod.nvcc_unsafe(argument, split_at_commas=argument in options):
+            raise errors.GenError(f"{desc['where']}: not running nvcc for {target} with the argument {argument!r}: "
+                                  f"{why}; rename the path or change the option")
+    run_tool(desc, target, [str(nvcc), *arguments])
+
+
+def run_tool(desc: dict, target: str, cmd: list[str]) -> None:
+    """Runs a compile step; a failure raises GenError naming the unit, with the command and its output."""
+    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    name = Path(cmd[0]).name
+    if result.returncode != 0:
+        raise errors.GenError(f"{desc['where']}: {name} failed for {target} (exit {result.returncode})\n"
+                              f"command: {' '.join(cmd)}\n{result.stdout}")
+    if result.stdout.strip():
+        sys.stderr.write(result.stdout)
 
 
 def resolve_depfile(path: Path, target: Path, include_dirs: list[str]) -> list[str]:

@@ -42,13 +42,16 @@ def work_dir(outdir: Path, registry: str) -> Path:
     return outdir / f"{registry}.kiln"
 
 
-def build(spec: specmod.Spec, toolkit: cuda_toolkit.Toolkit, outdir: Path, depfile: Path | None = None,
-          jobs: int = 1) -> list[str]:
+def build(spec: specmod.Spec, toolkit: cuda_toolkit.Toolkit, ptx_strip: str, outdir: Path,
+          depfile: Path | None = None, jobs: int = 1) -> list[str]:
     """Bring the catalog of `spec` in `outdir` up to date; returns the names of the units recompiled.
-    Raises GenError naming every unit that failed (the others are kept, and not rebuilt next time)."""
+    `ptx_strip` is kiln-ptx-strip (nvcc_compile.compile_target). Raises GenError naming every unit that
+    failed (the others are kept, and not rebuilt next time)."""
     work = work_dir(outdir, spec.name)
     work.mkdir(parents=True, exist_ok=True)
-    inputs_common = {"version": STAMP_VERSION, "toolkit": toolkit.identity(), "codegen": codegen_identity()}
+    strip = Path(ptx_strip)
+    inputs_common = {"version": STAMP_VERSION, "toolkit": toolkit.identity(), "codegen": codegen_identity(),
+                     "ptx_strip": [str(strip), strip.stat().st_size, strip.stat().st_mtime_ns]}
     units, stale = [], []
     for unit in spec.units:
         files = unit_source.write_source(spec, unit, work)
@@ -57,7 +60,7 @@ def build(spec: specmod.Spec, toolkit: cuda_toolkit.Toolkit, outdir: Path, depfi
         if not is_fresh(w, stamp_inputs(w, inputs_common)):
             stale.append(w)
 
-    failures = compile_units(stale, toolkit, jobs)
+    failures = compile_units(stale, toolkit, ptx_strip, jobs)
     for w in stale:
         if w.unit.name not in failures:
             write_stamp(w, stamp_inputs(w, inputs_common))
@@ -117,7 +120,7 @@ def stamped_headers(w: UnitWork) -> list[str]:
 
 # -- compiling ----------------------------------------------------------------------------------------
 
-def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, jobs: int) -> dict[str, dict]:
+def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, ptx_strip: str, jobs: int) -> dict[str, dict]:
     """Compile every target and lower the names of each stale unit. Returns the failures as
     {unit: {step: message}}: a unit's first failed compile (the other targets' logs say the same) and
     its failed lowering (NVRTC's view, which names the field when a name expression is wrong)."""
@@ -127,7 +130,7 @@ def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, jobs: in
         for target in w.desc["targets"]:
             tasks.append((w, nvcc_compile.compile_target, (w.desc, target, str(toolkit.nvcc), w.files.source,
                                                        w.files.binary(target), w.files.headers(target),
-                                                       w.files.compile_depfile(target))))
+                                                       w.files.compile_depfile(target), ptx_strip)))
         tasks.append((w, lowering.lower_unit, (w.desc, w.files.source, str(toolkit.nvrtc), toolkit.root,
                                                w.files.names)))
     failures: dict[str, dict] = {}

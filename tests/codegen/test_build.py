@@ -54,7 +54,7 @@ class Project:
 
     def build(self, jobs=2, archs=(80,)) -> list[str]:
         spec = specmod.load(self.root / "t.toml", archs, embed_ptx=False)
-        return table_build.build(spec, TOOLKIT, self.out, self.out / "t.d", jobs)
+        return table_build.build(spec, TOOLKIT, os.environ["KILN_PTX_STRIP"], self.out, self.out / "t.d", jobs)
 
     def binary(self, unit: str) -> Path:
         return table_build.work_dir(self.out, "inc") / unit_source.binary_name("inc", unit, "sm_80")

@@ -1,8 +1,11 @@
-"""The build's `compile` step: nvcc per target, with a depfile; a failed compile names the unit and
-carries nvcc's full output. Needs the toolkit's nvcc: the build passes KILN_TOOLKIT."""
+"""The build's `compile` step: nvcc per target, with a depfile; cubins assembled lean (no unreferenced
+globals) with the same code; a failed compile names the unit and carries nvcc's full output. Needs the
+toolkit's nvcc and kiln-ptx-strip: the build passes KILN_TOOLKIT and KILN_PTX_STRIP."""
 
 import json
 import os
+import struct
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -17,6 +20,25 @@ import unit_source  # noqa: E402
 from run_kiln_gen import run_kiln_gen  # noqa: E402
 
 NVCC = str(Path(os.environ.get("KILN_TOOLKIT", "/usr/local/cuda")) / "bin" / "nvcc")
+
+# A unit whose translation unit defines device globals nothing uses, as CCCL's headers do by the dozen.
+UNUSED_GLOBALS = ('static __device__ int unused_table[4] = {1, 2, 3, 4};\n'
+                  'static __device__ char unused_tag[1];\n'
+                  'extern "C" __global__ void k(int* x) { *x = 1; }\n')
+USED_GLOBAL = 'static __device__ int used_value = 7;\nextern "C" __global__ void k(int* x) { *x = used_value; }\n'
+
+
+def elf_sections(data: bytes) -> dict[str, bytes]:
+    """A cubin's sections by name (NOBITS ones empty)."""
+    shoff, = struct.unpack_from("<Q", data, 40)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 58)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    names = headers[shstrndx][4]
+    out = {}
+    for name, kind, _, _, offset, size, *_ in headers:
+        label = data[names + name:data.index(b"\0", names + name)].decode()
+        out[label] = b"" if kind == 8 else data[offset:offset + size]
+    return out
 
 
 class Compile(unittest.TestCase):
@@ -54,6 +76,46 @@ class Compile(unittest.TestCase):
             self.assertEqual(json.loads(Path(str(out) + ".headers.json").read_text())["digest"], first_digest)
             code, err, out = self.compile(Path(d), source.replace("= 1", "= 2"), "sm_80")
             self.assertNotEqual(json.loads(Path(str(out) + ".headers.json").read_text())["digest"], first_digest)
+
+    def test_a_cubin_is_assembled_lean_with_the_same_code(self):
+        with tempfile.TemporaryDirectory() as d:
+            code, err, out = self.compile(Path(d), UNUSED_GLOBALS, "sm_80")
+            self.assertEqual(code, 0, err)
+            lean = out.read_bytes()
+            # nvcc's own cubin of the same translation unit keeps the unused globals ...
+            plain = Path(d) / "plain.cubin"
+            source = Path(d) / unit_source.source_name("t", "k")
+            subprocess.run([NVCC, "-cubin", "-arch=sm_80", "-o", str(plain), str(source)], check=True)
+            self.assertIn(b"unused_table", elf_sections(plain.read_bytes())[".strtab"])
+            # ... the lean one has none, and the same kernel code.
+            sections = elf_sections(lean)
+            self.assertNotIn(b"unused_table", sections[".strtab"])
+            self.assertNotIn(b"unused_tag", sections[".strtab"])
+            text = [n for n in sections if n.startswith(".text.")]
+            self.assertEqual(text, [".text.k"])
+            self.assertEqual(sections[".text.k"], elf_sections(plain.read_bytes())[".text.k"])
+            self.assertEqual(cubin.cubin_kernels(lean), {"k"})
+            # Only the unit's outputs are left: no intermediate PTX.
+            self.assertEqual(sorted(p.name for p in Path(d).glob("*.ptx")), [])
+            # A global the code uses stays.
+            code, err, out = self.compile(Path(d), USED_GLOBAL, "sm_80")
+            self.assertEqual(code, 0, err)
+            self.assertIn(b"used_value", elf_sections(out.read_bytes())[".strtab"])
+
+    def test_a_missing_ptx_strip_is_named(self):
+        with tempfile.TemporaryDirectory() as d:
+            root = Path(d)
+            (root / "k.cu").write_text(UNUSED_GLOBALS)
+            (root / "t.toml").write_text('[registry]\nname = "t"\n\n[[unit]]\nname = "k"\nsource = "k.cu"\nkernels = ["k"]\n')
+            spec = specmod.load(root / "t.toml", (80,), True)
+            files = unit_source.write_source(spec, spec.units[0], root)
+            code, _, err = run_kiln_gen("--ptx-strip", root / "missing-tool", "compile", "--unit-json", files.description,
+                                        "--target", "sm_80", "--nvcc", NVCC, "--input", files.source,
+                                        "--output", files.binary("sm_80"), "--headers", files.headers("sm_80"),
+                                        "--depfile", root / "k.d")
+            self.assertEqual(code, 1)
+            self.assertIn("missing-tool is not an executable file", err)
+            self.assertFalse(files.binary("sm_80").exists())
 
     def test_failed_compile_carries_the_log(self):
         with tempfile.TemporaryDirectory() as d:

@@ -84,7 +84,7 @@ class UntrustedTable(unittest.TestCase):
                 "options": ["-DX=$(touch %s)" % self.marker], "include_dirs": []}
         with self.assertRaises(errors.GenError) as ctx:
             nvcc_compile.compile_target(desc, "sm_80", str(NVCC), source, work / "k.cubin", work / "k.headers.json",
-                                        work / "k.d")
+                                        work / "k.d", os.environ.get("KILN_PTX_STRIP", "kiln-ptx-strip"))
         self.assertIn("unit #1 'u'", str(ctx.exception))
         self.assertIn("-DX=$(touch", str(ctx.exception))
         self.assertFalse(self.marker.exists(), "nvcc's shell ran the option")
