@@ -6,9 +6,8 @@
 #                   soak among it) and the codegen suite;
 #  build-tsan/      ThreadSanitizer: the concurrency tests (test_cpu's suite "concurrency": the JIT pool,
 #                   single-flight, processes and threads sharing a cache) and a shorter soak. Their JIT
-#                   workers are build/'s, uninstrumented (scripts/setup.sh builds them): TSan starts a
-#                   thread of its own in every forked child, and a worker that runs two threads must not
-#                   fork, so instrumented workers would never fork. What TSan checks is the host side.
+#                   workers are build/'s, uninstrumented (scripts/setup.sh builds them): a worker is one
+#                   thread over NVRTC, which TSan cannot see into, so what TSan checks is the host side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="${KILN_TOOLKIT:-/usr/local/cuda}/bin:$PATH"
