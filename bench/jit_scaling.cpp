@@ -1,7 +1,7 @@
 // The JIT tier's cold compile of 16 CUB-heavy units plus the example units for sm_90:
-// wall time with 1, 2, 4, 8 and 16 worker processes (a PCH family's further workers forked from the one
-// that built its PCH), 16 workers that each build their own PCH (KILN_JIT_FORK=0), 16 in-process threads,
-// and per-unit NVRTC time without and with the automatic PCH. Needs no GPU (NVRTC only). Prints one
+// wall time with 1, 2, 4, 8 and 16 worker processes, 16 without PCH files (KILN_JIT_PCH=0), 16
+// in-process threads; each unit alone in a new process (the slowest, T: the whole set cannot end sooner),
+// and per-unit NVRTC time without and with a PCH file. Needs no GPU (NVRTC only). Prints one
 // Markdown table. `bench_jit_scaling 1 2` runs only those worker counts (and the rows for 2).
 #include <kiln/kiln.hpp>
 
@@ -37,8 +37,10 @@ double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
+const kiln::Catalog& registry(std::size_t i) { return i == 0 ? kiln::bench_cub::catalog() : kiln::examples::catalog(); }
+
 // `--child STAMP JOBS`: precompile both registries for sm_90 into $KILN_CACHE_DIR; prints wall ms, units,
-// failures, and how many workers were started and forked.
+// failures, how many workers were started, PCH files built and used.
 int child(unsigned jobs) {
   const auto start = std::chrono::steady_clock::now();
   // Both registries at once, sharing the process's worker pool: one after the other would add a
@@ -62,6 +64,20 @@ int child(unsigned jobs) {
   return failed ? 1 : 0;
 }
 
+// `--alone STAMP REGISTRY UNIT`: that unit alone, precompiled for sm_90 into $KILN_CACHE_DIR; prints wall ms.
+int alone(std::size_t registry_index, std::size_t unit) {
+  const kiln::Catalog& c = registry(registry_index);
+  std::string kernel;
+  for (const auto& k : c.kernels)
+    if (k.unit == unit && kernel.empty()) kernel = c.str(k.name);
+  const auto start = std::chrono::steady_clock::now();
+  const auto results = kiln::precompile(c, kArch, {kernel}, 0);
+  const double ms = ms_since(start);
+  if (results.size() != 1 || !results[0].ok) return 1;
+  std::printf("%.3f\n", ms);
+  return 0;
+}
+
 struct Run {
   double ms = -1;
   int started = 0, pch_created = 0, pch_used = 0;
@@ -79,6 +95,7 @@ Run run_child(const char* self, unsigned jobs, std::vector<std::string> env) {
     run.started = static_cast<int>(out[3][0]);
     run.pch_created = static_cast<int>(out[4][0]);
     run.pch_used = static_cast<int>(out[5][0]);
+
   } catch (const std::exception& e) {
     std::fprintf(stderr, "jit_scaling: run with %u jobs failed: %s\n", jobs, e.what());
   }
@@ -119,6 +136,8 @@ std::vector<double> nvrtc_times(bool pch, const std::filesystem::path& base) {
 
 int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "--child") == 0) return child(static_cast<unsigned>(std::atoi(argv[3])));
+  if (argc == 5 && std::strcmp(argv[1], "--alone") == 0)
+    return alone(static_cast<std::size_t>(std::atoi(argv[3])), static_cast<std::size_t>(std::atoi(argv[4])));
   if (argc > 1 && std::atoi(argv[1]) == 0) {
     std::fprintf(stderr, "usage: %s [WORKERS...]   (default: 1 2 4 8 16)\n", argv[0]);
     return 2;
@@ -137,9 +156,11 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   const unsigned most = *std::max_element(counts.begin(), counts.end());
   double one = 0;
+  Run widest;
   for (unsigned n : counts) {
     const Run run = run_child(argv[0], n, {"KILN_JIT_WORKERS=" + std::to_string(n)});
     if (one == 0) one = run.ms;
+    if (n == most) widest = run;
     row(std::to_string(n) + " worker process" + (n == 1 ? "" : "es"), run, one);
   }
   // No PCH files at all.
@@ -149,6 +170,31 @@ int main(int argc, char** argv) {
   // No worker executable: the pool compiles in-process, on threads.
   row(std::to_string(most) + " in-process threads",
       run_child(argv[0], most, {workers, "KILN_JITD=/nonexistent/kiln-jitd"}), one);
+  // T: each unit alone in a new process with an empty cache (ptxas may use the free cores); the whole
+  // set cannot end before its slowest unit does.
+  double alone_ms = 0;
+  std::string slowest;
+  for (std::size_t i = 0; i < 2; ++i) {
+    const kiln::Catalog& c = registry(i);
+    for (std::size_t u = 0; u < c.units.size(); ++u) {
+      const std::string dir = make_temp_dir("scaling");
+      try {
+        const double ms = run_children(argv[0], {"--alone", std::to_string(i), std::to_string(u)}, 1, 1,
+                                       {workers, "KILN_CACHE_DIR=" + dir}, {}, true)[0][0];
+        if (ms > alone_ms) {
+          alone_ms = ms;
+          slowest = std::string(c.name) + "." + std::string(c.str(c.units[u].name));
+        }
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "jit_scaling: unit %zu of %s alone failed: %s\n", u, std::string(c.name).c_str(), e.what());
+      }
+      remove_tree(dir);
+    }
+  }
+  std::printf("| the slowest unit alone (%s), T | %.0f ms | | | |\n", slowest.c_str(), alone_ms);
+  if (widest.ms > 0 && alone_ms > 0)
+    std::printf("\nThe whole set with %u workers: %.0f ms = T x %.2f (T: each unit alone in a new process, the slowest)\n",
+                most, widest.ms, widest.ms / alone_ms);
 
   const std::filesystem::path base = make_temp_dir("pch");
   const auto without = nvrtc_times(false, base);

@@ -7,7 +7,8 @@ Runs, from a build configured with -Dbig_registry=true (scripts/gpu-check.sh sui
                       (1-16 workers, 16 threads); footprint
   bench_jit_scaling   per-unit CUB compile time without and with PCH; workers against threads
   bench_startup       process start to first result; the JIT-built cubin's load against nvcc's
-prints every table (Markdown) with the kiln/CuPy ratios, and writes all rows to OUT/results.csv.
+prints every table (Markdown) with the kiln/CuPy ratios, then issue 10's targets next to what this run
+measured, and writes all rows to OUT/results.csv.
 
     suite.py BUILD_DIR [--out DIR] [--runs N] [--parts tiers,big,scaling,startup] [--cupy-python PYTHON] [--quick]
 """
@@ -84,6 +85,64 @@ def ratio_table(kiln_json: Path, cupy_json: Path, rows: list[list[str]]) -> None
         rows.append([title] + cells)
 
 
+def cell_ms(text: str) -> float | None:
+    """'4214 ms' or '5390.0 ms' -> 4214.0; None for anything else."""
+    parts = text.split()
+    try:
+        return float(parts[0]) if len(parts) == 2 and parts[1] == "ms" else None
+    except ValueError:
+        return None
+
+
+def find_row(rows: list[list[str]], title_start: str, label_start: str) -> list[str] | None:
+    return next((r for r in rows if r[0].startswith(title_start) and len(r) > 2 and r[1].startswith(label_start)), None)
+
+
+def targets_table(kiln_json: Path, cupy_json: Path, rows: list[list[str]]) -> None:
+    """Each target of issue 10 (the JIT and cold paths) beside this run's measurement."""
+    lines: list[list[str]] = []
+
+    def target(what: str, goal: str, value: float | None, limit: float | None, unit: str, note: str = "") -> None:
+        if value is None:
+            lines.append([what, goal, "not measured in this run", "", note])
+            return
+        shown = f"{value:.3f}" if unit == "" else f"{value:.3f} {unit}" if value < 10 else f"{value:.0f} {unit}"
+        lines.append([what, goal, shown, "" if limit is None else "yes" if value <= limit else "no", note])
+
+    kiln = {r["kernel"]: r for r in json.loads(kiln_json.read_text())["rows"]} if kiln_json.exists() else {}
+    cupy = {r["kernel"]: r for r in json.loads(cupy_json.read_text())["rows"]} if cupy_json.exists() else {}
+    for name, label in (("vector_add", "trivial"), ("block_sum_f32", "CUB example"), ("synthetic_2000", "2,000 lines")):
+        k, c = kiln.get(name), cupy.get(name)
+        target(f"cold JIT get, {label}: kiln / CuPy", "<= 0.7", k["jit_ms"] / c["cold_ms"] if k and c else None, 0.7, "")
+    scaling = "JIT scaling"
+    whole = find_row(rows, scaling, "16 worker processes")
+    target("19-unit set, 16 workers", "<= 2000 ms", cell_ms(whole[2]) if whole else None, 2000, "ms")
+    alone = find_row(rows, scaling, "the slowest unit alone")
+    if whole and alone and cell_ms(whole[2]) and cell_ms(alone[2]):
+        t = cell_ms(alone[2])
+        target("19-unit set, 16 workers, against its slowest unit alone (T)", "<= 1.2 T", cell_ms(whole[2]) / t, 1.2,
+               "", f"T = {t:.0f} ms ({alone[1].split('(')[-1].split(')')[0]})")
+    big = find_row(rows, "Start-up of a big registry", "(c) all cold through JIT, 16 worker processes")
+    target("200-unit registry cold, 16 workers", "<= 2500 ms", cell_ms(big[2]) if big else None, 2500, "ms")
+    k = kiln.get("block_sum_f32")
+    target("embedded first get(), CUB example", "<= 0.15 ms", k["embedded_ms"] if k else None, 0.15, "ms")
+    raw = find_row(rows, "Time to a launchable kernel", "lean, as embedded")
+    nvcc = find_row(rows, "Time to a launchable kernel", "nvcc -cubin")
+    if raw:
+        target("  of which the driver alone: the lean cubin's first load in a fresh context", "", cell_ms(raw[3]), None, "ms",
+               f"nvcc's own cubin: {nvcc[3]}" if nvcc else "")
+    target("disk get(), CUB example, new process", "<= 0.35 ms", k["disk_ms"] if k else None, 0.35, "ms")
+    memory = max((r["memory_ns"] for r in kiln.values()), default=None)
+    target("in-memory get() (the slowest of the three)", "<= 60 ns", memory, 60, "ns")
+    lines.append(["all 59 primitive kernels cold through JIT", "<= 4 s", "scripts/gpu-check.sh jit prints it", "", ""])
+    lines.append(["primitives against cub::Device*", ">= 0.97", "scripts/gpu-check.sh bench (bench_prim)", "", ""])
+    title = "Issue 10's targets beside this run"
+    print(f"\n## {title}\n\n| target | goal | measured | met | note |\n|---|---|---:|---|---|")
+    for line in lines:
+        print("| " + " | ".join(line) + " |")
+        rows.append([title] + line)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("build", type=Path)
@@ -128,6 +187,7 @@ def main() -> int:
     if "startup" in parts:
         run("Process start to first result; JIT-built against nvcc's cubin",
             [str(bench / "bench_startup"), "3" if args.quick else "7"], rows)
+    targets_table(kiln_json, cupy_json, rows)
     with open(args.out / "results.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["table", "row", "values..."])

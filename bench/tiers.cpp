@@ -18,6 +18,11 @@
 // what a second process's first unit of a family costs. The cold get() less the request and the compile
 // is publishing and loading (medians of different processes: a rough split).
 //
+// A third table times the driver alone: the first library loaded in a fresh context (cuLibraryLoadData,
+// cuLibraryGetKernel, cuKernelGetFunction), for nvcc's own cubin of the CUB example (compiled here, with
+// the toolkit's nvcc, from the translation unit the catalog carries) and for the lean one the build
+// embeds (the same PTX without its unreferenced globals, docs/DESIGN.md "Lean cubins").
+//
 //   bench_tiers [--runs N] [--export FILE] [--json FILE]
 #include <kiln/kiln.hpp>
 
@@ -34,7 +39,9 @@
 #include <thread>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -113,8 +120,32 @@ int phases_child(const std::string& mode, const std::string& registry_name, cons
 
 // `--child SPAWNED TIER REGISTRY KERNEL DIR`: prints main -> context (ms), the get() that makes the
 // kernel launchable (ms), and then a second get() (ns, median of batches).
+// `--child SPAWNED raw FILE LOWERED -`: the context made current, then the ms of loading the cubin in FILE
+// and resolving its kernel LOWERED, with the driver's calls alone.
+int raw_child(const std::string& file, const std::string& lowered) {
+  const kiln::Driver& cu = kiln::driver();
+  std::ifstream in(file, std::ios::binary);
+  const std::string cubin((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  if (cu.cuInit(0) != CUDA_SUCCESS || cu.cuDeviceGet(&device, 0) != CUDA_SUCCESS ||
+      cu.cuDevicePrimaryCtxRetain(&context, device) != CUDA_SUCCESS || cu.cuCtxPushCurrent(context) != CUDA_SUCCESS)
+    return 1;
+  const double t0 = now_ms();
+  CUlibrary library = nullptr;
+  CUkernel kernel = nullptr;
+  CUfunction function = nullptr;
+  if (cu.cuLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0) != CUDA_SUCCESS ||
+      cu.cuLibraryGetKernel(&kernel, library, lowered.c_str()) != CUDA_SUCCESS ||
+      cu.cuKernelGetFunction(&function, kernel) != CUDA_SUCCESS)
+    return 1;
+  std::printf("%.6f\n", now_ms() - t0);
+  return 0;
+}
+
 int child(const std::string& tier, const std::string& registry_name, const std::string& kernel, const char* dir) {
   if (tier == "phases" || tier.rfind("pch-", 0) == 0) return phases_child(tier, registry_name, kernel, dir);
+  if (tier == "raw") return raw_child(registry_name, kernel);
   const double t_main = now_ms();
   if (tier != "embedded") setenv("KILN_CACHE_DIR", dir, 1);
   kiln::RegistryOptions options;
@@ -196,6 +227,52 @@ void export_sources(const std::string& path, unsigned arch, const std::string& b
         << (i + 1 < std::size(kSubjects) ? ",\n" : "\n");
   }
   out << "]\n";
+}
+
+// nvcc's own cubin of `kernel`'s unit for `arch` in `dir`/plain.cubin, from the translation unit and headers
+// the catalog carries; false (with nvcc's output shown) when nvcc is not there or fails.
+bool nvcc_cubin(const kiln::Catalog& catalog, const kiln::KernelEntry& entry, unsigned arch, const std::string& dir) {
+  const auto request = kiln::detail::make_request(catalog, entry.unit, arch);
+  for (const auto& h : request.headers) {
+    std::filesystem::create_directories((std::filesystem::path(dir) / h.name).parent_path());
+    std::ofstream(std::filesystem::path(dir) / h.name, std::ios::binary) << h.content;
+  }
+  std::ofstream(std::filesystem::path(dir) / "unit.cu", std::ios::binary) << request.source;
+  const char* toolkit = std::getenv("KILN_TOOLKIT");
+  std::string command = std::string(toolkit ? toolkit : "/usr/local/cuda") + "/bin/nvcc -cubin -arch=sm_" +
+                        std::to_string(arch);
+  for (const auto& option : request.options) command += " '" + option + "'";
+  command += " -I'" + dir + "' -o '" + dir + "/plain.cubin' '" + dir + "/unit.cu'";
+  return std::system(command.c_str()) == 0;
+}
+
+// The driver alone: nvcc's cubin of the CUB example against the lean one the build embeds.
+void raw_load_table(const char* self, unsigned arch, int runs) {
+  const kiln::Catalog& catalog = kiln::examples::catalog();
+  const kiln::KernelEntry* entry = catalog.find("block_sum_f32");
+  const kiln::BinaryEntry* lean = kiln::select_binary(catalog, catalog.units[entry->unit], arch, false);
+  std::printf("\nThe driver alone, CUB example (block_sum_f32): the first library in a fresh context "
+              "(cuLibraryLoadData + cuLibraryGetKernel + cuKernelGetFunction), medians of %d fresh processes\n\n", runs);
+  if (lean == nullptr || lean->arch != arch || lean->kind != kiln::BinaryKind::cubin) {
+    std::printf("(not run: the build embeds no sm_%u cubin)\n", arch);
+    return;
+  }
+  const std::string dir = make_temp_dir("raw");
+  const std::string lean_path = dir + "/lean.cubin";
+  const auto bytes = catalog.bytes(*lean);
+  std::ofstream(lean_path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                                    static_cast<std::streamsize>(bytes.size()));
+  const std::string lowered(catalog.str(entry->lowered));
+  std::printf("| cubin | bytes | first load in a fresh context |\n|---|---:|---:|\n");
+  const auto row = [&](const char* label, const std::string& path) {
+    const auto times = run_children(self, {"--child", "raw", path, lowered, "-"}, runs, 1);
+    std::printf("| %s | %llu | %.3f ms |\n", label, static_cast<unsigned long long>(std::filesystem::file_size(path)),
+                median(times[0]));
+  };
+  if (nvcc_cubin(catalog, *entry, arch, dir)) row("nvcc -cubin (its unreferenced globals kept)", dir + "/plain.cubin");
+  else std::printf("| nvcc -cubin | not built (no nvcc) | |\n");
+  row("lean, as embedded (PTX stripped, then assembled)", lean_path);
+  remove_tree(dir);
 }
 
 }  // namespace
@@ -284,6 +361,7 @@ int main(int argc, char** argv) {
                   ptx.empty() ? -1.0 : median(ptx), median(jit), median(embedded[2]));
     rows.push_back(row);
   }
+  raw_load_table(argv[0], arch, runs);
 
   // Where a cold JIT get() spends its time, and the same compile with the family's PCH file on disk.
   std::printf("\nJIT cold, step by step (medians of %d fresh processes each, after the context; the compile is "

@@ -2,8 +2,11 @@
 //
 // The rule (docs/DESIGN.md, "PCH across processes"): never leave a core idle for a PCH when compiling
 // without one would finish sooner. A family's PCH is built (by a request compiling while it creates it)
-// only when the family has more requests than the pool can run at once; a request waits for a PCH being
-// built only while waiting plus a warm compile is expected to end before a cold compile would.
+// when the family has more requests than the pool can run at once, or when the pool has more requests
+// than it can run at once and the family more than one (then every core is busy anyway, and a PCH cuts
+// the work). A request waits for a PCH being built while waiting plus a warm compile is expected to end
+// before a cold compile would, or while a request that needs no PCH can take its core instead. A
+// request that may build a PCH is decided on once its batch has arrived (kGather, pool_state.hpp).
 #include "jit/pool/pool_state.hpp"
 
 #include <algorithm>
@@ -24,6 +27,7 @@ void update(double& mean, double sample) { mean = mean > 0 ? 0.5 * mean + 0.5 * 
 
 std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
   const auto now = Clock::now();
+  gathering = false;
   // A background build whose family has (or is getting) a PCH by now is not needed.
   if (std::erase_if(queue, [&](const Job& j) { return j.background && families[j.family.key].pch != Family::Pch::absent; }))
     background_running = false;
@@ -33,6 +37,15 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
   const auto threads_for = [&](const Job& job) -> unsigned {
     if (job.background || foreground > 1 || capacity <= 1) return 1;
     return std::min(capacity, std::max(1u, std::thread::hardware_concurrency()));
+  };
+  // Whether a foreground request of another family than `key` would be taken at once (it waits for no PCH).
+  const auto other_work = [&](const std::string& key) {
+    return std::any_of(queue.begin(), queue.end(), [&](const Job& j) {
+      if (j.background || j.family.key == key) return false;
+      if (j.family.key.empty()) return true;
+      const auto it = families.find(j.family.key);
+      return it == families.end() || (it->second.pch != Family::Pch::building && it->second.pch != Family::Pch::verifying);
+    });
   };
   for (std::size_t i = 0; i < queue.size(); ++i) {
     Job& job = queue[i];
@@ -60,18 +73,26 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
       case Family::Pch::building: {
         if (job.background) continue;
         const double left = std::max(0.0, f.ready_estimate() - ms_between(f.since, now));
-        if (left + f.warm_estimate() < f.cold_estimate()) {  // waiting pays: another request, or wait
+        // Waiting pays, or another request can use the core meanwhile: that one, or wait.
+        if (left + f.warm_estimate() < f.cold_estimate() || other_work(job.family.key)) {
           job.waited = true;
           continue;
         }
-        return pick;                                                  // cold is sooner
+        return pick;  // cold is sooner, and nothing else would use the core
       }
       case Family::Pch::absent: {
+        // Still arriving: the batch decides whether a PCH pays. Meanwhile other requests may go.
+        if (!job.background && now - last_arrival < kGather && now - job.queued < kGatherMax) {
+          gathering = true;
+          continue;
+        }
         const auto of_family = std::count_if(queue.begin(), queue.end(), [&](const Job& j) {
           return !j.background && j.family.key == job.family.key;
         });
-        // More of the family than can run at once (or nobody waits: the background build): build it.
-        if (job.background || static_cast<unsigned>(of_family) > capacity) {
+        // More of the family than can run at once, or more requests than can run at once and more than
+        // one of the family (or nobody waits: the background build): build it.
+        const bool saturated = static_cast<unsigned>(foreground) > capacity && of_family > 1;
+        if (job.background || static_cast<unsigned>(of_family) > capacity || saturated) {
           f.pch = Family::Pch::building;
           f.since = now;
           pick.pch = PchMode::create;

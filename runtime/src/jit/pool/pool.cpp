@@ -36,7 +36,7 @@ void JitPool::State::serve(Slot& slot) {
       std::optional<Pick> picked;
       ++idle;
       // A thread whose requests all wait for a PCH looks again soon: waiting may stop paying.
-      while (!stopping && !(picked = this->pick(slot))) wake.wait_for(lock, kRecheck);
+      while (!stopping && !(picked = this->pick(slot))) wake.wait_for(lock, gathering ? kGather : kRecheck);
       --idle;
       if (stopping) break;
       pick = *picked;
@@ -277,6 +277,7 @@ std::future<CompileOutcome> JitPool::submit(CompileRequest request, PchFamily fa
     // Ahead of a background build: it runs only when nothing else waits.
     auto at = std::find_if(s.queue.begin(), s.queue.end(), [](const State::Job& j) { return j.background; });
     s.queue.insert(at, std::move(job));
+    s.last_arrival = Clock::now();
   }
   // All: a thread may pass over a job (its family's PCH is being built elsewhere), another take it.
   s.wake.notify_all();

@@ -36,6 +36,12 @@ inline constexpr auto kHelloTimeout = std::chrono::seconds(30);
 inline constexpr auto kExitGrace = std::chrono::milliseconds(300);
 // How often a thread with only requests that wait for a PCH looks again whether waiting still pays.
 inline constexpr auto kRecheck = std::chrono::milliseconds(25);
+// Requests that arrive together are weighed together: a request that may build its family's PCH is
+// taken only once none arrived for kGather (at most kGatherMax after it came), so that the dispatch sees
+// the whole batch (precompile and warm-up hand units in from many threads within milliseconds). Units
+// that include nothing have no family and never wait; a CUB unit compiles for seconds.
+inline constexpr auto kGather = std::chrono::milliseconds(5);
+inline constexpr auto kGatherMax = std::chrono::milliseconds(50);
 
 // What a family's PCH costs, before the family has measured its own (docs/DESIGN.md: the CUB example
 // on the GPU machine compiles cold in 1.8-2.3 s, builds its PCH in ~3.5 s, compiles warm in 0.36-0.62 s).
@@ -76,6 +82,7 @@ struct JitPool::State {
     PchFamily family;
     bool background = false;  // a PCH build nobody waits for
     bool waited = false;      // the dispatch let it wait for its family's PCH
+    Clock::time_point queued = Clock::now();
   };
   // What a host thread takes: the job, and how it compiles.
   struct Pick {
@@ -104,6 +111,8 @@ struct JitPool::State {
   bool in_process_only = false;    // no worker can be started: every request compiles here
   bool started_one = false;        // a worker has said hello once
   bool background_running = false;  // a background PCH build is queued or running
+  Clock::time_point last_arrival;  // of a foreground request
+  bool gathering = false;          // the last pick passed over a request to see its batch whole
   std::set<pid_t> live;
   JitPoolStats stats;
   WarnOnce warnings;
