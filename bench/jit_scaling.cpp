@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -61,6 +62,11 @@ int child(unsigned jobs) {
   const kiln::detail::JitPoolStats pool = kiln::detail::jit_pool_stats();
   std::printf("%.3f %d %d %llu %llu %llu\n", ms, units, failed, static_cast<unsigned long long>(pool.spawned),
               static_cast<unsigned long long>(pool.pch_created), static_cast<unsigned long long>(pool.pch_used));
+  if (std::getenv("KILN_BENCH_VERBOSE"))
+    std::fprintf(stderr, "pool: rejected %llu, waits %llu, background %llu, split %llu, deaths %llu\n",
+                 static_cast<unsigned long long>(pool.pch_rejected), static_cast<unsigned long long>(pool.pch_waits),
+                 static_cast<unsigned long long>(pool.background), static_cast<unsigned long long>(pool.split_links),
+                 static_cast<unsigned long long>(pool.deaths));
   return failed ? 1 : 0;
 }
 

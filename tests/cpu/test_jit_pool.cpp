@@ -643,6 +643,44 @@ TEST_CASE("the real kiln-jitd: a lone CUB unit compiles without a PCH; an idle w
                                        << " ms");
 }
 
+TEST_CASE("the real kiln-jitd: a worker that compiled another unit first is replaced before it reads a PCH file, which NVRTC would refuse it") {
+  kiln::test::TempDir dir;
+  {
+    JitPool pool(real_pool(1));
+    auto a = pool.submit(cub_request(), cub_family(dir.path()));
+    const auto cold = real_outcome(a);
+    if (!cold) return;
+    REQUIRE_MESSAGE(cold->entry.ok(), cold->entry.error());
+    if (!pool.uses_pch_files()) {
+      MESSAGE("skipped: workers keep ASLR on here, so NVRTC cannot read PCH files across processes");
+      return;
+    }
+    REQUIRE(eventually([&] { return pool.stats().pch_created == 1; }));
+  }
+  JitPool pool(real_pool(1));
+  // The worker compiles a unit of no family first: its heap is no longer where the PCH's writer's was.
+  CompileRequest plain = kiln::test::example_request(kiln::test::example_unit("vector_add"), 90);
+  auto p = pool.submit(std::move(plain));
+  REQUIRE(real_outcome(p)->entry.ok());
+  const pid_t first = pool.worker_pids().front();
+  auto c = pool.submit(cub_request("block_sum_f32_again"), cub_family(dir.path()));
+  const auto warm = real_outcome(c);
+  REQUIRE(warm);
+  REQUIRE_MESSAGE(warm->entry.ok(), warm->entry.error());
+  INFO(warm->log);
+  CHECK(warm->pch == kiln::detail::PchResult::used);
+  CHECK(pool.stats().pch_rejected == 0);
+  CHECK(pool.worker_pids().front() != first);  // a fresh worker read it
+  CHECK(kiln::detail::verify_pch(cub_family(dir.path()).path).ok());  // and the file is still there
+  // A worker that read the PCH reads it again without being replaced.
+  const pid_t reader = pool.worker_pids().front();
+  auto d = pool.submit(cub_request("block_sum_f32_third"), cub_family(dir.path()));
+  const auto again = real_outcome(d);
+  REQUIRE(again);
+  CHECK(again->pch == kiln::detail::PchResult::used);
+  CHECK(pool.worker_pids().front() == reader);
+}
+
 TEST_CASE("the real kiln-jitd killed mid-NVRTC compile of a CUB unit: retried once on a new worker, and the pool keeps serving") {
   kiln::test::TempDir temp;
   JitPool pool(real_pool(1));

@@ -94,6 +94,12 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
   // A PCH file other processes can read is one NVRTC wrote from a fresh heap: built on a fresh worker
   // (docs/DESIGN.md, "PCH across processes": written after a compile, it was refused elsewhere).
   if (request.pch == PchMode::create && slot.worker.running() && slot.worker.requests > 0) retire(slot, kExitGrace);
+  // Likewise NVRTC reads a PCH file written elsewhere only in a fresh worker (measured: a worker that
+  // compiled another unit first has it refused, "incompatible precompiled header"), or in one whose last
+  // request created or read that same file.
+  if (request.pch == PchMode::use && slot.worker.running() && slot.worker.requests > 0 &&
+      slot.worker.reads_pch != job.family.key)
+    retire(slot, kExitGrace);
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     if (!slot.worker.running()) {
       const Status started = stopping ? Status(fail("the pool is shutting down")) : start(slot);
@@ -126,6 +132,8 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
     });
     if (answer.answered) {
       ++w.requests;
+      const bool read = answer.outcome.pch == PchResult::created || answer.outcome.pch == PchResult::used;
+      w.reads_pch = read ? job.family.key : std::string();
       {
         const std::lock_guard lock(mutex);
         if (!answer.exception) learn(job.family, pick, answer.outcome, ms_since(start_time));

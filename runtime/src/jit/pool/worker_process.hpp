@@ -22,6 +22,9 @@ struct Worker {
   int from = -1;  // its output
   bool pch_files = false;  // its hello said it runs with ASLR off: NVRTC there reads PCH files
   unsigned requests = 0;   // answered so far
+  // The PCH family whose file this worker's last request created or read: NVRTC here reads it again.
+  // Any other PCH file only a fresh worker reads (docs/DESIGN.md, "PCH across processes").
+  std::string reads_pch;
   bool reaped = false;     // it ended, and was reaped
   int status = 0;          // wait status, once reaped
 
