@@ -72,9 +72,12 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
       case Family::Pch::verifying:
       case Family::Pch::building: {
         if (job.background) continue;
-        const double left = std::max(0.0, f.ready_estimate() - ms_between(f.since, now));
+        const double elapsed = ms_between(f.since, now);
+        const double left = std::max(0.0, f.ready_estimate() - elapsed);
+        // No wait is unbounded: a build far past its estimate is not waited for.
+        const bool overdue = elapsed > 2 * f.ready_estimate() + kOverdueMs;
         // Waiting pays, or another request can use the core meanwhile: that one, or wait.
-        if (left + f.warm_estimate() < f.cold_estimate() || other_work(job.family.key)) {
+        if (!overdue && (left + f.warm_estimate() < f.cold_estimate() || other_work(job.family.key))) {
           job.waited = true;
           continue;
         }

@@ -56,6 +56,12 @@ void JitPool::State::serve(Slot& slot) {
     run(job, slot, pick);
     {
       const std::lock_guard lock(mutex);
+      // A PCH build that ended without the worker's answer (compiled in this process, or the pool shut
+      // down) taught nothing: the family may build it again, and nobody waits for it meanwhile.
+      if (pick.pch == PchMode::create) {
+        Family& f = families[job.family.key];
+        if (f.pch == Family::Pch::building) f.pch = Family::Pch::absent;
+      }
       slot.busy = false;
       --busy;
       if (job.background) background_running = false;

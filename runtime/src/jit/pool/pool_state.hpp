@@ -49,6 +49,8 @@ inline constexpr double kColdGuessMs = 2000;
 inline constexpr double kCreateFactor = 1.6;  // building the PCH, against a cold compile
 inline constexpr double kWarmFactor = 0.25;   // a warm compile, against a cold one
 inline constexpr double kVerifyGuessMs = 150;  // checking a PCH file's sum
+// A PCH build not done by twice its estimate plus this is not waited for any more (requests go cold).
+inline constexpr double kOverdueMs = 10'000;
 
 // One host thread's worker, and what the dispatch knows of it.
 struct Slot {
