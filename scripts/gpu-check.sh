@@ -87,7 +87,7 @@ start=$(date +%s%N)
   -Dbig_registry=true > "$out/build-bench.log" 2>&1
 ninja -C build-bench >> "$out/build-bench.log" 2>&1 || { tail -40 "$out/build-bench.log"; exit 1; }
 echo "bench build (200-unit registry, sm_90): $(( ($(date +%s%N) - start) / 1000000 )) ms"
-parts=tiers,big,scaling,startup
+parts="${SUITE_PARTS:-tiers,big,scaling,startup}"  # SUITE_PARTS picks some (one device call each)
 [ "$part" = tiers ] && parts=tiers
 python3 bench/suite.py build-bench --out "$out/suite" --parts "$parts" 2>&1 | tee "$out/suite.md"
 fi
