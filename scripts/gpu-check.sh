@@ -22,6 +22,16 @@ mkdir -p "$out"
 part="${1:-all}"
 want() { [ "$part" = all ] || [ "$part" = "$1" ]; }
 
+# The GPU machine starts bare, without Debian's packages: .debs/ (carried by the device call, ignored by
+# git) may hold ones kiln needs there (libhiredis-dev and libhiredis0.14), unpacked beside the system.
+if ls .debs/*.deb > /dev/null 2>&1 && ! pkg-config --exists hiredis 2>/dev/null; then
+  root=/tmp/kiln-debs
+  for deb in .debs/*.deb; do dpkg -x "$deb" "$root"; done
+  for pc in "$root"/usr/lib/*/pkgconfig/*.pc; do sed -i "s|^prefix=.*|prefix=$root/usr|" "$pc"; done
+  export PKG_CONFIG_PATH="$(echo "$root"/usr/lib/*/pkgconfig)${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  export LD_LIBRARY_PATH="$(echo "$root"/usr/lib/*-linux-gnu)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+
 if want suites; then
 rm -rf build
 start=$(date +%s%N)
