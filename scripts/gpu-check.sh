@@ -27,9 +27,15 @@ want() { [ "$part" = all ] || [ "$part" = "$1" ]; }
 if ls .debs/*.deb > /dev/null 2>&1 && ! pkg-config --exists hiredis 2>/dev/null; then
   root=/tmp/kiln-debs
   for deb in .debs/*.deb; do dpkg -x "$deb" "$root"; done
-  for pc in "$root"/usr/lib/*/pkgconfig/*.pc; do sed -i "s|^prefix=.*|prefix=$root/usr|" "$pc"; done
-  export PKG_CONFIG_PATH="$(echo "$root"/usr/lib/*/pkgconfig)${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-  export LD_LIBRARY_PATH="$(echo "$root"/usr/lib/*-linux-gnu)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  libdir="$(echo "$root"/usr/lib/*-linux-gnu)"
+  # Debian's .pc files name /usr outright: point them, and the compiler, at the unpacked tree.
+  for pc in "$libdir"/pkgconfig/*.pc; do
+    sed -i -e "s|^prefix=.*|prefix=$root/usr|" -e "s|^libdir=.*|libdir=$libdir|" \
+      -e "s|^includedir=/usr/|includedir=$root/usr/|" "$pc"
+  done
+  export PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export CPATH="$root/usr/include${CPATH:+:$CPATH}"
 fi
 
 if want suites; then
