@@ -73,7 +73,7 @@ int child_hit(const std::string& registry, const std::string& kernel) {
   const kiln::Catalog& catalog = catalog_named(registry);
   kiln::DiskCache& disk = kiln::default_cache();
   const kiln::RegistryOptions options{.allow_ptx = false, .use_embedded = false, .cache = &disk, .use_jit = false};
-  const kiln::detail::UnitQuery query{catalog, *catalog.find(kernel), kArch, options, disk};
+  const kiln::detail::UnitQuery query{catalog, *catalog.find(kernel), kArch, options};
   const auto start = std::chrono::steady_clock::now();
   const kiln::detail::UnitImage image = kiln::detail::fetch_unit(query);
   const double ms = ms_since(start);

@@ -19,7 +19,7 @@ TEST_CASE("a foreign entry planted under a unit's key between the disk miss and 
   const std::string lowered(catalog.str(kernel.lowered));
   kiln::RegistryOptions options;
   options.cache = &cache;
-  const kiln::detail::UnitQuery q{catalog, kernel, 80, options, cache};
+  const kiln::detail::UnitQuery q{catalog, kernel, 80, options};
 
   CHECK_FALSE(kiln::detail::fetch_disk(q).ok());  // the disk tier misses: nothing there yet
   // Now, before the JIT tier asks the cache again, an entry that decodes and checks out on its own (its

@@ -155,7 +155,7 @@ TEST_CASE("the chain: a remote hit is verified, written to the disk cache, and s
   kiln::test::TempDir tmp;
   kiln::DiskCache disk(kiln::test::config_at(tmp.path()));
   kiln::RegistryOptions options{.allow_ptx = false, .use_embedded = false, .cache = &disk, .use_jit = false, .remote = remote.get()};
-  const kiln::detail::UnitQuery query{one.catalog, one.catalog.kernels[0], 90, options, disk};
+  const kiln::detail::UnitQuery query{one.catalog, one.catalog.kernels[0], 90, options};
 
   const auto plan = kiln::detail::probe_unit(query);
   REQUIRE(plan);
@@ -172,7 +172,7 @@ TEST_CASE("the chain: a remote hit is verified, written to the disk cache, and s
   CHECK(remote->stats().hits == 1);
 
   SUBCASE("another architecture is not there: every tier's reason in the error") {
-    const kiln::detail::UnitQuery other{one.catalog, one.catalog.kernels[0], 80, options, disk};
+    const kiln::detail::UnitQuery other{one.catalog, one.catalog.kernels[0], 80, options};
     try {
       (void)kiln::detail::fetch_unit(other);
       FAIL("no tier should have it");
@@ -183,7 +183,7 @@ TEST_CASE("the chain: a remote hit is verified, written to the disk cache, and s
   }
   SUBCASE("with use_remote off, it is not asked") {
     options.use_remote = false;
-    const kiln::detail::UnitQuery off{one.catalog, one.catalog.kernels[0], 90, options, disk};
+    const kiln::detail::UnitQuery off{one.catalog, one.catalog.kernels[0], 90, options};
     disk.clear();
     CHECK_THROWS_AS((void)kiln::detail::fetch_unit(off), kiln::Error);
   }

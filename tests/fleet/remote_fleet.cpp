@@ -97,7 +97,7 @@ int child_main(char** args) {
   int failures = 0, compiled = 0, from_remote = 0;
   for (const Unit& u : units(count)) {
     try {
-      const kiln::detail::UnitQuery query{kiln::examples::catalog(), *u.kernel, u.arch, options, disk};
+      const kiln::detail::UnitQuery query{kiln::examples::catalog(), *u.kernel, u.arch, options};
       const kiln::detail::UnitImage image = kiln::detail::fetch_unit(query);
       if (image.source == kiln::Tier::jit) {
         ++compiled;

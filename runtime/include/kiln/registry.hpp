@@ -168,7 +168,10 @@ class Registry {
   detail::UnitQuery query(const KernelEntry& entry);
   DiskCache& disk();
 
+  const KernelEntry* find(std::string_view name) const noexcept;  // through names_
+
   const Catalog& catalog_;
+  std::vector<std::uint32_t> names_;  // the kernels by name, hashed (registry/name_index.hpp)
   int ordinal_;
   RegistryOptions options_;
   std::once_flag device_once_;

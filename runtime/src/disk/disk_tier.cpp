@@ -15,20 +15,20 @@ std::string not_in_use(const DiskCache& cache) { return "the disk cache is not i
 }  // namespace
 
 Result<UnitProbe> probe_disk(const UnitQuery& q) {
-  if (!q.cache.usable()) return fail(not_in_use(q.cache));
-  const CacheKey key = unit_cache_key(q.catalog, q.unit(), q.arch, q.cache);
-  if (q.cache.contains(key)) return UnitProbe{Tier::disk, q.arch, false};  // a probe: read when asked for
-  return fail("the disk cache " + q.cache.config().dir.string() + " has no entry for it (key " + key.hex + ")");
+  if (!q.cache().usable()) return fail(not_in_use(q.cache()));
+  const CacheKey key = unit_cache_key(q.catalog, q.unit(), q.arch, q.cache());
+  if (q.cache().contains(key)) return UnitProbe{Tier::disk, q.arch, false};  // a probe: read when asked for
+  return fail("the disk cache " + q.cache().config().dir.string() + " has no entry for it (key " + key.hex + ")");
 }
 
 Result<UnitImage> fetch_disk(const UnitQuery& q) {
-  if (!q.cache.usable()) return fail(not_in_use(q.cache));
-  CacheKey key = unit_cache_key(q.catalog, q.unit(), q.arch, q.cache);
+  if (!q.cache().usable()) return fail(not_in_use(q.cache()));
+  CacheKey key = unit_cache_key(q.catalog, q.unit(), q.arch, q.cache());
   // An entry that is not this unit's (entry_serves_unit) is deleted and counted, as a corrupt one is.
   std::optional<CacheEntry> cached =
-      load_checked(q.cache, key, [&](const CacheEntry& e) { return entry_serves_unit(q.catalog, q.unit_index(), e); });
+      load_checked(q.cache(), key, [&](const CacheEntry& e) { return entry_serves_unit(q.catalog, q.unit_index(), e); });
   if (!cached) {
-    return fail("the disk cache " + q.cache.config().dir.string() + " has no usable entry for it (key " + key.hex + ")");
+    return fail("the disk cache " + q.cache().config().dir.string() + " has no usable entry for it (key " + key.hex + ")");
   }
   UnitImage image;
   image.source = Tier::disk;

@@ -120,7 +120,7 @@ Result<UnitProbe> probe_jit(const UnitQuery& q) {
 
 Result<UnitImage> fetch_jit(const UnitQuery& q) {
   if (!q.options.use_jit) return fail("");
-  BuiltUnit built = build_into_cache(q.catalog, q.unit_index(), q.arch, q.cache, remote_of(q.options));
+  BuiltUnit built = build_into_cache(q.catalog, q.unit_index(), q.arch, q.cache(), remote_of(q.options));
   UnitImage image;
   // disk: another process built it meanwhile; remote: another machine did
   image.source = built.compiled ? Tier::jit : built.from_remote ? Tier::remote : Tier::disk;

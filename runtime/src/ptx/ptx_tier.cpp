@@ -28,7 +28,7 @@ Result<UnitProbe> probe_ptx(const UnitQuery& q) {
 Result<UnitImage> fetch_ptx(const UnitQuery& q) {
   const BinaryEntry* b = usable_ptx(q);
   if (b == nullptr) return fail("");
-  BuiltUnit built = build_into_cache(q.catalog, q.unit_index(), q.arch, q.cache, remote_of(q.options), b);
+  BuiltUnit built = build_into_cache(q.catalog, q.unit_index(), q.arch, q.cache(), remote_of(q.options), b);
   UnitImage image;
   // disk: another process built it meanwhile; remote: another machine did
   image.source = built.compiled ? Tier::ptx : built.from_remote ? Tier::remote : Tier::disk;

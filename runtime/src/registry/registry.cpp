@@ -5,6 +5,7 @@
 
 #include "disk/unit_key.hpp"
 #include "memory/slot.hpp"
+#include "registry/name_index.hpp"
 #include "registry/tier_chain.hpp"
 #include "registry/warmup.hpp"
 
@@ -72,6 +73,7 @@ std::string_view to_string(Tier tier) noexcept {
 
 Registry::Registry(const Catalog& catalog, int device, RegistryOptions options)
     : catalog_(catalog),
+      names_(detail::build_name_index(catalog)),
       ordinal_(device),
       options_(options),
       units_(std::make_unique<UnitState[]>(catalog.units.size())),
@@ -89,8 +91,12 @@ Registry::~Registry() {
   cu.cuDevicePrimaryCtxRelease(cu_device_);
 }
 
+const KernelEntry* Registry::find(std::string_view name) const noexcept {
+  return detail::find_by_name(catalog_, names_, name);
+}
+
 Kernel Registry::get(std::string_view name) {
-  const KernelEntry* entry = catalog_.find(name);
+  const KernelEntry* entry = find(name);
   if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
   const std::size_t index = static_cast<std::size_t>(entry - catalog_.kernels.data());
   if (const Loaded* loaded = slots_[index].loaded.load(std::memory_order_acquire)) {
@@ -193,13 +199,13 @@ void Registry::load_unit(UnitState& unit, const KernelEntry& entry) {
 }
 
 detail::UnitQuery Registry::query(const KernelEntry& entry) {
-  return detail::UnitQuery{catalog_, entry, info_.arch, options_, disk()};
+  return detail::UnitQuery{catalog_, entry, info_.arch, options_};
 }
 
 DiskCache& Registry::disk() { return options_.cache ? *options_.cache : default_cache(); }
 
 CacheKey Registry::cache_key(std::string_view name, unsigned arch) {
-  const KernelEntry* entry = catalog_.find(name);
+  const KernelEntry* entry = find(name);
   if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
   if (arch == 0) {
     ensure_device();
@@ -209,7 +215,7 @@ CacheKey Registry::cache_key(std::string_view name, unsigned arch) {
 }
 
 Plan Registry::plan(std::string_view name) {
-  const KernelEntry* entry = catalog_.find(name);
+  const KernelEntry* entry = find(name);
   if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
   Plan plan;
   try {

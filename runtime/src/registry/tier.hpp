@@ -20,7 +20,9 @@ struct UnitQuery {
   const KernelEntry& kernel;
   unsigned arch;
   const RegistryOptions& options;
-  DiskCache& cache;
+
+  // The disk cache, made on first use: a unit the embedded tier serves never opens the cache directory.
+  DiskCache& cache() const { return options.cache ? *options.cache : default_cache(); }
 
   std::uint32_t unit_index() const noexcept { return kernel.unit; }
   const UnitEntry& unit() const noexcept { return catalog.units[kernel.unit]; }

@@ -69,7 +69,7 @@ void Registry::Warmup::run() {
 
 void Registry::request_warmup(const std::vector<std::string>& names) {
   for (const auto& name : names)
-    if (!catalog_.find(name)) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
+    if (!find(name)) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
   // No driver or no GPU: nothing to warm, and CUDA is not initialised for it.
   if (!background_allowed() || !driver_available()) return;
   ensure_device();
@@ -82,7 +82,7 @@ void Registry::request_warmup(const std::vector<std::string>& names) {
       std::lock_guard lock(w.mutex);
       if (w.records.count(name)) continue;  // asked before: deduplicated
     }
-    const std::size_t index = static_cast<std::size_t>(catalog_.find(name) - catalog_.kernels.data());
+    const std::size_t index = static_cast<std::size_t>(find(name) - catalog_.kernels.data());
     Warmup::Record record;
     if (slots_[index].loaded.load(std::memory_order_acquire)) {
       record.state = Warmup::State::loaded;
@@ -100,7 +100,7 @@ void Registry::request_warmup(const std::vector<std::string>& names) {
   }
   if (fresh.empty()) return;  // nothing to compile: no pool started
   std::map<std::uint32_t, std::vector<std::string>> by_unit;
-  for (auto& name : fresh) by_unit[catalog_.find(name)->unit].push_back(std::move(name));
+  for (auto& name : fresh) by_unit[find(name)->unit].push_back(std::move(name));
   std::lock_guard lock(w.mutex);
   for (auto& [unit, names] : by_unit) w.queue.push_back(std::move(names));
   w.start_threads(w.queue.size());

@@ -30,7 +30,7 @@ Result<RemoteState*> remote_for(const UnitQuery& q) {
 Result<UnitProbe> probe_remote(const UnitQuery& q) {
   auto s = remote_for(q);
   if (!s) return fail(s.error());
-  const CacheKey key = unit_cache_key(q.catalog, q.unit(), q.arch, q.cache);
+  const CacheKey key = unit_cache_key(q.catalog, q.unit(), q.arch, q.cache());
   const auto there = guarded(**s, "EXISTS of an entry", [&] { return (*s)->store->contains(entry_key(key)); });
   if (!there) return fail(there.error());
   if (*there) return UnitProbe{Tier::remote, q.arch, false};  // a probe: verified when fetched
@@ -40,7 +40,7 @@ Result<UnitProbe> probe_remote(const UnitQuery& q) {
 Result<UnitImage> fetch_remote(const UnitQuery& q) {
   auto s = remote_for(q);
   if (!s) return fail(s.error());
-  CacheKey key = unit_cache_key(q.catalog, q.unit(), q.arch, q.cache);
+  CacheKey key = unit_cache_key(q.catalog, q.unit(), q.arch, q.cache());
   auto got = fetch_entry(**s, key);
   if (!got) return fail(got.error());
   if (const Status matches = entry_serves_unit(q.catalog, q.unit_index(), got->entry); !matches) {
@@ -48,7 +48,7 @@ Result<UnitImage> fetch_remote(const UnitQuery& q) {
     return fail("the remote cache " + (*s)->where + " has no usable entry for it (key " + key.hex + ": " + matches.error() + ")");
   }
   // On this machine's disk too: the next process here needs no network.
-  if (q.cache.usable()) q.cache.store_file(key, got->file());
+  if (q.cache().usable()) q.cache().store_file(key, got->file());
   UnitImage image;
   image.source = Tier::remote;
   image.arch = q.arch;
