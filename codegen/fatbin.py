@@ -41,6 +41,7 @@ class Image:
     arch: int
     offset: int          # of the image's header, from the start of the bytes read
     header_size: int
+    padded_size: int     # the payload's room: the next image's header follows it
     stored_size: int     # the payload as stored (compressed, or not)
     size: int            # the payload as loaded
     compressed: bool
@@ -86,15 +87,12 @@ def read(data: bytes) -> list[Image]:
         while pos < end:
             image = read_image(data, pos, end)
             images.append(image)
-            pos = image.offset + image.header_size + _padded(data, image.offset)
+            pos = image.offset + image.header_size + image.padded_size
     return images
 
 
-def _padded(data: bytes, offset: int) -> int:
-    return struct.unpack_from("<Q", data, offset + 8)[0]
-
-
 def read_image(data: bytes, pos: int, end: int) -> Image:
+    """The image whose header starts at `pos`; neither may pass `end`, its container's end."""
     if end - pos < IMAGE_HEADER_MIN:
         raise FatbinError(f"an image header at {pos} is cut short")
     kind, _, header_size, padded, stored = struct.unpack_from("<HHIQI", data, pos)
@@ -103,7 +101,7 @@ def read_image(data: bytes, pos: int, end: int) -> Image:
     raw, = struct.unpack_from("<Q", data, pos + 56)
     if kind not in (KIND_PTX, KIND_ELF):
         raise FatbinError(f"the image at {pos} is of kind {kind}; kiln embeds ELF (2) and PTX (1)")
-    if header_size < IMAGE_HEADER_MIN or header_size % 8 or pos + header_size + padded > end:
+    if header_size < IMAGE_HEADER_MIN or pos + header_size + padded > end:
         raise FatbinError(f"the image at {pos} (header {header_size} bytes, payload {padded}) overruns its fatbin")
     compressed = stored != 0
     if compressed and not flags & FLAG_ZSTD:
@@ -113,5 +111,5 @@ def read_image(data: bytes, pos: int, end: int) -> Image:
         raise FatbinError(f"the image at {pos} stores {stored_size} bytes in a payload of {padded}")
     start = pos + header_size
     return Image(kind="ptx" if kind == KIND_PTX else "cubin", arch=arch, offset=pos, header_size=header_size,
-                 stored_size=stored_size, size=raw if compressed else padded, compressed=compressed,
+                 padded_size=padded, stored_size=stored_size, size=raw if compressed else padded, compressed=compressed,
                  payload=data[start:start + stored_size])

@@ -25,6 +25,7 @@ struct FatbinImage {
   std::uint64_t flags = 0;
   std::size_t offset = 0;                     // of the entry header, in the bytes read
   std::size_t header_size = 0;
+  std::size_t padded_size = 0;                // the payload's room: the next image's header follows it
   std::span<const unsigned char> payload;     // as stored
   std::uint64_t size = 0;                     // as loaded: decompressed
   Compression compression = Compression::none;
