@@ -130,10 +130,18 @@ def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, ptx_stri
     tasks = []
     for w in stale:
         w.files.stamp.unlink(missing_ok=True)  # an interrupted build must not look finished
-        for target in w.desc["targets"]:
+        targets = w.desc["targets"]
+        for target in targets:
+            arch, ptx = specmod.parse_target(target)
+            # A compute_XX target beside sm_XX: its PTX is the first step of that cubin, made once there.
+            if ptx and f"sm_{arch}" in targets:
+                continue
+            also = f"compute_{arch}" if not ptx and f"compute_{arch}" in targets else None
+            ptx_too = nvcc_compile.TargetFiles(w.files.binary(also), w.files.headers(also),
+                                               w.files.compile_depfile(also)) if also else None
             tasks.append((w, nvcc_compile.compile_target, (w.desc, target, str(toolkit.nvcc), w.files.source,
                                                        w.files.binary(target), w.files.headers(target),
-                                                       w.files.compile_depfile(target), ptx_strip)))
+                                                       w.files.compile_depfile(target), ptx_strip, ptx_too)))
         tasks.append((w, lowering.lower_unit, (w.desc, w.files.source, str(toolkit.nvrtc), toolkit.root,
                                                w.files.names)))
     failures = run_tasks(tasks, jobs)
