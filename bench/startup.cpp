@@ -137,6 +137,54 @@ int jit_child(double spawned_ms, const char* dir) {
   return 0;
 }
 
+// The CUB example's cubin for this device, as the embedded tier selects it.
+const kiln::BinaryEntry& example_cubin(unsigned arch) {
+  const kiln::Catalog& c = kiln::examples::catalog();
+  const kiln::BinaryEntry* b = kiln::select_binary(c, c.units[c.find(kKernel)->unit], arch, false);
+  if (b == nullptr) throw std::runtime_error("the build embeds no cubin for this GPU");
+  return *b;
+}
+
+// `--raw-child SPAWNED`: the first load of block_sum_f32 as it was before issue 21: a raw cubin in memory
+// handed to the driver, in a fresh process with its context up, as `--child` times get() (which reads the
+// image out of its compressed fatbin first). The cubin is taken out before the clock starts.
+int raw_child(double spawned_ms) {
+  const double t_main = now_ms();
+  kiln::Registry registry(kiln::examples::catalog());
+  const CUcontext context = registry.context();
+  const kiln::Catalog& c = kiln::examples::catalog();
+  const std::string cubin = c.image(example_cubin(registry.device().arch));
+  const std::string lowered(c.str(c.find(kKernel)->lowered));
+  const auto& d = kiln::driver();
+  const double t0 = now_ms();
+  CUlibrary library = nullptr;
+  CUkernel kernel = nullptr;
+  CUfunction function = nullptr;
+  kiln::check(d.cuLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData");
+  kiln::check(d.cuLibraryGetKernel(&kernel, library, lowered.c_str()), "cuLibraryGetKernel");
+  kiln::check(d.cuCtxPushCurrent(context), "cuCtxPushCurrent");
+  kiln::check(d.cuKernelGetFunction(&function, kernel), "cuKernelGetFunction");
+  CUcontext ignored;
+  d.cuCtxPopCurrent(&ignored);
+  const double t1 = now_ms();
+  d.cuLibraryUnload(library);
+  std::printf("%.6f %.6f\n", t_main - spawned_ms, t1 - t0);
+  return 0;
+}
+
+// `--unpack-child SPAWNED ARCH`: reading the CUB example's cubin out of its fatbin (header checks, zstd)
+// alone, the first time in a process; no CUDA.
+int unpack_child(double spawned_ms, unsigned arch) {
+  const double t_main = now_ms();
+  const kiln::BinaryEntry& b = example_cubin(arch);
+  const double t0 = now_ms();
+  const std::string cubin = kiln::examples::catalog().image(b);
+  const double t1 = now_ms();
+  if (cubin.size() != b.size) return 1;
+  std::printf("%.6f %.6f\n", t_main - spawned_ms, t1 - t0);
+  return 0;
+}
+
 // `--read-child SPAWNED DIR ARCH`: the cache read alone (probe + read + decompress + validate), no CUDA.
 int read_child(double spawned_ms, const char* dir, unsigned arch) {
   const double t_main = now_ms();
@@ -164,6 +212,9 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--child") == 0) return child(std::atof(argv[2]));
   if (argc == 4 && std::strcmp(argv[1], "--disk-child") == 0) return disk_child(std::atof(argv[2]), argv[3]);
   if (argc == 4 && std::strcmp(argv[1], "--jit-child") == 0) return jit_child(std::atof(argv[2]), argv[3]);
+  if (argc == 3 && std::strcmp(argv[1], "--raw-child") == 0) return raw_child(std::atof(argv[2]));
+  if (argc == 4 && std::strcmp(argv[1], "--unpack-child") == 0)
+    return unpack_child(std::atof(argv[2]), static_cast<unsigned>(std::atoi(argv[3])));
   if (argc == 5 && std::strcmp(argv[1], "--read-child") == 0)
     return read_child(std::atof(argv[2]), argv[3], static_cast<unsigned>(std::atoi(argv[4])));
   const int runs = argc > 1 ? std::atoi(argv[1]) : 11;
@@ -197,6 +248,8 @@ int main(int argc, char** argv) {
       entry_bytes = cache.stats().bytes;
     }
     const auto disk = run_children(argv[0], {"--disk-child", dir}, runs, 3);
+    const auto raw = run_children(argv[0], {"--raw-child"}, runs, 2);
+    const auto unpack = run_children(argv[0], {"--unpack-child", std::to_string(arch)}, runs, 2);
     const auto read = run_children(argv[0], {"--read-child", dir, std::to_string(arch)}, runs, 2);
     remove_tree(dir);
 
@@ -230,6 +283,10 @@ int main(int argc, char** argv) {
                 device_name.c_str(), arch, driver_version, runs, kKernel);
     std::printf("| phase | median | min | max |\n|---|---:|---:|---:|\n");
     for (int p = 0; p < kPhases; ++p) print_row(kPhaseNames[p], embedded[p], p == kPhases - 1 ? "ns" : "ms");
+    // Beside phase 3 (get(): the image unpacked from its compressed fatbin, loaded, kernel, function).
+    print_row("embedded before issue 21: the raw cubin loaded (load + kernel + function), new process", raw[1], "ms");
+    print_row("embedded: unpacking the cubin from its fatbin alone (checks + zstd), new process, no CUDA", unpack[1],
+              "ms");
     print_row("disk: DiskCache::load alone (probe + read + decompress + validate), new process", read[1], "ms");
     print_row("disk: get() (probe + read + decompress + validate + load + function), new process", disk[2], "ms");
     print_row("disk: main() -> driver + primary context, same processes", disk[1], "ms");
@@ -240,6 +297,10 @@ int main(int argc, char** argv) {
     std::printf("\ndisk cache: %llu bytes of cubins in %llu bytes of entries (%.2fx)\n",
                 static_cast<unsigned long long>(cubin_bytes), static_cast<unsigned long long>(entry_bytes),
                 entry_bytes ? static_cast<double>(cubin_bytes) / static_cast<double>(entry_bytes) : 0.0);
+    {
+      const kiln::BinaryEntry& b = example_cubin(arch);
+      std::printf("%s cubin embedded: %u bytes in its fatbin, %u unpacked\n", kKernel, b.stored_size, b.size);
+    }
     std::printf("%s cubin: nvcc (embedded) %llu bytes, JIT (NVRTC, stripped PTX, nvJitLink) %llu bytes\n", kKernel,
                 static_cast<unsigned long long>(aot_cubin_bytes), static_cast<unsigned long long>(jit_cubin_bytes));
   } catch (const std::exception& e) {

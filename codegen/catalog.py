@@ -1,21 +1,23 @@
-"""The build's catalog step: checks every binary of a table against its unit and emits the catalog, the
-registration table (<registry>_catalog.hpp/.cpp: static tables, one packed string blob) and the
-assembly that embeds every binary and the header bundle (<registry>_blobs.S)."""
+"""The build's catalog step: checks every image in a table's fatbins against its unit and emits the
+catalog, the registration table (<registry>_catalog.hpp/.cpp: static tables, one packed string blob, an
+index of every image) and the assembly that embeds the fatbins where CUDA's tools look for them and the
+header bundle (<registry>_blobs.S)."""
 
 from __future__ import annotations
 
 import hashlib
+import struct
 from pathlib import Path
 
 import cubin
 import cuda_toolkit
 import errors
+import fatbin
 import header_bundle
 import render
 import spec as specmod
 import unit_source
 
-BLOB_ALIGN = 64
 CATALOG_TEMPLATES = {"hpp": "catalog.hpp.j2", "cpp": "catalog.cpp.j2", "asm": "blobs.S.j2"}
 
 
@@ -57,11 +59,11 @@ class StringTable:
 
 
 def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str, toolkit: Path | None = None) -> dict:
-    """Everything the catalog templates need, with each binary checked against its unit:
-    the ELF names the expected architecture and every lowered name is a kernel in it. With a toolkit,
+    """Everything the catalog templates need, with each image of each unit's fatbins checked against its
+    unit (checked_images) and the unit's images exactly its targets, in order. With a toolkit,
     the headers each unit includes are bundled for the JIT tier (header_bundle.py)."""
     strings = StringTable()
-    units, kernels, binaries = [], [], []
+    units, kernels, binaries, fatbins = [], [], [], []
     offset = 0
     files = [unit_source.UnitFiles(directory, spec.name, u.name) for u in spec.units]
     descs = [render.read_json(f.description) for f in files]
@@ -76,30 +78,26 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str, toolki
     for ui, unit in enumerate(spec.units):
         desc = descs[ui]
         lowered = render.read_json(files[ui].names)
-        first = len(binaries)
-        for target in desc["targets"]:
-            path = files[ui].binary(target)
+        first, fatbins_offset = len(binaries), offset
+        for path in files[ui].fatbins(desc["targets"]):
             data = path.read_bytes()
-            arch, ptx = specmod.parse_target(target)
-            try:
-                found_arch = cubin.ptx_arch(data.decode()) if ptx else cubin.cubin_arch(data)
-                found = cubin.ptx_kernels(data.decode()) if ptx else cubin.cubin_kernels(data)
-            except (cubin.BinaryError, UnicodeDecodeError, ValueError, IndexError) as e:
-                raise errors.GenError(f"{desc['where']}: {path}: unreadable binary: {e}") from None
-            if found_arch != arch:
-                raise errors.GenError(f"{desc['where']}: {path} is built for sm_{found_arch}, expected {target}")
-            missing = sorted(set(lowered.values()) - found)
-            if missing:
-                raise errors.GenError(f"{desc['where']}: {path} lacks kernel symbol(s) {', '.join(missing)}; "
-                                      f"it defines {', '.join(sorted(found)) or 'none'}")
-            pad = BLOB_ALIGN - len(data) % BLOB_ALIGN  # 1..64: PTX always gets its NUL
-            binaries.append({
-                "arch": arch, "kind": "ptx" if ptx else "cubin", "offset": offset, "size": len(data),
-                "label": f"{unit.name} {target}", "path": str(path.resolve()), "pad": pad,
-                "sha256": hashlib.sha256(data).hexdigest(),
-            })
-            offset += len(data) + pad
+            images = checked_images(desc, files[ui], path, data, set(lowered.values()))
+            for image in images:
+                binaries.append({
+                    "arch": image.arch, "kind": image.kind, "offset": offset + image.offset, "size": image.size,
+                    "stored_size": image.stored_size, "compression": "zstd" if image.compressed else "none",
+                    "label": f"{unit.name} {target_of(image)}",
+                })
+            fatbins.append({"path": str(path.resolve()), "offset": offset, "size": len(data),
+                            "label": f"{unit.name}: {' '.join(map(target_of, images))}",
+                            "sha256": hashlib.sha256(data).hexdigest()})
+            offset += len(data)
+        embedded = [b["label"].split(" ")[1] for b in binaries[first:]]
+        if embedded != desc["targets"]:
+            raise errors.GenError(f"{desc['where']}: its fatbins hold {', '.join(embedded) or 'nothing'}; "
+                                  f"expected {', '.join(desc['targets'])}")
         units.append({"name": strings.add(unit.name), "options": strings.add("\n".join(desc["options"])),
+                      "fatbins_offset": fatbins_offset, "fatbins_size": offset - fatbins_offset,
                       "first_binary": first, "binary_count": len(binaries) - first, "label": unit.name,
                       "digest": strings.add(listed[ui]["digest"]),
                       "source": strings.add(files[ui].source.read_text(encoding="utf-8")),
@@ -116,10 +114,43 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str, toolki
     kernels.sort(key=lambda k: k["key"].encode())
     headers = [{"name": strings.add(name), "offset": off, "size": size, "label": name}
                for name, off, size in bundle.headers]
-    return {"units": units, "kernels": kernels, "binaries": binaries, "blobs_size": offset,
+    return {"units": units, "kernels": kernels, "binaries": binaries, "fatbins": fatbins, "blobs_size": offset,
             "string_chunks": strings.chunks(), "cccl_version": cccl_version, "headers": headers,
             "unit_headers": unit_headers, "bundle_path": str(bundle_path.resolve()) if bundle.raw else "",
             "bundle_size": bundle_size, "bundle_raw_size": len(bundle.raw), "bundle_digest": bundle_digest}
+
+
+def target_of(image: fatbin.Image) -> str:
+    return f"{'compute' if image.kind == 'ptx' else 'sm'}_{image.arch}"
+
+
+def checked_images(desc: dict, files: unit_source.UnitFiles, path: Path, data: bytes, lowered: set[str]) -> list:
+    """The images of one of a unit's fatbins, each checked: it is readable and decompresses to its stated
+    size, its ELF header (or PTX .target) names the architecture its fatbin entry names, every lowered name
+    is a kernel in it, and a cubin is byte for byte the one the compile step made."""
+    try:
+        images = fatbin.read(data)
+    except errors.GenError as e:
+        raise errors.GenError(f"{desc['where']}: {path}: unreadable fatbin: {e}") from None
+    for image in images:
+        where = f"{desc['where']}: {path}: the {target_of(image)} image"
+        try:
+            content = image.data()
+            ptx = image.kind == "ptx"
+            text = content.rstrip(b"\0").decode() if ptx else ""
+            found_arch = cubin.ptx_arch(text) if ptx else cubin.cubin_arch(content)
+            found = cubin.ptx_kernels(text) if ptx else cubin.cubin_kernels(content)
+        except (errors.GenError, cubin.BinaryError, UnicodeDecodeError, ValueError, IndexError, struct.error) as e:
+            raise errors.GenError(f"{where} is unreadable: {e}") from None
+        if found_arch != image.arch:
+            raise errors.GenError(f"{where} is built for sm_{found_arch}")
+        missing = sorted(lowered - found)
+        if missing:
+            raise errors.GenError(f"{where} lacks kernel symbol(s) {', '.join(missing)}; "
+                                  f"it defines {', '.join(sorted(found)) or 'none'}")
+        if not ptx and content != files.binary(target_of(image)).read_bytes():
+            raise errors.GenError(f"{where} differs from {files.binary(target_of(image))}: rebuild")
+    return images
 
 
 def emit_catalog(spec: specmod.Spec, model: dict, header_name: str, asm_name: str) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Where a CUDA toolkit keeps what the generator uses: nvcc, NVRTC, the header directories NVRTC must be
+"""Where a CUDA toolkit keeps what the generator uses: nvcc, fatbinary, NVRTC, the header directories NVRTC must be
 told about, and the version of its CCCL."""
 
 from __future__ import annotations
@@ -35,15 +35,17 @@ class Toolkit:
     root: Path
     nvcc: Path
     nvrtc: Path
+    fatbinary: Path
 
     @staticmethod
     def at(root: Path) -> "Toolkit":
-        toolkit = Toolkit(root, root / "bin" / "nvcc", root / "lib64" / "libnvrtc.so")
-        for what, path in (("nvcc", toolkit.nvcc), ("NVRTC", toolkit.nvrtc), ("CCCL", cccl_version_header(root))):
+        toolkit = Toolkit(root, root / "bin" / "nvcc", root / "lib64" / "libnvrtc.so", root / "bin" / "fatbinary")
+        for what, path in (("nvcc", toolkit.nvcc), ("NVRTC", toolkit.nvrtc), ("fatbinary", toolkit.fatbinary),
+                           ("CCCL", cccl_version_header(root))):
             if not path.is_file():
                 raise errors.GenError(f"no {what} at {path}: is {root} a CUDA 13 toolkit? Pass --toolkit")
         return toolkit
 
     def identity(self) -> list:
         """Which compilers built a unit: a toolkit replaced in place gives other sizes and times."""
-        return [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in (self.nvcc, self.nvrtc)]
+        return [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in (self.nvcc, self.nvrtc, self.fatbinary)]

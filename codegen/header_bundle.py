@@ -16,8 +16,6 @@ be followed: such a unit carries every header nvcc read for it under its roots.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import hashlib
 import os
 import re
@@ -27,6 +25,7 @@ from pathlib import Path
 
 import cuda_toolkit
 import errors
+import zstd
 
 # "#include <x>" / "#include "x"", anywhere a preprocessor directive may start; group 1 the delimiter.
 INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\r\n]+)[>"]', re.M)
@@ -147,43 +146,8 @@ def build_bundle(units: list[UnitInput], toolkit: Path | None, where: list[str] 
 
 
 def compress(raw: bytes, output: Path) -> tuple[int, str]:
-    """Writes `raw` as one zstd frame (content checksum on) to `output`; returns its size and SHA-256.
-    Through libzstd with ctypes: the run-time library kiln links anyway, where a zstd command may be absent."""
-    lib = _libzstd()
-    cctx = lib.ZSTD_createCCtx()
-    try:
-        for parameter, value in ((100, 12), (201, 1)):  # ZSTD_c_compressionLevel, ZSTD_c_checksumFlag
-            if lib.ZSTD_isError(lib.ZSTD_CCtx_setParameter(cctx, parameter, value)):
-                raise BundleError("libzstd rejected a compression parameter")
-        capacity = lib.ZSTD_compressBound(len(raw))
-        out = ctypes.create_string_buffer(capacity)
-        size = lib.ZSTD_compress2(cctx, out, capacity, bytes(raw), len(raw))
-        if lib.ZSTD_isError(size):
-            raise BundleError(f"zstd: {lib.ZSTD_getErrorName(size).decode()}")
-    finally:
-        lib.ZSTD_freeCCtx(cctx)
-    data = out.raw[:size]
+    """Writes `raw` as one zstd frame (level 12, content checksum on) to `output`; returns its size and SHA-256."""
+    data = zstd.compress(raw, level=12)
     if not output.exists() or output.read_bytes() != data:
         output.write_bytes(data)
     return len(data), hashlib.sha256(data).hexdigest()
-
-
-def _libzstd():
-    name = ctypes.util.find_library("zstd") or "libzstd.so.1"
-    try:
-        lib = ctypes.CDLL(name)
-    except OSError as e:
-        raise BundleError(f"cannot load libzstd ({name}: {e}); install libzstd-dev") from None
-    lib.ZSTD_createCCtx.restype = ctypes.c_void_p
-    lib.ZSTD_freeCCtx.argtypes = [ctypes.c_void_p]
-    lib.ZSTD_CCtx_setParameter.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
-    lib.ZSTD_CCtx_setParameter.restype = ctypes.c_size_t
-    lib.ZSTD_compressBound.argtypes = [ctypes.c_size_t]
-    lib.ZSTD_compressBound.restype = ctypes.c_size_t
-    lib.ZSTD_compress2.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
-    lib.ZSTD_compress2.restype = ctypes.c_size_t
-    lib.ZSTD_isError.argtypes = [ctypes.c_size_t]
-    lib.ZSTD_isError.restype = ctypes.c_uint
-    lib.ZSTD_getErrorName.argtypes = [ctypes.c_size_t]
-    lib.ZSTD_getErrorName.restype = ctypes.c_char_p
-    return lib

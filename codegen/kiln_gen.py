@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """kiln's generator: expands a spec table into kernel translation units, compiles and names their
-kernels, and emits the catalog (registration table + embedded binaries). Every output is deterministic
+kernels, packs each unit's binaries into standard compressed fatbins, and emits the catalog
+(registration table + embedded fatbins). Every output is deterministic
 and rewritten only when it changes.
 
   build    every step below for a whole table, units in parallel processes, only what changed
@@ -10,10 +11,12 @@ and rewritten only when it changes.
   compile  nvcc one unit for one target (compute_XX -> PTX; sm_XX -> cubin, assembled from the PTX
            after kiln-ptx-strip), with a depfile
   lower    ask NVRTC for the mangled name of each of a unit's kernels
-  catalog  emit the registration table (.cpp/.hpp) and the .incbin assembly of all binaries
+  fatbin   pack one unit's compiled targets into its fatbins (fatbinary, compressed)
+  catalog  check every fatbin's images and emit the registration table (.cpp/.hpp) and the .incbin
+           assembly of all fatbins
 
 This file is the command line only: each command calls its step (unit_source.py, nvcc_compile.py,
-lowering.py, catalog.py), and `build` calls table_build.py, which runs them all over a table. No module
+lowering.py, fatbin.py, catalog.py), and `build` calls table_build.py, which runs them all over a table. No module
 of the generator imports this file; the kiln-gen launcher and the tests do.
 """
 
@@ -27,6 +30,7 @@ from pathlib import Path
 import catalog
 import cuda_toolkit
 import errors
+import fatbin
 import lowering
 import nvcc_compile
 import render
@@ -66,6 +70,12 @@ def cmd_compile(args) -> int:
 def cmd_lower(args) -> int:
     lowering.lower_unit(render.read_json(args.unit_json), Path(args.input), args.nvrtc, Path(args.cuda_root),
                         Path(args.output))
+    return 0
+
+
+def cmd_fatbin(args) -> int:
+    desc = render.read_json(args.unit_json)
+    fatbin.build_unit(desc, args.fatbinary, unit_source.UnitFiles(Path(args.dir), desc["registry"], desc["unit"]))
     return 0
 
 
@@ -130,7 +140,10 @@ def parser(toolkit: str | None = None, ptx_strip: str | None = None) -> argparse
     lo = sub.add_parser("lower", help="mangled names of a unit's kernels, from NVRTC")
     for a in ("--unit-json", "--input", "--nvrtc", "--cuda-root", "--output"):
         lo.add_argument(a, required=True)
-    ca = with_spec(sub.add_parser("catalog", help="emit the registration table and blob assembly"))
+    f = sub.add_parser("fatbin", help="pack a unit's compiled targets (in --dir) into its fatbins")
+    for a in ("--unit-json", "--fatbinary", "--dir"):
+        f.add_argument(a, required=True)
+    ca = with_spec(sub.add_parser("catalog", help="emit the registration table and fatbin assembly"))
     for a in ("--dir", "--toolkit", "--cpp", "--hpp", "--asm"):
         ca.add_argument(a, required=True)
     return p
@@ -143,7 +156,7 @@ def positive(text: str) -> int:
 
 
 COMMANDS = {"build": cmd_build, "units": cmd_units, "source": cmd_source, "compile": cmd_compile,
-            "lower": cmd_lower, "catalog": cmd_catalog}
+            "lower": cmd_lower, "fatbin": cmd_fatbin, "catalog": cmd_catalog}
 
 
 def main(argv=None, toolkit: str | None = None, ptx_strip: str | None = None) -> int:

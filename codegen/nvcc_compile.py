@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import errors
@@ -16,14 +18,24 @@ import spec as specmod
 import unit_source
 
 
+@dataclass(frozen=True)
+class TargetFiles:
+    """What compiling one target writes: the binary, the headers it read (with the unit's digest), a depfile."""
+    output: Path
+    headers: Path
+    depfile: Path
+
+
 def compile_target(desc: dict, target: str, nvcc: str, source: Path, output: Path, headers: Path,
-                   depfile: Path, ptx_strip: str) -> None:
+                   depfile: Path, ptx_strip: str, ptx_too: TargetFiles | None = None) -> None:
     """nvcc `source` for one target, writing a depfile and, in `headers`, the headers it included with
     the unit's digest. A compute_XX target is nvcc's PTX. An sm_XX cubin is assembled from the unit's
     compute_XX PTX after `ptx_strip` (kiln-ptx-strip) dropped the module-scope globals nothing uses:
     CCCL leaves dozens in every unit that includes it, and each costs the driver work at every load, so
     an embedded cubin is then as lean as the JIT's (docs/DESIGN.md, "Lean cubins"). The code is the
-    same: ptxas assembles the same kernels."""
+    same: ptxas assembles the same kernels.
+    `ptx_too`: the unit's compute_XX target of the same arch, whose PTX is the one this cubin is assembled
+    from (the same nvcc command): kept as that target's output instead of compiled a second time."""
     arch, is_ptx = specmod.parse_target(target)
     options = unit_source.compiler_options(desc)
     ptx = output if is_ptx else output.with_name(output.name + ".full.ptx")
@@ -35,13 +47,18 @@ def compile_target(desc: dict, target: str, nvcc: str, source: Path, output: Pat
             run_tool(desc, target, [ptx_strip, str(ptx), str(lean)])
             # The unit's options again: those ptxas takes (-Xptxas, -maxrregcount, -lineinfo) apply here.
             run_nvcc(desc, target, nvcc, ["-cubin", f"-arch=sm_{arch}", *options, "-o", str(output), str(lean)])
+            if ptx_too is not None:
+                os.replace(ptx, ptx_too.output)
         finally:
             ptx.unlink(missing_ok=True)
             lean.unlink(missing_ok=True)
-    included = resolve_depfile(depfile, output, desc["include_dirs"])
-    included = [h for h in included if Path(h).resolve() != source.resolve()]
+    read = resolve_depfile(depfile, output, desc["include_dirs"])
+    included = [h for h in read if Path(h).resolve() != source.resolve()]
     digest = unit_digest(desc, source.read_bytes(), included)
     render.write_json(headers, {"digest": digest, "headers": included})
+    if ptx_too is not None:
+        render.write_depfile(ptx_too.depfile, ptx_too.output, read)
+        render.write_json(ptx_too.headers, {"digest": digest, "headers": included})
 
 
 def run_nvcc(desc: dict, target: str, nvcc: str, arguments: list[str]) -> None:

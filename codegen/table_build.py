@@ -1,4 +1,4 @@
-"""`kiln-gen build`: every step (source, compile per target, lower, catalog) for a whole spec table in one
+"""`kiln-gen build`: every step (source, compile per target, lower, fatbins, catalog) for a whole spec table in one
 command, so a build system needs one rule per table. Only units whose inputs changed since the last run
 are recompiled (a stamp per unit); they compile in a pool of worker processes, since NVRTC does not
 scale with threads (DESIGN.md)."""
@@ -15,6 +15,7 @@ from pathlib import Path
 import catalog
 import cuda_toolkit
 import errors
+import fatbin
 import lowering
 import nvcc_compile
 import render
@@ -35,7 +36,8 @@ class UnitWork:
     def outputs(self) -> list[Path]:
         """What compiling and lowering the unit write."""
         targets = self.desc["targets"]
-        return [*map(self.files.binary, targets), *map(self.files.headers, targets), self.files.names]
+        return [*map(self.files.binary, targets), *map(self.files.headers, targets), self.files.names,
+                *self.files.fatbins(targets)]
 
 
 def work_dir(outdir: Path, registry: str) -> Path:
@@ -121,18 +123,37 @@ def stamped_headers(w: UnitWork) -> list[str]:
 # -- compiling ----------------------------------------------------------------------------------------
 
 def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, ptx_strip: str, jobs: int) -> dict[str, dict]:
-    """Compile every target and lower the names of each stale unit. Returns the failures as
-    {unit: {step: message}}: a unit's first failed compile (the other targets' logs say the same) and
-    its failed lowering (NVRTC's view, which names the field when a name expression is wrong)."""
+    """Compile every target and lower the names of each stale unit, then pack each unit whose targets all
+    compiled into its fatbins. Returns the failures as {unit: {step: message}}: a unit's first failed
+    compile (the other targets' logs say the same) and its failed lowering (NVRTC's view, which names the
+    field when a name expression is wrong)."""
     tasks = []
     for w in stale:
         w.files.stamp.unlink(missing_ok=True)  # an interrupted build must not look finished
-        for target in w.desc["targets"]:
+        targets = w.desc["targets"]
+        for target in targets:
+            arch, ptx = specmod.parse_target(target)
+            # A compute_XX target beside sm_XX: its PTX is the first step of that cubin, made once there.
+            if ptx and f"sm_{arch}" in targets:
+                continue
+            also = f"compute_{arch}" if not ptx and f"compute_{arch}" in targets else None
+            ptx_too = nvcc_compile.TargetFiles(w.files.binary(also), w.files.headers(also),
+                                               w.files.compile_depfile(also)) if also else None
             tasks.append((w, nvcc_compile.compile_target, (w.desc, target, str(toolkit.nvcc), w.files.source,
                                                        w.files.binary(target), w.files.headers(target),
-                                                       w.files.compile_depfile(target), ptx_strip)))
+                                                       w.files.compile_depfile(target), ptx_strip, ptx_too)))
         tasks.append((w, lowering.lower_unit, (w.desc, w.files.source, str(toolkit.nvrtc), toolkit.root,
                                                w.files.names)))
+    failures = run_tasks(tasks, jobs)
+    compiled = [w for w in stale if "compile_target" not in failures.get(w.unit.name, {})]
+    for name, failed in run_tasks([(w, fatbin.build_unit, (w.desc, str(toolkit.fatbinary), w.files))
+                                   for w in compiled], jobs).items():
+        failures.setdefault(name, {}).update(failed)
+    return failures
+
+
+def run_tasks(tasks: list, jobs: int) -> dict[str, dict]:
+    """Runs (unit work, step, arguments) tasks, in `jobs` processes; returns {unit: {step: message}}."""
     failures: dict[str, dict] = {}
 
     def failed(w: UnitWork, step, message: str):

@@ -65,6 +65,14 @@ class UnitFiles:
     def compile_depfile(self, target: str) -> Path:
         return Path(f"{self.binary(target)}.d")
 
+    def fatbin(self, ptx: bool) -> Path:  # the unit's cubins as one fatbin, its PTX as another (fatbin.py)
+        return self._path(".ptx.fatbin" if ptx else ".fatbin")
+
+    def fatbins(self, targets: list[str]) -> list[Path]:
+        """The unit's fatbins for `targets`, in the order the catalog embeds them: cubins', then PTX's."""
+        kinds = {specmod.parse_target(t)[1] for t in targets}
+        return [self.fatbin(ptx) for ptx in (False, True) if ptx in kinds]
+
 
 def unit_body(spec: specmod.Spec, unit: specmod.Unit) -> str:
     if unit.source:

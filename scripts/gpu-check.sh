@@ -50,6 +50,13 @@ grep -hE "consumer tests:|the program built" build/meson-logs/testlog.txt
 grep -E "^test:|^\[doctest\] (test cases|assertions)" build/meson-logs/testlog.txt | grep -B1 "test cases" | grep -v "^--"
 build/runtime/tools/kiln info 2>&1 | tee "$out/info.txt"
 ls -l build/runtime/libkiln.so* build/primitives/libkiln_prim.so build/generated/libkiln_examples.a | awk '{print $5, $9}'
+# The embedded fatbins: their sizes as kiln list says, and what CUDA's cuobjdump lists in libkiln_prim.
+build/runtime/tools/kiln list | grep "^registry"
+for list in --list-elf --list-ptx; do
+  cuobjdump $list build/primitives/libkiln_prim.so > "$out/cuobjdump$list.txt" 2>&1
+  echo "cuobjdump $list libkiln_prim.so: $(wc -l < "$out/cuobjdump$list.txt") lines"; head -4 "$out/cuobjdump$list.txt"
+done
+grep -hE "^(libkiln_prim|kiln)\.?[a-z]* --list" build/meson-logs/testlog.txt
 fi
 
 if want sm90; then

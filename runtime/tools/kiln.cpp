@@ -94,16 +94,23 @@ std::string count(std::size_t n, std::string_view one, std::string_view many) {
   return std::to_string(n) + " " + std::string(n == 1 ? one : many);
 }
 
+// "145.2 KiB (836.1 KiB unpacked)": an image's or a unit's bytes as embedded (in its fatbin), and as loaded.
+std::string packed(std::size_t stored, std::size_t size) { return kib(stored) + " (" + kib(size) + " unpacked)"; }
+
 void list_catalog(const kiln::Catalog& catalog) {
-  std::size_t total = 0;
-  for (const auto& b : catalog.binaries) total += b.size;
+  std::size_t stored = 0, size = 0;
+  for (const auto& b : catalog.binaries) {
+    stored += b.stored_size;
+    size += b.size;
+  }
   std::cout << "registry " << catalog.name << ": " << count(catalog.units.size(), "unit", "units") << ", "
             << count(catalog.kernels.size(), "kernel", "kernels") << ", "
-            << count(catalog.binaries.size(), "binary", "binaries") << ", " << kib(total) << "\n";
+            << count(catalog.binaries.size(), "binary", "binaries") << " in fatbins of " << kib(catalog.blobs_size)
+            << "; images " << packed(stored, size) << "\n";
   for (std::size_t u = 0; u < catalog.units.size(); ++u) {
     const kiln::UnitEntry& unit = catalog.units[u];
-    std::size_t unit_total = 0;
-    for (const auto& b : catalog.binaries_of(unit)) unit_total += b.size;
+    std::size_t unit_size = 0;
+    for (const auto& b : catalog.binaries_of(unit)) unit_size += b.size;
     Table kernels;
     kernels.row({"kernel", "expression", "lowered"});
     for (const auto& k : catalog.kernels) {
@@ -112,10 +119,13 @@ void list_catalog(const kiln::Catalog& catalog) {
                    std::string(catalog.str(k.lowered))});
     }
     Table binaries;
-    binaries.row({"binary", "size"});
-    for (const auto& b : catalog.binaries_of(unit)) binaries.row({kiln::binary_label(b), kib(b.size)});
-    std::cout << "\n  unit " << catalog.str(unit.name) << " (" << count(unit.binary_count, "binary", "binaries") << ", "
-              << kib(unit_total) << ")\n";
+    binaries.row({"binary", "embedded", "unpacked", "stored as"});
+    for (const auto& b : catalog.binaries_of(unit)) {
+      binaries.row({kiln::binary_label(b), kib(b.stored_size), kib(b.size),
+                    b.compression == kiln::Compression::zstd ? "zstd" : "as is"});
+    }
+    std::cout << "\n  unit " << catalog.str(unit.name) << " (" << count(unit.binary_count, "binary", "binaries")
+              << ", fatbins " << packed(unit.fatbins.size, unit_size) << ")\n";
     kernels.print("    ");
     binaries.print("    ");
   }
@@ -163,8 +173,8 @@ void info_catalog(kiln::Registry& registry, bool has_device) {
         table.row({name, "-", plan.reason});
         continue;
       }
-      const kiln::BinaryEntry binary{plan.arch, plan.ptx ? kiln::BinaryKind::ptx : kiln::BinaryKind::cubin, 0, 0};
-      table.row({name, std::string(kiln::to_string(plan.source)), kiln::binary_label(binary)});
+      const kiln::BinaryKind kind = plan.ptx ? kiln::BinaryKind::ptx : kiln::BinaryKind::cubin;
+      table.row({name, std::string(kiln::to_string(plan.source)), kiln::binary_label(kind, plan.arch)});
     }
   }
   table.print("  ");

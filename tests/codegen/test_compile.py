@@ -14,6 +14,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "codegen"))
 import cubin  # noqa: E402
+import nvcc_compile  # noqa: E402
 import render  # noqa: E402
 import spec as specmod  # noqa: E402
 import unit_source  # noqa: E402
@@ -101,6 +102,28 @@ class Compile(unittest.TestCase):
             code, err, out = self.compile(Path(d), USED_GLOBAL, "sm_80")
             self.assertEqual(code, 0, err)
             self.assertIn(b"used_value", elf_sections(out.read_bytes())[".strtab"])
+
+    def test_a_cubin_keeps_its_ptx_for_the_compute_target_of_its_arch(self):
+        """The build compiles sm_XX and compute_XX of one arch with one nvcc -ptx: the PTX kept for the
+        compute target is the one `compile --target compute_XX` makes, with the same headers and digest."""
+        with tempfile.TemporaryDirectory() as d:
+            root = Path(d)
+            code, err, alone = self.compile(root, UNUSED_GLOBALS, "compute_80")
+            self.assertEqual(code, 0, err)
+            expected, expected_headers = alone.read_bytes(), json.loads(Path(f"{alone}.headers.json").read_text())
+            alone.unlink()
+            spec = specmod.load(root / "t.toml", (80,), True)
+            files = unit_source.UnitFiles(root, "t", "k")
+            nvcc_compile.compile_target(render.read_json(files.description), "sm_80", NVCC, files.source,
+                                        files.binary("sm_80"), files.headers("sm_80"), root / "sm.d",
+                                        os.environ["KILN_PTX_STRIP"],
+                                        nvcc_compile.TargetFiles(alone, files.headers("compute_80"), root / "ptx.d"))
+            self.assertEqual(spec.units[0].targets, ("sm_80", "compute_80"))
+            self.assertEqual(alone.read_bytes(), expected)
+            self.assertEqual(json.loads(files.headers("compute_80").read_text()), expected_headers)
+            self.assertEqual(cubin.cubin_kernels(files.binary("sm_80").read_bytes()), {"k"})
+            self.assertIn(str(root / "k.cu"), render.depfile_inputs(root / "ptx.d"))
+            self.assertEqual(sorted(p.name for p in root.glob("*.ptx")), [alone.name])
 
     def test_a_missing_ptx_strip_is_named(self):
         with tempfile.TemporaryDirectory() as d:

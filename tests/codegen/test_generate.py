@@ -4,6 +4,7 @@ Set KILN_UPDATE_GOLDEN=1 to rewrite the golden files after an intended change.
 """
 
 import os
+import struct
 import sys
 import tempfile
 import unittest
@@ -14,6 +15,7 @@ sys.path.insert(0, str(HERE.parents[1] / "codegen"))
 sys.path.insert(0, str(HERE))
 import catalog  # noqa: E402
 import errors  # noqa: E402
+import fatbin  # noqa: E402
 import render  # noqa: E402
 import spec as specmod  # noqa: E402
 import unit_source  # noqa: E402
@@ -24,6 +26,7 @@ FIXTURE = HERE / "fixtures" / "mini.toml"
 GOLDEN = HERE / "golden"
 ARCHS = "sm_75,sm_90"
 LOWERED = {"fill": "fill", "mini::axpy<float>": "_ZN4mini4axpyIfEEvT_PKS1_PS1_i"}
+FATBINARY = str(Path(os.environ.get("KILN_TOOLKIT", "/usr/local/cuda")) / "bin" / "fatbinary")
 
 
 def load():
@@ -31,7 +34,8 @@ def load():
 
 
 def fill_build_dir(directory: Path, spec, corrupt=None):
-    """What the build's source/compile/lower steps leave behind, with fake binaries."""
+    """What the build's source/compile/lower/fatbin steps leave behind, with fake binaries packed by the
+    toolkit's fatbinary. `corrupt(unit, target, data)` may alter a binary before it is packed."""
     for unit in spec.units:
         files = unit_source.write_source(spec, unit, directory)
         names = {k.expression: LOWERED[k.expression] for k in unit.kernels}
@@ -44,6 +48,7 @@ def fill_build_dir(directory: Path, spec, corrupt=None):
                 data = corrupt(unit.name, target, data)
             files.binary(target).write_bytes(data)
             render.write_json(files.headers(target), {"digest": f"{unit.name}-digest", "headers": []})
+        fatbin.build_unit(render.read_json(files.description), FATBINARY, files)
 
 
 class Golden(unittest.TestCase):
@@ -81,21 +86,45 @@ class Determinism(unittest.TestCase):
             runs.append((texts, [unit_source.render_unit(spec, u) for u in spec.units]))
         self.assertEqual(runs[0], runs[1])
 
-    def test_kernels_sorted_and_offsets_aligned(self):
+    def test_kernels_sorted_and_fatbins_back_to_back(self):
         spec = load()
         with tempfile.TemporaryDirectory() as d:
             fill_build_dir(Path(d), spec)
             model = catalog.catalog_model(spec, Path(d), "3.0.1")
         keys = [k["key"] for k in model["kernels"]]
         self.assertEqual(keys, sorted(keys))
-        for b in model["binaries"]:
-            self.assertEqual(b["offset"] % catalog.BLOB_ALIGN, 0)
-            self.assertGreaterEqual(b["pad"], 1)
-        last = model["binaries"][-1]
-        self.assertEqual(model["blobs_size"], last["offset"] + last["size"] + last["pad"])
+        # Each unit's cubins in one fatbin, its PTX in another; no padding between them (cuobjdump walks on).
+        end = 0
+        for f in model["fatbins"]:
+            self.assertEqual(f["offset"], end)
+            self.assertEqual(f["size"] % 8, 0)
+            end += f["size"]
+        self.assertEqual(model["blobs_size"], end)
+        self.assertEqual([f["label"] for f in model["fatbins"]],
+                         ["fill: sm_75 sm_90", "fill: compute_90", "axpy_f32: sm_80 sm_90", "axpy_f32: compute_90"])
+        # Compressed even where that does not pay: fatbinary's `size` mode does so with the tiny fakes.
+        self.assertEqual({b["compression"] for b in model["binaries"]}, {"zstd"})
         # axpy_f32 overrides its archs: sm_80, sm_90 and PTX for compute_90 only.
         axpy = [b["label"] for b in model["binaries"] if b["label"].startswith("axpy_f32")]
         self.assertEqual(axpy, ["axpy_f32 sm_80", "axpy_f32 sm_90", "axpy_f32 compute_90"])
+
+    def test_fatbins_read_back(self):
+        """What the catalog indexes is what fatbinary wrote: each image at its offset, decompressing to the
+        binary that went in (a cubin byte for byte; PTX as fatbinary keeps it, comments dropped)."""
+        spec = load()
+        with tempfile.TemporaryDirectory() as d:
+            fill_build_dir(Path(d), spec)
+            model = catalog.catalog_model(spec, Path(d), "3.0.1")
+            blobs = b"".join(Path(f["path"]).read_bytes() for f in model["fatbins"])
+            files = unit_source.UnitFiles(Path(d), "mini", "fill")
+            images = fatbin.read(blobs)
+            self.assertEqual([(i.kind, i.arch) for i in images],
+                             [(b["kind"], b["arch"]) for b in model["binaries"]])
+            for image, b in zip(images, model["binaries"]):
+                self.assertEqual(image.offset, b["offset"])
+                self.assertEqual(image.stored_size, b["stored_size"])
+            self.assertEqual(images[0].data(), files.binary("sm_75").read_bytes())
+            self.assertIn(b".entry fill", images[2].data())
 
     def test_write_if_different_keeps_timestamp(self):
         with tempfile.TemporaryDirectory() as d:
@@ -114,26 +143,54 @@ class Determinism(unittest.TestCase):
 
 
 class BinaryChecks(unittest.TestCase):
-    def catalog_error(self, corrupt) -> str:
+    """The catalog's checks run on the fatbins' contents; fatbinary itself refuses some binaries first."""
+
+    def catalog_error(self, corrupt=None, damage_fatbin=None) -> str:
         spec = load()
         with tempfile.TemporaryDirectory() as d:
             fill_build_dir(Path(d), spec, corrupt)
+            if damage_fatbin:
+                damage_fatbin(unit_source.UnitFiles(Path(d), "mini", "fill"))
             with self.assertRaises(errors.GenError) as ctx:
                 catalog.catalog_model(spec, Path(d), "3.0.1")
         return str(ctx.exception)
 
-    def test_wrong_arch(self):
-        msg = self.catalog_error(lambda u, t, data: fake_cubin(80, ["fill"]) if (u, t) == ("fill", "sm_90") else data)
+    def test_image_header_and_elf_disagree(self):
+        def relabel(files):  # the sm_90 image's fatbin entry says 90, its ELF says 80
+            data = bytearray(files.fatbin(False).read_bytes())
+            second = fatbin.read(bytes(data))[1]
+            struct.pack_into("<I", data, second.offset + 28, 80)
+            files.fatbin(False).write_bytes(bytes(data))
+        msg = self.catalog_error(damage_fatbin=relabel)
         self.assertIn("unit #1 'fill'", msg)
-        self.assertIn("built for sm_80, expected sm_90", msg)
+        self.assertIn("the sm_80 image is built for sm_90", msg)
+
+    def test_fatbin_lacks_an_architecture(self):
+        def replace(files):  # a fatbin of another target list, as a stale or foreign one would be
+            fatbin.build_unit(dict(render.read_json(files.description), targets=["sm_75", "compute_90"]),
+                              FATBINARY, files)
+        msg = self.catalog_error(damage_fatbin=replace)
+        self.assertIn("its fatbins hold sm_75, compute_90; expected sm_75, sm_90, compute_90", msg)
 
     def test_missing_symbol(self):
         msg = self.catalog_error(lambda u, t, data: fake_cubin(90, ["other"]) if (u, t) == ("fill", "sm_90") else data)
-        self.assertIn("lacks kernel symbol(s) fill", msg)
+        self.assertIn("the sm_90 image lacks kernel symbol(s) fill", msg)
 
-    def test_not_an_elf(self):
-        msg = self.catalog_error(lambda u, t, data: b"garbage" if t == "sm_75" else data)
-        self.assertIn("unreadable binary", msg)
+    def test_cubin_changed_after_packing(self):
+        msg = self.catalog_error(damage_fatbin=lambda files: files.binary("sm_75").write_bytes(fake_cubin(75, ["fill", "x"])))
+        self.assertIn("differs from", msg)
+
+    def test_unreadable_fatbin(self):
+        msg = self.catalog_error(damage_fatbin=lambda files: files.fatbin(False).write_bytes(b"garbage!" * 4))
+        self.assertIn("unreadable fatbin: no fatbin at 0", msg)
+
+    def test_fatbinary_refuses_what_is_not_a_cubin_of_its_arch(self):
+        for data, why in ((b"garbage", "fatbinary failed"), (fake_cubin(80, ["fill"]), "elf arch does not match")):
+            with self.subTest(why=why), tempfile.TemporaryDirectory() as d:
+                with self.assertRaises(errors.GenError) as ctx:
+                    fill_build_dir(Path(d), load(), lambda u, t, b: data if (u, t) == ("fill", "sm_90") else b)
+                self.assertIn("unit #1 'fill'", str(ctx.exception))
+                self.assertIn(why, str(ctx.exception))
 
 
 class CommandLine(unittest.TestCase):

@@ -23,11 +23,17 @@ class CatalogBuilder {
   std::uint32_t unit(std::string_view name, std::initializer_list<Binary> binaries) {
     const auto first = static_cast<std::uint32_t>(binaries_.size());
     for (const Binary& b : binaries) {
-      // Selection never reads the bytes: each binary gets one placeholder byte.
-      binaries_.push_back({.arch = b.arch, .kind = b.kind, .offset = static_cast<std::uint32_t>(binaries_.size()), .size = 1});
+      // Selection never reads the images: each binary gets one placeholder byte, and no fatbin.
+      binaries_.push_back({.arch = b.arch,
+                           .kind = b.kind,
+                           .offset = static_cast<std::uint32_t>(binaries_.size()),
+                           .size = 1,
+                           .stored_size = 1,
+                           .compression = Compression::none});
     }
     units_.push_back({.name = add(name),
                       .options = add("-O3"),
+                      .fatbins = {.offset = 0, .size = 0},
                       .first_binary = first,
                       .binary_count = static_cast<std::uint32_t>(binaries.size()),
                       .digest = add("0123abcd"),

@@ -39,8 +39,7 @@ RealEntry real_entry() {
   r.entry.kernels = {{std::string(c.str(k->name)), std::string(c.str(k->lowered))}};
   r.entry.options = std::string(c.str(c.units[k->unit].options));
   r.entry.compiler = "nvcc";
-  const auto bytes = c.bytes(binary);
-  r.entry.cubin.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  r.entry.cubin = c.image(binary);
   return r;
 }
 

@@ -1,87 +1,82 @@
-// The examples catalog as built: every binary is where the table says,
-// is for the architecture it claims, and defines every kernel of its unit under the recorded lowered name.
+// The examples catalog as built: every unit's images in standard, compressed fatbins where cuobjdump reads
+// them, each where the table says, for the architecture it claims, defining every kernel of its unit; and
+// what the fatbin reader refuses.
 #include <doctest/doctest.h>
 
 #include <kiln/catalog.hpp>
+#include <kiln/error.hpp>
 #include <kiln/select.hpp>
 
-#include "base/cubin_elf.hpp"  // runtime/src: the reader the disk cache vets entries with
 #include "examples_catalog.hpp"
+#include "fatbin_checks.hpp"
 
-#include <algorithm>
-#include <sstream>
+#include <cstring>
 #include <string>
 #include <vector>
 
 namespace {
 
-// KILN_TEST_ARCHS: the build's -Darchs as "75,80,..."; KILN_TEST_EMBED_PTX: -Dembed_ptx.
-std::vector<unsigned> configured_archs() {
-  std::vector<unsigned> archs;
-  std::stringstream in(KILN_TEST_ARCHS);
-  for (std::string a; std::getline(in, a, ',');) archs.push_back(static_cast<unsigned>(std::stoul(a)));
-  std::sort(archs.begin(), archs.end());
-  return archs;
-}
+// A copy of the examples catalog over a copy of its fatbins, to damage.
+struct CatalogCopy {
+  std::vector<unsigned char> blobs;
+  kiln::Catalog catalog;
+
+  CatalogCopy() : blobs(original().blobs, original().blobs + original().blobs_size), catalog(original()) {
+    catalog.blobs = blobs.data();
+  }
+  static const kiln::Catalog& original() { return kiln::examples::catalog(); }
+
+  const kiln::BinaryEntry& first(kiln::BinaryKind kind) const {
+    for (const auto& b : catalog.binaries)
+      if (b.kind == kind) return b;
+    FAIL("no binary of that kind");
+    return catalog.binaries.front();
+  }
+  template <typename T>
+  void poke(std::size_t offset, T value) {
+    std::memcpy(blobs.data() + offset, &value, sizeof(T));
+  }
+  std::string why(const kiln::BinaryEntry& b) const { return kiln::detail::embedded_image(catalog, b).error(); }
+};
+
+bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
 
 }  // namespace
 
-TEST_CASE("every unit embeds a cubin for every configured architecture, then PTX for the newest") {
-  const kiln::Catalog& c = kiln::examples::catalog();
-  const auto archs = configured_archs();
-  REQUIRE_FALSE(c.units.empty());
-  for (const auto& unit : c.units) {
-    CAPTURE(c.str(unit.name));
-    std::vector<unsigned> cubins;
-    std::vector<unsigned> ptx;
-    for (const auto& b : c.binaries_of(unit)) (b.kind == kiln::BinaryKind::cubin ? cubins : ptx).push_back(b.arch);
-    CHECK(cubins == archs);
-    if (KILN_TEST_EMBED_PTX) {
-      CHECK(ptx == std::vector<unsigned>{archs.back()});
-    } else {
-      CHECK(ptx.empty());
-    }
-  }
+TEST_CASE("every unit's fatbins hold a cubin for every configured architecture, then PTX for the newest, apart") {
+  kiln::test::check_coverage(kiln::examples::catalog(), KILN_TEST_EMBED_PTX);
+}
+
+TEST_CASE("every image is stored zstd-compressed, smaller than it loads") {
+  const auto [stored, loaded] = kiln::test::check_compressed(kiln::examples::catalog());
+  MESSAGE("examples: images " << stored << " bytes embedded, " << loaded << " unpacked");
+  CHECK(stored < loaded);
 }
 
 TEST_CASE("every cubin's ELF header names its architecture, and every kernel is a symbol in it") {
-  const kiln::Catalog& c = kiln::examples::catalog();
-  for (const auto& kernel : c.kernels) {
-    const auto& unit = c.units[kernel.unit];
-    for (const auto& b : c.binaries_of(unit)) {
-      CAPTURE(c.str(kernel.name));
-      CAPTURE(kiln::binary_label(b));
-      const auto bytes = c.bytes(b);
-      if (b.kind == kiln::BinaryKind::cubin) {
-        const auto cubin = kiln::detail::read_cubin(bytes);  // checks ELF64 and EM_CUDA
-        REQUIRE_MESSAGE(cubin.ok(), cubin.error);
-        CHECK(cubin.arch == b.arch);
-        CHECK(cubin.defines(c.str(kernel.lowered)));
-      } else {
-        const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-        CHECK(c.blobs[b.offset + b.size] == 0);  // NUL-terminated for cuLibraryLoadData
-        CHECK(text.find(".target sm_" + std::to_string(b.arch)) != std::string_view::npos);
-        CHECK(text.find(".entry " + std::string(c.str(kernel.lowered))) != std::string_view::npos);
-      }
-    }
-  }
+  kiln::test::check_images(kiln::examples::catalog());
 }
 
-TEST_CASE("the table is consistent: names sorted and unique, references in bounds, blobs aligned") {
+TEST_CASE("the fatbins lie in the program's .nv_fatbin section, which reads as fatbins back to back") {
+  kiln::test::check_in_fatbin_section(kiln::examples::catalog(), "/proc/self/exe");
+}
+
+TEST_CASE("the table is consistent: names sorted and unique, references in bounds, fatbins back to back") {
   const kiln::Catalog& c = kiln::examples::catalog();
   CHECK(c.name == "examples");
   for (std::size_t i = 1; i < c.kernels.size(); ++i) CHECK(c.str(c.kernels[i - 1].name) < c.str(c.kernels[i].name));
-  std::size_t covered = 0;
+  std::size_t covered = 0, fatbins_end = 0;
   for (const auto& unit : c.units) {
     CHECK(unit.first_binary == covered);
     covered += unit.binary_count;
+    CHECK(unit.fatbins.offset == fatbins_end);  // no padding: cuobjdump walks from one to the next
+    CHECK(unit.fatbins.size % 8 == 0);
+    fatbins_end += unit.fatbins.size;
   }
+  CHECK(fatbins_end == c.blobs_size);
+  CHECK(reinterpret_cast<std::uintptr_t>(c.blobs) % 8 == 0);
   CHECK(covered == c.binaries.size());
-  for (const auto& b : c.binaries) {
-    CHECK(b.offset % 64 == 0);
-    CHECK(b.offset + b.size < c.blobs_size);
-    CHECK(reinterpret_cast<std::uintptr_t>(c.blobs + b.offset) % 64 == 0);
-  }
+  for (const auto& b : c.binaries) CHECK(b.offset + b.stored_size < c.blobs_size);
   for (const auto& k : c.kernels) {
     CHECK(k.unit < c.units.size());
     CHECK(c.find(c.str(k.name)) == &k);
@@ -90,4 +85,78 @@ TEST_CASE("the table is consistent: names sorted and unique, references in bound
   CHECK(c.str(c.find("vector_add")->lowered) == "vector_add");
   CHECK(c.str(c.find("scale_f64")->expression) == "kiln_examples::scale<double>");
   CHECK(c.str(c.find("block_sum_f32")->lowered) == "_ZN13kiln_examples9block_sumIfLi256EEEvPKT_PS1_i");
+}
+
+TEST_CASE("an image whose fatbin entry is not what the table says is refused, with the reason") {
+  CatalogCopy copy;
+  const kiln::BinaryEntry& b = copy.first(kiln::BinaryKind::cubin);
+  REQUIRE(kiln::detail::embedded_image(copy.catalog, b).ok());
+
+  SUBCASE("another architecture") {
+    copy.poke<std::uint32_t>(b.offset + 28, b.arch + 1);
+    CHECK(contains(copy.why(b), "not what the catalog says"));
+  }
+  SUBCASE("PTX where a cubin should be") {
+    copy.poke<std::uint16_t>(b.offset, 1);
+    CHECK(contains(copy.why(b), "not what the catalog says"));
+  }
+  SUBCASE("an unknown kind") {
+    copy.poke<std::uint16_t>(b.offset, 7);
+    CHECK(contains(copy.why(b), "of kind 7"));
+  }
+  SUBCASE("compressed in another form (no zstd flag)") {
+    std::uint64_t flags = 0;
+    std::memcpy(&flags, copy.blobs.data() + b.offset + 40, sizeof flags);
+    copy.poke<std::uint64_t>(b.offset + 40, flags & ~kiln::detail::kFatbinFlagZstd);
+    CHECK(contains(copy.why(b), "compressed in a form kiln does not read"));
+  }
+  SUBCASE("a payload running past the blob") {
+    copy.poke<std::uint64_t>(b.offset + 8, std::uint64_t{1} << 40);
+    CHECK(contains(copy.why(b), "overruns its fatbin"));
+  }
+  SUBCASE("a frame that is not zstd") {
+    std::uint32_t header_size = 0;
+    std::memcpy(&header_size, copy.blobs.data() + b.offset + 4, sizeof header_size);
+    copy.poke<std::uint32_t>(b.offset + header_size, 0x12345678);
+    CHECK(contains(copy.why(b), "not a zstd frame"));
+  }
+  // The public reader throws the reason as an Error with its code.
+  try {
+    (void)copy.catalog.image(b);
+    FAIL("a damaged image was read");
+  } catch (const kiln::Error& e) {
+    CHECK(e.code() == kiln::Errc::catalog);
+    CHECK(contains(e.what(), "registry 'examples'"));
+    CHECK(contains(e.what(), "sm_" + std::to_string(b.arch)));
+  }
+}
+
+TEST_CASE("a zstd frame cut short is refused, not decompressed in part") {
+  const kiln::Catalog& c = kiln::examples::catalog();
+  const kiln::BinaryEntry& b = c.binaries.front();
+  auto image = kiln::detail::read_fatbin_image({c.blobs, c.blobs_size}, b.offset);
+  REQUIRE(image.ok());
+  REQUIRE(kiln::detail::unpack(*image).ok());
+  image->payload = image->payload.first(image->payload.size() / 2);
+  const auto cut = kiln::detail::unpack(*image);
+  REQUIRE_FALSE(cut.ok());
+  CHECK(contains(cut.error(), "zstd"));
+}
+
+TEST_CASE("the fatbin reader refuses stray bytes, another magic, and a container claiming more than follows") {
+  const kiln::Catalog& c = kiln::examples::catalog();
+  const auto& unit = c.units.front();
+  std::vector<unsigned char> bytes(c.fatbins_of(unit).begin(), c.fatbins_of(unit).end());
+  REQUIRE(kiln::detail::read_fatbins(bytes).ok());
+
+  auto stray = bytes;
+  stray.resize(bytes.size() + 8, 0);
+  CHECK(kiln::detail::read_fatbins(stray).error().find("stray bytes") != std::string::npos);
+  auto magic = bytes;
+  magic[0] ^= 1;
+  CHECK(kiln::detail::read_fatbins(magic).error().find("no fatbin at byte 0") != std::string::npos);
+  auto cut = bytes;
+  cut.resize(bytes.size() - 8);
+  CHECK(kiln::detail::read_fatbins(cut).error().find("claims more bytes than follow") != std::string::npos);
+  CHECK(kiln::detail::read_fatbins({}).ok());
 }

@@ -20,13 +20,10 @@ using kiln::detail::CompileRequest;
 using kiln::detail::compile_unit;
 
 // The AOT cubin of `unit` for `arch` in the examples catalog, or empty when the build did not embed one.
-std::string_view embedded_cubin(const kiln::UnitEntry& unit, unsigned arch) {
+std::string embedded_cubin(const kiln::UnitEntry& unit, unsigned arch) {
   const kiln::Catalog& catalog = kiln::examples::catalog();
   for (const kiln::BinaryEntry& b : catalog.binaries_of(unit)) {
-    if (b.kind == kiln::BinaryKind::cubin && b.arch == arch) {
-      const auto bytes = catalog.bytes(b);
-      return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
-    }
+    if (b.kind == kiln::BinaryKind::cubin && b.arch == arch) return catalog.image(b);
   }
   return {};
 }
@@ -64,7 +61,7 @@ TEST_CASE("every example unit JIT-compiles for sm_90 and sm_80 into a cubin with
       CHECK(jit.arch == arch);
       for (const auto& kernel : request.kernels) CHECK(jit.defines(kernel.lowered));
       // Interchangeable with the embedded binary: the same kernel entry points.
-      if (const std::string_view aot = embedded_cubin(unit, arch); !aot.empty()) {
+      if (const std::string aot = embedded_cubin(unit, arch); !aot.empty()) {
         CHECK(kiln::detail::read_cubin(aot).kernels == jit.kernels);
       }
       MESSAGE(request.unit << " sm_" << arch << ": NVRTC " << out.nvrtc_ms << " ms, nvJitLink " << out.link_ms
@@ -183,8 +180,7 @@ TEST_CASE("embedded PTX is assembled without NVRTC, and its cubin defines the ke
     return;
   }
   CompileRequest request = kiln::test::example_request(unit, ptx->arch);
-  const auto bytes = catalog.bytes(*ptx);
-  request.ptx.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  request.ptx = catalog.image(*ptx);
   if (const auto nul = request.ptx.find('\0'); nul != std::string::npos) request.ptx.resize(nul);
   request.source = "this is not C++: the PTX tier never compiles it";
   request.headers.clear();

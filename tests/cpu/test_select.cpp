@@ -79,10 +79,10 @@ TEST_CASE("select_binary looks only at its own unit's binaries") {
 }
 
 TEST_CASE("binary_label") {
-  CHECK(kiln::binary_label({90, kiln::BinaryKind::cubin, 0, 0}) == "sm_90");
-  CHECK(kiln::binary_label({75, kiln::BinaryKind::cubin, 0, 0}) == "sm_75");
-  CHECK(kiln::binary_label({120, kiln::BinaryKind::ptx, 0, 0}) == "compute_120");
-  CHECK(kiln::binary_label({80, kiln::BinaryKind::ptx, 0, 0}) == "compute_80");
+  CHECK(kiln::binary_label(kiln::BinaryKind::cubin, 90) == "sm_90");
+  CHECK(kiln::binary_label(kiln::BinaryKind::cubin, 75) == "sm_75");
+  CHECK(kiln::binary_label(kiln::BinaryKind::ptx, 120) == "compute_120");
+  CHECK(kiln::binary_label(kiln::BinaryKind::ptx, 80) == "compute_80");
 }
 
 TEST_CASE("embedded_labels lists a unit's binaries in catalog order") {

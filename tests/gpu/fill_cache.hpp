@@ -37,8 +37,7 @@ inline int fill_cache_from_embedded(Registry& registry, DiskCache& cache) {
       stored += k.provenance.source == Tier::jit || k.provenance.source == Tier::disk;
       continue;
     }
-    const auto bytes = catalog.bytes(*binary);
-    entry.cubin.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    entry.cubin = catalog.image(*binary);
     stored += cache.store(registry.cache_key(catalog.str(first->name)), entry);
   }
   return stored;

@@ -214,3 +214,53 @@ TEST_CASE("a device with no matching binary gets a no_binary error that lists wh
   CHECK_FALSE(registry.plan("vector_add").available);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("an embedded image whose fatbin entry disagrees with the table is a miss: never loaded, the next tier serves") {
+  kiln::Registry probe(kiln::examples::catalog());
+  const unsigned arch = probe.device().arch;
+  const kiln::Catalog& full = kiln::examples::catalog();
+  const kiln::BinaryEntry* b = kiln::select_binary(full, full.units[full.find("vector_add")->unit], arch, false);
+  if (b == nullptr) {
+    MESSAGE("skipped: this build embeds no cubin for sm_" << arch);
+    return;
+  }
+  // The selected image's entry names another architecture (its arch field, at +28 of the entry).
+  std::vector<unsigned char> blobs(full.blobs, full.blobs + full.blobs_size);
+  const std::uint32_t other = b->arch + 1;
+  std::memcpy(blobs.data() + b->offset + 28, &other, sizeof other);
+  kiln::Catalog damaged = full;
+  damaged.blobs = blobs.data();
+  char dir[] = "/tmp/kiln-damaged-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  kiln::CacheConfig config;
+  config.dir = dir;
+  kiln::DiskCache empty(config);
+  SUBCASE("with the JIT: the unit is compiled from source, and runs") {
+    kiln::Registry registry(damaged, 0, {.allow_ptx = false, .cache = &empty, .use_jit = true});
+    const kiln::Kernel k = registry.get("vector_add");
+    CHECK(k.provenance.source == kiln::Tier::jit);
+    CHECK(k.provenance.arch == arch);
+    ContextScope scope(registry);
+    const int n = 1000;
+    auto a = random_values<float>(n, 3), c = random_values<float>(n, 4);
+    DeviceBuffer<float> da(a), dc(c), dout(n);
+    kiln::launch(k, {4}, {256}, 0, nullptr, da.ptr(), dc.ptr(), dout.ptr(), n);
+    const auto out = dout.to_host();
+    int wrong = 0;
+    for (int i = 0; i < n; ++i) wrong += out[i] != a[i] + c[i];
+    CHECK(wrong == 0);
+  }
+  SUBCASE("without: no_binary, saying which image is damaged") {
+    kiln::Registry registry(damaged, 0, {.allow_ptx = false, .cache = &empty, .use_jit = false});
+    try {
+      registry.get("vector_add");
+      FAIL("expected kiln::Error");
+    } catch (const kiln::Error& e) {
+      CHECK(e.code() == kiln::Errc::no_binary);
+      CHECK(std::string(e.what()).find("embedded sm_" + std::to_string(b->arch) + " image") != std::string::npos);
+      CHECK(std::string(e.what()).find("is damaged") != std::string::npos);
+    }
+    CHECK(registry.stats().unit_loads == 0);
+  }
+  std::filesystem::remove_all(dir);
+}

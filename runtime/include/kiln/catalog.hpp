@@ -1,9 +1,11 @@
-// The build-time table (units, kernels, embedded binaries) that a generated catalog defines.
+// The build-time table (units, kernels, embedded fatbins and an index of their images) that a generated
+// catalog defines.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace kiln {
@@ -16,13 +18,25 @@ struct StrRef {
 
 enum class BinaryKind : std::uint8_t { cubin = 0, ptx = 1 };
 
-// One device binary of a unit. arch is the SM number: 90 for sm_90 (cubin) or compute_90 (ptx).
-// The bytes live at Catalog::blobs + offset; a PTX blob is followed by at least one NUL byte.
+// How an image is stored in its fatbin.
+enum class Compression : std::uint8_t { none = 0, zstd = 1 };
+
+// A byte range of Catalog::blobs.
+struct BlobRef {
+  std::uint32_t offset;
+  std::uint32_t size;
+};
+
+// One image of a unit's fatbins: a cubin or PTX. arch is the SM number: 90 for sm_90 (cubin) or
+// compute_90 (ptx). Its fatbin entry (header, then payload) starts at Catalog::blobs + offset;
+// Catalog::image() reads it. size: its bytes as loaded (PTX NUL-terminated); stored_size: as stored.
 struct BinaryEntry {
   std::uint32_t arch;
   BinaryKind kind;
   std::uint32_t offset;
   std::uint32_t size;
+  std::uint32_t stored_size;
+  Compression compression;
 };
 
 // A translation unit: one row of the spec table, compiled once per architecture.
@@ -30,6 +44,9 @@ struct BinaryEntry {
 struct UnitEntry {
   StrRef name;
   StrRef options;  // compile options, one per line, as given to both nvcc and NVRTC
+  // The unit's standard fatbins, back to back: one with its cubins, then (when the build embeds PTX) one
+  // with its PTX. binaries[first_binary, ...) indexes their images.
+  BlobRef fatbins;
   std::uint32_t first_binary;
   std::uint32_t binary_count;
   // SHA-256 (hex) of the translation unit, the contents of every header it includes, its name
@@ -65,6 +82,8 @@ struct Catalog {
   std::span<const KernelEntry> kernels;
   std::span<const BinaryEntry> binaries;
   const char* strings;
+  // Every unit's fatbins, back to back: the catalog's part of the program's `.nv_fatbin` section, where
+  // cuobjdump finds them. Nothing registers them with the CUDA runtime; kiln loads one image at a time.
   const unsigned char* blobs;
   std::size_t blobs_size;
   std::string_view cccl_version;  // of the toolkit the units were built with, e.g. "3.0.1"
@@ -77,7 +96,13 @@ struct Catalog {
   std::string_view header_bundle_digest;  // SHA-256 (hex) of the compressed bundle
 
   std::string_view str(StrRef r) const noexcept { return {strings + r.offset, r.size}; }
-  std::span<const unsigned char> bytes(const BinaryEntry& b) const noexcept { return {blobs + b.offset, b.size}; }
+  std::span<const unsigned char> fatbins_of(const UnitEntry& u) const noexcept {
+    return {blobs + u.fatbins.offset, u.fatbins.size};
+  }
+  // The image as the driver or nvJitLink takes it: read from its fatbin entry, checked against `b`, and
+  // decompressed (a copy each call). Throws Error(Errc::catalog) when the embedded bytes are not what
+  // the table says (a damaged or mismatched build).
+  std::string image(const BinaryEntry& b) const;
   std::span<const BinaryEntry> binaries_of(const UnitEntry& u) const noexcept {
     return binaries.subspan(u.first_binary, u.binary_count);
   }

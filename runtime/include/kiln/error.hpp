@@ -17,7 +17,7 @@ enum class Errc {
   compile,         // the JIT tier failed to compile a unit: the message carries unit, options and full log
   cache,           // the disk cache (or the JIT tier's scratch directory) cannot do what was asked: which
                    // directory, why, and what to do
-  catalog,         // a generated catalog lacks what was asked of it, or is damaged (its header bundle)
+  catalog,         // a generated catalog lacks what was asked of it, or is damaged (its header bundle, an image)
   remote,          // the remote cache cannot do what was asked (`kiln cache push`, a store's call): which
                    // server, why, and what to do; the remote tier itself never throws it to get()
 };

@@ -31,6 +31,7 @@ std::string unknown_kernel_message(const Catalog& catalog, std::string_view name
 
 // "sm_90" / "compute_90"
 std::string binary_label(const BinaryEntry& binary);
+std::string binary_label(BinaryKind kind, unsigned arch);
 
 // The labels of every binary embedded for `unit`, space-separated: "sm_75 sm_80 compute_120"; "" if none.
 std::string embedded_labels(const Catalog& catalog, const UnitEntry& unit);

@@ -35,7 +35,7 @@ Result<UnitImage> fetch_disk(const UnitQuery& q) {
   image.arch = q.arch;
   image.owned = std::move(cached->cubin);
   image.cache_key = std::move(key.hex);
-  image.label = binary_label(BinaryEntry{q.arch, BinaryKind::cubin, 0, 0}) + " from the disk cache (" + image.cache_key + ")";
+  image.label = binary_label(BinaryKind::cubin, q.arch) + " from the disk cache (" + image.cache_key + ")";
   return image;
 }
 

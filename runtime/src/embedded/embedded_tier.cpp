@@ -1,22 +1,14 @@
-// The embedded tier: the cubin built for this device into the binary.
+// The embedded tier: the cubin built for this device, read out of the unit's fatbin in the binary.
 #include "registry/tier.hpp"
+
+#include "base/fatbin.hpp"
+#include "base/warn_once.hpp"
 
 #include <kiln/select.hpp>
 
 namespace kiln::detail {
 
 namespace {
-
-UnitProbe probe_of(const BinaryEntry& binary) { return {Tier::embedded, binary.arch, false}; }
-
-UnitImage image_of(const UnitQuery& q, const BinaryEntry& binary) {
-  UnitImage image;
-  image.source = Tier::embedded;
-  image.arch = binary.arch;
-  image.label = binary_label(binary);
-  image.embedded = q.catalog.bytes(binary);
-  return image;
-}
 
 // What the kernel's error says first when no tier has its unit: what is embedded, and what to do.
 std::string embedded_miss(const UnitQuery& q) {
@@ -25,20 +17,40 @@ std::string embedded_miss(const UnitQuery& q) {
          std::to_string(q.arch) + ": the embedded tier is off (RegistryOptions::use_embedded)";
 }
 
+// Chosen from the catalog's table alone, before anything is read: the image the GPU will run is known
+// without asking the driver (docs/DESIGN.md, "Embedded fatbins").
 const BinaryEntry* cubin(const UnitQuery& q) {
   return q.options.use_embedded ? select_binary(q.catalog, q.unit(), q.arch, false) : nullptr;
+}
+
+WarnOnce& warnings() {
+  static WarnOnce once;
+  return once;
 }
 
 }  // namespace
 
 Result<UnitProbe> probe_embedded_cubin(const UnitQuery& q) {
-  if (const BinaryEntry* b = cubin(q)) return probe_of(*b);
+  if (const BinaryEntry* b = cubin(q)) return UnitProbe{Tier::embedded, b->arch, false};
   return fail(embedded_miss(q));
 }
 
 Result<UnitImage> fetch_embedded_cubin(const UnitQuery& q) {
-  if (const BinaryEntry* b = cubin(q)) return image_of(q, *b);
-  return fail(embedded_miss(q));
+  const BinaryEntry* b = cubin(q);
+  if (b == nullptr) return fail(embedded_miss(q));
+  // Only the selected image is decompressed, once per unit: the registry keeps it for the library's life.
+  auto bytes = embedded_image(q.catalog, *b);
+  if (!bytes) {
+    // A build whose table and fatbins disagree: a miss, so that the other tiers can serve, said once.
+    warnings().warn("damaged", bytes.error() + "; loading its units from the other tiers");
+    return fail(bytes.error());
+  }
+  UnitImage image;
+  image.source = Tier::embedded;
+  image.arch = b->arch;
+  image.label = binary_label(*b);
+  image.owned = std::move(bytes).value();
+  return image;
 }
 
 }  // namespace kiln::detail

@@ -48,8 +48,10 @@ const BinaryEntry* select_binary(const Catalog& catalog, const UnitEntry& unit, 
   return allow_ptx ? best_ptx(catalog, unit, device_arch) : nullptr;
 }
 
-std::string binary_label(const BinaryEntry& binary) {
-  return (binary.kind == BinaryKind::cubin ? "sm_" : "compute_") + std::to_string(binary.arch);
+std::string binary_label(const BinaryEntry& binary) { return binary_label(binary.kind, binary.arch); }
+
+std::string binary_label(BinaryKind kind, unsigned arch) {
+  return (kind == BinaryKind::cubin ? "sm_" : "compute_") + std::to_string(arch);
 }
 
 std::string embedded_labels(const Catalog& catalog, const UnitEntry& unit) {

@@ -71,7 +71,7 @@ PchFamily request_family(const Catalog& catalog, const CompileRequest& request, 
 }
 
 BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache,
-                           RemoteCache* remote, const BinaryEntry* ptx) {
+                           RemoteCache* remote, std::string_view ptx) {
   BuiltUnit built;
   const CacheKey key = unit_cache_key(catalog, catalog.units[unit], arch, cache);
   built.key = key.hex;
@@ -79,10 +79,8 @@ BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned 
   const auto build = [&] {
     CompileRequest request = make_request(catalog, unit, arch);
     PchFamily family;
-    if (ptx != nullptr) {
-      const auto bytes = catalog.bytes(*ptx);
-      request.ptx.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-      if (const auto nul = request.ptx.find('\0'); nul != std::string::npos) request.ptx.resize(nul);
+    if (!ptx.empty()) {
+      request.ptx.assign(ptx.substr(0, ptx.find('\0')));
       request.headers.clear();
     } else {
       family = request_family(catalog, request, cache);

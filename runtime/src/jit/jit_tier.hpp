@@ -8,6 +8,8 @@
 #include <kiln/catalog.hpp>
 #include <kiln/remote.hpp>
 
+#include <string_view>
+
 namespace kiln::detail {
 
 // Compiles on the process-wide pool of kiln-jitd workers (started on first use, sized by
@@ -36,12 +38,12 @@ struct BuiltUnit {
 
 // The unit's entry for `arch` from `cache`, or built and published there, under the cache's per-key
 // lock, so that threads and processes sharing the cache build it once: from its source (NVRTC), or, with
-// `ptx`, by assembling that embedded PTX (the PTX tier). With a `remote` cache, under its lease too, so
+// `ptx` (the text of an embedded PTX image), by assembling that PTX (the PTX tier). With a `remote` cache, under its lease too, so
 // that the fleet builds it once, and published there (remote/remote_tier.hpp). With an unusable cache it
 // is built without one. Throws Error(compile) or Error(no_compiler) when it cannot be built; what the
 // registry's JIT and PTX tiers and kiln::precompile share.
 BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache,
-                           RemoteCache* remote = nullptr, const BinaryEntry* ptx = nullptr);
+                           RemoteCache* remote = nullptr, std::string_view ptx = {});
 
 // How many compiles the pool runs at once.
 unsigned jit_parallelism();

@@ -2,6 +2,7 @@
 // stripped, in the worker pool) and published to the disk cache; never handed to the driver's JIT.
 #include "registry/tier.hpp"
 
+#include "base/fatbin.hpp"
 #include "jit/jit_tier.hpp"
 #include "remote/remote_tier.hpp"
 
@@ -28,7 +29,10 @@ Result<UnitProbe> probe_ptx(const UnitQuery& q) {
 Result<UnitImage> fetch_ptx(const UnitQuery& q) {
   const BinaryEntry* b = usable_ptx(q);
   if (b == nullptr) return fail("");
-  BuiltUnit built = build_into_cache(q.catalog, q.unit_index(), q.arch, q.cache(), remote_of(q.options), b);
+  // The PTX image out of the unit's PTX fatbin; a damaged one is a miss (the JIT compiles the source).
+  auto ptx = embedded_image(q.catalog, *b);
+  if (!ptx) return fail(ptx.error());
+  BuiltUnit built = build_into_cache(q.catalog, q.unit_index(), q.arch, q.cache(), remote_of(q.options), *ptx);
   UnitImage image;
   // disk: another process built it meanwhile; remote: another machine did
   image.source = built.compiled ? Tier::ptx : built.from_remote ? Tier::remote : Tier::disk;

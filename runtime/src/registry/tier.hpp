@@ -46,10 +46,9 @@ struct UnitImage {
   bool ptx = false;
   std::string label;                // for errors: "sm_90", "sm_90 from the disk cache (<key>)"
   std::string cache_key;            // a disk, remote or JIT entry's key (hex)
-  std::string owned;                // the binary, when it is not the catalog's
-  std::span<const unsigned char> embedded;  // the binary, when it is the catalog's
+  std::string owned;                // the binary (a cubin), as the driver gets it
 
-  const void* data() const noexcept { return owned.empty() ? static_cast<const void*>(embedded.data()) : owned.data(); }
+  const void* data() const noexcept { return owned.data(); }
 };
 
 // One tier's part in the chain. A miss is a failed Result whose reason (possibly empty) goes into the

@@ -54,7 +54,7 @@ Result<UnitImage> fetch_remote(const UnitQuery& q) {
   image.arch = q.arch;
   image.owned = std::move(got->entry.cubin);
   image.cache_key = std::move(key.hex);
-  image.label = binary_label(BinaryEntry{q.arch, BinaryKind::cubin, 0, 0}) + " from the remote cache " + (*s)->where +
+  image.label = binary_label(BinaryKind::cubin, q.arch) + " from the remote cache " + (*s)->where +
                 " (" + image.cache_key + ")";
   return image;
 }

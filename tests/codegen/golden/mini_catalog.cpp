@@ -2,8 +2,8 @@
 // A table baked at build time: no constructors run, one packed string blob, one blob symbol.
 #include "mini_catalog.hpp"
 
-// Every binary of the registry, back to back, and the zstd-compressed header bundle for the JIT tier;
-// defined by mini_blobs.S with .incbin.
+// Every unit's fatbins, back to back in .nv_fatbin, and the zstd-compressed header bundle for the JIT
+// tier; defined by mini_blobs.S with .incbin.
 extern "C" const unsigned char kiln_blobs_mini[];
 extern "C" const unsigned char kiln_headers_mini[];
 
@@ -30,8 +30,8 @@ constexpr char strings[] =
     ;
 
 constexpr kiln::UnitEntry units[] = {
-    {.name = {.offset = 0, .size = 4}, .options = {.offset = 4, .size = 75}, .first_binary = 0, .binary_count = 3, .digest = {.offset = 79, .size = 11}, .source = {.offset = 90, .size = 530}, .first_header = 0, .header_count = 0, .source_name = {.offset = 620, .size = 12}},  // fill
-    {.name = {.offset = 632, .size = 8}, .options = {.offset = 640, .size = 91}, .first_binary = 3, .binary_count = 3, .digest = {.offset = 731, .size = 15}, .source = {.offset = 746, .size = 666}, .first_header = 0, .header_count = 0, .source_name = {.offset = 1412, .size = 16}},  // axpy_f32
+    {.name = {.offset = 0, .size = 4}, .options = {.offset = 4, .size = 75}, .fatbins = {.offset = 0, .size = 560}, .first_binary = 0, .binary_count = 3, .digest = {.offset = 79, .size = 11}, .source = {.offset = 90, .size = 530}, .first_header = 0, .header_count = 0, .source_name = {.offset = 620, .size = 12}},  // fill
+    {.name = {.offset = 632, .size = 8}, .options = {.offset = 640, .size = 91}, .fatbins = {.offset = 560, .size = 680}, .first_binary = 3, .binary_count = 3, .digest = {.offset = 731, .size = 15}, .source = {.offset = 746, .size = 666}, .first_header = 0, .header_count = 0, .source_name = {.offset = 1412, .size = 16}},  // axpy_f32
 };
 
 // Sorted by name: Catalog::find is a binary search.
@@ -40,13 +40,14 @@ constexpr kiln::KernelEntry kernels[] = {
     {.name = {.offset = 0, .size = 4}, .expression = {.offset = 0, .size = 4}, .lowered = {.offset = 0, .size = 4}, .unit = 0},  // fill = fill
 };
 
+// Each image of the fatbins: its entry's offset in the blob, its size as loaded and as stored.
 constexpr kiln::BinaryEntry binaries[] = {
-    {.arch = 75, .kind = kiln::BinaryKind::cubin, .offset = 0, .size = 310},  // fill sm_75
-    {.arch = 90, .kind = kiln::BinaryKind::cubin, .offset = 320, .size = 310},  // fill sm_90
-    {.arch = 90, .kind = kiln::BinaryKind::ptx, .offset = 640, .size = 78},  // fill compute_90
-    {.arch = 80, .kind = kiln::BinaryKind::cubin, .offset = 768, .size = 336},  // axpy_f32 sm_80
-    {.arch = 90, .kind = kiln::BinaryKind::cubin, .offset = 1152, .size = 336},  // axpy_f32 sm_90
-    {.arch = 90, .kind = kiln::BinaryKind::ptx, .offset = 1536, .size = 104},  // axpy_f32 compute_90
+    {.arch = 75, .kind = kiln::BinaryKind::cubin, .offset = 16, .size = 310, .stored_size = 92, .compression = kiln::Compression::zstd},  // fill sm_75
+    {.arch = 90, .kind = kiln::BinaryKind::cubin, .offset = 192, .size = 310, .stored_size = 92, .compression = kiln::Compression::zstd},  // fill sm_90
+    {.arch = 90, .kind = kiln::BinaryKind::ptx, .offset = 384, .size = 78, .stored_size = 79, .compression = kiln::Compression::zstd},  // fill compute_90
+    {.arch = 80, .kind = kiln::BinaryKind::cubin, .offset = 576, .size = 336, .stored_size = 121, .compression = kiln::Compression::zstd},  // axpy_f32 sm_80
+    {.arch = 90, .kind = kiln::BinaryKind::cubin, .offset = 792, .size = 336, .stored_size = 121, .compression = kiln::Compression::zstd},  // axpy_f32 sm_90
+    {.arch = 90, .kind = kiln::BinaryKind::ptx, .offset = 1024, .size = 104, .stored_size = 105, .compression = kiln::Compression::zstd},  // axpy_f32 compute_90
 };
 
 
@@ -57,7 +58,7 @@ constinit const kiln::Catalog the_catalog{
     .binaries = binaries,
     .strings = strings,
     .blobs = kiln_blobs_mini,
-    .blobs_size = 1664,
+    .blobs_size = 1240,
     .cccl_version = "3.0.1",
     .headers = {},
     .unit_headers = {},

@@ -1,0 +1,49 @@
+// Reading the standard CUDA fatbins a catalog embeds: containers and image headers, bounds-checked, and an
+// image's bytes as the driver or nvJitLink takes them.
+#pragma once
+
+#include "base/result.hpp"
+
+#include <kiln/catalog.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kiln::detail {
+
+inline constexpr std::uint32_t kFatbinMagic = 0xBA55ED50;
+inline constexpr std::uint64_t kFatbinFlagZstd = 0x8000;  // the payload is one zstd frame
+
+// One image of a fatbin, as its entry header describes it (docs/DESIGN.md, "Embedded fatbins").
+struct FatbinImage {
+  BinaryKind kind = BinaryKind::cubin;
+  unsigned arch = 0;                          // 90: sm_90 for a cubin, compute_90 for PTX
+  std::size_t container = 0;                  // which fatbin of the bytes read holds it, from 0
+  std::uint64_t flags = 0;
+  std::size_t offset = 0;                     // of the entry header, in the bytes read
+  std::size_t header_size = 0;
+  std::size_t padded_size = 0;                // the payload's room: the next image's header follows it
+  std::span<const unsigned char> payload;     // as stored
+  std::uint64_t size = 0;                     // as loaded: decompressed
+  Compression compression = Compression::none;
+};
+
+// The image whose entry header starts at `offset` in `bytes`; neither may overrun `bytes`.
+Result<FatbinImage> read_fatbin_image(std::span<const unsigned char> bytes, std::size_t offset);
+
+// Every image of the fatbins in `bytes`, which must hold whole containers back to back and nothing else
+// (as cuobjdump reads a `.nv_fatbin` section).
+Result<std::vector<FatbinImage>> read_fatbins(std::span<const unsigned char> bytes);
+
+// The image's bytes as the driver or nvJitLink takes them: its payload, decompressed when compressed.
+// A frame that does not hold exactly the stated size is refused before anything is allocated for it.
+Result<std::string> unpack(const FatbinImage& image);
+
+// The catalog's image `binary`: its entry read where the table says, checked against the table (kind,
+// arch, sizes, compression) and unpacked. A failure names the registry, the image and what is wrong.
+Result<std::string> embedded_image(const Catalog& catalog, const BinaryEntry& binary);
+
+}  // namespace kiln::detail
