@@ -56,20 +56,18 @@ class StringTable:
         return out
 
 
-def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str, toolkit: Path | None = None) -> dict:
+def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str) -> dict:
     """Everything the catalog templates need, with each binary checked against its unit:
-    the ELF names the expected architecture and every lowered name is a kernel in it. With a toolkit,
-    the headers each unit includes are bundled for the JIT tier (header_bundle.py)."""
+    the ELF names the expected architecture and every lowered name is a kernel in it. The headers each
+    unit includes are bundled for the JIT tier as the lower step checked them (header_bundle.py)."""
     strings = StringTable()
     units, kernels, binaries = [], [], []
     offset = 0
     files = [unit_source.UnitFiles(directory, spec.name, u.name) for u in spec.units]
     descs = [render.read_json(f.description) for f in files]
-    # The first target's list: the headers the bundle holds for the unit, and the unit's digest.
-    listed = [render.read_json(f.headers(d["targets"][0])) for f, d in zip(files, descs)]
-    bundle = header_bundle.build_bundle(
-        [header_bundle.UnitInput(f.source, d["include_dirs"], h["headers"]) for f, d, h in zip(files, descs, listed)],
-        toolkit, [d["where"] for d in descs])
+    # The first target's list (a JIT-only unit's own): the unit's digest.
+    listed = [render.read_json(f.listed(d["targets"])) for f, d in zip(files, descs)]
+    bundle = header_bundle.bundle_of_lists([header_bundle.read_unit_list(f.bundle) for f in files])
     bundle_path = directory / f"{spec.name}.headers.zst"
     bundle_size, bundle_digest = header_bundle.compress(bundle.raw, bundle_path) if bundle.raw else (0, "")
     unit_headers: list[int] = []
@@ -133,7 +131,7 @@ def emit_catalog(spec: specmod.Spec, model: dict, header_name: str, asm_name: st
 
 def write_catalog(spec: specmod.Spec, directory: Path, toolkit: Path, outputs: dict[str, Path]) -> None:
     """Check every binary in `directory` and write the catalog's {"hpp", "cpp", "asm"} outputs."""
-    model = catalog_model(spec, directory, cuda_toolkit.cccl_version(toolkit), toolkit)
+    model = catalog_model(spec, directory, cuda_toolkit.cccl_version(toolkit))
     texts = emit_catalog(spec, model, outputs["hpp"].name, outputs["asm"].name)
     for kind, path in outputs.items():
         render.write_if_different(path, texts[kind])

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import errors
@@ -27,24 +26,41 @@ def compile_target(desc: dict, target: str, nvcc: str, source: Path, output: Pat
     arch, is_ptx = specmod.parse_target(target)
     options = unit_source.compiler_options(desc)
     ptx = output if is_ptx else output.with_name(output.name + ".full.ptx")
-    run_nvcc(desc, target, nvcc, ["-ptx", f"-arch=compute_{arch}", *options, "-MD", "-MF", str(depfile),
-                                  "-o", str(ptx), str(source)])
+    warnings = run_nvcc(desc, target, nvcc, ["-ptx", f"-arch=compute_{arch}", *options, "-MD", "-MF", str(depfile),
+                                             "-o", str(ptx), str(source)])
     if not is_ptx:
         lean = output.with_name(output.name + ".lean.ptx")
         try:
-            run_tool(desc, target, [ptx_strip, str(ptx), str(lean)])
+            warnings += run_tool(desc, target, [ptx_strip, str(ptx), str(lean)])
             # The unit's options again: those ptxas takes (-Xptxas, -maxrregcount, -lineinfo) apply here.
-            run_nvcc(desc, target, nvcc, ["-cubin", f"-arch=sm_{arch}", *options, "-o", str(output), str(lean)])
+            warnings += run_nvcc(desc, target, nvcc, ["-cubin", f"-arch=sm_{arch}", *options, "-o", str(output), str(lean)])
         finally:
             ptx.unlink(missing_ok=True)
             lean.unlink(missing_ok=True)
-    included = resolve_depfile(depfile, output, desc["include_dirs"])
+    record_headers(desc, source, depfile, output, headers)
+    return warnings
+
+
+def list_headers(desc: dict, nvcc: str, source: Path, headers: Path, depfile: Path) -> str:
+    """For a JIT-only unit (no binaries): what compile_target records in `headers`, from nvcc's
+    preprocessor alone (-M, at the architecture the unit is named for), so the catalog bundles the
+    headers the JIT needs and the unit has a digest. Returns nvcc's warnings."""
+    arguments = ["-M", f"-arch=compute_{desc['lower_arch']}", *unit_source.compiler_options(desc), "-o", str(depfile),
+                 str(source)]
+    warnings = run_nvcc(desc, "its headers (jit_only)", nvcc, arguments)
+    record_headers(desc, source, depfile, headers, headers)
+    return warnings
+
+
+def record_headers(desc: dict, source: Path, depfile: Path, target: Path, headers: Path) -> None:
+    """The headers nvcc's depfile lists (the depfile rewritten for `target`), and the unit's digest."""
+    included = resolve_depfile(depfile, target, desc["include_dirs"])
     included = [h for h in included if Path(h).resolve() != source.resolve()]
     digest = unit_digest(desc, source.read_bytes(), included)
     render.write_json(headers, {"digest": digest, "headers": included})
 
 
-def run_nvcc(desc: dict, target: str, nvcc: str, arguments: list[str]) -> None:
+def run_nvcc(desc: dict, target: str, nvcc: str, arguments: list[str]) -> str:
     # No shell here (an argument list), but nvcc runs its own stages through sh: the last check that
     # nothing it is handed would run there or mean something else than to NVRTC (spec.nvcc_unsafe).
     options = set(unit_source.compiler_options(desc))
@@ -52,18 +68,20 @@ def run_nvcc(desc: dict, target: str, nvcc: str, arguments: list[str]) -> None:
         if why := specmod.nvcc_unsafe(argument, split_at_commas=argument in options):
             raise errors.GenError(f"{desc['where']}: not running nvcc for {target} with the argument {argument!r}: "
                                   f"{why}; rename the path or change the option")
-    run_tool(desc, target, [str(nvcc), *arguments])
+    return run_tool(desc, target, [str(nvcc), *arguments])
 
 
-def run_tool(desc: dict, target: str, cmd: list[str]) -> None:
-    """Runs a compile step; a failure raises GenError naming the unit, with the command and its output."""
+def run_tool(desc: dict, target: str, cmd: list[str]) -> str:
+    """Runs a compile step; a failure raises GenError naming the unit, with the command and its output.
+    Returns what a successful step printed (warnings), with the files the unit's #line directives name
+    given as paths, for the build to show or count (table_build.py)."""
     result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     name = Path(cmd[0]).name
+    output = unit_source.log_with_paths(desc, result.stdout)
     if result.returncode != 0:
         raise errors.GenError(f"{desc['where']}: {name} failed for {target} (exit {result.returncode})\n"
-                              f"command: {' '.join(cmd)}\n{result.stdout}")
-    if result.stdout.strip():
-        sys.stderr.write(result.stdout)
+                              f"command: {' '.join(cmd)}\n{output}")
+    return output if output.strip() else ""
 
 
 def resolve_depfile(path: Path, target: Path, include_dirs: list[str]) -> list[str]:

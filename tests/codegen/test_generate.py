@@ -44,6 +44,7 @@ def fill_build_dir(directory: Path, spec, corrupt=None):
                 data = corrupt(unit.name, target, data)
             files.binary(target).write_bytes(data)
             render.write_json(files.headers(target), {"digest": f"{unit.name}-digest", "headers": []})
+        render.write_json(files.bundle, {"headers": []})
 
 
 class Golden(unittest.TestCase):

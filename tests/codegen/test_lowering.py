@@ -10,6 +10,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "codegen"))
+import render  # noqa: E402
 import spec as specmod  # noqa: E402
 import unit_source  # noqa: E402
 from run_kiln_gen import run_kiln_gen  # noqa: E402
@@ -19,10 +20,14 @@ NVRTC = os.environ.get("KILN_NVRTC", f"{TOOLKIT}/lib64/libnvrtc.so")
 
 
 class Lowering(unittest.TestCase):
-    def lower(self, spec, unit, directory: Path):
+    def lower(self, spec, unit, directory: Path, headers: list[str] = ()):
+        """The lower step of `unit`, as if nvcc had read `headers` for it."""
         files = unit_source.write_source(spec, unit, directory)
+        listed = directory / f"{unit.name}.headers.json"
+        render.write_json(listed, {"digest": "", "headers": list(headers)})
         code, _, err = run_kiln_gen("lower", "--unit-json", files.description, "--input", files.source,
-                                    "--nvrtc", NVRTC, "--cuda-root", TOOLKIT, "--output", files.names)
+                                    "--nvrtc", NVRTC, "--cuda-root", TOOLKIT, "--output", files.names,
+                                    "--headers", listed, "--bundle", files.bundle)
         return code, err, files.names
 
     def test_names_of_the_fixture(self):
