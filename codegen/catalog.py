@@ -74,6 +74,7 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str) -> dic
     for ui, unit in enumerate(spec.units):
         desc = descs[ui]
         lowered = render.read_json(files[ui].names)
+        kinds = render.read_json(files[ui].types)
         first = len(binaries)
         for target in desc["targets"]:
             path = files[ui].binary(target)
@@ -108,7 +109,8 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str) -> dic
             kernels.append({"key": k["name"], "name": strings.add(k["name"]),
                             "expression": strings.add(k["expression"]),
                             "lowered": strings.add(lowered[k["expression"]]), "unit": ui,
-                            "label": f"{k['name']} = {k['expression']}"})
+                            "label": f"{k['name']} = {k['expression']}",
+                            "signature": host_signature(kinds.get(k["expression"]))})
     if offset >= 2**32:
         raise errors.GenError(f"{spec.path}: embedded binaries total {offset} bytes; kiln's table holds at most 4 GiB")
     kernels.sort(key=lambda k: k["key"].encode())
@@ -118,6 +120,24 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str) -> dic
             "string_chunks": strings.chunks(), "cccl_version": cccl_version, "headers": headers,
             "unit_headers": unit_headers, "bundle_path": str(bundle_path.resolve()) if bundle.raw else "",
             "bundle_size": bundle_size, "bundle_raw_size": len(bundle.raw), "bundle_digest": bundle_digest}
+
+
+# What a parameter type may be made of for a typed handle: what every host compiler knows, without the
+# project's device headers.
+BUILT_IN_WORDS = {"void", "bool", "char", "signed", "unsigned", "short", "int", "long", "float", "double",
+                  "const", "volatile"}
+
+
+def host_signature(kind: str | None) -> str:
+    """The kernel's type for its typed handle (`void(float const*, int)`) when every parameter is a built-in
+    type or a pointer to one; else "" (the handle then takes arguments as they are)."""
+    if not kind or not kind.startswith("void(") or not kind.endswith(")"):
+        return ""
+    for parameter in filter(None, (p.strip() for p in kind[len("void("):-1].split(","))):
+        words = parameter.replace("*", " ").split()
+        if not words or not set(words) <= BUILT_IN_WORDS:
+            return ""
+    return kind
 
 
 def emit_catalog(spec: specmod.Spec, model: dict, header_name: str, asm_name: str) -> dict[str, str]:

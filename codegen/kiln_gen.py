@@ -40,7 +40,7 @@ import unit_source
 
 def load_spec(args) -> specmod.Spec:
     archs = specmod.parse_archs([a for a in args.archs.split(",") if a], "-Darchs")
-    return specmod.load(args.spec, archs, args.ptx)
+    return specmod.load(args.spec, archs, args.ptx, getattr(args, "jit_only", False))
 
 
 def cmd_units(args) -> int:
@@ -67,7 +67,8 @@ def cmd_compile(args) -> int:
 
 def cmd_lower(args) -> int:
     lowering.lower_unit(render.read_json(args.unit_json), Path(args.input), args.nvrtc, Path(args.cuda_root),
-                        Path(args.output), Path(args.headers), Path(args.bundle))
+                        Path(args.output), Path(args.headers), Path(args.bundle),
+                        Path(args.types) if args.types else None)
     return 0
 
 
@@ -140,6 +141,9 @@ def parser(toolkit: str | None = None, ptx_strip: str | None = None) -> argparse
     where.add_argument("--outputs", nargs=3, metavar="FILE",
                        help="the three outputs as the build file declares them (Meson: @OUTPUT@), checked against "
                             "the registry's name; they go to their directory, like --outdir")
+    b.add_argument("--jit-only", action="store_true",
+                   help="embed no binary: every unit as if its row said jit_only = true (the JIT tier, or the disk "
+                        "cache `kiln precompile` fills, serves them); --archs then only names the kernels")
     b.add_argument("--warnings", action="store_true",
                    help="show the compilers' warnings for units that built (by default: one line counting them; "
                         "a failed unit's log is always shown)")
@@ -160,6 +164,7 @@ def parser(toolkit: str | None = None, ptx_strip: str | None = None) -> argparse
     lo = sub.add_parser("lower", help="mangled names of a unit's kernels, from NVRTC compiling it as the JIT will")
     for a in ("--unit-json", "--input", "--nvrtc", "--cuda-root", "--output", "--headers", "--bundle"):
         lo.add_argument(a, required=True)
+    lo.add_argument("--types", help="where to write each kernel's type (JSON)")
     ca = with_spec(sub.add_parser("catalog", help="emit the registration table and blob assembly"))
     for a in ("--dir", "--toolkit", "--cpp", "--hpp", "--asm"):
         ca.add_argument(a, required=True)

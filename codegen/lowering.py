@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import ctypes.util
 import os
 import tempfile
 from pathlib import Path
@@ -61,7 +62,8 @@ class _Nvrtc:
 def lower_names(nvrtc_library: str, source: str, source_name: str, expressions: list[str],
                 options: list[str], headers: list[tuple[str, bytes]] = ()) -> dict[str, str]:
     """{expression: lowered name} for every expression, or LoweringError carrying NVRTC's log. `headers`:
-    (name, bytes) NVRTC finds in memory, as the JIT tier hands them over."""
+    (name, bytes) NVRTC finds in memory, as the JIT tier hands them over. An expression may name a probe
+    of SIGNATURE_PROBE (signature_expression): its lowered name spells the kernel's type."""
     nvrtc = _Nvrtc(nvrtc_library)
     lib = nvrtc.lib
     prog = ctypes.c_void_p()
@@ -108,9 +110,74 @@ def empty_directory():
             os.chdir(here)
 
 
+# Appended to the source at build time only: a kernel template whose lowered name, for a kernel's type as
+# its template argument, spells that type in the Itanium mangling, which the C++ runtime demangles. So the
+# same front-end run that names the kernels gives their parameter types, for the typed handles of the
+# catalog header (README, "Using the registry").
+SIGNATURE_PROBE = """
+#ifdef __CUDACC_RTC__
+template <typename F> struct kiln_signature_tag_ {};
+template <typename F> __global__ void kiln_signature_(kiln_signature_tag_<F>) {}
+#endif
+"""
+
+
+def signature_expression(expression: str) -> str:
+    return f"kiln_signature_<decltype({expression})>"
+
+
+def demangle(symbol: str) -> str | None:
+    """What the C++ runtime (libstdc++'s __cxa_demangle) makes of a mangled name, or None."""
+    try:
+        cxx = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+    cxx.__cxa_demangle.restype = ctypes.c_void_p
+    cxx.__cxa_demangle.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    libc.free.argtypes = [ctypes.c_void_p]
+    status = ctypes.c_int()
+    text = cxx.__cxa_demangle(symbol.encode(), None, None, ctypes.byref(status))
+    if status.value != 0 or not text:
+        return None
+    try:
+        return ctypes.string_at(text).decode()
+    finally:
+        libc.free(text)
+
+
+def kernel_type(probe_symbol: str) -> str | None:
+    """`void(float const*, int)` from the probe's lowered name, or None."""
+    text = demangle(probe_symbol)
+    head = "kiln_signature_<"
+    if text is None or head not in text:
+        return None
+    start, depth = text.index(head) + len(head), 1
+    for i in range(start, len(text)):
+        depth += {"<": 1, ">": -1}.get(text[i], 0)
+        if depth == 0:
+            kind = text[start:i].strip()
+            return kind.replace("void (", "void(", 1) if kind.startswith("void (") else None
+    return None
+
+
+def lower_with_types(nvrtc: str, text: str, source_name: str, expressions: list[str], options: list[str],
+                     headers) -> tuple[dict[str, str], dict[str, str | None]]:
+    """({expression: lowered name}, {expression: kernel type or None}) from one NVRTC run with the probe.
+    Should the probe itself fail (an expression decltype cannot take), the unit is named without it
+    (a second run, only then) and its kernels get no type."""
+    probes = {e: signature_expression(e) for e in expressions}
+    try:
+        lowered = lower_names(nvrtc, text + SIGNATURE_PROBE, source_name, [*expressions, *probes.values()], options, headers)
+    except LoweringError:
+        return lower_names(nvrtc, text, source_name, expressions, options, headers), dict.fromkeys(expressions)
+    return ({e: lowered[e] for e in expressions}, {e: kernel_type(lowered[p]) for e, p in probes.items()})
+
+
 def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Path, listed: Path,
-               unit_list: Path) -> None:
-    """Write {name expression: mangled name} for a unit's kernels to `output`, from NVRTC compiling the
+               unit_list: Path, types: Path | None = None) -> None:
+    """Write {name expression: mangled name} for a unit's kernels to `output` (and {name expression: the
+    kernel's type, or null} to `types`), from NVRTC compiling the
     unit as the JIT tier will: with the headers nvcc read (`listed`, the compile step's list) in memory,
     named as the bundle names them, and no include directory. Writes those headers to `unit_list` for
     the catalog. Without `listed` (nvcc failed, so the unit fails anyway), NVRTC reads the build's include
@@ -131,7 +198,7 @@ def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Pa
     headers = header_bundle.unit_headers(unit, header_bundle.unit_roots(unit, cuda_root), desc["where"])
     try:
         with empty_directory():
-            names = lower_names(str(nvrtc), text, source.name, expressions, options, headers)
+            names, kinds = lower_with_types(str(nvrtc), text, source.name, expressions, options, headers)
     except LoweringError as e:
         if str(e).startswith("name expression") or NAME_MAP in e.log:  # NVRTC's errors in a name expression
             raise errors.GenError(f"{desc['where']}: field 'kernels': {e}\n{unit_source.log_with_paths(desc, e.log)}") from None
@@ -142,3 +209,5 @@ def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Pa
             f"#include_next) or is included by a name no include directory gives it.\n{unit_source.log_with_paths(desc, e.log)}") from None
     header_bundle.write_unit_list(unit_list, headers, read)
     render.write_json(output, dict(sorted(names.items())))
+    if types is not None:
+        render.write_json(types, dict(sorted(kinds.items())))

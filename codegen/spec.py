@@ -67,6 +67,15 @@ _NAMESPACE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*")
 _ARCH = re.compile(r"sm_([0-9]+)")
 KERNELS_KEY = re.compile(r"\s*kernels\s*=")
 
+# The catalog header declares a handle per kernel name (kernels::NAME): none may be a C++ keyword.
+CPP_KEYWORDS = frozenset("""alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+char32_t class compl concept const consteval constexpr constinit const_cast continue co_await co_return co_yield
+decltype default delete do double dynamic_cast else enum explicit export extern false float for friend goto if
+inline int long mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected public
+register reinterpret_cast requires return short signed sizeof static static_assert static_cast struct switch
+template this thread_local throw true try typedef typeid typename union unsigned using virtual void volatile
+wchar_t while xor xor_eq""".split())
+
 REGISTRY_FIELDS = ("name", "namespace", "options", "include_dirs", "template_dirs")
 UNIT_FIELDS = ("name", "source", "family", "params", "kernels", "options", "archs", "jit_only")
 
@@ -158,8 +167,9 @@ def parse_archs(values, where: str) -> tuple[int, ...]:
     return tuple(sorted(archs))
 
 
-def load(path: str | Path, archs: tuple[int, ...], embed_ptx: bool) -> Spec:
-    """Read and validate the table at `path` for the build's architectures."""
+def load(path: str | Path, archs: tuple[int, ...], embed_ptx: bool, jit_only: bool = False) -> Spec:
+    """Read and validate the table at `path` for the build's architectures. `jit_only`: every unit is
+    JIT-only (nothing embedded), whatever its row says; the architectures then only name the kernels."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -171,12 +181,13 @@ def load(path: str | Path, archs: tuple[int, ...], embed_ptx: bool) -> Spec:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"{path}: not valid TOML: {e}") from None
-    return _Validator(path, text, archs, embed_ptx).spec(data)
+    return _Validator(path, text, archs, embed_ptx, jit_only).spec(data)
 
 
 class _Validator:
-    def __init__(self, path: Path, text: str, archs: tuple[int, ...], embed_ptx: bool):
+    def __init__(self, path: Path, text: str, archs: tuple[int, ...], embed_ptx: bool, jit_only: bool = False):
         self.path = path
+        self.all_jit_only = jit_only
         self.base = path.resolve().parent
         self.archs = archs
         self.embed_ptx = embed_ptx
@@ -274,6 +285,7 @@ class _Validator:
             self.fail(f"{where}: field 'archs'", "a jit_only unit has no binaries to build for architectures; "
                                                  "remove 'archs' or 'jit_only'")
         archs = parse_archs(row["archs"], f"{where}: field 'archs'") if "archs" in row else self.archs
+        jit_only = jit_only or self.all_jit_only
         kernels = self.kernels(row.get("kernels"), params, f"{where}: field 'kernels'")
         options = self.registry_options + self.options(row, where)
         if not any(o.startswith("-std=") for o in options):
@@ -333,6 +345,9 @@ class _Validator:
         for name, expr in pairs:
             if not _IDENTIFIER.fullmatch(name):
                 self.fail(where, f"kernel name {name!r} must be an identifier")
+            if name in CPP_KEYWORDS:
+                self.fail(where, f"kernel name {name!r} is a C++ keyword; the catalog header declares a handle "
+                                 f"of that name (kernels::{name}): choose another")
             if not isinstance(expr, str) or not expr.strip():
                 self.fail(where, f"kernel '{name}': expected a C++ name expression string, got {expr!r}")
             try:

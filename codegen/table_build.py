@@ -36,7 +36,7 @@ class UnitWork:
         """What compiling and lowering the unit write."""
         targets = self.desc["targets"]
         return [*map(self.files.binary, targets), *map(self.files.headers, targets), self.files.listed(targets),
-                self.files.names, self.files.bundle]
+                self.files.names, self.files.types, self.files.bundle]
 
 
 def work_dir(outdir: Path, registry: str) -> Path:
@@ -149,7 +149,8 @@ def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, ptx_stri
         first.append(steps[0])
         later += steps[1:]
     lower = {w.unit.name: (w, lowering.lower_unit, (w.desc, w.files.source, str(toolkit.nvrtc), toolkit.root,
-                                                     w.files.names, w.files.listed(w.desc["targets"]), w.files.bundle))
+                                                     w.files.names, w.files.listed(w.desc["targets"]), w.files.bundle,
+                                                     w.files.types))
              for w in stale}
     failures: dict[str, dict] = {}
     report.start(len(first) + len(later) + len(lower))

@@ -53,6 +53,10 @@ class UnitFiles:
         return self._path(".names.json")
 
     @property
+    def types(self) -> Path:  # {name expression: the kernel's type, e.g. "void(float*, int)", or null}
+        return self._path(".types.json")
+
+    @property
     def stamp(self) -> Path:  # what the unit's outputs were built from (table_build.py)
         return self._path(".stamp")
 

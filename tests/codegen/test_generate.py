@@ -24,6 +24,7 @@ FIXTURE = HERE / "fixtures" / "mini.toml"
 GOLDEN = HERE / "golden"
 ARCHS = "sm_75,sm_90"
 LOWERED = {"fill": "fill", "mini::axpy<float>": "_ZN4mini4axpyIfEEvT_PKS1_PS1_i"}
+TYPES = {"fill": "void(float*, float, int)", "mini::axpy<float>": "void(float, float const*, float*, int)"}
 
 
 def load():
@@ -36,6 +37,7 @@ def fill_build_dir(directory: Path, spec, corrupt=None):
         files = unit_source.write_source(spec, unit, directory)
         names = {k.expression: LOWERED[k.expression] for k in unit.kernels}
         render.write_json(files.names, names)
+        render.write_json(files.types, {e: TYPES.get(e) for e in names})
         for target in unit.targets:
             arch, ptx = specmod.parse_target(target)
             symbols = sorted(names.values())

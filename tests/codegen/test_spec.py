@@ -168,6 +168,10 @@ class SpecErrors(unittest.TestCase):
         s = self.load(HEADER + "\n" + GOOD_UNIT + '\n[[unit]]\nname = "two"\nsource = "k.cu"\n\nkernels = ["k2"]\n')
         self.assertEqual([u.kernels_line for u in s.units], [7, 13])
 
+    def test_kernel_name_that_is_a_cpp_keyword(self):
+        self.error(HEADER + GOOD_UNIT.replace('kernels = ["k"]', 'kernels = { int = "k" }'),
+                   "field 'kernels'", "'int' is a C++ keyword")
+
     def test_table_not_utf8(self):
         path = self.root / "table.toml"
         path.write_bytes(HEADER.encode() + b"# \xff\n" + GOOD_UNIT.encode())
