@@ -187,12 +187,15 @@ def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Pa
     expressions = [k["expression"] for k in desc["kernels"]]
     text = source.read_text(encoding="utf-8")
     if not listed.is_file():
+        # nvcc failed, and said why: NVRTC speaks only when a name expression is at fault, which it says
+        # best (an error of the source itself would be the same error twice).
         options += [*(f"-I{d}" for d in desc["include_dirs"]), *(f"-I{d}" for d in cuda_toolkit.include_dirs(cuda_root))]
         try:
             lower_names(str(nvrtc), text, source.name, expressions, options)
         except LoweringError as e:
-            raise errors.GenError(f"{desc['where']}: field 'kernels': {e}\n{e.log}") from None
-        raise errors.GenError(f"{desc['where']}: not named: the unit's nvcc compile failed")
+            if str(e).startswith("name expression") or NAME_MAP in e.log:
+                raise errors.GenError(f"{desc['where']}: field 'kernels': {e}\n{unit_source.log_with_paths(desc, e.log)}") from None
+        return
     read = render.read_json(listed)["headers"]
     unit = header_bundle.UnitInput(source, desc["include_dirs"], read)
     headers = header_bundle.unit_headers(unit, header_bundle.unit_roots(unit, cuda_root), desc["where"])

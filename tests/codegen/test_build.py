@@ -139,6 +139,8 @@ class Errors(unittest.TestCase):
             self.assertIn('identifier "undeclared" is undefined', err)
             self.assertNotIn("unit #1", err)
             self.assertEqual(err.count("nvcc failed"), 1, "one log per unit, not one per target")
+            self.assertEqual(err.count('identifier "undeclared" is undefined'), 1, "nor NVRTC's log of the same error")
+            self.assertRegex(err, r"/b\.cu\(1\): error", "the file by its path")
             (p.root / "b.cu").write_text("template <typename T> __global__ void b(T* x) { *x = T(2); }\n")
             self.assertEqual(p.build(archs=(80, 90)), ["b"], "the unit that compiled is not compiled again")
 
