@@ -58,26 +58,25 @@ class StringTable:
         return out
 
 
-def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str, toolkit: Path | None = None) -> dict:
+def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str) -> dict:
     """Everything the catalog templates need, with each image of each unit's fatbins checked against its
-    unit (checked_images) and the unit's images exactly its targets, in order. With a toolkit,
-    the headers each unit includes are bundled for the JIT tier (header_bundle.py)."""
+    unit (checked_images) and the unit's images exactly its targets, in order. The headers each unit
+    includes are bundled for the JIT tier as the lower step checked them (header_bundle.py)."""
     strings = StringTable()
     units, kernels, binaries, fatbins = [], [], [], []
     offset = 0
     files = [unit_source.UnitFiles(directory, spec.name, u.name) for u in spec.units]
     descs = [render.read_json(f.description) for f in files]
-    # The first target's list: the headers the bundle holds for the unit, and the unit's digest.
-    listed = [render.read_json(f.headers(d["targets"][0])) for f, d in zip(files, descs)]
-    bundle = header_bundle.build_bundle(
-        [header_bundle.UnitInput(f.source, d["include_dirs"], h["headers"]) for f, d, h in zip(files, descs, listed)],
-        toolkit, [d["where"] for d in descs])
+    # The first target's list (a JIT-only unit's own): the unit's digest.
+    listed = [render.read_json(f.listed(d["targets"])) for f, d in zip(files, descs)]
+    bundle = header_bundle.bundle_of_lists([header_bundle.read_unit_list(f.bundle) for f in files])
     bundle_path = directory / f"{spec.name}.headers.zst"
     bundle_size, bundle_digest = header_bundle.compress(bundle.raw, bundle_path) if bundle.raw else (0, "")
     unit_headers: list[int] = []
     for ui, unit in enumerate(spec.units):
         desc = descs[ui]
         lowered = render.read_json(files[ui].names)
+        kinds = render.read_json(files[ui].types)
         first, fatbins_offset = len(binaries), offset
         for path in files[ui].fatbins(desc["targets"]):
             data = path.read_bytes()
@@ -108,7 +107,8 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str, toolki
             kernels.append({"key": k["name"], "name": strings.add(k["name"]),
                             "expression": strings.add(k["expression"]),
                             "lowered": strings.add(lowered[k["expression"]]), "unit": ui,
-                            "label": f"{k['name']} = {k['expression']}"})
+                            "label": f"{k['name']} = {k['expression']}",
+                            "signature": host_signature(kinds.get(k["expression"]))})
     if offset >= 2**32:
         raise errors.GenError(f"{spec.path}: embedded binaries total {offset} bytes; kiln's table holds at most 4 GiB")
     kernels.sort(key=lambda k: k["key"].encode())
@@ -153,6 +153,24 @@ def checked_images(desc: dict, files: unit_source.UnitFiles, path: Path, data: b
     return images
 
 
+# What a parameter type may be made of for a typed handle: what every host compiler knows, without the
+# project's device headers.
+BUILT_IN_WORDS = {"void", "bool", "char", "signed", "unsigned", "short", "int", "long", "float", "double",
+                  "const", "volatile"}
+
+
+def host_signature(kind: str | None) -> str:
+    """The kernel's type for its typed handle (`void(float const*, int)`) when every parameter is a built-in
+    type or a pointer to one; else "" (the handle then takes arguments as they are)."""
+    if not kind or not kind.startswith("void(") or not kind.endswith(")"):
+        return ""
+    for parameter in filter(None, (p.strip() for p in kind[len("void("):-1].split(","))):
+        words = parameter.replace("*", " ").split()
+        if not words or not set(words) <= BUILT_IN_WORDS:
+            return ""
+    return kind
+
+
 def emit_catalog(spec: specmod.Spec, model: dict, header_name: str, asm_name: str) -> dict[str, str]:
     """{kind: text} for the catalog's .hpp, .cpp and .S."""
     env = render.environment()
@@ -164,7 +182,7 @@ def emit_catalog(spec: specmod.Spec, model: dict, header_name: str, asm_name: st
 
 def write_catalog(spec: specmod.Spec, directory: Path, toolkit: Path, outputs: dict[str, Path]) -> None:
     """Check every binary in `directory` and write the catalog's {"hpp", "cpp", "asm"} outputs."""
-    model = catalog_model(spec, directory, cuda_toolkit.cccl_version(toolkit), toolkit)
+    model = catalog_model(spec, directory, cuda_toolkit.cccl_version(toolkit))
     texts = emit_catalog(spec, model, outputs["hpp"].name, outputs["asm"].name)
     for kind, path in outputs.items():
         render.write_if_different(path, texts[kind])

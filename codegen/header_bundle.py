@@ -11,11 +11,19 @@ rewritten in the bundled copy to the root-relative name of what it found (`#incl
 the same file nvcc read. Roots, in a unit's search order: its include directories, then the toolkit's
 CCCL and include directories. Names are unique within a unit; two different files a unit reaches under
 one name are a build error. A directive whose target is computed by a macro (`#include MACRO`) cannot
-be followed: such a unit carries every header nvcc read for it under its roots.
+be followed: such a unit carries every header nvcc read for it under its roots, by every name an
+`#include <...>` finds it by through them (roots may nest: a table's `include/` inside the source's
+directory gives `include/proj/x.cuh` and `proj/x.cuh`; the macro may spell either). The bytes of a
+header are stored once, whatever its names.
+
+The build's lower step computes a unit's headers (`unit_headers`) and checks them with NVRTC as the JIT
+will see them (lowering.py), and writes them beside the unit (`write_unit_list`); the catalog step
+bundles the lists of every unit (`bundle_of_lists`), so nothing is computed twice.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import re
@@ -25,6 +33,7 @@ from pathlib import Path
 
 import cuda_toolkit
 import errors
+import render
 import zstd
 
 # "#include <x>" / "#include "x"", anywhere a preprocessor directive may start; group 1 the delimiter.
@@ -42,13 +51,17 @@ class Bundle:
     unit_headers: list[list[int]] = field(default_factory=list)       # per unit: indices into headers
     raw: bytearray = field(default_factory=bytearray)
     index: dict[tuple[str, bytes], int] = field(default_factory=dict)  # (name, sha256 of content) -> header
+    stored: dict[bytes, int] = field(default_factory=dict)             # sha256 of content -> offset in raw
 
     def add(self, name: str, data: bytes) -> int:
-        key = (name, hashlib.sha256(data).digest())
+        digest = hashlib.sha256(data).digest()
+        key = (name, digest)
         if key not in self.index:
+            if digest not in self.stored:  # one copy of the bytes, whatever names they go by
+                self.stored[digest] = len(self.raw)
+                self.raw += data
             self.index[key] = len(self.headers)
-            self.headers.append((name, len(self.raw), len(data)))
-            self.raw += data
+            self.headers.append((name, self.stored[digest], len(data)))
         return self.index[key]
 
 
@@ -66,14 +79,23 @@ def unit_roots(unit: UnitInput, toolkit: Path | None) -> list[Path]:
     return roots
 
 
-def root_name(path: Path, roots: list[Path]) -> str | None:
-    """The name `#include <name>` finds `path` by through `roots` (in order), or None."""
+def root_names(path: Path, roots: list[Path]) -> list[str]:
+    """Every name `#include <name>` finds `path` by through `roots` (searched in order, as nvcc does), in
+    the order of the roots: one per root that holds it, unless an earlier root holds another file by that
+    name. Roots may nest (the source's directory and an include directory inside it)."""
+    names = []
     for root in roots:
         if path.is_relative_to(root):
             name = path.relative_to(root).as_posix()
             found = next((r / name for r in roots if (r / name).is_file()), None)
-            return name if found is not None and found.resolve() == path else None
-    return None
+            if found is not None and found.resolve() == path and name not in names:
+                names.append(name)
+    return names
+
+
+def root_name(path: Path, roots: list[Path]) -> str | None:
+    """The first of root_names, or None."""
+    return next(iter(root_names(path, roots)), None)
 
 
 def unit_headers(unit: UnitInput, roots: list[Path], where: str) -> list[tuple[str, bytes]]:
@@ -127,22 +149,59 @@ def unit_headers(unit: UnitInput, roots: list[Path], where: str) -> list[tuple[s
             for start, end, text in reversed(edits):
                 data = data[:start] + text + data[end:]
             contents[current] = data
-    if computed:  # a directive this scan cannot follow: every header nvcc read, by its root-relative name
+    found_as = [(named[p], contents[p]) for p in contents]
+    if computed:  # a directive this scan cannot follow: every header nvcc read, by each name it has under the roots
         for path in sorted(read):
-            name = root_name(path, roots)
-            if path != source and name is not None and path not in named and name not in names:
-                names[name], named[path], contents[path] = path, name, path.read_bytes()
-    return sorted((named[p], contents[p]) for p in contents)
+            if path == source or path in named:
+                continue
+            data = None
+            for name in root_names(path, roots):
+                if name not in names:
+                    data = path.read_bytes() if data is None else data
+                    names[name] = path
+                    found_as.append((name, data))
+    return sorted(found_as)
 
 
 def build_bundle(units: list[UnitInput], toolkit: Path | None, where: list[str] | None = None) -> Bundle:
     """The bundle of a registry's units; `where` names each unit in errors."""
+    label = (lambda i: where[i]) if where else (lambda i: str(units[i].source))
+    return bundle_of_lists([unit_headers(u, unit_roots(u, toolkit), label(i)) for i, u in enumerate(units)])
+
+
+def bundle_of_lists(lists: list[list[tuple[str, bytes]]]) -> Bundle:
+    """The bundle of a registry whose units include the (name, bytes) of each list."""
     bundle = Bundle()
-    for i, unit in enumerate(units):
-        label = where[i] if where else str(unit.source)
-        mine = [bundle.add(name, data) for name, data in unit_headers(unit, unit_roots(unit, toolkit), label)]
-        bundle.unit_headers.append(sorted(set(mine)))
+    for headers in lists:
+        bundle.unit_headers.append(sorted({bundle.add(name, data) for name, data in headers}))
     return bundle
+
+
+def write_unit_list(path: Path, headers: list[tuple[str, bytes]], read: list[str]) -> None:
+    """A unit's headers as the lower step found them, for the catalog step: each name with the file nvcc
+    read (a path into the source or toolkit tree, not a copy), and the bytes themselves only where the
+    bundled copy differs from the file (a directive rewritten to a header's name)."""
+    by_content: dict[bytes, str] = {}
+    for p in read:
+        try:
+            by_content.setdefault(hashlib.sha256(Path(p).read_bytes()).digest(), str(Path(p).resolve()))
+        except OSError:
+            pass
+    rows = []
+    for name, data in headers:
+        file = by_content.get(hashlib.sha256(data).digest())
+        rows.append({"name": name, "file": file} if file else
+                    {"name": name, "bytes": base64.b64encode(data).decode("ascii")})
+    render.write_json(path, {"headers": rows})
+
+
+def read_unit_list(path: Path) -> list[tuple[str, bytes]]:
+    """What write_unit_list wrote, with the bytes read back."""
+    out = []
+    for row in render.read_json(path)["headers"]:
+        data = Path(row["file"]).read_bytes() if "file" in row else base64.b64decode(row["bytes"])
+        out.append((row["name"], data))
+    return out
 
 
 def compress(raw: bytes, output: Path) -> tuple[int, str]:

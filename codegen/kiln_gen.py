@@ -33,6 +33,7 @@ import errors
 import fatbin
 import lowering
 import nvcc_compile
+import progress
 import render
 import spec as specmod
 import table_build
@@ -43,13 +44,13 @@ import unit_source
 
 def load_spec(args) -> specmod.Spec:
     archs = specmod.parse_archs([a for a in args.archs.split(",") if a], "-Darchs")
-    return specmod.load(args.spec, archs, args.ptx)
+    return specmod.load(args.spec, archs, args.ptx, getattr(args, "jit_only", False))
 
 
 def cmd_units(args) -> int:
     spec = load_spec(args)
     for u in spec.units:
-        print(u.name, ",".join(u.targets))
+        print(u.name, ",".join(u.targets) or "jit_only")
     return 0
 
 
@@ -62,14 +63,16 @@ def cmd_source(args) -> int:
 
 
 def cmd_compile(args) -> int:
-    nvcc_compile.compile_target(render.read_json(args.unit_json), args.target, args.nvcc, Path(args.input),
-                                Path(args.output), Path(args.headers), Path(args.depfile), ptx_strip(args))
+    sys.stderr.write(nvcc_compile.compile_target(render.read_json(args.unit_json), args.target, args.nvcc,
+                                                 Path(args.input), Path(args.output), Path(args.headers),
+                                                 Path(args.depfile), ptx_strip(args)))
     return 0
 
 
 def cmd_lower(args) -> int:
     lowering.lower_unit(render.read_json(args.unit_json), Path(args.input), args.nvrtc, Path(args.cuda_root),
-                        Path(args.output))
+                        Path(args.output), Path(args.headers), Path(args.bundle),
+                        Path(args.types) if args.types else None)
     return 0
 
 
@@ -86,9 +89,30 @@ def cmd_catalog(args) -> int:
 
 
 def cmd_build(args) -> int:
-    table_build.build(load_spec(args), cuda_toolkit.Toolkit.at(Path(args.toolkit)), ptx_strip(args),
-                      Path(args.outdir), Path(args.depfile) if args.depfile else None, args.jobs)
+    spec = load_spec(args)
+    outdir = Path(args.outdir) if args.outdir else declared_outdir(spec, [Path(o) for o in args.outputs])
+    report = progress.TerminalReport(spec.name, args.warnings)
+    try:
+        table_build.build(spec, cuda_toolkit.Toolkit.at(Path(args.toolkit)), ptx_strip(args), outdir,
+                          Path(args.depfile) if args.depfile else None, args.jobs, report)
+    finally:
+        report.finish()
     return 0
+
+
+def declared_outdir(spec: specmod.Spec, outputs: list[Path]) -> Path:
+    """The directory of the outputs a build file declares, once they are the ones this table makes: a
+    registry renamed in its table while the build still declares the old names would otherwise leave the
+    old catalog in place, to be compiled and linked as if it were current."""
+    outdir = outputs[0].parent
+    expected = catalog.outputs(outdir, spec.name)
+    if sorted(outputs) != sorted(expected.values()):
+        raise errors.GenError(
+            f"{spec.path}: [registry] name = \"{spec.name}\": kiln-gen writes "
+            f"{', '.join(p.name for p in expected.values())}, but the build declares "
+            f"{', '.join(str(p) for p in outputs)}; name the outputs after the registry in the build file "
+            f"(`output:` of its custom_target)")
+    return outdir
 
 
 def ptx_strip(args) -> str:
@@ -120,9 +144,19 @@ def parser(toolkit: str | None = None, ptx_strip: str | None = None) -> argparse
         return sp
 
     b = with_spec(sub.add_parser("build", help="build a whole table: sources, binaries, names, catalog"))
-    b.add_argument("--outdir", required=True,
-                   help="where <registry>_catalog.hpp, <registry>_catalog.cpp and <registry>_blobs.S go "
-                        "(per-unit files go to its <registry>.kiln/ subdirectory)")
+    where = b.add_mutually_exclusive_group(required=True)
+    where.add_argument("--outdir",
+                       help="where <registry>_catalog.hpp, <registry>_catalog.cpp and <registry>_blobs.S go "
+                            "(per-unit files go to its <registry>.kiln/ subdirectory)")
+    where.add_argument("--outputs", nargs=3, metavar="FILE",
+                       help="the three outputs as the build file declares them (Meson: @OUTPUT@), checked against "
+                            "the registry's name; they go to their directory, like --outdir")
+    b.add_argument("--jit-only", action="store_true",
+                   help="embed no binary: every unit as if its row said jit_only = true (the JIT tier, or the disk "
+                        "cache `kiln precompile` fills, serves them); --archs then only names the kernels")
+    b.add_argument("--warnings", action="store_true",
+                   help="show the compilers' warnings for units that built (by default: one line counting them; "
+                        "a failed unit's log is always shown)")
     b.add_argument("--toolkit", default=toolkit or os.environ.get("KILN_TOOLKIT", "/usr/local/cuda"),
                    help="the CUDA toolkit: nvcc, NVRTC, CCCL (default: %(default)s)")
     b.add_argument("--depfile", help="write a Make-style depfile for ninja: the table, sources, templates, "
@@ -137,9 +171,10 @@ def parser(toolkit: str | None = None, ptx_strip: str | None = None) -> argparse
     c = sub.add_parser("compile", help="nvcc a unit for one target")
     for a in ("--unit-json", "--target", "--nvcc", "--input", "--output", "--depfile", "--headers"):
         c.add_argument(a, required=True)
-    lo = sub.add_parser("lower", help="mangled names of a unit's kernels, from NVRTC")
-    for a in ("--unit-json", "--input", "--nvrtc", "--cuda-root", "--output"):
+    lo = sub.add_parser("lower", help="mangled names of a unit's kernels, from NVRTC compiling it as the JIT will")
+    for a in ("--unit-json", "--input", "--nvrtc", "--cuda-root", "--output", "--headers", "--bundle"):
         lo.add_argument(a, required=True)
+    lo.add_argument("--types", help="where to write each kernel's type (JSON)")
     f = sub.add_parser("fatbin", help="pack a unit's compiled targets (in --dir) into its fatbins")
     for a in ("--unit-json", "--fatbinary", "--dir"):
         f.add_argument(a, required=True)

@@ -1,20 +1,32 @@
-"""Lowered (mangled) kernel names, from NVRTC at build time: the build's lower step.
+"""Lowered (mangled) kernel names, from NVRTC at build time, and the JIT's view of the unit checked: the
+build's lower step.
 
 nvcc compiles the cubins, but only NVRTC can say which symbol a C++ name expression such as
 `scale<float>` becomes (nvrtcGetLoweredName). The generated translation unit is the same for both
 compilers, so the names agree; the catalog step checks each one against every cubin's symbol table.
 A front-end-only compile (-fdevice-syntax-only) is enough and takes well under a second.
+
+That compile is the JIT tier's, exactly: the translation unit under its name, the unit's headers in memory
+under the names the bundle gives them (header_bundle.py, from what nvcc read), the unit's options and no
+include directory of the build machine, in an empty working directory. So a unit whose JIT would not
+find a header (or would read it differently) fails here, at build time, naming the unit and carrying
+NVRTC's log, instead of on a GPU the binary was not built for (docs/DESIGN.md, "Headers in memory").
+The headers it checked are what the catalog bundles (header_bundle.write_unit_list).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import ctypes.util
+import os
+import tempfile
 from pathlib import Path
 
 import cuda_toolkit
 import errors
+import header_bundle
 import render
-import spec as specmod
 import unit_source
 
 
@@ -22,6 +34,8 @@ import unit_source
 # -default-device makes functions without an execution space __device__ instead of rejecting them, as
 # nvcc accepts them in host-side declarations that device code never calls (CUB's tuning headers).
 NVRTC_ONLY_OPTIONS = ("-default-device",)
+# Where NVRTC's log places an error in a name expression (nvrtcAddNameExpression): a file it makes up.
+NAME_MAP = "__nv_name_map("
 
 
 class LoweringError(Exception):
@@ -46,12 +60,18 @@ class _Nvrtc:
 
 
 def lower_names(nvrtc_library: str, source: str, source_name: str, expressions: list[str],
-                options: list[str]) -> dict[str, str]:
-    """{expression: lowered name} for every expression, or LoweringError carrying NVRTC's log."""
+                options: list[str], headers: list[tuple[str, bytes]] = ()) -> dict[str, str]:
+    """{expression: lowered name} for every expression, or LoweringError carrying NVRTC's log. `headers`:
+    (name, bytes) NVRTC finds in memory, as the JIT tier hands them over. An expression may name a probe
+    of SIGNATURE_PROBE (signature_expression): its lowered name spells the kernel's type."""
     nvrtc = _Nvrtc(nvrtc_library)
     lib = nvrtc.lib
     prog = ctypes.c_void_p()
-    nvrtc.call("nvrtcCreateProgram", ctypes.byref(prog), source.encode(), source_name.encode(), 0, None, None)
+    count = len(headers)
+    contents = (ctypes.c_char_p * max(count, 1))(*(data for _, data in headers))
+    names = (ctypes.c_char_p * max(count, 1))(*(name.encode() for name, _ in headers))
+    nvrtc.call("nvrtcCreateProgram", ctypes.byref(prog), source.encode(), source_name.encode(), count,
+               contents if count else None, names if count else None)
     try:
         for e in expressions:
             nvrtc.call("nvrtcAddNameExpression", prog, e.encode())
@@ -64,27 +84,133 @@ def lower_names(nvrtc_library: str, source: str, source_name: str, expressions: 
         log_text = log.value.decode(errors="replace")
         if rc != 0:
             raise LoweringError(f"NVRTC failed: {lib.nvrtcGetErrorString(rc).decode()}", log_text)
-        names = {}
+        lowered = {}
         for e in expressions:
             out = ctypes.c_char_p()
             rc = lib.nvrtcGetLoweredName(prog, e.encode(), ctypes.byref(out))
             if rc != 0 or not out.value:
                 raise LoweringError(f"name expression {e!r} does not name a __global__ function NVRTC can "
                                     f"instantiate ({lib.nvrtcGetErrorString(rc).decode()})", log_text)
-            names[e] = out.value.decode()
-        return names
+            lowered[e] = out.value.decode()
+        return lowered
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
 
-def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Path) -> None:
-    """Write {name expression: mangled name} for a unit's kernels to `output`, from NVRTC."""
-    lowest = min(specmod.parse_target(t)[0] for t in desc["targets"])
-    options = [*unit_source.compiler_options(desc), *(f"-I{d}" for d in cuda_toolkit.include_dirs(cuda_root)),
-               f"-arch=compute_{lowest}", *NVRTC_ONLY_OPTIONS, "-fdevice-syntax-only"]
-    expressions = [k["expression"] for k in desc["kernels"]]
+@contextlib.contextmanager
+def empty_directory():
+    """Run in an empty working directory: NVRTC looks for a quoted #include beside its source, whose name
+    has no directory, so in the working directory; the JIT's is the user's program's, never the build's."""
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="kiln-lower-") as empty:
+        os.chdir(empty)
+        try:
+            yield
+        finally:
+            os.chdir(here)
+
+
+# Appended to the source at build time only: a kernel template whose lowered name, for a kernel's type as
+# its template argument, spells that type in the Itanium mangling, which the C++ runtime demangles. So the
+# same front-end run that names the kernels gives their parameter types, for the typed handles of the
+# catalog header (README, "Using the registry").
+SIGNATURE_PROBE = """
+#ifdef __CUDACC_RTC__
+template <typename F> struct kiln_signature_tag_ {};
+template <typename F> __global__ void kiln_signature_(kiln_signature_tag_<F>) {}
+#endif
+"""
+
+
+def signature_expression(expression: str) -> str:
+    return f"kiln_signature_<decltype({expression})>"
+
+
+def demangle(symbol: str) -> str | None:
+    """What the C++ runtime (libstdc++'s __cxa_demangle) makes of a mangled name, or None."""
     try:
-        names = lower_names(str(nvrtc), source.read_text(encoding="utf-8"), source.name, expressions, options)
+        cxx = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+    cxx.__cxa_demangle.restype = ctypes.c_void_p
+    cxx.__cxa_demangle.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    libc.free.argtypes = [ctypes.c_void_p]
+    status = ctypes.c_int()
+    text = cxx.__cxa_demangle(symbol.encode(), None, None, ctypes.byref(status))
+    if status.value != 0 or not text:
+        return None
+    try:
+        return ctypes.string_at(text).decode()
+    finally:
+        libc.free(text)
+
+
+def kernel_type(probe_symbol: str) -> str | None:
+    """`void(float const*, int)` from the probe's lowered name, or None."""
+    text = demangle(probe_symbol)
+    head = "kiln_signature_<"
+    if text is None or head not in text:
+        return None
+    start, depth = text.index(head) + len(head), 1
+    for i in range(start, len(text)):
+        depth += {"<": 1, ">": -1}.get(text[i], 0)
+        if depth == 0:
+            kind = text[start:i].strip()
+            return kind.replace("void (", "void(", 1) if kind.startswith("void (") else None
+    return None
+
+
+def lower_with_types(nvrtc: str, text: str, source_name: str, expressions: list[str], options: list[str],
+                     headers) -> tuple[dict[str, str], dict[str, str | None]]:
+    """({expression: lowered name}, {expression: kernel type or None}) from one NVRTC run with the probe.
+    Should the probe itself fail (an expression decltype cannot take), the unit is named without it
+    (a second run, only then) and its kernels get no type."""
+    probes = {e: signature_expression(e) for e in expressions}
+    try:
+        lowered = lower_names(nvrtc, text + SIGNATURE_PROBE, source_name, [*expressions, *probes.values()], options, headers)
+    except LoweringError:
+        return lower_names(nvrtc, text, source_name, expressions, options, headers), dict.fromkeys(expressions)
+    return ({e: lowered[e] for e in expressions}, {e: kernel_type(lowered[p]) for e, p in probes.items()})
+
+
+def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Path, listed: Path,
+               unit_list: Path, types: Path | None = None) -> None:
+    """Write {name expression: mangled name} for a unit's kernels to `output` (and {name expression: the
+    kernel's type, or null} to `types`), from NVRTC compiling the
+    unit as the JIT tier will: with the headers nvcc read (`listed`, the compile step's list) in memory,
+    named as the bundle names them, and no include directory. Writes those headers to `unit_list` for
+    the catalog. Without `listed` (nvcc failed, so the unit fails anyway), NVRTC reads the build's include
+    directories instead, only to say whether a name expression is at fault."""
+    lowest = desc["lower_arch"]
+    options = [*desc["options"], f"-arch=compute_{lowest}", *NVRTC_ONLY_OPTIONS, "-fdevice-syntax-only"]
+    expressions = [k["expression"] for k in desc["kernels"]]
+    text = source.read_text(encoding="utf-8")
+    if not listed.is_file():
+        # nvcc failed, and said why: NVRTC speaks only when a name expression is at fault, which it says
+        # best (an error of the source itself would be the same error twice).
+        options += [*(f"-I{d}" for d in desc["include_dirs"]), *(f"-I{d}" for d in cuda_toolkit.include_dirs(cuda_root))]
+        try:
+            lower_names(str(nvrtc), text, source.name, expressions, options)
+        except LoweringError as e:
+            if str(e).startswith("name expression") or NAME_MAP in e.log:
+                raise errors.GenError(f"{desc['where']}: field 'kernels': {e}\n{unit_source.log_with_paths(desc, e.log)}") from None
+        return
+    read = render.read_json(listed)["headers"]
+    unit = header_bundle.UnitInput(source, desc["include_dirs"], read)
+    headers = header_bundle.unit_headers(unit, header_bundle.unit_roots(unit, cuda_root), desc["where"])
+    try:
+        with empty_directory():
+            names, kinds = lower_with_types(str(nvrtc), text, source.name, expressions, options, headers)
     except LoweringError as e:
-        raise errors.GenError(f"{desc['where']}: field 'kernels': {e}\n{e.log}") from None
+        if str(e).startswith("name expression") or NAME_MAP in e.log:  # NVRTC's errors in a name expression
+            raise errors.GenError(f"{desc['where']}: field 'kernels': {e}\n{unit_source.log_with_paths(desc, e.log)}") from None
+        raise errors.GenError(
+            f"{desc['where']}: nvcc compiled this unit, but the JIT tier could not: {e} with the {len(headers)} "
+            f"headers bundled for it in memory and no include directory, as the JIT runs it. A header NVRTC "
+            f"cannot open was not read by nvcc for this unit (an #include under #ifdef __CUDACC_RTC__, an "
+            f"#include_next) or is included by a name no include directory gives it.\n{unit_source.log_with_paths(desc, e.log)}") from None
+    header_bundle.write_unit_list(unit_list, headers, read)
     render.write_json(output, dict(sorted(names.items())))
+    if types is not None:
+        render.write_json(types, dict(sorted(kinds.items())))

@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +26,7 @@ class TargetFiles:
 
 
 def compile_target(desc: dict, target: str, nvcc: str, source: Path, output: Path, headers: Path,
-                   depfile: Path, ptx_strip: str, ptx_too: TargetFiles | None = None) -> None:
+                   depfile: Path, ptx_strip: str, ptx_too: TargetFiles | None = None) -> str:
     """nvcc `source` for one target, writing a depfile and, in `headers`, the headers it included with
     the unit's digest. A compute_XX target is nvcc's PTX. An sm_XX cubin is assembled from the unit's
     compute_XX PTX after `ptx_strip` (kiln-ptx-strip) dropped the module-scope globals nothing uses:
@@ -35,33 +34,53 @@ def compile_target(desc: dict, target: str, nvcc: str, source: Path, output: Pat
     an embedded cubin is then as lean as the JIT's (docs/DESIGN.md, "Lean cubins"). The code is the
     same: ptxas assembles the same kernels.
     `ptx_too`: the unit's compute_XX target of the same arch, whose PTX is the one this cubin is assembled
-    from (the same nvcc command): kept as that target's output instead of compiled a second time."""
+    from (the same nvcc command): kept as that target's output instead of compiled a second time.
+    Returns what nvcc printed (warnings) for the build to show or count."""
     arch, is_ptx = specmod.parse_target(target)
     options = unit_source.compiler_options(desc)
     ptx = output if is_ptx else output.with_name(output.name + ".full.ptx")
-    run_nvcc(desc, target, nvcc, ["-ptx", f"-arch=compute_{arch}", *options, "-MD", "-MF", str(depfile),
-                                  "-o", str(ptx), str(source)])
+    warnings = run_nvcc(desc, target, nvcc, ["-ptx", f"-arch=compute_{arch}", *options, "-MD", "-MF", str(depfile),
+                                             "-o", str(ptx), str(source)])
     if not is_ptx:
         lean = output.with_name(output.name + ".lean.ptx")
         try:
-            run_tool(desc, target, [ptx_strip, str(ptx), str(lean)])
+            warnings += run_tool(desc, target, [ptx_strip, str(ptx), str(lean)])
             # The unit's options again: those ptxas takes (-Xptxas, -maxrregcount, -lineinfo) apply here.
-            run_nvcc(desc, target, nvcc, ["-cubin", f"-arch=sm_{arch}", *options, "-o", str(output), str(lean)])
+            warnings += run_nvcc(desc, target, nvcc, ["-cubin", f"-arch=sm_{arch}", *options, "-o", str(output), str(lean)])
             if ptx_too is not None:
                 os.replace(ptx, ptx_too.output)
         finally:
             ptx.unlink(missing_ok=True)
             lean.unlink(missing_ok=True)
-    read = resolve_depfile(depfile, output, desc["include_dirs"])
+    read = record_headers(desc, source, depfile, output, headers)
+    if ptx_too is not None:
+        render.write_depfile(ptx_too.depfile, ptx_too.output, read)
+        render.write_json(ptx_too.headers, render.read_json(headers))
+    return warnings
+
+
+def list_headers(desc: dict, nvcc: str, source: Path, headers: Path, depfile: Path) -> str:
+    """For a JIT-only unit (no binaries): what compile_target records in `headers`, from nvcc's
+    preprocessor alone (-M, at the architecture the unit is named for), so the catalog bundles the
+    headers the JIT needs and the unit has a digest. Returns nvcc's warnings."""
+    arguments = ["-M", f"-arch=compute_{desc['lower_arch']}", *unit_source.compiler_options(desc), "-o", str(depfile),
+                 str(source)]
+    warnings = run_nvcc(desc, "its headers (jit_only)", nvcc, arguments)
+    record_headers(desc, source, depfile, headers, headers)
+    return warnings
+
+
+def record_headers(desc: dict, source: Path, depfile: Path, target: Path, headers: Path) -> list[str]:
+    """The headers nvcc's depfile lists (the depfile rewritten for `target`), and the unit's digest.
+    Returns the depfile's prerequisites."""
+    read = resolve_depfile(depfile, target, desc["include_dirs"])
     included = [h for h in read if Path(h).resolve() != source.resolve()]
     digest = unit_digest(desc, source.read_bytes(), included)
     render.write_json(headers, {"digest": digest, "headers": included})
-    if ptx_too is not None:
-        render.write_depfile(ptx_too.depfile, ptx_too.output, read)
-        render.write_json(ptx_too.headers, {"digest": digest, "headers": included})
+    return read
 
 
-def run_nvcc(desc: dict, target: str, nvcc: str, arguments: list[str]) -> None:
+def run_nvcc(desc: dict, target: str, nvcc: str, arguments: list[str]) -> str:
     # No shell here (an argument list), but nvcc runs its own stages through sh: the last check that
     # nothing it is handed would run there or mean something else than to NVRTC (spec.nvcc_unsafe).
     options = set(unit_source.compiler_options(desc))
@@ -69,18 +88,20 @@ def run_nvcc(desc: dict, target: str, nvcc: str, arguments: list[str]) -> None:
         if why := specmod.nvcc_unsafe(argument, split_at_commas=argument in options):
             raise errors.GenError(f"{desc['where']}: not running nvcc for {target} with the argument {argument!r}: "
                                   f"{why}; rename the path or change the option")
-    run_tool(desc, target, [str(nvcc), *arguments])
+    return run_tool(desc, target, [str(nvcc), *arguments])
 
 
-def run_tool(desc: dict, target: str, cmd: list[str]) -> None:
-    """Runs a compile step; a failure raises GenError naming the unit, with the command and its output."""
+def run_tool(desc: dict, target: str, cmd: list[str]) -> str:
+    """Runs a compile step; a failure raises GenError naming the unit, with the command and its output.
+    Returns what a successful step printed (warnings), with the files the unit's #line directives name
+    given as paths, for the build to show or count (table_build.py)."""
     result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     name = Path(cmd[0]).name
+    output = unit_source.log_with_paths(desc, result.stdout)
     if result.returncode != 0:
         raise errors.GenError(f"{desc['where']}: {name} failed for {target} (exit {result.returncode})\n"
-                              f"command: {' '.join(cmd)}\n{result.stdout}")
-    if result.stdout.strip():
-        sys.stderr.write(result.stdout)
+                              f"command: {' '.join(cmd)}\n{output}")
+    return output if output.strip() else ""
 
 
 def resolve_depfile(path: Path, target: Path, include_dirs: list[str]) -> list[str]:

@@ -38,6 +38,8 @@ _ALLOWED_OPTIONS = (
     (re.compile(r"--(ftz|prec-div|prec-sqrt|fmad)=(true|false)"), "--ftz/--prec-div/--prec-sqrt/--fmad=true|false"),
     (re.compile(r"--extra-device-vectorization"), "--extra-device-vectorization"),
     (re.compile(r"--expt-relaxed-constexpr"), "--expt-relaxed-constexpr"),
+    # A diagnostic's number, one per option: nvcc would split a list at its commas.
+    (re.compile(r"--diag-(suppress|warn|error)=[0-9]+"), "--diag-suppress/--diag-warn/--diag-error=N"),
 )
 
 # nvcc runs its stages through sh, each argument in double quotes (`nvcc --dryrun` shows -D "X=..."), so
@@ -63,9 +65,19 @@ def nvcc_unsafe(argument: str, split_at_commas: bool = True) -> str | None:
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NAMESPACE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*")
 _ARCH = re.compile(r"sm_([0-9]+)")
+KERNELS_KEY = re.compile(r"\s*kernels\s*=")
+
+# The catalog header declares a handle per kernel name (kernels::NAME): none may be a C++ keyword.
+CPP_KEYWORDS = frozenset("""alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t
+char32_t class compl concept const consteval constexpr constinit const_cast continue co_await co_return co_yield
+decltype default delete do double dynamic_cast else enum explicit export extern false float for friend goto if
+inline int long mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected public
+register reinterpret_cast requires return short signed sizeof static static_assert static_cast struct switch
+template this thread_local throw true try typedef typeid typename union unsigned using virtual void volatile
+wchar_t while xor xor_eq""".split())
 
 REGISTRY_FIELDS = ("name", "namespace", "options", "include_dirs", "template_dirs")
-UNIT_FIELDS = ("name", "source", "family", "params", "kernels", "options", "archs")
+UNIT_FIELDS = ("name", "source", "family", "params", "kernels", "options", "archs", "jit_only")
 
 # kiln's own families; a table adds its own directories with `template_dirs`.
 BUILTIN_FAMILY_DIR = render.TEMPLATE_DIR / "families"
@@ -92,6 +104,9 @@ class Unit:
     archs: tuple[int, ...]    # SM numbers to build cubins for
     ptx_arch: int | None      # SM number to embed PTX for, or None
     include_dirs: tuple[Path, ...]
+    lower_arch: int = 0          # the architecture NVRTC names the kernels for at build time: the lowest
+    kernels_line: int = 1        # the line of the row's `kernels` in the table, for errors in name expressions
+    jit_only: bool = False       # compiled by the JIT tier only: nvcc builds no binary of it (archs is empty)
     source: Path | None = None   # a hand-written .cu file
     family: str | None = None    # or a template family ...
     family_path: Path | None = None
@@ -152,8 +167,9 @@ def parse_archs(values, where: str) -> tuple[int, ...]:
     return tuple(sorted(archs))
 
 
-def load(path: str | Path, archs: tuple[int, ...], embed_ptx: bool) -> Spec:
-    """Read and validate the table at `path` for the build's architectures."""
+def load(path: str | Path, archs: tuple[int, ...], embed_ptx: bool, jit_only: bool = False) -> Spec:
+    """Read and validate the table at `path` for the build's architectures. `jit_only`: every unit is
+    JIT-only (nothing embedded), whatever its row says; the architectures then only name the kernels."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -165,12 +181,13 @@ def load(path: str | Path, archs: tuple[int, ...], embed_ptx: bool) -> Spec:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"{path}: not valid TOML: {e}") from None
-    return _Validator(path, text, archs, embed_ptx).spec(data)
+    return _Validator(path, text, archs, embed_ptx, jit_only).spec(data)
 
 
 class _Validator:
-    def __init__(self, path: Path, text: str, archs: tuple[int, ...], embed_ptx: bool):
+    def __init__(self, path: Path, text: str, archs: tuple[int, ...], embed_ptx: bool, jit_only: bool = False):
         self.path = path
+        self.all_jit_only = jit_only
         self.base = path.resolve().parent
         self.archs = archs
         self.embed_ptx = embed_ptx
@@ -181,7 +198,8 @@ class _Validator:
         self.family_params = {}  # family template path -> the parameters it takes, parsed once
         self.sources_read: set[Path] = set()  # sources already checked
         # Lines of the [[unit]] headers, so errors can point at the row.
-        self.unit_lines = [i + 1 for i, line in enumerate(text.splitlines())
+        self.lines = text.splitlines()
+        self.unit_lines = [i + 1 for i, line in enumerate(self.lines)
                            if re.match(r"\s*\[\[\s*unit\s*\]\]", line)]
 
     def fail(self, where: str, message: str):
@@ -229,6 +247,14 @@ class _Validator:
     def line(self, row: int) -> int | None:
         return self.unit_lines[row - 1] if row <= len(self.unit_lines) else None
 
+    def kernels_line(self, row: int) -> int:
+        """The line of the row's `kernels = ...` (else of the row, else 1)."""
+        start = self.line(row)
+        if start is None:
+            return 1
+        end = self.unit_lines[row] if row < len(self.unit_lines) else len(self.lines) + 1
+        return next((n for n in range(start, end) if KERNELS_KEY.match(self.lines[n - 1])), start)
+
     def where(self, row: int, name: str | None = None) -> str:
         return unit_where(self.path, row, self.line(row), name)
 
@@ -252,7 +278,14 @@ class _Validator:
             include_dirs.insert(0, source.resolve().parent)  # where its own includes are, links followed
         else:
             family, family_path, params = self.family(row, where)
+        jit_only = row.get("jit_only", False)
+        if not isinstance(jit_only, bool):
+            self.fail(f"{where}: field 'jit_only'", f"expected true or false, got {jit_only!r}")
+        if jit_only and "archs" in row:
+            self.fail(f"{where}: field 'archs'", "a jit_only unit has no binaries to build for architectures; "
+                                                 "remove 'archs' or 'jit_only'")
         archs = parse_archs(row["archs"], f"{where}: field 'archs'") if "archs" in row else self.archs
+        jit_only = jit_only or self.all_jit_only
         kernels = self.kernels(row.get("kernels"), params, f"{where}: field 'kernels'")
         options = self.registry_options + self.options(row, where)
         if not any(o.startswith("-std=") for o in options):
@@ -260,9 +293,10 @@ class _Validator:
         return Unit(
             name=name, row=index,
             line=self.line(index),
-            kernels=kernels, options=options + IMPLICIT_OPTIONS, archs=archs,
-            ptx_arch=max(archs) if self.embed_ptx else None,
+            kernels=kernels, options=options + IMPLICIT_OPTIONS, archs=() if jit_only else archs,
+            ptx_arch=max(archs) if self.embed_ptx and not jit_only else None,
             include_dirs=tuple(dict.fromkeys(include_dirs)),
+            lower_arch=min(archs), kernels_line=self.kernels_line(index), jit_only=jit_only,
             source=source, family=family, family_path=family_path, params=params)
 
     def family(self, row: dict, where: str):
@@ -281,7 +315,7 @@ class _Validator:
         if not isinstance(params, dict):
             self.fail(f"{where}: field 'params'", "expected a table like { T = \"float\", BLOCK_THREADS = 256 }")
         if path not in self.family_params:
-            self.family_params[path] = family_params(path)
+            self.family_params[path] = family_params(path, where)
         wanted = self.family_params[path]
         for key, value in params.items():
             if key not in wanted:
@@ -311,6 +345,9 @@ class _Validator:
         for name, expr in pairs:
             if not _IDENTIFIER.fullmatch(name):
                 self.fail(where, f"kernel name {name!r} must be an identifier")
+            if name in CPP_KEYWORDS:
+                self.fail(where, f"kernel name {name!r} is a C++ keyword; the catalog header declares a handle "
+                                 f"of that name (kernels::{name}): choose another")
             if not isinstance(expr, str) or not expr.strip():
                 self.fail(where, f"kernel '{name}': expected a C++ name expression string, got {expr!r}")
             try:
@@ -399,6 +436,20 @@ class _Validator:
         return p
 
 
-def family_params(path: Path) -> set[str]:
-    """The parameters a family takes: the variables its template uses (parsed, not run)."""
-    return set(jinja2.meta.find_undeclared_variables(render.sandbox().parse(path.read_text(encoding="utf-8"))))
+def family_params(path: Path, where: str) -> set[str]:
+    """The parameters a family takes: the variables its template uses (parsed, not run). A template that
+    does not parse is the table's mistake: named with the file and line Jinja2 stopped at."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        return set(jinja2.meta.find_undeclared_variables(render.sandbox().parse(text, filename=str(path))))
+    except jinja2.TemplateSyntaxError as e:
+        raise SpecError(f"{where}: field 'family': {template_error(e, path)}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecError(f"{where}: field 'family': cannot read {path}: {e}") from None
+
+
+def template_error(e: jinja2.TemplateError, path: Path) -> str:
+    """`file:line: message` for a Jinja2 error in a family (or a template it includes)."""
+    if isinstance(e, jinja2.TemplateSyntaxError):
+        return f"{e.filename or path}:{e.lineno}: template syntax error: {e.message}"
+    return f"{path}: {e}"

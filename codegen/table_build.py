@@ -8,7 +8,6 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import multiprocessing
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import errors
 import fatbin
 import lowering
 import nvcc_compile
+import progress
 import render
 import spec as specmod
 import unit_source
@@ -36,8 +36,8 @@ class UnitWork:
     def outputs(self) -> list[Path]:
         """What compiling and lowering the unit write."""
         targets = self.desc["targets"]
-        return [*map(self.files.binary, targets), *map(self.files.headers, targets), self.files.names,
-                *self.files.fatbins(targets)]
+        return [*map(self.files.binary, targets), *map(self.files.headers, targets), self.files.listed(targets),
+                self.files.names, self.files.types, self.files.bundle, *self.files.fatbins(targets)]
 
 
 def work_dir(outdir: Path, registry: str) -> Path:
@@ -45,10 +45,12 @@ def work_dir(outdir: Path, registry: str) -> Path:
 
 
 def build(spec: specmod.Spec, toolkit: cuda_toolkit.Toolkit, ptx_strip: str, outdir: Path,
-          depfile: Path | None = None, jobs: int = 1) -> list[str]:
+          depfile: Path | None = None, jobs: int = 1, report: "progress.Report | None" = None) -> list[str]:
     """Bring the catalog of `spec` in `outdir` up to date; returns the names of the units recompiled.
-    `ptx_strip` is kiln-ptx-strip (nvcc_compile.compile_target). Raises GenError naming every unit that
-    failed (the others are kept, and not rebuilt next time)."""
+    `ptx_strip` is kiln-ptx-strip (nvcc_compile.compile_target); `report` hears of each step done and of
+    the compilers' warnings (none: nothing is shown). Raises GenError naming every unit that failed (the
+    others are kept, and not rebuilt next time)."""
+    report = report or progress.Report()
     work = work_dir(outdir, spec.name)
     work.mkdir(parents=True, exist_ok=True)
     strip = Path(ptx_strip)
@@ -62,7 +64,7 @@ def build(spec: specmod.Spec, toolkit: cuda_toolkit.Toolkit, ptx_strip: str, out
         if not is_fresh(w, stamp_inputs(w, inputs_common)):
             stale.append(w)
 
-    failures = compile_units(stale, toolkit, ptx_strip, jobs)
+    failures = compile_units(stale, toolkit, ptx_strip, jobs, report)
     for w in stale:
         if w.unit.name not in failures:
             write_stamp(w, stamp_inputs(w, inputs_common))
@@ -74,7 +76,9 @@ def build(spec: specmod.Spec, toolkit: cuda_toolkit.Toolkit, ptx_strip: str, out
     deps = dependencies(spec, units, toolkit)
     if depfile is not None:
         render.write_depfile(depfile, outputs["hpp"], deps)
-    settle_timestamps(list(outputs.values()), deps)
+    # Outputs whose text did not change keep their timestamps, older than an edited input: the build
+    # system must not rerun this command for that alone. Meson's custom_target gives ninja `restat = 1`,
+    # which records the run in its log instead (docs/DESIGN.md, "Incremental builds").
     return [w.unit.name for w in stale]
 
 
@@ -89,8 +93,9 @@ def codegen_identity() -> str:
 
 
 def stamp_inputs(w: UnitWork, common: dict) -> dict:
-    # `where` names the table as the caller spelled its path: not an input of the binaries.
-    return dict(common, description={k: v for k, v in w.desc.items() if k != "where"})
+    # `where` names the table as the caller spelled its path, `paths` where its files lie: not inputs of
+    # the binaries.
+    return dict(common, description={k: v for k, v in w.desc.items() if k not in ("where", "paths")})
 
 
 def is_fresh(w: UnitWork, inputs: dict) -> bool:
@@ -115,22 +120,30 @@ def write_stamp(w: UnitWork, inputs: dict) -> None:
 def stamped_headers(w: UnitWork) -> list[str]:
     """Every header the unit's compiles included, over all its targets."""
     headers: set[str] = set()
-    for target in w.desc["targets"]:
-        headers.update(render.read_json(w.files.headers(target))["headers"])
+    for listed in [*map(w.files.headers, w.desc["targets"]), w.files.listed(w.desc["targets"])]:
+        headers.update(render.read_json(listed)["headers"])
     return sorted(headers)
 
 
 # -- compiling ----------------------------------------------------------------------------------------
 
-def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, ptx_strip: str, jobs: int) -> dict[str, dict]:
+def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, ptx_strip: str, jobs: int,
+                  report: "progress.Report") -> dict[str, dict]:
     """Compile every target and lower the names of each stale unit, then pack each unit whose targets all
     compiled into its fatbins. Returns the failures as {unit: {step: message}}: a unit's first failed
-    compile (the other targets' logs say the same) and its failed lowering (NVRTC's view, which names the
-    field when a name expression is wrong)."""
-    tasks = []
+    compile (the other targets' logs say the same), its failed lowering (NVRTC's view, which names the
+    field when a name expression is wrong) and a failed packing.
+
+    A unit's lowering runs once its first target compiled (or, for a JIT-only unit, once nvcc's
+    preprocessor listed its headers): it compiles the unit as the JIT will, from the headers that compile
+    read (lowering.py). Its fatbins are packed once every target compiled."""
+    first, later = [], []  # steps that can start now; lowering waits for its unit's first step
+    pending: dict[str, int] = {}  # compile steps of each unit not ended yet: packing waits for none
     for w in stale:
         w.files.stamp.unlink(missing_ok=True)  # an interrupted build must not look finished
         targets = w.desc["targets"]
+        w.files.listed(targets).unlink(missing_ok=True)  # lowering must not read an earlier build's list
+        steps = []
         for target in targets:
             arch, ptx = specmod.parse_target(target)
             # A compute_XX target beside sm_XX: its PTX is the first step of that cubin, made once there.
@@ -139,45 +152,89 @@ def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, ptx_stri
             also = f"compute_{arch}" if not ptx and f"compute_{arch}" in targets else None
             ptx_too = nvcc_compile.TargetFiles(w.files.binary(also), w.files.headers(also),
                                                w.files.compile_depfile(also)) if also else None
-            tasks.append((w, nvcc_compile.compile_target, (w.desc, target, str(toolkit.nvcc), w.files.source,
-                                                       w.files.binary(target), w.files.headers(target),
-                                                       w.files.compile_depfile(target), ptx_strip, ptx_too)))
-        tasks.append((w, lowering.lower_unit, (w.desc, w.files.source, str(toolkit.nvrtc), toolkit.root,
-                                               w.files.names)))
-    failures = run_tasks(tasks, jobs)
-    compiled = [w for w in stale if "compile_target" not in failures.get(w.unit.name, {})]
-    for name, failed in run_tasks([(w, fatbin.build_unit, (w.desc, str(toolkit.fatbinary), w.files))
-                                   for w in compiled], jobs).items():
-        failures.setdefault(name, {}).update(failed)
-    return failures
-
-
-def run_tasks(tasks: list, jobs: int) -> dict[str, dict]:
-    """Runs (unit work, step, arguments) tasks, in `jobs` processes; returns {unit: {step: message}}."""
+            steps.append((w, nvcc_compile.compile_target, (w.desc, target, str(toolkit.nvcc), w.files.source,
+                                                           w.files.binary(target), w.files.headers(target),
+                                                           w.files.compile_depfile(target), ptx_strip, ptx_too)))
+        if not targets:  # JIT-only: no binary, only the headers the JIT needs, from nvcc's preprocessor
+            steps = [(w, nvcc_compile.list_headers, (w.desc, str(toolkit.nvcc), w.files.source, w.files.jit_headers,
+                                                     w.files.jit_depfile))]
+        else:
+            pending[w.unit.name] = len(steps)
+        first.append(steps[0])
+        later += steps[1:]
+    lower = {w.unit.name: (w, lowering.lower_unit, (w.desc, w.files.source, str(toolkit.nvrtc), toolkit.root,
+                                                     w.files.names, w.files.listed(w.desc["targets"]), w.files.bundle,
+                                                     w.files.types))
+             for w in stale}
     failures: dict[str, dict] = {}
+    report.start(len(first) + len(later) + len(lower) + len(pending))
 
-    def failed(w: UnitWork, step, message: str):
-        failures.setdefault(w.unit.name, {}).setdefault(step.__name__, message)
+    def finished(w: UnitWork, step, outcome) -> list:
+        """Records a step's end; returns the steps it lets start."""
+        if isinstance(outcome, BaseException):
+            message = (str(outcome) if isinstance(outcome, errors.GenError) else
+                       f"{w.desc['where']}: a compile process died ({outcome}); the build can be rerun")
+            failures.setdefault(w.unit.name, {}).setdefault(step.__name__, message)
+        elif outcome:
+            report.warnings(w.desc["where"], outcome)
+        report.step(w.unit.name, not isinstance(outcome, BaseException))
+        if step is not nvcc_compile.compile_target:
+            return []
+        pending[w.unit.name] -= 1
+        if pending[w.unit.name]:
+            return []
+        if "compile_target" in failures.get(w.unit.name, {}):
+            report.step(w.unit.name, False)  # its packing, which cannot run
+            return []
+        return [(w, fatbin.build_unit, (w.desc, str(toolkit.fatbinary), w.files))]
 
-    if jobs == 1 or len(tasks) <= 1:
-        for w, step, args in tasks:
-            try:
-                step(*args)
-            except errors.GenError as e:
-                failed(w, step, str(e))
+    if jobs == 1 or len(first) + len(later) <= 1:
+        queue = [*first, *later, *lower.values()]
+        while queue:
+            w, step, args = queue.pop(0)
+            queue += finished(w, step, run_step(step, args))
         return failures
-    # spawn, not fork: the executor's own thread is running when it starts workers.
+    # spawn, not fork: the executor's own thread is running when it starts workers. As many steps run as
+    # there are processes, picked in this order: a unit's lowering or packing once the steps it needs
+    # ended (so a name or JIT error comes early), every unit's first step, then the other targets.
     context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=context) as pool:
-        futures = [(w, step, pool.submit(step, *args)) for w, step, args in tasks]
-        for w, step, future in futures:
-            try:
-                future.result()
-            except errors.GenError as e:
-                failed(w, step, str(e))
-            except concurrent.futures.process.BrokenProcessPool as e:
-                failed(w, step, f"{w.desc['where']}: a compile process died ({e}); the build can be rerun")
+    ready: list = []
+    first.reverse()
+    later.reverse()
+    with concurrent.futures.ProcessPoolExecutor(min(jobs, len(first) + len(later)), mp_context=context) as pool:
+        running: dict = {}
+        while True:
+            while len(running) < jobs and (ready or first or later):
+                queue = ready or first or later
+                w, step, args = queue.pop()
+                try:
+                    running[pool.submit(run_step, step, args)] = (w, step, queue is first)
+                except concurrent.futures.process.BrokenProcessPool as e:
+                    ready += finished(w, step, e)
+                    if queue is first:
+                        ready.append(lower.pop(w.unit.name))
+            if not running:
+                break
+            done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                w, step, was_first = running.pop(future)
+                try:
+                    outcome = future.result()
+                except concurrent.futures.process.BrokenProcessPool as e:
+                    outcome = e
+                ready += finished(w, step, outcome)
+                if was_first:  # the unit's headers are listed: its lowering can run
+                    ready.append(lower.pop(w.unit.name))
     return failures
+
+
+def run_step(step, args):
+    """A step's warnings (text, maybe empty), or the GenError it raised: returned, not raised, so that the
+    parent tells one unit's failure from a dead worker."""
+    try:
+        return step(*args) or ""
+    except errors.GenError as e:
+        return e
 
 
 # -- what ninja needs ---------------------------------------------------------------------------------
@@ -191,13 +248,3 @@ def dependencies(spec: specmod.Spec, units: list[UnitWork], toolkit: cuda_toolki
         deps += map(Path, render.read_json(w.files.stamp)["headers"])
     deps += catalog.catalog_inputs(toolkit.root)
     return list(dict.fromkeys(deps))
-
-
-def settle_timestamps(outputs: list[Path], deps: list[Path]) -> None:
-    """Make every output at least as new as its newest input. Outputs are rewritten only when their
-    content changes, and ninja (without restat) would otherwise rerun this command on every build after
-    an edit that changed no output."""
-    newest = max((p.stat().st_mtime_ns for p in deps if p.exists()), default=0)
-    for out in outputs:
-        if out.stat().st_mtime_ns < newest:
-            os.utime(out)

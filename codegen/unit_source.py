@@ -53,6 +53,10 @@ class UnitFiles:
         return self._path(".names.json")
 
     @property
+    def types(self) -> Path:  # {name expression: the kernel's type, e.g. "void(float*, int)", or null}
+        return self._path(".types.json")
+
+    @property
     def stamp(self) -> Path:  # what the unit's outputs were built from (table_build.py)
         return self._path(".stamp")
 
@@ -61,6 +65,23 @@ class UnitFiles:
 
     def headers(self, target: str) -> Path:  # the headers nvcc read for the target, and the unit's digest
         return Path(f"{self.binary(target)}.headers.json")
+
+    @property
+    def jit_headers(self) -> Path:  # a JIT-only unit's: the headers nvcc's preprocessor read, and its digest
+        return self._path(".headers.json")
+
+    @property
+    def jit_depfile(self) -> Path:  # a JIT-only unit's: nvcc's preprocessor's dependency output
+        return self._path(".d")
+
+    def listed(self, targets) -> Path:
+        """The list of headers the unit's digest and bundle come from: its first target's, or a JIT-only
+        unit's own."""
+        return self.headers(targets[0]) if targets else self.jit_headers
+
+    @property
+    def bundle(self) -> Path:  # the headers the JIT tier gets, as the lower step checked them
+        return self._path(".bundle.json")
 
     def compile_depfile(self, target: str) -> Path:
         return Path(f"{self.binary(target)}.d")
@@ -80,9 +101,9 @@ def unit_body(spec: specmod.Spec, unit: specmod.Unit) -> str:
     env = render.environment(unit.family_path.parent)
     try:
         return env.get_template(unit.family_path.name).render(unit.params)
-    except jinja2.TemplateError as e:  # the sandbox's SecurityError among them
+    except jinja2.TemplateError as e:  # the sandbox's SecurityError among them; a syntax error in an {% include %}
         raise errors.GenError(f"{specmod.unit_where(spec.path, unit.row, unit.line, unit.name)}: family "
-                              f"'{unit.family}' ({unit.family_path}): cannot render: {e}") from None
+                              f"'{unit.family}': cannot render: {specmod.template_error(e, unit.family_path)}") from None
 
 
 HOISTED = re.compile(r"\s*(#\s*(include|pragma|define|undef)\b.*|//.*|)$")
@@ -112,10 +133,15 @@ def render_unit(spec: specmod.Spec, unit: specmod.Unit) -> str:
         if head:
             head += "\n"
         first_line = hoisted + 1
-    line_file = unit.source.relative_to(spec.path.resolve().parent).as_posix() if unit.source else ""
     return render.environment().get_template("unit.cu.j2").render(
-        spec_name=spec.path.name, registry=spec.name, unit=unit, head=head, body=body, line_file=line_file,
-        first_line=first_line if unit.source else 1)
+        spec_name=spec.path.name, registry=spec.name, unit=unit, head=head, body=body,
+        line_file=line_file(spec, unit), first_line=first_line if unit.source else 1, kernels_line=unit.kernels_line)
+
+
+def line_file(spec: specmod.Spec, unit: specmod.Unit) -> str:
+    """How the translation unit's #line names a hand-written source: relative to the table, so that the
+    unit's text (and digest, and cache key) does not depend on where the project lies."""
+    return unit.source.relative_to(spec.path.resolve().parent).as_posix() if unit.source else ""
 
 
 def unit_description(spec: specmod.Spec, unit: specmod.Unit) -> dict:
@@ -128,7 +154,20 @@ def unit_description(spec: specmod.Spec, unit: specmod.Unit) -> dict:
         "options": list(unit.options),
         "include_dirs": [str(d) for d in unit.include_dirs],
         "targets": list(unit.targets),
+        "lower_arch": unit.lower_arch,
+        # The files the unit's #line directives name, relative, and where they are: compiler logs are
+        # shown with the paths (nvcc_compile.py, lowering.py). Not an input of the binaries.
+        "paths": {k: v for k, v in ((line_file(spec, unit), str(unit.source)), (spec.path.name, str(spec.path.resolve())))
+                  if k},
     }
+
+
+def log_with_paths(desc: dict, log: str) -> str:
+    """A compiler's log with the files the unit's #line directives name (relative, so that the unit's text
+    does not depend on where the project lies: `poly.cu(4)`, `geo.toml(12)`) given as paths one can open."""
+    for short, full in desc.get("paths", {}).items():
+        log = re.sub(rf"(?<![\w./-]){re.escape(short)}\(", lambda _: f"{full}(", log)
+    return log
 
 
 def compiler_options(desc: dict) -> list[str]:

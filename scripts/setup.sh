@@ -35,5 +35,16 @@ fi
 # Meson finds nvcc, the compiler of libkiln_prim's host code, on PATH.
 export PATH="${KILN_TOOLKIT:-/usr/local/cuda}/bin:$PATH"
 
-[ -f build/build.ninja ] || meson setup build -Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}"
+# kiln's own primitives (27 CUB units) are embedded for this machine's GPU only, or, without one, not at
+# all (the JIT tier serves them): the first build on a 2-core box takes minutes, not half an hour.
+# Consumers' builds keep the common architectures (meson_options.txt); -Dprimitive_archs changes this.
+if [ ! -f build/build.ninja ]; then
+  gpu_arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+  case "$gpu_arch" in
+    [0-9][0-9]|[0-9][0-9][0-9]) prim_archs="sm_$gpu_arch" ;;
+    *) prim_archs=none ;;
+  esac
+  echo "kiln setup: the primitives' kernels embedded for: $prim_archs"
+  meson setup build -Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}" -Dprimitive_archs="$prim_archs"
+fi
 meson compile -C build

@@ -27,6 +27,7 @@ GOLDEN = HERE / "golden"
 ARCHS = "sm_75,sm_90"
 LOWERED = {"fill": "fill", "mini::axpy<float>": "_ZN4mini4axpyIfEEvT_PKS1_PS1_i"}
 FATBINARY = str(Path(os.environ.get("KILN_TOOLKIT", "/usr/local/cuda")) / "bin" / "fatbinary")
+TYPES = {"fill": "void(float*, float, int)", "mini::axpy<float>": "void(float, float const*, float*, int)"}
 
 
 def load():
@@ -40,6 +41,7 @@ def fill_build_dir(directory: Path, spec, corrupt=None):
         files = unit_source.write_source(spec, unit, directory)
         names = {k.expression: LOWERED[k.expression] for k in unit.kernels}
         render.write_json(files.names, names)
+        render.write_json(files.types, {e: TYPES.get(e) for e in names})
         for target in unit.targets:
             arch, ptx = specmod.parse_target(target)
             symbols = sorted(names.values())
@@ -48,6 +50,7 @@ def fill_build_dir(directory: Path, spec, corrupt=None):
                 data = corrupt(unit.name, target, data)
             files.binary(target).write_bytes(data)
             render.write_json(files.headers(target), {"digest": f"{unit.name}-digest", "headers": []})
+        render.write_json(files.bundle, {"headers": []})
         fatbin.build_unit(render.read_json(files.description), FATBINARY, files)
 
 

@@ -97,6 +97,32 @@ class HeaderBundle(unittest.TestCase):
         headers, _ = self.named(header_bundle.UnitInput(Path(tu), [str(r / "inc")], read))
         self.assertEqual(sorted(headers), ["a.cuh", "b.cuh"])
 
+    def test_nested_roots_give_a_computed_include_every_name(self):
+        # The layout kiln's kernels/ uses: the source's directory (a root) holds include/ (another root).
+        # A macro may spell <proj/x.cuh> (through include/) or <include/proj/x.cuh>: both names are bundled,
+        # the bytes once. (Named by the first root alone, the JIT could not open "proj/x.cuh".)
+        r = self.root
+        read = [write(r / "t/include/proj/x.cuh", "// x\n")]
+        tu = write(r / "build/unit.cu", "#define WHICH <proj/x.cuh>\n#include WHICH\n")
+        headers, bundle = self.named(header_bundle.UnitInput(Path(tu), [str(r / "t"), str(r / "t/include")], read))
+        self.assertEqual(sorted(headers), ["include/proj/x.cuh", "proj/x.cuh"])
+        self.assertEqual(bytes(bundle.raw), b"// x\n")
+        self.assertEqual(header_bundle.root_names((r / "t/include/proj/x.cuh").resolve(),
+                                                  [(r / "t").resolve(), (r / "t/include").resolve()]),
+                         ["include/proj/x.cuh", "proj/x.cuh"])
+
+    def test_a_units_list_round_trip(self):
+        r = self.root
+        read = [write(r / "inc/p/a.cuh", '#include "b.cuh"\n'), write(r / "inc/p/b.cuh", "// b\n")]
+        tu = write(r / "unit.cu", "#include <p/a.cuh>\n")
+        unit = header_bundle.UnitInput(Path(tu), [str(r / "inc")], read)
+        headers = header_bundle.unit_headers(unit, header_bundle.unit_roots(unit, None), "here")
+        header_bundle.write_unit_list(r / "list.json", headers, read)
+        self.assertEqual(header_bundle.read_unit_list(r / "list.json"), headers)
+        text = (r / "list.json").read_text()
+        self.assertIn(str((r / "inc/p/b.cuh").resolve()), text, "an unchanged header is named by its file")
+        self.assertIn('"bytes"', text, "a rewritten one carries its bytes")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -143,6 +143,35 @@ class SpecErrors(unittest.TestCase):
         self.assertEqual(unit.kernels[0].expression, "f<int, 2>")
         self.assertEqual(unit.params, {"N": 2, "T": "int"})
 
+    def test_family_with_a_jinja_syntax_error_names_the_template_and_line(self):
+        (self.root / "fam" / "broken.cu.j2").write_text("// ok\n{% if T %}\ntemplate __global__ void f<{{ T }}>();\n")
+        message = self.error(HEADER + 'template_dirs = ["fam"]\n[[unit]]\nname = "b"\nfamily = "broken"\n'
+                             'params = { T = "float" }\nkernels = { b = "f<float>" }\n',
+                             "unit #1 'b': field 'family'", "broken.cu.j2:3: template syntax error")
+        self.assertIn("endif", message)  # Jinja2's own words: what it expected
+
+    def test_jit_only_unit_has_no_targets(self):
+        s = self.load(HEADER + GOOD_UNIT.replace('kernels = ["k"]', 'kernels = ["k"]\njit_only = true'))
+        unit = s.units[0]
+        self.assertTrue(unit.jit_only)
+        self.assertEqual(unit.targets, ())
+        self.assertEqual(unit.lower_arch, 80)
+        self.error(HEADER + GOOD_UNIT + 'jit_only = "yes"\n', "field 'jit_only'", "expected true or false")
+        self.error(HEADER + GOOD_UNIT + 'jit_only = true\narchs = ["sm_90"]\n', "field 'archs'", "jit_only")
+
+    def test_diag_options_both_compilers_take(self):
+        s = self.load(HEADER + GOOD_UNIT + 'options = ["--diag-suppress=177", "--diag-warn=550", "--diag-error=20"]\n')
+        self.assertIn("--diag-suppress=177", s.units[0].options)
+        self.error(HEADER + GOOD_UNIT + 'options = ["--diag-suppress=177,550"]\n', "field 'options'")
+
+    def test_kernels_line_is_the_rows(self):
+        s = self.load(HEADER + "\n" + GOOD_UNIT + '\n[[unit]]\nname = "two"\nsource = "k.cu"\n\nkernels = ["k2"]\n')
+        self.assertEqual([u.kernels_line for u in s.units], [7, 13])
+
+    def test_kernel_name_that_is_a_cpp_keyword(self):
+        self.error(HEADER + GOOD_UNIT.replace('kernels = ["k"]', 'kernels = { int = "k" }'),
+                   "field 'kernels'", "'int' is a C++ keyword")
+
     def test_table_not_utf8(self):
         path = self.root / "table.toml"
         path.write_bytes(HEADER.encode() + b"# \xff\n" + GOOD_UNIT.encode())

@@ -1,6 +1,12 @@
 """Suite consumer: configures tests/consumer from scratch in a temporary directory, with this kiln source
 tree as its subprojects/kiln, builds it and runs its tests: the cpu checks, and the gpu checks, which
-the consumer's own `meson test` counts as skipped (exit 77) on a machine without a GPU."""
+the consumer's own `meson test` counts as skipped (exit 77) on a machine without a GPU. Then, as a user
+of that project would:
+- its own command line (consumer-kiln: kiln::cli_main over its registries) lists them, and precompiles
+  them for an architecture the build did not embed, with the toolkit's headers hidden (the JIT tier from
+  the bundled headers alone, the project's own among them);
+- a touched source rewrites no catalog output and recompiles nothing; a registry renamed in its table
+  while meson.build still names the old outputs stops the build with a clear error."""
 
 from __future__ import annotations
 
@@ -14,6 +20,9 @@ from pathlib import Path
 
 import steps
 
+# Not embedded by the consumer (sm_80, sm_90): only the JIT tier can make these.
+JIT_ARCH = "sm_120"
+
 
 def consumer(args) -> int:
     source = Path(args.source).resolve()
@@ -25,9 +34,9 @@ def consumer(args) -> int:
         build = tmp / "build"
         steps.run([args.meson, "setup", build, project, f"-Darchs={args.archs}", f"-Dkiln:toolkit={args.toolkit}"])
         steps.run([args.meson, "compile", "-C", build])
-        # kiln's own tests, benchmarks and CLI are not part of a consumer's build.
+        # kiln's own tests, benchmarks, CLI and primitives are not part of a consumer's build.
         defined = {Path(t["filename"][0]).name for t in introspect(args.meson, build, "--targets")}
-        unwanted = defined & {"test_cpu", "test_gpu", "bench_startup", "kiln"}
+        unwanted = defined & {"test_cpu", "test_gpu", "bench_startup", "kiln", "libkiln_prim.so", "primitives_catalog.hpp"}
         if unwanted:
             raise steps.StepFailed(f"kiln built {', '.join(sorted(unwanted))} in the consumer's build")
         code = steps.run([args.meson, "test", "-C", build, "--print-errorlogs"], ok=(0, 1))
@@ -39,7 +48,65 @@ def consumer(args) -> int:
             raise steps.StepFailed("the consumer's tests failed")
         if set(results) != {"cpu", "gpu"}:
             raise steps.StepFailed(f"expected the consumer's tests cpu and gpu, ran {sorted(results)}")
+        its_command_line(args, build / "consumer-kiln", tmp)
+        incremental(project, build)
     return 0
+
+
+def its_command_line(args, tool: Path, tmp: Path) -> None:
+    """The project's registries through kiln's command line."""
+    out: list[str] = []
+    steps.run([tool, "list"], out=out)
+    for registry in ("geo", "stats", "examples"):
+        if f"registry {registry}:" not in out[-1]:
+            raise steps.StepFailed(f"consumer-kiln list does not show registry {registry}")
+    steps.run([tool, "list", "--json"], out=out)
+    units = {u["name"] for r in json.loads(out[-1])["registries"] if r["name"] == "geo" for u in r["units"]}
+    if units != {"point_in_polygon", "translate_f32", "bounds"}:
+        raise steps.StepFailed(f"consumer-kiln list --json: geo's units are {sorted(units)}")
+    steps.run([tool, "precompile", "--help"], out=out)
+    if not out[-1].startswith("usage: consumer-kiln precompile"):
+        raise steps.StepFailed("consumer-kiln precompile --help does not print its usage")
+
+    # The JIT tier for an architecture the build did not embed, on a machine without the toolkit's
+    # headers: every unit of every registry compiled from what the binary carries.
+    env = {"KILN_CACHE_DIR": str(tmp / "jit-cache")}
+    precompile = [tool, "precompile", "--arch", JIT_ARCH]
+    hidden = steps.without_toolkit_headers(precompile, args.toolkit, tmp)
+    if hidden is None:
+        print("no private mount namespace here (not root?): precompiling with the toolkit's headers visible")
+    steps.run(hidden or precompile, env=env, out=out)
+    for registry, units in (("geo", 3), ("stats", 1), ("examples", 3)):
+        wanted = f"registry {registry}, {JIT_ARCH}: {units} compiled and cached, 0 already cached, 0 compiled but not cached, 0 failed"
+        if wanted not in out[-1]:
+            raise steps.StepFailed(f"expected '{wanted}'")
+    steps.run([tool, "cache", "stats", "--json"], env=env, out=out)
+    if json.loads(out[-1])["disk_cache"]["entries"] != 7:
+        raise steps.StepFailed("the cache does not hold the 7 units precompiled")
+
+
+def incremental(project: Path, build: Path) -> None:
+    """What a rebuild does after a touch, and after a rename the build file does not follow."""
+    outputs = [build / f"geo_catalog.{ext}" for ext in ("hpp", "cpp")] + [build / "geo_blobs.S"]
+    before = [p.stat().st_mtime_ns for p in outputs]
+    (project / "geo" / "point_in_polygon.cu").touch()
+    out: list[str] = []
+    steps.run(["ninja", "-C", build], out=out)
+    recompiled = [line for line in out[-1].splitlines() if re.search(r"Compiling|Linking", line)]
+    if recompiled or [p.stat().st_mtime_ns for p in outputs] != before:
+        raise steps.StepFailed(f"a touched source rewrote the catalog or recompiled: {recompiled}")
+    steps.run(["ninja", "-C", build], out=out)
+    if "no work to do" not in out[-1]:
+        raise steps.StepFailed("ninja reruns kiln-gen after a touch (restat)")
+
+    table = project / "geo" / "geo.toml"
+    text = table.read_text()
+    table.write_text(text.replace('name = "geo"', 'name = "geo2"', 1))
+    steps.run(["ninja", "-C", build], ok=(1,), out=out)
+    if '[registry] name = "geo2": kiln-gen writes geo2_catalog.hpp' not in out[-1]:
+        raise steps.StepFailed("a renamed registry did not stop the build with a clear error")
+    table.write_text(text)
+    steps.run(["ninja", "-C", build])
 
 
 def introspect(meson: str, build: Path, what: str) -> list:

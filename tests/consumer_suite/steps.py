@@ -1,5 +1,6 @@
 """What the consumer suite's scripts share: run a command where a reader of the test log can follow it,
-and a scratch directory kept only when something failed."""
+a scratch directory kept only when something failed, and a command run where the CUDA toolkit's headers
+are hidden."""
 
 from __future__ import annotations
 
@@ -16,13 +17,16 @@ class StepFailed(Exception):
     pass
 
 
-def run(cmd: list[str], cwd: Path | None = None, env: dict | None = None, ok=(0,)) -> int:
-    """Run `cmd`, echoing it and its output; raise StepFailed unless its exit status is in `ok`."""
+def run(cmd: list[str], cwd: Path | None = None, env: dict | None = None, ok=(0,), out: list | None = None) -> int:
+    """Run `cmd`, echoing it and its output (appended to `out` when given); raise StepFailed unless its
+    exit status is in `ok`."""
     print(f"$ {' '.join(map(str, cmd))}" + (f"    (in {cwd})" if cwd else ""), flush=True)
     start = time.monotonic()
     result = subprocess.run([str(c) for c in cmd], cwd=cwd, env=None if env is None else {**os.environ, **env},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     sys.stdout.write(result.stdout)
+    if out is not None:
+        out.append(result.stdout)
     print(f"  -> exit {result.returncode} in {time.monotonic() - start:.1f} s", flush=True)
     if result.returncode not in ok:
         raise StepFailed(f"{cmd[0]} exited {result.returncode}")
@@ -53,3 +57,16 @@ def main(body) -> int:
     except StepFailed as e:
         print(f"FAILED: {e}", flush=True)
         return 1
+
+
+def without_toolkit_headers(cmd: list, toolkit: str, scratch: Path) -> list | None:
+    """`cmd` to run in a private mount namespace where the toolkit's include directory is empty: a machine
+    where only the program is installed, as the JIT tier must work there. None where no such namespace
+    can be made (not root): the caller says it skipped that part."""
+    if subprocess.run(["unshare", "-m", "true"], stderr=subprocess.DEVNULL).returncode != 0:
+        return None
+    empty = scratch / "empty-include"
+    empty.mkdir(exist_ok=True)
+    include = os.path.realpath(os.path.join(toolkit, "include"))
+    return ["unshare", "-m", "bash", "-c", 'mount --bind "$0" "$1" && [ -z "$(ls -A "$1")" ] && exec "${@:2}"',
+            str(empty), include, *map(str, cmd)]

@@ -118,4 +118,47 @@ TEST_CASE("kiln precompile refuses a --jobs or --arch it does not understand") {
   }
 }
 
+TEST_CASE("kiln COMMAND --help prints that command's usage, and an unknown option names itself") {
+  kiln::test::TempDir tmp;
+  const auto help = kiln_cli({"precompile", "--help"}, tmp.path());
+  CAPTURE(help.output);
+  CHECK(help.status == 0);
+  CHECK(help.output.starts_with("usage: kiln precompile [--arch sm_XX] [--jobs N] [KERNEL...]\n"));
+  CHECK_FALSE(says(help, "cache stats"));
+  const auto bad = kiln_cli({"precompile", "--frobnicate"}, tmp.path());
+  CAPTURE(bad.output);
+  CHECK(bad.status == 2);
+  CHECK(says(bad, "kiln precompile: unknown option '--frobnicate'"));
+  const auto general = kiln_cli({"--help"}, tmp.path());
+  CHECK(general.status == 0);
+  CHECK(says(general, "registries: examples"));
+  CHECK(kiln_cli({"frobnicate"}, tmp.path()).status == 2);
+}
+
+TEST_CASE("kiln precompile with the disk cache off says so and fails") {
+  kiln::test::TempDir tmp;
+  const auto r = kiln_cli({"precompile", "--arch", "sm_80", "vector_add"}, tmp.path(), {{"KILN_CACHE", "off"}});
+  CAPTURE(r.output);
+  CHECK(r.status == 1);
+  CHECK(says(r, "precompile fills the disk cache, which is not in use: the disk cache is disabled (KILN_CACHE=off)"));
+  CHECK_FALSE(says(r, "[compile]"));
+  CHECK_FALSE(says(r, "compiled"));
+}
+
+TEST_CASE("kiln info with the toolkit's stub libcuda on the library path names the stub") {
+  // The toolkit's link-time stub answers cuInit with CUDA_ERROR_STUB_LIBRARY (34) and cannot name it.
+  const std::filesystem::path stub = std::filesystem::path(KILN_TEST_TOOLKIT_DIR) / "lib64" / "stubs" / "libcuda.so";
+  if (!std::filesystem::exists(stub)) return;
+  kiln::test::TempDir tmp;
+  const std::filesystem::path dir = tmp.path() / "stubs";
+  std::filesystem::create_directories(dir);
+  std::filesystem::create_symlink(stub, dir / "libcuda.so.1");
+  const auto r = kiln_cli({"info"}, tmp.path() / "cache", {{"LD_LIBRARY_PATH", dir.string()}});
+  CAPTURE(r.output);
+  CHECK(r.status == 0);  // informational: no driver is an answer
+  CHECK(says(r, "the libcuda.so.1 loaded is the CUDA toolkit's stub library"));
+  CHECK(says(r, "CUDA_ERROR_STUB_LIBRARY"));
+  CHECK(says(r, "LD_LIBRARY_PATH"));
+}
+
 #endif  // KILN_TEST_CLI

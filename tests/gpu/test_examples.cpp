@@ -122,6 +122,39 @@ TEST_CASE("block_sum_f32 (CUB BlockReduce, from a template family) sums correctl
   CHECK(gpu == cpu);
 }
 
+TEST_CASE("a typed handle launches with values, on a thread with no current context") {
+  // The common path with nothing else: a registry, a handle, a launch. The thread has no context of its
+  // own; kiln::launch makes the registry's (the device's primary context) current, as the runtime would.
+  kiln::Registry registry(kiln::examples::catalog());
+  const int n = 4099;
+  const auto x = random_values<float>(n, 5);
+  std::vector<float> y;
+  std::string failure;
+  std::thread([&] {
+    try {
+      CUcontext current = nullptr;
+      kiln::check(kiln::driver().cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+      CHECK(current == nullptr);
+      const auto scale = registry.get(kiln::examples::kernels::scale_f32);  // a TypedKernel
+      CHECK(scale.provenance.arch == registry.device().arch);
+      kiln::check(kiln::driver().cuCtxSetCurrent(nullptr), "cuCtxSetCurrent");  // get() leaves none current
+      CUdeviceptr dx = 0, dy = 0;
+      scale.launch({32}, {128}, 0, nullptr, dx, dy, 2.0f, 0);  // n = 0: nothing touched; the context is made current
+      kiln::check(kiln::driver().cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+      CHECK(current == registry.context());
+      DeviceBuffer<float> bx(x), by(n);
+      scale.launch({32}, {128}, 0, nullptr, bx.ptr(), by.ptr(), 2.0f, n);  // values: 2.0f and n are rvalues
+      y = by.to_host();
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }).join();
+  REQUIRE_MESSAGE(failure.empty(), failure);
+  int wrong = 0;
+  for (int i = 0; i < n; ++i) wrong += y[i] != 2.0f * x[i];
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("loading is lazy: only the unit asked for is loaded") {
   kiln::Registry registry(kiln::examples::catalog());
   CHECK(registry.stats().unit_loads == 0);

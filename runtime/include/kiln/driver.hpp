@@ -28,6 +28,7 @@ namespace kiln {
   X(cuCtxPopCurrent)             \
   X(cuCtxSynchronize)            \
   X(cuCtxGetCurrent)             \
+  X(cuCtxSetCurrent)             \
   X(cuCtxGetId)                  \
   X(cuLibraryLoadData)           \
   X(cuLibraryUnload)             \

@@ -12,6 +12,8 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace kiln {
@@ -44,6 +46,8 @@ struct Kernel {
   // a reset of the context (cudaDeviceReset, cuDevicePrimaryCtxReset) invalidates it, and the next get()
   // hands out a new one. Kernel values kept across a reset should launch through launch_handle().
   CUfunction function = nullptr;
+  // The registry's device's primary context: kiln::launch makes it current on a thread that has none.
+  CUcontext context = nullptr;
   Provenance provenance{};
 
   // What cuLaunchKernel and cuOccupancy* accept in any context: the CUkernel, cast as the driver allows
@@ -117,6 +121,19 @@ struct RegistryStats {
   std::uint64_t context_reloads = 0;  // kernels made launchable again after their context was reset
 };
 
+// A kernel named at compile time: the generated catalog header declares one per kernel of the table
+// (`my::kernels::saxpy`, README "Using the registry"), so a misspelt name does not compile. Sig is the
+// kernel's type, void(Params...), when the generator could name every parameter's type on the host
+// (built-in types and pointers to them); else void, and launch takes arguments as they are.
+template <typename Sig>
+struct KernelRef {
+  const Catalog& (*catalog)();  // the registry it belongs to
+  std::string_view name;
+};
+
+template <typename Sig>
+class TypedKernel;
+
 // One registry per (catalog, device). Thread-safe. Construction does not touch CUDA; the first
 // get() (or device()) initialises the driver and retains the device's primary context.
 //
@@ -135,6 +152,13 @@ class Registry {
   // cuCtxGetId, ~16 ns, to see that the context was not reset). Concurrent first calls load it once.
   // Throws kiln::Error.
   Kernel get(std::string_view name);
+  // The same, for a kernel named by its handle: a TypedKernel, whose launch takes the kernel's parameter
+  // types. Throws unknown_kernel for another registry's handle.
+  template <typename Sig>
+  TypedKernel<Sig> get(const KernelRef<Sig>& ref) {
+    check_belongs(ref.catalog(), ref.name);
+    return TypedKernel<Sig>(get(ref.name));
+  }
 
   Plan plan(std::string_view name);
   DeviceInfo device();
@@ -161,6 +185,7 @@ class Registry {
   struct UnitState;
   struct Slot;
   struct Loaded;
+  void check_belongs(const Catalog& catalog, std::string_view name) const;
   void ensure_device();
   std::uint64_t live_context_id();
   Kernel load(const KernelEntry& entry, std::size_t index);
@@ -192,17 +217,70 @@ class Registry {
   std::mutex warmup_mutex_;
 };
 
-// Launch `kernel` with the given arguments (each passed by address, as cuLaunchKernel wants).
+// Launch `kernel` in the current context; a thread with no current context gets the kernel's registry's
+// (its device's primary context, as the CUDA runtime would make current). `args` points at each argument,
+// as cuLaunchKernel wants.
 struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
 };
 void launch(const Kernel& kernel, Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream, void** args);
 
+// The arguments as values, of the types the kernel declares: the caller's job with a Kernel (pass 2.0f to
+// a float, not 2.0); a TypedKernel's launch checks them.
 template <typename... Args>
-void launch(const Kernel& kernel, Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream, Args&... args) {
+void launch(const Kernel& kernel, Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream, const Args&... args) {
   // cuLaunchKernel takes void** but only reads through it: const arguments are fine.
   void* pointers[] = {const_cast<void*>(static_cast<const void*>(&args))..., nullptr};
   launch(kernel, grid, block, shared_bytes, stream, pointers);
 }
+
+namespace detail {
+// An argument for a parameter of type P: one P can be brace-initialised from (no narrowing conversion:
+// not a double for a float, not a std::size_t for an int), or a CUdeviceptr for a pointer.
+template <typename P, typename A>
+concept kernel_argument_for = (std::is_pointer_v<P> && std::is_same_v<std::remove_cvref_t<A>, CUdeviceptr>) ||
+                              requires(A&& a) { P{std::forward<A>(a)}; };
+
+template <typename P, typename A>
+P kernel_argument(A&& a) {
+  if constexpr (std::is_pointer_v<P> && std::is_same_v<std::remove_cvref_t<A>, CUdeviceptr>)
+    return reinterpret_cast<P>(static_cast<std::uintptr_t>(a));
+  else
+    return P{std::forward<A>(a)};
+}
+}  // namespace detail
+
+// A kernel whose parameters the generator knew: launch takes exactly as many arguments, each converted
+// to its parameter's type without narrowing.
+template <typename... Params>
+class TypedKernel<void(Params...)> : public Kernel {
+ public:
+  explicit TypedKernel(const Kernel& kernel) : Kernel(kernel) {}
+
+  template <typename... Args>
+    requires(sizeof...(Args) == sizeof...(Params)) && (detail::kernel_argument_for<Params, Args> && ...)
+  void launch(Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream, Args&&... args) const {
+    launch_values(grid, block, shared_bytes, stream, detail::kernel_argument<Params>(std::forward<Args>(args))...);
+  }
+
+ private:
+  void launch_values(Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream, Params... values) const {
+    void* pointers[] = {static_cast<void*>(&values)..., nullptr};
+    kiln::launch(*this, grid, block, shared_bytes, stream, pointers);
+  }
+};
+
+// A kernel whose parameter types the generator could not name on the host (a type of the project's, a
+// CUB type): launch passes the arguments as they are, as kiln::launch does.
+template <>
+class TypedKernel<void> : public Kernel {
+ public:
+  explicit TypedKernel(const Kernel& kernel) : Kernel(kernel) {}
+
+  template <typename... Args>
+  void launch(Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream, const Args&... args) const {
+    kiln::launch(*this, grid, block, shared_bytes, stream, args...);
+  }
+};
 
 }  // namespace kiln

@@ -3,6 +3,7 @@
 #include <kiln/error.hpp>
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <string>
 #include <utility>
@@ -31,6 +32,13 @@ std::string describe(const Driver& table, CUresult result) {
   std::string out = name ? name : "CUresult " + std::to_string(static_cast<int>(result));
   if (text) out.append(": ").append(text);
   return out;
+}
+
+// The file a dlopen'ed library was loaded from, as the loader found it.
+std::string loaded_path(void* library) {
+  link_map* map = nullptr;
+  if (dlinfo(library, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name) return map->l_name;
+  return "libcuda.so.1";
 }
 
 DriverState fail(Errc code, std::string message) {
@@ -75,6 +83,14 @@ DriverState load_driver() {
 #undef KILN_SYMBOL_TEXT
 
   if (const CUresult result = state.table.cuInit(0); result != CUDA_SUCCESS) {
+    if (result == CUDA_ERROR_STUB_LIBRARY) {
+      // The toolkit's link-time stub (lib64/stubs/libcuda.so) answers every call with this: a stubs
+      // directory on the library path hides the driver (the stub cannot name the error itself).
+      return fail(Errc::no_driver, "kiln: the libcuda.so.1 loaded is the CUDA toolkit's stub library (" +
+                                       loaded_path(library) + "), not the NVIDIA driver (cuInit: CUDA_ERROR_STUB_LIBRARY, "
+                                       "CUresult 34): a stubs directory is on the library path; remove it from "
+                                       "LD_LIBRARY_PATH (or the linker's run path) so the driver's libcuda.so.1 is found");
+    }
     const std::string advice = result == CUDA_ERROR_NO_DEVICE
                                    ? "check that a GPU is present and visible (nvidia-smi, CUDA_VISIBLE_DEVICES)"
                                    : "check the NVIDIA driver installation (nvidia-smi)";

@@ -95,8 +95,14 @@ std::string unknown_kernel_message(const Catalog& catalog, std::string_view name
 
   std::string message = "kiln: no kernel '" + std::string(name) + "' in registry '" + std::string(catalog.name) + "'";
   if (close.empty()) {
-    return message + " (it has " + std::to_string(catalog.kernels.size()) +
-           (catalog.kernels.size() == 1 ? " kernel" : " kernels") + "; run `kiln list` to see them)";
+    // The names themselves: `kiln list` knows only the registries its program links, maybe not this one.
+    constexpr std::size_t shown = 8;
+    message += " (it has " + std::to_string(catalog.kernels.size()) +
+               (catalog.kernels.size() == 1 ? " kernel: " : " kernels: ");
+    for (std::size_t i = 0; i < std::min(shown, catalog.kernels.size()); ++i)
+      message += (i ? ", " : "") + std::string(catalog.str(catalog.kernels[i].name));
+    if (catalog.kernels.size() > shown) message += ", and " + std::to_string(catalog.kernels.size() - shown) + " more";
+    return message + ")";
   }
   message += "; closest: ";
   for (std::size_t i = 0; i < close.size(); ++i) {

@@ -168,6 +168,7 @@ Kernel Registry::load(const KernelEntry& entry, std::size_t index) {
           catalog_.str(entry.lowered),
           kernel,
           function,
+          context_,
           Provenance{unit.image.source, unit.image.source, unit.image.arch, unit.image.ptx, load_ms, unit.image.cache_key},
       },
       context_id,
@@ -297,8 +298,21 @@ RegistryStats Registry::stats() const noexcept {
           jit_compiles_.load(std::memory_order_relaxed), context_reloads_.load(std::memory_order_relaxed)};
 }
 
+void Registry::check_belongs(const Catalog& catalog, std::string_view name) const {
+  if (&catalog == &catalog_) return;
+  throw Error(Errc::unknown_kernel, "kiln: kernel '" + std::string(name) + "' is registry '" + std::string(catalog.name) +
+                                        "''s; this registry is '" + std::string(catalog_.name) +
+                                        "': get it from a Registry of its own catalog");
+}
+
 void launch(const Kernel& kernel, Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream, void** args) {
-  const CUresult result = driver().cuLaunchKernel(kernel.launch_handle(), grid.x, grid.y, grid.z, block.x, block.y, block.z,
+  const Driver& cu = driver();
+  // As the CUDA runtime does: a thread with no current context gets the device's primary context, so the
+  // common path (a registry, get, launch) needs no context calls. One that has one keeps it.
+  CUcontext current = nullptr;
+  if (kernel.context && cu.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == nullptr)
+    check(cu.cuCtxSetCurrent(kernel.context), "kiln: cuCtxSetCurrent before launching kernel '" + std::string(kernel.name) + "'");
+  const CUresult result = cu.cuLaunchKernel(kernel.launch_handle(), grid.x, grid.y, grid.z, block.x, block.y, block.z,
                                                   shared_bytes, stream, args, nullptr);
   if (result != CUDA_SUCCESS) check(result, "kiln: cuLaunchKernel of kernel '" + std::string(kernel.name) + "'");
 }

@@ -11,7 +11,9 @@ template __global__ void axpy<float>(float, const float*, float*, int);
 
 #ifndef __CUDACC_RTC__
 // nvcc instantiates only the kernels host code refers to; NVRTC instantiates the name expressions.
+// An error below is a name expression's: each #line names the row's `kernels` in the table.
 namespace {
+#line 16 "mini.toml"
 [[maybe_unused]] auto const kiln_kernel_0 = &mini::axpy<float>;  // axpy_f32
 }  // namespace
 #endif

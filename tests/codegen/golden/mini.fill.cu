@@ -8,7 +8,9 @@ extern "C" __global__ void fill(float* x, float v, int n) {
 
 #ifndef __CUDACC_RTC__
 // nvcc instantiates only the kernels host code refers to; NVRTC instantiates the name expressions.
+// An error below is a name expression's: each #line names the row's `kernels` in the table.
 namespace {
+#line 10 "mini.toml"
 [[maybe_unused]] auto const kiln_kernel_0 = &fill;  // fill
 }  // namespace
 #endif

@@ -12,7 +12,17 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
+
+// Typed handles, from the kernels' declarations (point_in_polygon.cu, families/translate.cu.j2, bounds.cu).
+static_assert(std::is_same_v<decltype(consumer::geo::kernels::point_in_polygon_f32),
+                             const kiln::KernelRef<void(float const*, float const*, int, float const*, float const*, int,
+                                                        unsigned char*)>>);
+static_assert(std::is_same_v<decltype(consumer::geo::kernels::translate_f32),
+                             const kiln::KernelRef<void(float*, float*, float, float, int)>>);
+static_assert(std::is_same_v<decltype(consumer::geo::kernels::bounds_f32),
+                             const kiln::KernelRef<void(float const*, float const*, int, float*)>>);
 
 namespace {
 
@@ -61,12 +71,20 @@ int main() {
   CHECK(stats.name == "stats");
   CHECK(examples.name == "examples");
   CHECK(kernel_names(geo) ==
-        (std::vector<std::string_view>{"point_in_polygon_f32", "point_in_polygon_f64", "translate_f32"}));
+        (std::vector<std::string_view>{"bounds_f32", "point_in_polygon_f32", "point_in_polygon_f64", "translate_f32"}));
   CHECK(kernel_names(stats) == std::vector<std::string_view>{"vector_add"});
   CHECK(geo.find("vector_add") == nullptr);
   CHECK(geo.str(geo.find("point_in_polygon_f32")->expression) == "geo::point_in_polygon<float>");
   CHECK(geo.str(geo.find("point_in_polygon_f64")->lowered).starts_with("_ZN3geo16point_in_polygonIdEEv"));
   CHECK(geo.str(geo.find("translate_f32")->lowered).starts_with("_ZN3geo9translateIfEEv"));
+  // The JIT tier gets the project's headers under the names bounds.cu spells them (quoted, and through a
+  // macro), from include/ inside the table's folder.
+  const kiln::UnitEntry& bounds = geo.units[geo.find("bounds_f32")->unit];
+  std::vector<std::string_view> headers;
+  for (std::uint32_t i = 0; i < bounds.header_count; ++i)
+    headers.push_back(geo.str(geo.headers[geo.unit_headers[bounds.first_header + i]].name));
+  for (std::string_view wanted : {"geo/box.cuh", "geo/detail/minmax.cuh", "geo/limits.cuh", "cub/block/block_reduce.cuh"})
+    CHECK(std::find(headers.begin(), headers.end(), wanted) != headers.end());
   check_archs(geo);
   check_archs(stats);
   check_archs(examples);  // the consumer passed its architectures to kiln too

@@ -1,6 +1,8 @@
-// On a GPU: point-in-polygon from the consumer's geo registry against a CPU reference, translate, and
-// the two vector_add kernels (stats' and kiln's examples') side by side in one process. Exits 77
-// (skipped) where kiln::driver() finds no CUDA driver or GPU.
+// On a GPU: point-in-polygon from the consumer's geo registry against a CPU reference, translate, the
+// bounding box (CUB, the project's own headers), and the two vector_add kernels (stats' and kiln's
+// examples') side by side in one process; geo's kernels through their typed handles, first from the
+// embedded tier, then from the JIT tier (embedded binaries off: compiled, or read back from the disk
+// cache KILN_CACHE_DIR). Exits 77 (skipped) where kiln::driver() finds no CUDA driver or GPU.
 #include <kiln/kiln.hpp>
 
 #include "check.hpp"
@@ -9,10 +11,12 @@
 #include "geo_catalog.hpp"
 #include "stats_catalog.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <numbers>
 #include <random>
+#include <string>
 #include <vector>
 
 using consumer::DeviceArray;
@@ -63,50 +67,88 @@ bool inside_cpu(T x, T y, const Points<T>& polygon) {
 
 unsigned blocks_for(int n) { return static_cast<unsigned>((n + 255) / 256); }
 
-template <typename T>
-void check_point_in_polygon(kiln::Registry& geo, const char* name, int vertices, int n) {
-  const kiln::Kernel k = geo.get(name);
-  CHECK(k.provenance.source == kiln::Tier::embedded);
+// Where geo's kernels must come from: the embedded tier (the consumer's archs include this GPU's, or the
+// same major version's), or the JIT tier and, in a later run, the disk cache it filled.
+void check_source(const kiln::Kernel& k, bool embedded) {
+  if (embedded) {
+    CHECK(k.provenance.source == kiln::Tier::embedded);
+  } else {
+    CHECK((k.provenance.source == kiln::Tier::jit || k.provenance.source == kiln::Tier::disk));
+  }
+}
+
+template <typename T, typename Handle>
+void check_point_in_polygon(kiln::Registry& geo, bool embedded, const Handle& handle, int vertices, int n) {
+  const auto k = geo.get(handle);  // a TypedKernel: launch takes the kernel's parameter types
+  check_source(k, embedded);
   Points<T> points = random_points<T>(n, 7), polygon = flower<T>(vertices, 7);
   DeviceArray<T> px(points.x), py(points.y), vx(polygon.x), vy(polygon.y);
   DeviceArray<unsigned char> inside{std::vector<unsigned char>(n, 2)};
-  kiln::launch(k, {blocks_for(n)}, {256}, 0, nullptr, px.ptr(), py.ptr(), n, vx.ptr(), vy.ptr(), vertices,
-               inside.ptr());
+  k.launch({blocks_for(n)}, {256}, 0, nullptr, px.ptr(), py.ptr(), n, vx.ptr(), vy.ptr(), vertices, inside.ptr());
   const std::vector<unsigned char> got = inside.to_host();
   int wrong = 0, in = 0;
   for (int i = 0; i < n; ++i) {
     wrong += got[i] != inside_cpu(points.x[i], points.y[i], polygon);
     in += got[i] == 1;
   }
-  std::printf("%s, %d vertices: %d of %d points inside, %d differ from the CPU\n", name, vertices, in, n, wrong);
+  std::printf("%s (%s), %d vertices: %d of %d points inside, %d differ from the CPU\n", std::string(handle.name).c_str(),
+              std::string(kiln::to_string(k.provenance.source)).c_str(), vertices, in, n, wrong);
   CHECK(wrong == 0);
   CHECK(in > n / 4);  // the flower covers about a third of the square
   CHECK(in < n / 2);
 }
 
-
-void run_checks() {
-  kiln::Registry geo(consumer::geo::catalog()), stats(consumer::stats::catalog()),
-      examples(kiln::examples::catalog());
-  CUcontext context = geo.context();  // every registry of device 0 uses its primary context
-  kiln::check(kiln::driver().cuCtxPushCurrent(context), "cuCtxPushCurrent");
-
+void check_geo(kiln::Registry& geo, bool embedded) {
+  namespace kernels = consumer::geo::kernels;
   // Points x vertices stays near 10^7 per case: the CPU reference runs unoptimised in a debug build.
-  check_point_in_polygon<float>(geo, "point_in_polygon_f32", 12, 1 << 20);    // fits one shared-memory tile
-  check_point_in_polygon<float>(geo, "point_in_polygon_f32", 1000, 1 << 14);  // four tiles
-  check_point_in_polygon<double>(geo, "point_in_polygon_f64", 1000, 1 << 14);
+  check_point_in_polygon<float>(geo, embedded, kernels::point_in_polygon_f32, 12, 1 << 20);    // one shared-memory tile
+  check_point_in_polygon<float>(geo, embedded, kernels::point_in_polygon_f32, 1000, 1 << 14);  // four tiles
+  check_point_in_polygon<double>(geo, embedded, kernels::point_in_polygon_f64, 1000, 1 << 14);
 
   {
     const int n = 100'000;
     Points<float> points = random_points<float>(n, 3);
     DeviceArray<float> x(points.x), y(points.y);
-    float dx = 0.5f, dy = -2.0f;
-    kiln::launch(geo.get("translate_f32"), {64}, {256}, 0, nullptr, x.ptr(), y.ptr(), dx, dy, n);
+    const auto translate = geo.get(kernels::translate_f32);
+    check_source(translate, embedded);
+    translate.launch({64}, {256}, 0, nullptr, x.ptr(), y.ptr(), 0.5f, -2.0f, n);  // values, as declared
     std::vector<float> gx = x.to_host(), gy = y.to_host();
     int wrong = 0;
-    for (int i = 0; i < n; ++i) wrong += gx[i] != points.x[i] + dx || gy[i] != points.y[i] + dy;
+    for (int i = 0; i < n; ++i) wrong += gx[i] != points.x[i] + 0.5f || gy[i] != points.y[i] - 2.0f;
     CHECK(wrong == 0);
   }
+
+  {  // CUB's BlockReduce over the project's Box: one box per block, merged here.
+    const int n = 300'001, blocks = 40;
+    Points<float> points = random_points<float>(n, 11);
+    DeviceArray<float> x(points.x), y(points.y), boxes{std::vector<float>(4 * blocks)};
+    const auto bounds = geo.get(kernels::bounds_f32);
+    check_source(bounds, embedded);
+    bounds.launch({blocks}, {256}, 0, nullptr, x.ptr(), y.ptr(), n, boxes.ptr());
+    const std::vector<float> got = boxes.to_host();
+    float x0 = got[0], y0 = got[1], x1 = got[2], y1 = got[3];
+    for (int b = 1; b < blocks; ++b) {
+      x0 = std::min(x0, got[4 * b]), y0 = std::min(y0, got[4 * b + 1]);
+      x1 = std::max(x1, got[4 * b + 2]), y1 = std::max(y1, got[4 * b + 3]);
+    }
+    CHECK(x0 == *std::min_element(points.x.begin(), points.x.end()));
+    CHECK(y0 == *std::min_element(points.y.begin(), points.y.end()));
+    CHECK(x1 == *std::max_element(points.x.begin(), points.x.end()));
+    CHECK(y1 == *std::max_element(points.y.begin(), points.y.end()));
+  }
+}
+
+void run_checks() {
+  kiln::Registry geo(consumer::geo::catalog()), stats(consumer::stats::catalog()),
+      examples(kiln::examples::catalog());
+  // The JIT tier for the same kernels: no embedded binary, no PTX (compiled by NVRTC, or on a later run
+  // read back from the disk cache the first run filled).
+  kiln::Registry geo_jit(consumer::geo::catalog(), 0, {.allow_ptx = false, .use_embedded = false});
+  CUcontext context = geo.context();  // every registry of device 0 uses its primary context
+  kiln::check(kiln::driver().cuCtxPushCurrent(context), "cuCtxPushCurrent");  // for cuMemAlloc
+
+  check_geo(geo, true);
+  check_geo(geo_jit, false);
 
   {  // One name in two registries: each launches its own kernel.
     const int n = 10'000;

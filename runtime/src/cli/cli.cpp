@@ -1,0 +1,369 @@
+// The command line's entry point (kiln::cli_main): usage, dispatch, and the commands that report on the
+// registries: list, info, status.
+#include <kiln/cli.hpp>
+#include <kiln/kiln.hpp>
+
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+namespace kiln::cli {
+namespace {
+
+struct Command {
+  std::string_view name;
+  std::string_view usage;  // the arguments, after the name
+  std::string_view what;   // one or more lines, indented by the caller
+  int (*run)(const Invocation&);
+  bool json;               // takes --json
+};
+
+constexpr Command commands[] = {
+    {"list", "[--json]", "every registry's units, kernels and embedded binaries with their sizes", list, true},
+    {"info", "[--json]", "this machine's GPU, and the tier and binary each kernel would load from", info, true},
+    {"precompile", "[--arch sm_XX] [--jobs N] [KERNEL...]",
+     "JIT-compile into the disk cache (every kernel by default) for this GPU, or for --arch with no GPU\n"
+     "needed; exits 1 unless every unit asked for is in the cache",
+     precompile, false},
+    {"status", "[--json]", "warm every kernel (embedded and disk: deferred; the rest: JIT) and show where each came from",
+     status, true},
+    {"cache", "stats [--json] | verify | prune [BYTES] | clear | export [--registry R] [--arch sm_XX] FILE |\n"
+              "      import FILE | push [--registry R] [--arch sm_XX]",
+     "the disk cache: where it is, entries and bytes (stats, with the remote cache); check every entry and\n"
+     "precompiled header and remove the bad ones (verify); evict least recently used entries down to BYTES\n"
+     "(prune; 512M, 2G; default: the cap); remove everything (clear); write matching entries into one\n"
+     "verified pack (export), check a whole pack then add its entries (import), upload matching entries to\n"
+     "the remote cache, KILN_REMOTE_CACHE (push)",
+     cache, true},
+};
+
+std::string indented(std::string_view text, std::string_view indent) {
+  std::string out(indent);
+  for (const char c : text) {
+    out += c;
+    if (c == '\n') out += indent;
+  }
+  return out;
+}
+
+std::string command_usage(const std::string& program, const Command& c) {
+  return "usage: " + program + " " + std::string(c.name) + " " + std::string(c.usage) + "\n" +
+         indented(c.what, "  ") + "\n";
+}
+
+std::string usage(const std::string& program, std::span<const Catalog* const> registries) {
+  std::string text = "usage: " + program + " <command> [--help]\nregistries:";
+  for (const Catalog* c : registries) text.append(" ").append(c->name);
+  text += "\ncommands:\n";
+  for (const Command& c : commands) {
+    text.append("  ").append(c.name).append(" ").append(c.usage).append("\n");
+    text.append(indented(c.what, "      ")).append("\n");
+  }
+  return text.append("  --help\n      this text; `").append(program).append(" COMMAND --help`: one command's\n");
+}
+
+// Prints the device line (or the reason there is none). Returns the device, or nothing.
+std::optional<DeviceInfo> device(Registry& registry, std::string& why) {
+  try {
+    return registry.device();
+  } catch (const Error& e) {
+    if (e.code() != Errc::no_driver && e.code() != Errc::no_device) throw;
+    why = e.what();
+    return std::nullopt;
+  }
+}
+
+void print_device(const std::optional<DeviceInfo>& d, const std::string& why) {
+  if (!d) {
+    std::cout << why << '\n';
+    return;
+  }
+  std::cout << "device " << d->ordinal << ": " << d->name << ", sm_" << d->arch << ", driver "
+            << d->driver_version / 1000 << "." << d->driver_version % 1000 / 10 << ", "
+            << fixed1(static_cast<double>(d->total_memory) / (1024.0 * 1024.0 * 1024.0)) << " GiB\n";
+}
+
+void json_device(Json& j, const std::optional<DeviceInfo>& d, const std::string& why) {
+  j.key("device");
+  if (!d) {
+    j.null().field("no_device", why);
+    return;
+  }
+  j.object().field("ordinal", d->ordinal).field("name", d->name).field("arch", d->arch)
+      .field("driver_version", d->driver_version).field("total_memory", static_cast<std::uint64_t>(d->total_memory)).end();
+}
+
+std::uint64_t binary_bytes(const Catalog& catalog, const UnitEntry& unit) {
+  std::uint64_t total = 0;
+  for (const auto& b : catalog.binaries_of(unit)) total += b.size;
+  return total;
+}
+
+// "145.2 KiB (836.1 KiB unpacked)": an image's or a unit's bytes as embedded (in its fatbin), and as loaded.
+std::string packed(std::uint64_t stored, std::uint64_t size) { return kib(stored) + " (" + kib(size) + " unpacked)"; }
+
+void list_catalog(const Catalog& catalog) {
+  std::uint64_t stored = 0, size = 0;
+  for (const auto& b : catalog.binaries) {
+    stored += b.stored_size;
+    size += b.size;
+  }
+  std::cout << "registry " << catalog.name << ": " << count(catalog.units.size(), "unit", "units") << ", "
+            << count(catalog.kernels.size(), "kernel", "kernels") << ", "
+            << count(catalog.binaries.size(), "binary", "binaries") << " in fatbins of " << kib(catalog.blobs_size)
+            << "; images " << packed(stored, size) << "\n";
+  for (std::size_t u = 0; u < catalog.units.size(); ++u) {
+    const UnitEntry& unit = catalog.units[u];
+    Table kernels;
+    kernels.row({"kernel", "expression", "lowered"});
+    for (const auto& k : catalog.kernels) {
+      if (k.unit != u) continue;
+      kernels.row({std::string(catalog.str(k.name)), std::string(catalog.str(k.expression)),
+                   std::string(catalog.str(k.lowered))});
+    }
+    std::cout << "\n  unit " << catalog.str(unit.name) << " ("
+              << (unit.binary_count ? count(unit.binary_count, "binary", "binaries") + ", fatbins " +
+                                          packed(unit.fatbins.size, binary_bytes(catalog, unit))
+                                    : std::string("JIT only: nothing embedded"))
+              << ")\n";
+    kernels.print("    ");
+    if (unit.binary_count) {
+      Table binaries;
+      binaries.row({"binary", "embedded", "unpacked", "stored as"});
+      for (const auto& b : catalog.binaries_of(unit)) {
+        binaries.row({binary_label(b), kib(b.stored_size), kib(b.size), b.compression == Compression::zstd ? "zstd" : "as is"});
+      }
+      binaries.print("    ");
+    }
+  }
+}
+
+void json_catalog(Json& j, const Catalog& catalog) {
+  j.object().field("name", catalog.name).key("units").array();
+  for (std::size_t u = 0; u < catalog.units.size(); ++u) {
+    const UnitEntry& unit = catalog.units[u];
+    j.object().field("name", catalog.str(unit.name)).field("bytes", binary_bytes(catalog, unit))
+        .field("fatbin_bytes", static_cast<std::uint64_t>(unit.fatbins.size)).key("kernels").array();
+    for (const auto& k : catalog.kernels) {
+      if (k.unit != u) continue;
+      j.object().field("name", catalog.str(k.name)).field("expression", catalog.str(k.expression))
+          .field("lowered", catalog.str(k.lowered)).end();
+    }
+    j.end().key("binaries").array();
+    for (const auto& b : catalog.binaries_of(unit))
+      j.object().field("target", binary_label(b)).field("arch", b.arch).field("kind", b.kind == BinaryKind::ptx ? "ptx" : "cubin")
+          .field("bytes", b.size).field("embedded_bytes", b.stored_size)
+          .field("compression", b.compression == Compression::zstd ? "zstd" : "none").end();
+    j.end().end();
+  }
+  j.end().end();
+}
+
+}  // namespace
+
+int refuse(const Invocation& in, std::string_view command, std::string_view why) {
+  std::cerr << in.program << " " << command << ": " << why << "\n";
+  for (const Command& c : commands)
+    if (c.name == command) std::cerr << command_usage(in.program, c);
+  return 2;
+}
+
+int list(const Invocation& in) {
+  if (!in.args.empty()) return refuse(in, "list", "unexpected argument '" + std::string(in.args[0]) + "'");
+  if (in.json) {
+    Json j;
+    j.object().key("registries").array();
+    for (const Catalog* c : in.registries) json_catalog(j, *c);
+    std::cout << j.end().end().str();
+    return 0;
+  }
+  for (std::size_t i = 0; i < in.registries.size(); ++i) {
+    if (i) std::cout << '\n';
+    list_catalog(*in.registries[i]);
+  }
+  return 0;
+}
+
+int info(const Invocation& in) {
+  if (!in.args.empty()) return refuse(in, "info", "unexpected argument '" + std::string(in.args[0]) + "'");
+  std::vector<std::unique_ptr<Registry>> registries;
+  for (const Catalog* c : in.registries) registries.push_back(std::make_unique<Registry>(*c));
+  // Informational: no driver or no GPU is an answer, not a failure.
+  std::string why;
+  const std::optional<DeviceInfo> d = device(*registries.front(), why);
+  DiskCache& cache = default_cache();
+  RemoteCache& remote = default_remote();
+  Json j;
+  if (in.json) {
+    j.object();
+    json_device(j, d, why);
+    j.key("disk_cache").object().field("usable", cache.usable());
+    if (cache.usable()) j.field("dir", cache.config().dir.string()).field("max_bytes", cache.config().max_bytes);
+    else j.field("reason", cache.unusable_reason());
+    j.end().key("remote_cache").object().field("usable", remote.usable());
+    if (remote.usable()) j.field("where", remote.where());
+    else j.field("reason", remote.unusable_reason());
+    j.end().key("registries").array();
+  } else {
+    print_device(d, why);
+    print_cache_line(cache);
+    std::cout << "remote cache: " << (remote.usable() ? remote.where() : remote.unusable_reason()) << "\n";
+  }
+  for (auto& registry : registries) {
+    const Catalog& catalog = registry->catalog();
+    Table table;
+    if (in.json) j.object().field("name", catalog.name).key("kernels").array();
+    table.row(d ? std::vector<std::string>{"kernel", "tier", "binary"} : std::vector<std::string>{"kernel", "embedded"});
+    for (const auto& k : catalog.kernels) {
+      const std::string name(catalog.str(k.name));
+      const std::string embedded = embedded_labels(catalog, catalog.units[k.unit]);
+      if (in.json) j.object().field("name", name).field("unit", catalog.str(catalog.units[k.unit].name)).field("embedded", embedded);
+      if (!d) {
+        table.row({name, embedded.empty() ? "nothing embedded" : embedded});
+        if (in.json) j.end();
+        continue;
+      }
+      const Plan plan = registry->plan(name);
+      const std::string binary = binary_label(plan.ptx ? BinaryKind::ptx : BinaryKind::cubin, plan.arch);
+      if (in.json) {
+        j.field("available", plan.available);
+        if (plan.available) j.field("tier", to_string(plan.source)).field("binary", binary);
+        else j.field("reason", plan.reason);
+        j.end();
+      }
+      table.row(plan.available ? std::vector<std::string>{name, std::string(to_string(plan.source)), binary}
+                               : std::vector<std::string>{name, "-", plan.reason});
+    }
+    if (in.json) {
+      j.end().end();
+    } else {
+      std::cout << "\nregistry " << catalog.name << '\n';
+      table.print("  ");
+    }
+  }
+  if (in.json) std::cout << j.end().end().str();
+  return 0;
+}
+
+int status(const Invocation& in) {
+  if (!in.args.empty()) return refuse(in, "status", "unexpected argument '" + std::string(in.args[0]) + "'");
+  Json j;
+  if (in.json) j.object();
+  bool first = true;
+  for (const Catalog* catalog : in.registries) {
+    Registry registry(*catalog);
+    if (first) {
+      std::string why;
+      const std::optional<DeviceInfo> d = device(registry, why);
+      if (in.json) json_device(j, d, why), j.key("registries").array();
+      else print_device(d, why);
+      if (!d) {
+        if (in.json) std::cout << j.end().end().str();
+        return 0;
+      }
+      first = false;
+    }
+    registry.precompile_all();
+    std::vector<std::string> all;
+    for (const auto& k : catalog->kernels) all.emplace_back(catalog->str(k.name));
+    registry.ensure_warm(all, std::chrono::minutes(10));
+    const WarmupStatus s = registry.status();
+    if (in.json) {
+      j.object().field("name", catalog->name).field("submitted", s.submitted).field("compiled", s.compiled)
+          .field("deferred", s.deferred).field("pending", s.pending).field("failed", s.failed).key("kernels").array();
+      for (const auto& k : s.kernels) {
+        j.object().field("name", k.name).field("state", k.state);
+        if (k.state == "loaded") j.field("tier", to_string(k.tier)).field("ms", k.ms);
+        if (!k.error.empty()) j.field("error", k.error);
+        j.end();
+      }
+      j.end().end();
+      continue;
+    }
+    std::cout << "\nregistry " << catalog->name << ": " << s.submitted << " submitted, " << s.compiled << " compiled, "
+              << s.deferred << " deferred, " << s.pending << " pending, " << s.failed << " failed\n";
+    Table table;
+    table.row({"kernel", "state", "tier", "ms"});
+    for (const auto& k : s.kernels)
+      table.row({k.name, k.state, k.state == "loaded" ? std::string(to_string(k.tier)) : "-",
+                 k.state == "loaded" ? fixed1(k.ms) : "-"});
+    table.print("  ");
+    for (const auto& k : s.kernels)
+      if (!k.error.empty()) std::cerr << k.name << ": " << k.error << '\n';
+  }
+  if (in.json) {
+    const RemoteStats r = default_remote().stats();
+    j.end().key("remote").object().field("hits", r.hits).field("misses", r.misses).field("rejected", r.rejected)
+        .field("errors", r.errors).field("stores", r.stores).end();
+    std::cout << j.end().str();
+    return 0;
+  }
+  std::cout << '\n';
+  print_remote(default_remote(), false);
+  return 0;
+}
+
+}  // namespace kiln::cli
+
+namespace kiln {
+
+int cli_main(int argc, char** argv, std::span<const Catalog* const> registries) {
+  using namespace kiln::cli;
+  Invocation in;
+  const std::string_view argv0 = argc > 0 ? argv[0] : "kiln";
+  in.program = std::string(argv0.substr(argv0.rfind('/') == std::string_view::npos ? 0 : argv0.rfind('/') + 1));
+  in.registries = registries;
+  const std::string_view name = argc >= 2 ? argv[1] : "";
+  if (name == "--help" || name == "-h" || name == "help") {
+    std::cout << usage(in.program, registries);
+    return 0;
+  }
+  const Command* command = nullptr;
+  for (const Command& c : commands)
+    if (c.name == name) command = &c;
+  if (!command) {
+    if (!name.empty()) std::cerr << in.program << ": unknown command '" << name << "'\n";
+    std::cerr << usage(in.program, registries);
+    return 2;
+  }
+  std::set<std::string_view> seen;
+  for (const Catalog* c : registries) {
+    if (!seen.insert(c->name).second) {
+      std::cerr << in.program << ": two registries are named '" << c->name << "'; registry names must differ\n";
+      return 2;
+    }
+  }
+  if (registries.empty()) {
+    std::cerr << in.program << ": no registry was given to kiln::cli_main\n";
+    return 2;
+  }
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << command_usage(in.program, *command);
+      return 0;
+    }
+    if (a == "--json" && command->json) in.json = true;
+    else in.args.push_back(a);
+  }
+  try {
+    return command->run(in);
+  } catch (const Error& e) {
+    std::cerr << e.what() << '\n';
+    return 1;
+  }
+}
+
+int cli_main(int argc, char** argv, std::initializer_list<const Catalog*> registries) {
+  return cli_main(argc, argv, std::span<const Catalog* const>(registries.begin(), registries.size()));
+}
+
+}  // namespace kiln

@@ -1,0 +1,38 @@
+// The command line's commands, each over the registries it was given (cli.cpp dispatches to them).
+#pragma once
+
+#include <kiln/cache.hpp>
+#include <kiln/catalog.hpp>
+#include <kiln/remote.hpp>
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::cli {
+
+// What every command knows: its program's name (for messages), its registries, and its arguments after
+// the command's own name (`--json` taken out; json says whether it was there).
+struct Invocation {
+  std::string program;                          // "kiln", "geo-kiln": argv[0]'s file name
+  std::span<const Catalog* const> registries;
+  std::vector<std::string_view> args;
+  bool json = false;
+};
+
+int list(const Invocation& in);
+int info(const Invocation& in);
+int status(const Invocation& in);
+int precompile(const Invocation& in);
+int cache(const Invocation& in);  // args[0]: stats, verify, prune, clear, export, import, push
+
+// The disk cache's location and state, one line.
+void print_cache_line(const DiskCache& cache);
+// The remote cache's configuration (and with `ping`, whether it answers), then this process's counters.
+void print_remote(RemoteCache& remote, bool ping);
+
+// `program command: why` on stderr, and the status for an argument the command does not understand.
+int refuse(const Invocation& in, std::string_view command, std::string_view why);
+
+}  // namespace kiln::cli

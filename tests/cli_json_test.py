@@ -1,0 +1,71 @@
+"""The `--json` output of the kiln command (list, info, status, cache stats) is JSON that scripts can read:
+it parses, and holds what the text output says (registries, units, kernels, binaries; the device or why
+there is none; the caches). Runs the real command; no GPU needed (info and status then say so)."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+KILN = sys.argv.pop(1)
+
+
+def kiln_json(*args, cache: str) -> dict:
+    env = dict(os.environ, KILN_CACHE_DIR=cache)
+    env.pop("KILN_REMOTE_CACHE", None)
+    out = subprocess.run([KILN, *args, "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, timeout=600)
+    if out.returncode != 0:
+        raise AssertionError(f"{args} exited {out.returncode}: {out.stderr}")
+    return json.loads(out.stdout)
+
+
+class Json(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.cache = os.path.join(self.tmp.name, "cache")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_list(self):
+        doc = kiln_json("list", cache=self.cache)
+        examples = next(r for r in doc["registries"] if r["name"] == "examples")
+        units = {u["name"]: u for u in examples["units"]}
+        self.assertIn("scale", units)
+        kernels = {k["name"]: k for k in units["scale"]["kernels"]}
+        self.assertEqual(kernels["scale_f32"]["expression"], "kiln_examples::scale<float>")
+        self.assertTrue(kernels["scale_f32"]["lowered"].startswith("_Z"))
+        for b in units["scale"]["binaries"]:
+            self.assertIn(b["kind"], ("cubin", "ptx"))
+            self.assertGreater(b["bytes"], 0)
+            self.assertEqual(b["target"], ("compute_" if b["kind"] == "ptx" else "sm_") + str(b["arch"]))
+
+    def test_info(self):
+        doc = kiln_json("info", cache=self.cache)
+        self.assertIn("device", doc)
+        if doc["device"] is None:
+            self.assertIn("no_device", doc)
+        self.assertTrue(doc["disk_cache"]["usable"])
+        self.assertEqual(doc["disk_cache"]["dir"], self.cache)
+        self.assertFalse(doc["remote_cache"]["usable"])
+        names = {k["name"] for r in doc["registries"] for k in r["kernels"]}
+        self.assertIn("block_sum_f32", names)
+
+    def test_status(self):
+        doc = kiln_json("status", cache=self.cache)
+        self.assertIn("device", doc)
+        self.assertIsInstance(doc["registries"], list)
+
+    def test_cache_stats(self):
+        doc = kiln_json("cache", "stats", cache=self.cache)
+        self.assertEqual(doc["disk_cache"]["entries"], 0)
+        self.assertEqual(doc["disk_cache"]["dir"], self.cache)
+        self.assertFalse(doc["remote_cache"]["usable"])
+        self.assertIn("KILN_REMOTE_CACHE", doc["remote_cache"]["reason"])
+
+
+if __name__ == "__main__":
+    unittest.main()
