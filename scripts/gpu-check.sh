@@ -23,7 +23,8 @@ part="${1:-all}"
 want() { [ "$part" = all ] || [ "$part" = "$1" ]; }
 
 # The GPU machine starts bare, without Debian's packages: .debs/ (carried by the device call, ignored by
-# git) may hold ones kiln needs there (libhiredis-dev and libhiredis0.14), unpacked beside the system.
+# git) may hold ones kiln needs there (libhiredis-dev, libhiredis0.14, redis-server and the libraries it
+# loads), unpacked beside the system.
 if ls .debs/*.deb > /dev/null 2>&1 && ! pkg-config --exists hiredis 2>/dev/null; then
   root=/tmp/kiln-debs
   for deb in .debs/*.deb; do dpkg -x "$deb" "$root"; done
@@ -36,6 +37,7 @@ if ls .debs/*.deb > /dev/null 2>&1 && ! pkg-config --exists hiredis 2>/dev/null;
   export PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
   export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export CPATH="$root/usr/include${CPATH:+:$CPATH}"
+  export PATH="$root/usr/bin:$PATH"  # redis-server, for the remote tier's tests
 fi
 
 if want suites; then
