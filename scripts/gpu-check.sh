@@ -35,7 +35,9 @@ if ls .debs/*.deb > /dev/null 2>&1 && ! pkg-config --exists hiredis 2>/dev/null;
       -e "s|^includedir=/usr/|includedir=$root/usr/|" "$pc"
   done
   export PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-  export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # The libraries where the loader looks without LD_LIBRARY_PATH too: the installed test runs the
+  # installed kiln with none, as a user's shell would.
+  cp -a "$libdir"/*.so.* /usr/local/lib/ && ldconfig
   export CPATH="$root/usr/include${CPATH:+:$CPATH}"
   export PATH="$root/usr/bin:$PATH"  # redis-server, for the remote tier's tests
 fi
