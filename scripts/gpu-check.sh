@@ -38,6 +38,9 @@ if ls .debs/*.deb > /dev/null 2>&1 && ! pkg-config --exists hiredis 2>/dev/null;
   # The libraries where the loader looks without LD_LIBRARY_PATH too: the installed test runs the
   # installed kiln with none, as a user's shell would.
   cp -a "$libdir"/*.so.* /usr/local/lib/ && ldconfig
+  # and their .pc files where pkg-config looks by default: the installed test sets PKG_CONFIG_PATH to
+  # its prefix alone, and kiln.pc requires hiredis.
+  mkdir -p /usr/local/lib/pkgconfig && cp "$libdir"/pkgconfig/*.pc /usr/local/lib/pkgconfig/
   export CPATH="$root/usr/include${CPATH:+:$CPATH}"
   export PATH="$root/usr/bin:$PATH"  # redis-server, for the remote tier's tests
 fi
