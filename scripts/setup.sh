@@ -39,12 +39,7 @@ export PATH="${KILN_TOOLKIT:-/usr/local/cuda}/bin:$PATH"
 # all (the JIT tier serves them): the first build on a 2-core box takes minutes, not half an hour.
 # Consumers' builds keep the common architectures (meson_options.txt); -Dprimitive_archs changes this.
 if [ ! -f build/build.ninja ]; then
-  # No nvidia-smi (a machine without a GPU, as CI): no arch, not a failed setup (set -e, pipefail).
-  gpu_arch=$({ nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null || true; } | head -1 | tr -d ' .')
-  case "$gpu_arch" in
-    [0-9][0-9]|[0-9][0-9][0-9]) prim_archs="sm_$gpu_arch" ;;
-    *) prim_archs=none ;;
-  esac
+  prim_archs=$(scripts/local-gpu-arch.sh)
   echo "kiln setup: the primitives' kernels embedded for: $prim_archs"
   meson setup build -Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}" -Dprimitive_archs="$prim_archs"
 fi

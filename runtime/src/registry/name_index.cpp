@@ -1,6 +1,7 @@
 // A registry's kernels by name, hashed (registry/name_index.hpp).
 #include "registry/name_index.hpp"
 
+#include <algorithm>
 #include <bit>
 
 namespace kiln::detail {
