@@ -42,6 +42,14 @@ class Json(unittest.TestCase):
             self.assertIn(b["kind"], ("cubin", "ptx"))
             self.assertGreater(b["bytes"], 0)
             self.assertEqual(b["target"], ("compute_" if b["kind"] == "ptx" else "sm_") + str(b["arch"]))
+            # As embedded in the unit's fatbins (issue 21): zstd-compressed, so fewer bytes than unpacked.
+            self.assertEqual(b["compression"], "zstd")
+            self.assertGreater(b["embedded_bytes"], 0)
+            self.assertLess(b["embedded_bytes"], b["bytes"])
+        scale = units["scale"]
+        self.assertEqual(scale["bytes"], sum(b["bytes"] for b in scale["binaries"]))
+        # The fatbins hold the images and their headers.
+        self.assertGreaterEqual(scale["fatbin_bytes"], sum(b["embedded_bytes"] for b in scale["binaries"]))
 
     def test_info(self):
         doc = kiln_json("info", cache=self.cache)
