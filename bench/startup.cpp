@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -172,6 +173,48 @@ int raw_child(double spawned_ms) {
   return 0;
 }
 
+// `--single-child SPAWNED`: the first load of block_sum_f32 with the driver decompressing: the image kiln
+// selected, copied with its compressed payload out of the unit's fatbin into a fatbin of its own (16-byte
+// container header + the entry), handed to the driver, which can then run that image or nothing. Timed
+// from the copy on, like `--raw-child`.
+int single_child(double spawned_ms) {
+  const double t_main = now_ms();
+  kiln::Registry registry(kiln::examples::catalog());
+  const CUcontext context = registry.context();
+  const kiln::Catalog& c = kiln::examples::catalog();
+  const kiln::BinaryEntry& b = example_cubin(registry.device().arch);
+  const std::string lowered(c.str(c.find(kKernel)->lowered));
+  const auto& d = kiln::driver();
+  const double t0 = now_ms();
+  const unsigned char* entry = c.blobs + b.offset;
+  std::uint32_t header_size;
+  std::uint64_t padded;
+  std::memcpy(&header_size, entry + 4, 4);
+  std::memcpy(&padded, entry + 8, 8);
+  const std::uint64_t images = header_size + padded;
+  std::string fatbin(16 + images, '\0');
+  const std::uint32_t magic = 0xBA55ED50;
+  const std::uint16_t version = 1, container_header = 16;
+  std::memcpy(fatbin.data(), &magic, 4);
+  std::memcpy(fatbin.data() + 4, &version, 2);
+  std::memcpy(fatbin.data() + 6, &container_header, 2);
+  std::memcpy(fatbin.data() + 8, &images, 8);
+  std::memcpy(fatbin.data() + 16, entry, images);
+  CUlibrary library = nullptr;
+  CUkernel kernel = nullptr;
+  CUfunction function = nullptr;
+  kiln::check(d.cuLibraryLoadData(&library, fatbin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData");
+  kiln::check(d.cuLibraryGetKernel(&kernel, library, lowered.c_str()), "cuLibraryGetKernel");
+  kiln::check(d.cuCtxPushCurrent(context), "cuCtxPushCurrent");
+  kiln::check(d.cuKernelGetFunction(&function, kernel), "cuKernelGetFunction");
+  CUcontext ignored;
+  d.cuCtxPopCurrent(&ignored);
+  const double t1 = now_ms();
+  d.cuLibraryUnload(library);
+  std::printf("%.6f %.6f\n", t_main - spawned_ms, t1 - t0);
+  return 0;
+}
+
 // `--unpack-child SPAWNED ARCH`: reading the CUB example's cubin out of its fatbin (header checks, zstd)
 // alone, the first time in a process; no CUDA.
 int unpack_child(double spawned_ms, unsigned arch) {
@@ -213,6 +256,7 @@ int main(int argc, char** argv) {
   if (argc == 4 && std::strcmp(argv[1], "--disk-child") == 0) return disk_child(std::atof(argv[2]), argv[3]);
   if (argc == 4 && std::strcmp(argv[1], "--jit-child") == 0) return jit_child(std::atof(argv[2]), argv[3]);
   if (argc == 3 && std::strcmp(argv[1], "--raw-child") == 0) return raw_child(std::atof(argv[2]));
+  if (argc == 3 && std::strcmp(argv[1], "--single-child") == 0) return single_child(std::atof(argv[2]));
   if (argc == 4 && std::strcmp(argv[1], "--unpack-child") == 0)
     return unpack_child(std::atof(argv[2]), static_cast<unsigned>(std::atoi(argv[3])));
   if (argc == 5 && std::strcmp(argv[1], "--read-child") == 0)
@@ -249,6 +293,7 @@ int main(int argc, char** argv) {
     }
     const auto disk = run_children(argv[0], {"--disk-child", dir}, runs, 3);
     const auto raw = run_children(argv[0], {"--raw-child"}, runs, 2);
+    const auto single = run_children(argv[0], {"--single-child"}, runs, 2);
     const auto unpack = run_children(argv[0], {"--unpack-child", std::to_string(arch)}, runs, 2);
     const auto read = run_children(argv[0], {"--read-child", dir, std::to_string(arch)}, runs, 2);
     remove_tree(dir);
@@ -285,6 +330,8 @@ int main(int argc, char** argv) {
     for (int p = 0; p < kPhases; ++p) print_row(kPhaseNames[p], embedded[p], p == kPhases - 1 ? "ns" : "ms");
     // Beside phase 3 (get(): the image unpacked from its compressed fatbin, loaded, kernel, function).
     print_row("embedded before issue 21: the raw cubin loaded (load + kernel + function), new process", raw[1], "ms");
+    print_row("embedded: the selected image alone in a fatbin of its own, the driver decompressing (copy + load + kernel + function), new process",
+              single[1], "ms");
     print_row("embedded: unpacking the cubin from its fatbin alone (checks + zstd), new process, no CUDA", unpack[1],
               "ms");
     print_row("disk: DiskCache::load alone (probe + read + decompress + validate), new process", read[1], "ms");

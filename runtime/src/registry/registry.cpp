@@ -4,6 +4,7 @@
 #include <kiln/select.hpp>
 
 #include "disk/unit_key.hpp"
+#include "embedded/prefetch.hpp"
 #include "memory/slot.hpp"
 #include "registry/name_index.hpp"
 #include "registry/tier_chain.hpp"
@@ -81,6 +82,7 @@ Registry::Registry(const Catalog& catalog, int device, RegistryOptions options)
 
 Registry::~Registry() {
   warmup_.reset();  // joins the background threads before anything they use goes away
+  prefetch_.reset();
   for (std::size_t i = 0; i < catalog_.kernels.size(); ++i) delete slots_[i].loaded.load(std::memory_order_relaxed);
   if (!context_) return;  // CUDA was never initialised by this registry: nothing to release
   // Errors are ignored: at process exit the driver may already be shutting down.
@@ -188,7 +190,11 @@ Kernel Registry::load(const KernelEntry& entry, std::size_t index) {
 // The unit's binary from the first tier of the chain that has one, loaded. Called with the unit's
 // mutex held, so threads of this process ask the tiers once per unit (and the JIT compiles it once).
 void Registry::load_unit(UnitState& unit, const KernelEntry& entry) {
-  unit.image = detail::fetch_unit(query(entry));
+  if (auto ready = prefetch_ ? prefetch_->take(entry.unit) : std::nullopt) {
+    unit.image = std::move(*ready);  // what the embedded tier, first in the chain, hands over
+  } else {
+    unit.image = detail::fetch_unit(query(entry));
+  }
   if (unit.image.served_by == Tier::disk) disk_loads_.fetch_add(1, std::memory_order_relaxed);
   if (unit.image.served_by == Tier::remote) remote_loads_.fetch_add(1, std::memory_order_relaxed);
   if (unit.image.served_by == Tier::jit && unit.image.source == Tier::jit) jit_compiles_.fetch_add(1, std::memory_order_relaxed);
@@ -271,6 +277,9 @@ void Registry::ensure_device() {
     int version = 0;
     check(cu.cuDriverGetVersion(&version), "kiln: cuDriverGetVersion");
     DeviceInfo info{ordinal_, name, arch_of(major, minor), version, memory};
+    // The context takes tens of milliseconds to come up the first time: this device's embedded images
+    // are unpacked meanwhile, so that a unit's first load does not wait for zstd.
+    prefetch_ = std::make_unique<detail::EmbeddedPrefetch>(catalog_, info.arch, options_);
     // Retained last, so that a failure above leaves nothing to release.
     CUcontext context = nullptr;
     check(cu.cuDevicePrimaryCtxRetain(&context, device), "kiln: cuDevicePrimaryCtxRetain" + subject);

@@ -1,0 +1,95 @@
+// EmbeddedPrefetch: the images it unpacks ahead are exactly what the embedded tier fetches, each handed
+// over once; it keeps to its budget, starts nothing with the embedded tier off, and stops when destroyed.
+#include <doctest/doctest.h>
+
+#include <kiln/catalog.hpp>
+#include <kiln/registry.hpp>
+#include <kiln/select.hpp>
+
+#include "embedded/prefetch.hpp"  // runtime/src
+#include "examples_catalog.hpp"
+
+#include <cstddef>
+#include <vector>
+
+namespace {
+
+const kiln::Catalog& catalog() { return kiln::examples::catalog(); }
+
+// The architecture of the catalog's first cubin: one the build embeds.
+unsigned embedded_arch() {
+  for (const auto& b : catalog().binaries)
+    if (b.kind == kiln::BinaryKind::cubin) return b.arch;
+  FAIL("the examples embed no cubin");
+  return 0;
+}
+
+const kiln::KernelEntry& kernel_of(std::size_t unit) {
+  for (const auto& k : catalog().kernels)
+    if (k.unit == unit) return k;
+  FAIL("a unit without kernels");
+  return catalog().kernels.front();
+}
+
+}  // namespace
+
+TEST_CASE("every unit's image unpacked ahead is what the embedded tier fetches, handed over once") {
+  const unsigned arch = embedded_arch();
+  const kiln::RegistryOptions options;
+  kiln::detail::EmbeddedPrefetch prefetch(catalog(), arch, options);
+  prefetch.wait();
+  std::size_t expected = 0;
+  for (const auto& unit : catalog().units) expected += kiln::select_binary(catalog(), unit, arch, false) != nullptr;
+  REQUIRE(expected > 0);
+  CHECK(prefetch.unpacked() == expected);
+  for (std::size_t u = 0; u < catalog().units.size(); ++u) {
+    auto ready = prefetch.take(u);
+    REQUIRE(ready.has_value());
+    auto fetched = kiln::detail::fetch_embedded_cubin(kiln::detail::UnitQuery{catalog(), kernel_of(u), arch, options});
+    REQUIRE(fetched.ok());
+    CHECK(ready->owned == fetched->owned);
+    CHECK(ready->arch == fetched->arch);
+    CHECK(ready->label == fetched->label);
+    CHECK(ready->source == kiln::Tier::embedded);
+    CHECK(ready->served_by == kiln::Tier::embedded);
+    CHECK_FALSE(prefetch.take(u).has_value());  // once
+  }
+  CHECK_FALSE(prefetch.take(catalog().units.size()).has_value());
+}
+
+TEST_CASE("the prefetch keeps to its budget, and unpacks nothing for an arch without cubins") {
+  const unsigned arch = embedded_arch();
+  const kiln::RegistryOptions options;
+  const auto* first = kiln::select_binary(catalog(), catalog().units.front(), arch, false);
+  REQUIRE(first != nullptr);
+  {
+    kiln::detail::EmbeddedPrefetch prefetch(catalog(), arch, options, first->size - 1);
+    prefetch.wait();
+    CHECK(prefetch.unpacked() == 0);
+  }
+  {
+    kiln::detail::EmbeddedPrefetch prefetch(catalog(), arch, options, first->size);
+    prefetch.wait();
+    CHECK(prefetch.unpacked() == 1);
+    CHECK(prefetch.take(0).has_value());
+  }
+  {
+    kiln::detail::EmbeddedPrefetch prefetch(catalog(), 10, options);  // sm_10: nothing runs there
+    prefetch.wait();
+    CHECK(prefetch.unpacked() == 0);
+  }
+}
+
+TEST_CASE("with the embedded tier off the prefetch starts nothing, and one destroyed at once stops") {
+  const unsigned arch = embedded_arch();
+  kiln::RegistryOptions off;
+  off.use_embedded = false;
+  {
+    kiln::detail::EmbeddedPrefetch prefetch(catalog(), arch, off);
+    prefetch.wait();
+    CHECK(prefetch.unpacked() == 0);
+    CHECK_FALSE(prefetch.take(0).has_value());
+  }
+  // Destroyed while (perhaps) still running: it stops between units and joins; what it unpacked is freed.
+  for (int i = 0; i < 20; ++i) kiln::detail::EmbeddedPrefetch prefetch(catalog(), arch, kiln::RegistryOptions{});
+}
