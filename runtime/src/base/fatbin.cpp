@@ -2,6 +2,8 @@
 // unpacks one image with libzstd.
 #include "base/fatbin.hpp"
 
+#include "base/zstd_context.hpp"
+
 #include <zstd.h>
 
 #include <cstdio>
@@ -39,10 +41,6 @@ std::string hex(std::uint64_t value) {
   std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
   return text;
 }
-
-struct DCtxDeleter {
-  void operator()(ZSTD_DCtx* d) const noexcept { ZSTD_freeDCtx(d); }
-};
 
 std::string label(BinaryKind kind, unsigned arch) {
   return (kind == BinaryKind::cubin ? "sm_" : "compute_") + std::to_string(arch);
@@ -136,13 +134,9 @@ Result<std::string> unpack(const FatbinImage& image) {
     return fail(where(image.offset) + ": its zstd frame holds " + std::to_string(claimed) + " bytes, its header says " +
                 std::to_string(image.size));
   }
-  // One context per thread, kept: making one costs more than decompressing a small cubin (12 against 4 µs
-  // for the CUB example's, docs/DESIGN.md), and a registry unpacks one image per unit it loads.
-  thread_local const std::unique_ptr<ZSTD_DCtx, DCtxDeleter> dctx(ZSTD_createDCtx());
-  if (!dctx) throw std::bad_alloc();
   std::string out(static_cast<std::size_t>(claimed), '\0');
   const std::size_t n =
-      ZSTD_decompressDCtx(dctx.get(), out.data(), out.size(), image.payload.data(), image.payload.size());
+      ZSTD_decompressDCtx(thread_zstd_dctx(), out.data(), out.size(), image.payload.data(), image.payload.size());
   if (ZSTD_isError(n) || n != out.size()) {
     return fail(where(image.offset) + ": " +
                 (ZSTD_isError(n) ? std::string("zstd: ") + ZSTD_getErrorName(n) : "its zstd frame ends early"));

@@ -145,6 +145,11 @@ Status vet_private_dir(const std::filesystem::path& dir, std::string_view elsewh
   return ok();
 }
 
+Status vet_private_dir(const struct stat& st, const std::filesystem::path& shown, std::string_view elsewhere) {
+  if (st.st_nlink == 0) return fail(shown.string() + " was deleted");
+  return vet_private(st, shown, elsewhere);
+}
+
 Status vet_private_file(const struct stat& st, const std::filesystem::path& shown) {
   if (st.st_uid != ::geteuid())
     return fail("refusing " + shown.string() + ": it is owned by uid " + std::to_string(st.st_uid) + ", not by " +

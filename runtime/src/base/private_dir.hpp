@@ -48,6 +48,11 @@ Result<std::optional<PrivateDir>> open_private_subdir(const PrivateDir& parent, 
 Status make_private_dirs(const std::filesystem::path& dir);
 Status vet_private_dir(const std::filesystem::path& dir, std::string_view elsewhere);
 
+// The rule for the private directory itself, on what was opened (fstat), and that it is still linked
+// (st_nlink > 0: not deleted since it was opened): a descriptor kept open can be checked again with one
+// fstat instead of walking its path. The refusal names `shown`.
+Status vet_private_dir(const struct stat& st, const std::filesystem::path& shown, std::string_view elsewhere);
+
 // The rule for a file kiln reads from a private directory, on what was opened (fstat): a regular file
 // owned by the effective user that group and others cannot write. The refusal names `shown`.
 Status vet_private_file(const struct stat& st, const std::filesystem::path& shown);

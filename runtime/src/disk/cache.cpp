@@ -18,6 +18,32 @@
 namespace kiln {
 
 namespace detail {
+
+Result<std::optional<PrivateDir>> CacheState::open(bool create) const {
+  {
+    std::lock_guard lock(dir_mutex_);
+    if (dir_) {
+      // Still private, not deleted, and still what the configured path names (not renamed away, nor
+      // swapped for a symlink): two stats instead of a walk from "/".
+      struct stat st, named;
+      if (::fstat(dir_->fd.get(), &st) == 0 && vet_private_dir(st, dir_->path, "").ok() &&
+          ::fstatat(AT_FDCWD, entries.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 && named.st_dev == st.st_dev &&
+          named.st_ino == st.st_ino) {
+        const int fd = ::fcntl(dir_->fd.get(), F_DUPFD_CLOEXEC, 0);
+        if (fd >= 0) return std::optional<PrivateDir>(PrivateDir{UniqueFd(fd), dir_->path});
+      }
+      dir_.reset();  // deleted, chmod'ed, moved or no descriptor left: walk again, and say why if refused
+    }
+  }
+  auto opened = open_cache_dir(config.dir, create);
+  if (opened && *opened) {
+    const int fd = ::fcntl((*opened)->fd.get(), F_DUPFD_CLOEXEC, 0);
+    std::lock_guard lock(dir_mutex_);
+    if (fd >= 0) dir_ = PrivateDir{UniqueFd(fd), (*opened)->path};
+  }
+  return opened;
+}
+
 // maintenance.cpp: eviction down to `cap`, never of the entry named `keep`.
 PruneReport prune_to(CacheState& s, std::uint64_t cap, const std::string& keep);
 }  // namespace detail

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,8 +30,15 @@ struct CacheState {
 
   void warn(std::string_view kind, const std::string& message) { warnings.warn(kind, message); }
 
-  // The version directory now, every file of the cache opened relative to it (disk/directory.hpp).
-  Result<std::optional<PrivateDir>> open(bool create) const { return open_cache_dir(config.dir, create); }
+  // The version directory now, every file of the cache opened relative to it (disk/directory.hpp). The
+  // first open walks the path under the private rule; later ones reuse that descriptor (a dup) after an
+  // fstat shows it still follows the rule and was not deleted, and a stat of `entries` that the path
+  // still names it; otherwise they walk again (disk/cache.cpp).
+  Result<std::optional<PrivateDir>> open(bool create) const;
+
+ private:
+  mutable std::mutex dir_mutex_;
+  mutable std::optional<PrivateDir> dir_;  // the version directory as last walked to
 };
 
 struct CacheAccess {

@@ -3,6 +3,7 @@
 
 #include "disk/key.hpp"
 #include "base/cubin_elf.hpp"
+#include "base/zstd_context.hpp"
 
 #include <zstd.h>
 #include <zstd_errors.h>
@@ -77,9 +78,6 @@ std::string sm(unsigned arch) { return "sm_" + std::to_string(arch); }
 
 struct ZstdCCtxDeleter {
   void operator()(ZSTD_CCtx* c) const noexcept { ZSTD_freeCCtx(c); }
-};
-struct ZstdDCtxDeleter {
-  void operator()(ZSTD_DCtx* d) const noexcept { ZSTD_freeDCtx(d); }
 };
 
 std::string zstd_error(std::size_t code) {
@@ -161,10 +159,8 @@ Result<std::string> decompress_frame(std::string_view frame) {
   const std::uint64_t possible = (frame.size() / kZstdBlockHeaderSize + 1) * kZstdMaxBlockContent;
   if (content > possible)
     return fail("zstd: frame claims " + std::to_string(content) + " bytes of content, more than it can hold");
-  const std::unique_ptr<ZSTD_DCtx, ZstdDCtxDeleter> dctx(ZSTD_createDCtx());
-  if (!dctx) throw std::bad_alloc();
   std::string r(static_cast<std::size_t>(content), '\0');
-  const std::size_t size = ZSTD_decompressDCtx(dctx.get(), r.data(), r.size(), frame.data(), frame.size());
+  const std::size_t size = ZSTD_decompressDCtx(thread_zstd_dctx(), r.data(), r.size(), frame.data(), frame.size());
   if (ZSTD_isError(size)) return fail(zstd_error(size));
   if (size != content) return fail("zstd: frame holds " + std::to_string(size) + " bytes, header says " + std::to_string(content));
   return r;
