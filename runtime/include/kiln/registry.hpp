@@ -22,7 +22,7 @@ class RemoteCache;  // kiln/remote.hpp
 
 namespace detail {
 struct UnitQuery;  // registry/tier.hpp: what the tier chain is asked
-class EmbeddedPrefetch;  // embedded/prefetch.hpp: this device's images unpacked ahead
+class Prefetch;  // registry/prefetch.hpp: this device's images unpacked ahead
 }  // namespace detail
 
 // In the order get() asks them.
@@ -215,7 +215,7 @@ class Registry {
   std::mutex retired_mutex_;
   std::vector<std::unique_ptr<const Loaded>> retired_;  // replaced after a context reset; readers may still hold them
   std::unique_ptr<Warmup> warmup_;  // created on the first warm-up call
-  std::unique_ptr<detail::EmbeddedPrefetch> prefetch_;  // started when the device is first asked for
+  std::unique_ptr<detail::Prefetch> prefetch_;  // started when the device is first asked for
   std::mutex warmup_mutex_;
 };
 

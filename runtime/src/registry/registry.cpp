@@ -4,9 +4,9 @@
 #include <kiln/select.hpp>
 
 #include "disk/unit_key.hpp"
-#include "embedded/prefetch.hpp"
 #include "memory/slot.hpp"
 #include "registry/name_index.hpp"
+#include "registry/prefetch.hpp"
 #include "registry/tier_chain.hpp"
 #include "registry/warmup.hpp"
 
@@ -278,8 +278,9 @@ void Registry::ensure_device() {
     check(cu.cuDriverGetVersion(&version), "kiln: cuDriverGetVersion");
     DeviceInfo info{ordinal_, name, arch_of(major, minor), version, memory};
     // The context takes tens of milliseconds to come up the first time: this device's embedded images
-    // are unpacked meanwhile, so that a unit's first load does not wait for zstd.
-    prefetch_ = std::make_unique<detail::EmbeddedPrefetch>(catalog_, info.arch, options_);
+    // are unpacked meanwhile (and the disk cache opened, if a unit will need it), so that a unit's first
+    // load does not wait for zstd or the cache directory.
+    prefetch_ = std::make_unique<detail::Prefetch>(catalog_, info.arch, options_);
     // Retained last, so that a failure above leaves nothing to release.
     CUcontext context = nullptr;
     check(cu.cuDevicePrimaryCtxRetain(&context, device), "kiln: cuDevicePrimaryCtxRetain" + subject);

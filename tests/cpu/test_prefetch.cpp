@@ -1,12 +1,14 @@
-// EmbeddedPrefetch: the images it unpacks ahead are exactly what the embedded tier fetches, each handed
-// over once; it keeps to its budget, starts nothing with the embedded tier off, and stops when destroyed.
+// Prefetch: the images it unpacks ahead are exactly what the embedded tier fetches, each handed over
+// once; it keeps to its budget, unpacks nothing with the embedded tier off, stops when destroyed, and
+// opens the disk cache ahead (counting nothing) only when a unit will need it.
 #include <doctest/doctest.h>
 
 #include <kiln/catalog.hpp>
 #include <kiln/registry.hpp>
 #include <kiln/select.hpp>
 
-#include "embedded/prefetch.hpp"  // runtime/src
+#include "registry/prefetch.hpp"  // runtime/src
+#include "cache_test_util.hpp"
 #include "examples_catalog.hpp"
 
 #include <cstddef>
@@ -36,7 +38,7 @@ const kiln::KernelEntry& kernel_of(std::size_t unit) {
 TEST_CASE("every unit's image unpacked ahead is what the embedded tier fetches, handed over once") {
   const unsigned arch = embedded_arch();
   const kiln::RegistryOptions options;
-  kiln::detail::EmbeddedPrefetch prefetch(catalog(), arch, options);
+  kiln::detail::Prefetch prefetch(catalog(), arch, options);
   prefetch.wait();
   std::size_t expected = 0;
   for (const auto& unit : catalog().units) expected += kiln::select_binary(catalog(), unit, arch, false) != nullptr;
@@ -63,18 +65,18 @@ TEST_CASE("the prefetch keeps to its budget, and unpacks nothing for an arch wit
   const auto* first = kiln::select_binary(catalog(), catalog().units.front(), arch, false);
   REQUIRE(first != nullptr);
   {
-    kiln::detail::EmbeddedPrefetch prefetch(catalog(), arch, options, first->size - 1);
+    kiln::detail::Prefetch prefetch(catalog(), arch, options, first->size - 1);
     prefetch.wait();
     CHECK(prefetch.unpacked() == 0);
   }
   {
-    kiln::detail::EmbeddedPrefetch prefetch(catalog(), arch, options, first->size);
+    kiln::detail::Prefetch prefetch(catalog(), arch, options, first->size);
     prefetch.wait();
     CHECK(prefetch.unpacked() == 1);
     CHECK(prefetch.take(0).has_value());
   }
   {
-    kiln::detail::EmbeddedPrefetch prefetch(catalog(), 10, options);  // sm_10: nothing runs there
+    kiln::detail::Prefetch prefetch(catalog(), 10, options);  // sm_10: nothing runs there
     prefetch.wait();
     CHECK(prefetch.unpacked() == 0);
   }
@@ -85,11 +87,42 @@ TEST_CASE("with the embedded tier off the prefetch starts nothing, and one destr
   kiln::RegistryOptions off;
   off.use_embedded = false;
   {
-    kiln::detail::EmbeddedPrefetch prefetch(catalog(), arch, off);
+    kiln::detail::Prefetch prefetch(catalog(), arch, off);
     prefetch.wait();
     CHECK(prefetch.unpacked() == 0);
     CHECK_FALSE(prefetch.take(0).has_value());
   }
   // Destroyed while (perhaps) still running: it stops between units and joins; what it unpacked is freed.
-  for (int i = 0; i < 20; ++i) kiln::detail::EmbeddedPrefetch prefetch(catalog(), arch, kiln::RegistryOptions{});
+  for (int i = 0; i < 20; ++i) kiln::detail::Prefetch prefetch(catalog(), arch, kiln::RegistryOptions{});
+}
+
+TEST_CASE("the disk cache is opened and a key made ahead only when some unit has no embedded cubin; nothing is counted") {
+  const unsigned arch = embedded_arch();
+  kiln::test::TempDir tmp;
+  kiln::DiskCache cache(kiln::test::config_at(tmp.path() / "kiln"));
+  kiln::RegistryOptions no_embedded;
+  no_embedded.use_embedded = false;
+  no_embedded.cache = &cache;
+  {
+    kiln::detail::Prefetch prefetch(catalog(), arch, no_embedded);
+    prefetch.wait();
+    CHECK(prefetch.warmed_disk());
+    CHECK(prefetch.unpacked() == 0);
+  }
+  kiln::RegistryOptions embedded;
+  embedded.cache = &cache;
+  {
+    kiln::detail::Prefetch prefetch(catalog(), arch, embedded);  // every unit embedded for this arch
+    prefetch.wait();
+    CHECK_FALSE(prefetch.warmed_disk());
+  }
+  {
+    kiln::detail::Prefetch prefetch(catalog(), 10, embedded);  // none: the disk tier will be asked
+    prefetch.wait();
+    CHECK(prefetch.warmed_disk());
+  }
+  const auto stats = cache.stats();
+  CHECK(stats.hits == 0);
+  CHECK(stats.misses == 0);
+  CHECK(stats.stores == 0);
 }
