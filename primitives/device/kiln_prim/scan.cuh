@@ -7,6 +7,7 @@
 #include <cub/device/dispatch/kernels/scan.cuh>
 #include <cub/device/dispatch/tuning/tuning_scan.cuh>
 
+#include <cuda/functional>  // ::cuda::maximum<>, ::cuda::minimum<>: operators a row may name
 #include <cuda/std/functional>
 
 namespace kiln_prim {
