@@ -1,42 +1,20 @@
 """kiln's open families (kiln.exclusive_scan, kiln.inclusive_scan, kiln.reduce): a row expands into the
 kernels the family declares, and a mistake names the file, the row and the field."""
 
-import sys
-import tempfile
 import textwrap
 import unittest
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "codegen"))
-import spec  # noqa: E402
+from table_case import TableCase  # puts codegen/ on the path
 import unit_source  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
 
 HEADER = '[registry]\nname = "t"\n'
 SCAN = "kiln_prim::exclusive_scan<float, ::cuda::maximum<>>"
 
 
-class KilnFamilies(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.TemporaryDirectory()
-        self.root = Path(self.dir.name)
-
-    def tearDown(self):
-        self.dir.cleanup()
-
-    def load(self, text: str):
-        path = self.root / "table.toml"
-        path.write_text(textwrap.dedent(text))
-        return spec.load(path, (80,), embed_ptx=False)
-
-    def error(self, text: str, *fragments: str) -> str:
-        with self.assertRaises(spec.SpecError) as ctx:
-            self.load(text)
-        message = str(ctx.exception)
-        for f in ("table.toml:", *fragments):
-            self.assertIn(f, message)
-        return message
-
+class KilnFamilies(TableCase):
     def test_exclusive_scan_row_expands_into_its_two_kernels(self):
         s = self.load(HEADER + '[[unit]]\nname = "scan_max_f32"\nfamily = "kiln.exclusive_scan"\n'
                                'params = { T = "float", Op = "::cuda::maximum<>" }\n')
@@ -75,32 +53,32 @@ class KilnFamilies(unittest.TestCase):
         self.assertNotIn("#include <", unit_source.unit_body(s, scan).replace("#include <kiln_prim/scan.cuh>", ""))
 
     def test_missing_param_names_file_row_and_field(self):
-        self.error(HEADER + '[[unit]]\nname = "scan"\nfamily = "kiln.exclusive_scan"\nparams = { T = "float" }\n',
+        self.refused(HEADER + '[[unit]]\nname = "scan"\nfamily = "kiln.exclusive_scan"\nparams = { T = "float" }\n',
                    "table.toml:3: unit #1 'scan': field 'params': family 'kiln.exclusive_scan' needs Op")
 
     def test_unknown_kiln_family(self):
-        self.error(HEADER + '[[unit]]\nname = "s"\nfamily = "kiln.sort"\nparams = { T = "int" }\n',
+        self.refused(HEADER + '[[unit]]\nname = "s"\nfamily = "kiln.sort"\nparams = { T = "int" }\n',
                    "unit #1 's'", "field 'family'", "unknown family 'kiln.sort'",
                    "kiln.exclusive_scan, kiln.inclusive_scan, kiln.reduce")
 
     def test_kiln_prefix_is_not_searched_in_a_tables_template_dirs(self):
         (self.root / "fam").mkdir()
         (self.root / "fam" / "mine.cu.j2").write_text("// {{ T }}\n")
-        self.error('[registry]\nname = "t"\ntemplate_dirs = ["fam"]\n[[unit]]\nname = "s"\nfamily = "kiln.mine"\n',
+        self.refused('[registry]\nname = "t"\ntemplate_dirs = ["fam"]\n[[unit]]\nname = "s"\nfamily = "kiln.mine"\n',
                    "field 'family'", "unknown family 'kiln.mine'", "the 'kiln.' prefix is kiln's own")
 
     def test_row_kernels_are_refused(self):
-        self.error(HEADER + '[[unit]]\nname = "r"\nfamily = "kiln.reduce"\nparams = { T = "int", Op = "P" }\n'
+        self.refused(HEADER + '[[unit]]\nname = "r"\nfamily = "kiln.reduce"\nparams = { T = "int", Op = "P" }\n'
                             'kernels = ["k"]\n',
                    "unit #1 'r'", "field 'kernels'", "declares its kernels (r_single_tile, r_sweep, r_final)")
 
     def test_param_checks(self):
-        self.error(HEADER + '[[unit]]\nname = "r"\nfamily = "kiln.reduce"\nparams = { T = 3, Op = "P" }\n',
+        self.refused(HEADER + '[[unit]]\nname = "r"\nfamily = "kiln.reduce"\nparams = { T = 3, Op = "P" }\n',
                    "field 'params'", "parameter 'T' must be a C++ type as a string")
-        self.error(HEADER + '[[unit]]\nname = "r"\nfamily = "kiln.reduce"\n'
+        self.refused(HEADER + '[[unit]]\nname = "r"\nfamily = "kiln.reduce"\n'
                             'params = { T = "int", Op = "P", Header = "a>\\n#define x" }\n',
                    "field 'params'", "parameter 'Header'", "does not match")
-        self.error(HEADER + '[[unit]]\nname = "r"\nfamily = "kiln.reduce"\nparams = { T = "int", Op = "P", N = "1" }\n',
+        self.refused(HEADER + '[[unit]]\nname = "r"\nfamily = "kiln.reduce"\nparams = { T = "int", Op = "P", N = "1" }\n',
                    "field 'params'", "parameter 'N' is not allowed")
 
 

@@ -10,6 +10,7 @@
 #include <geo/tagged.cuh>
 
 #include "check.hpp"
+#include "gpu_main.hpp"
 #include "geo_catalog.hpp"
 
 #include <algorithm>
@@ -21,6 +22,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+using consumer::check_source;
 
 namespace {
 
@@ -59,13 +62,6 @@ template <typename T>
 bool poisoned(const T& value) {
   const auto* p = reinterpret_cast<const unsigned char*>(&value);
   return std::all_of(p, p + sizeof(T), [](unsigned char c) { return c == poison; });
-}
-
-// Each plan's kernels are resolved when it is built: from the embedded tier, or else JIT-built (or read back
-// from the disk cache a first run filled).
-void check_source(const kiln::Kernel& k, bool embedded) {
-  if (embedded) CHECK(k.provenance.source == kiln::Tier::embedded);
-  else CHECK((k.provenance.source == kiln::Tier::jit || k.provenance.source == kiln::Tier::disk));
 }
 
 std::vector<std::size_t> sizes(std::size_t tile) {
@@ -156,19 +152,4 @@ void run_checks() {
 
 }  // namespace
 
-int main() {
-  try {
-    kiln::driver();
-  } catch (const kiln::Error& e) {
-    std::printf("consumer primitive checks skipped: %s\n", e.what());
-    return 77;
-  }
-  try {
-    run_checks();
-  } catch (const std::exception& e) {
-    std::printf("consumer primitive checks: %s\n", e.what());
-    return 1;
-  }
-  std::printf("consumer primitive checks: %d failed\n", consumer::failures);
-  return consumer::failures == 0 ? 0 : 1;
-}
+int main() { return consumer::gpu_main("consumer primitive checks", run_checks); }
