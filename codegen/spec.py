@@ -17,6 +17,7 @@ import jinja2.meta
 import jinja2.sandbox
 
 import errors
+import kiln_families
 import render
 
 # Every architecture CUDA 13.0 compiles to SASS (nvcc --list-gpu-code).
@@ -111,6 +112,7 @@ class Unit:
     family: str | None = None    # or a template family ...
     family_path: Path | None = None
     params: dict = field(default_factory=dict)  # ... with its parameters
+    family_declaration: Path | None = None  # a kiln.* family's declaration (its kernels and parameters)
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -196,6 +198,7 @@ class _Validator:
         self.expressions = render.sandbox()
         self.compiled: dict[str, jinja2.Template] = {}  # rows of a family share their expressions' text
         self.family_params = {}  # family template path -> the parameters it takes, parsed once
+        self.declarations = {}   # kiln family declaration path -> kiln_families.Declaration, read once
         self.sources_read: set[Path] = set()  # sources already checked
         # Lines of the [[unit]] headers, so errors can point at the row.
         self.lines = text.splitlines()
@@ -268,7 +271,7 @@ class _Validator:
         has_source, has_family = "source" in row, "family" in row
         if has_source == has_family:
             self.fail(where, "expected exactly one of 'source' (a .cu file) or 'family' (a template family)")
-        source = family = family_path = None
+        source = family = family_path = declaration = None
         params: dict = {}
         include_dirs = list(self.include_dirs)
         if has_source:
@@ -277,7 +280,7 @@ class _Validator:
             source = self.source_file(row["source"], f"{where}: field 'source'")
             include_dirs.insert(0, source.resolve().parent)  # where its own includes are, links followed
         else:
-            family, family_path, params = self.family(row, where)
+            family, family_path, params, declaration = self.family(row, where)
         jit_only = row.get("jit_only", False)
         if not isinstance(jit_only, bool):
             self.fail(f"{where}: field 'jit_only'", f"expected true or false, got {jit_only!r}")
@@ -286,7 +289,15 @@ class _Validator:
                                                  "remove 'archs' or 'jit_only'")
         archs = parse_archs(row["archs"], f"{where}: field 'archs'") if "archs" in row else self.archs
         jit_only = jit_only or self.all_jit_only
-        kernels = self.kernels(row.get("kernels"), params, f"{where}: field 'kernels'")
+        kernels_field = row.get("kernels")
+        if declaration is not None:
+            declared = [f"{name}_{suffix}" for suffix in declaration.kernels]
+            if "kernels" in row:
+                self.fail(f"{where}: field 'kernels'", f"family '{family}' declares its kernels "
+                                                       f"({', '.join(declared)}): remove 'kernels'")
+            include_dirs += declaration.include_dirs
+            kernels_field = dict(zip(declared, declaration.kernels.values()))
+        kernels = self.kernels(kernels_field, params, f"{where}: field 'kernels'")
         options = self.registry_options + self.options(row, where)
         if not any(o.startswith("-std=") for o in options):
             options = (DEFAULT_STD,) + options
@@ -297,10 +308,13 @@ class _Validator:
             ptx_arch=max(archs) if self.embed_ptx and not jit_only else None,
             include_dirs=tuple(dict.fromkeys(include_dirs)),
             lower_arch=min(archs), kernels_line=self.kernels_line(index), jit_only=jit_only,
-            source=source, family=family, family_path=family_path, params=params)
+            source=source, family=family, family_path=family_path, params=params,
+            family_declaration=declaration.path if declaration is not None else None)
 
     def family(self, row: dict, where: str):
         family = row["family"]
+        if isinstance(family, str) and kiln_families.is_kiln(family):
+            return self.kiln_family(row, family, where)
         if not isinstance(family, str) or not _IDENTIFIER.fullmatch(family):
             self.fail(f"{where}: field 'family'", f"expected the name of a template family, got {family!r}")
         path = next((d / (family + FAMILY_SUFFIX) for d in self.template_dirs
@@ -326,7 +340,45 @@ class _Validator:
         missing = sorted(wanted - set(params))
         if missing:
             self.fail(f"{where}: field 'params'", f"family '{family}' needs {', '.join(missing)}")
-        return family, path, dict(sorted(params.items()))
+        return family, path, dict(sorted(params.items())), None
+
+    def kiln_family(self, row: dict, family: str, where: str):
+        """A family of kiln's own (kiln_families): its parameters checked against its declaration, defaults
+        filled in; the declaration comes back too, for the row's kernels and include directories."""
+        path = kiln_families.find(family)
+        if path is None:
+            self.fail(f"{where}: field 'family'", f"unknown family '{family}': the 'kiln.' prefix is kiln's own "
+                                                  f"(kiln's: {', '.join(kiln_families.known())})")
+        if path not in self.declarations:
+            try:
+                self.declarations[path] = kiln_families.load(path)
+            except errors.GenError as e:
+                self.fail(f"{where}: field 'family'", str(e))
+        declaration = self.declarations[path]
+        template = declaration.template
+        if template not in self.family_params:
+            self.family_params[template] = family_params(template, where)
+        wanted = self.family_params[template]
+        if wanted != set(declaration.params):
+            self.fail(f"{where}: field 'family'", f"{path}: declares {', '.join(sorted(declaration.params))} "
+                                                  f"but {template.name} uses {', '.join(sorted(wanted))}")
+        params = row.get("params", {})
+        if not isinstance(params, dict):
+            self.fail(f"{where}: field 'params'", "expected a table like { T = \"float\", Op = \"::cuda::maximum<>\" }")
+        for key, value in params.items():
+            if key not in wanted:
+                self.fail(f"{where}: field 'params'",
+                          f"parameter '{key}' is not allowed: family '{family}' takes {', '.join(sorted(wanted))}")
+            if not isinstance(value, str) or not value.strip():
+                self.fail(f"{where}: field 'params'", f"parameter '{key}' must be a C++ type as a string, got {value!r}")
+            pattern = declaration.params[key].pattern
+            if pattern is not None and not pattern.fullmatch(value):
+                self.fail(f"{where}: field 'params'", f"parameter '{key}' = {value!r} does not match {pattern.pattern!r}")
+        missing = sorted(k for k in wanted if k not in params and declaration.params[k].default is None)
+        if missing:
+            self.fail(f"{where}: field 'params'", f"family '{family}' needs {', '.join(missing)}")
+        full = {k: params.get(k, declaration.params[k].default) for k in wanted}
+        return family, template, dict(sorted(full.items())), declaration
 
     def kernels(self, value, params: dict, where: str) -> tuple[Kernel, ...]:
         if isinstance(value, list) and value:

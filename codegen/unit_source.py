@@ -186,4 +186,4 @@ def write_source(spec: specmod.Spec, unit: specmod.Unit, directory: Path) -> Uni
 def source_inputs(spec: specmod.Spec, unit: specmod.Unit) -> list[Path]:
     """The files a unit's rendered translation unit is made from."""
     return [spec.path.resolve(), *map(Path, render.CODEGEN_FILES), render.TEMPLATE_DIR / "unit.cu.j2",
-            unit.source or unit.family_path]
+            unit.source or unit.family_path, *([unit.family_declaration] if unit.family_declaration else [])]

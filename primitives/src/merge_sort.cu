@@ -1,7 +1,7 @@
 // MergeSortPairs<K>: CUB's DispatchMergeSort on the registry's merge_sort_pairs_<K> kernels.
 #include <kiln/prim/merge_sort.hpp>
 
-#include "cub_launch.cuh"
+#include <kiln/prim/detail/cub_launch.cuh>
 #include "stream_temp.cuh"
 
 #include <kiln_prim/merge_sort.cuh>

@@ -14,7 +14,7 @@
 // and a chain that ever selected it would fail loudly (cudaErrorNotSupported), never sort wrongly.
 #include <kiln/prim/radix_sort.hpp>
 
-#include "cub_launch.cuh"
+#include <kiln/prim/detail/cub_launch.cuh>
 #include "stream_temp.cuh"
 
 #include <kiln_prim/radix_sort.cuh>

@@ -1,12 +1,9 @@
 // ExclusiveSum<T>: CUB's DispatchScan on the registry's exclusive_scan_<T> kernels.
 #include <kiln/prim/scan.hpp>
 
-#include "cub_launch.cuh"
+#include <kiln/prim/scan_plan.cuh>
+
 #include "stream_temp.cuh"
-
-#include <kiln_prim/scan.cuh>
-
-#include <cub/device/dispatch/dispatch_scan.cuh>
 
 #include <string>
 
@@ -17,58 +14,24 @@ template <typename T>
 using Types = kiln_prim::exclusive_sum<detail::kernel_t<T>>;
 
 template <typename T>
-struct ScanSource {
-  detail::KernelRef init, sweep;
-  detail::KernelRef InitKernel() const { return init; }
-  detail::KernelRef ScanKernel() const { return sweep; }
-  static constexpr std::size_t AccumSize() { return sizeof(typename Types<T>::accum_t); }
-  typename Types<T>::tile_state TileState() const { return {}; }
-};
-
-template <typename T>
-using Dispatch = cub::DispatchScan<typename Types<T>::input_t, typename Types<T>::output_t, typename Types<T>::op_t,
-                                   typename Types<T>::init_t, typename Types<T>::offset_t,
-                                   typename Types<T>::accum_t, cub::ForceInclusive::No,
-                                   typename Types<T>::policy_hub, ScanSource<T>, detail::LauncherFactory>;
-
-template <typename T>
 std::string spec() { return std::string("exclusive_scan_") + detail::type_suffix<T>(); }
 
-// One CUB dispatch: sizes the storage when temp.data is null, runs otherwise.
+// One CUB dispatch (detail::scan_dispatch, as ExclusiveScan<T, plus> runs it): sizes the storage when
+// temp.data is null, runs otherwise.
 template <typename T>
 std::size_t dispatch(CUdevice device, const Kernel& init, const Kernel& sweep, const T* in, T* out,
                      std::size_t n, TempStorage temp, CUstream stream) {
   using K = detail::kernel_t<T>;
-  const auto count = detail::checked_count(n, "exclusive_sum");
-  detail::LaunchStatus status;
-  detail::LauncherFactory factory(device, sweep.provenance.arch, &status);
-  std::size_t bytes = temp.bytes;
-  const cudaError_t returned = Dispatch<T>::Dispatch(
-      temp.data, bytes, reinterpret_cast<const K*>(in), reinterpret_cast<K*>(out), typename Types<T>::op_t{},
-      typename Types<T>::init_t(K{}), count, stream, ScanSource<T>{detail::ref(init), detail::ref(sweep)}, factory,
-      detail::RuntimePolicy<typename Types<T>::policy_hub::MaxPolicy>{});
-  detail::check_dispatch(returned, status, spec<T>());
-  return bytes;
+  return detail::scan_dispatch<Types<T>>(device, init, sweep, reinterpret_cast<const K*>(in),
+                                         reinterpret_cast<K*>(out), n, {}, typename Types<T>::init_t(K{}), temp,
+                                         stream, spec<T>());
 }
-
-// Reads a policy's tile the way DispatchScan does.
-struct ScanTile {
-  std::size_t items = 0;
-  template <typename Policy>
-  cudaError_t Invoke() {
-    auto policy = cub::detail::scan::MakeScanPolicyWrapper(Policy{});
-    items = std::size_t(policy.Scan().BlockThreads()) * std::size_t(policy.Scan().ItemsPerThread());
-    return cudaSuccess;
-  }
-};
 
 }  // namespace
 
 template <typename T>
 std::size_t ExclusiveSum<T>::tile_items() const {
-  ScanTile tile;
-  detail::RuntimePolicy<typename Types<T>::policy_hub::MaxPolicy>::Invoke(int(sweep_.provenance.arch) * 10, tile);
-  return tile.items;
+  return detail::scan_tile_items<Types<T>>(sweep_);
 }
 
 template <typename T>

@@ -8,7 +8,7 @@
 // block_threads per tile of block_threads * items_per_thread needles, no launch for zero needles.
 #include <kiln/prim/search.hpp>
 
-#include "cub_launch.cuh"
+#include <kiln/prim/detail/cub_launch.cuh>
 
 #include <kiln_prim/search.cuh>
 

@@ -2,8 +2,8 @@
 // segmented_reduce_<op>_<T> kernels.
 #include <kiln/prim/segmented_reduce.hpp>
 
-#include "cub_launch.cuh"
-#include "reduce_launch.cuh"
+#include <kiln/prim/detail/cub_launch.cuh>
+#include <kiln/prim/detail/reduce_launch.cuh>
 #include "stream_temp.cuh"
 
 #include <kiln_prim/reduce.cuh>

@@ -6,7 +6,7 @@
 // layout, same grids, same arguments); comments cite the lines of cub/device/dispatch/ they follow.
 #include <kiln/prim/segmented_sort.hpp>
 
-#include "cub_launch.cuh"
+#include <kiln/prim/detail/cub_launch.cuh>
 #include "stream_temp.cuh"
 
 #include <kiln_prim/segmented_sort.cuh>

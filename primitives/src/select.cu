@@ -8,7 +8,7 @@
 // most 2^31 - 1 items, the same two launches per partition with the same grids and arguments.
 #include <kiln/prim/select.hpp>
 
-#include "cub_launch.cuh"
+#include <kiln/prim/detail/cub_launch.cuh>
 #include "stream_temp.cuh"
 
 #include <kiln_prim/select.cuh>

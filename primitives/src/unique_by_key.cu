@@ -1,7 +1,7 @@
 // UniqueByKey<K>: CUB's DispatchUniqueByKey on the registry's unique_by_key_<K> kernels.
 #include <kiln/prim/unique_by_key.hpp>
 
-#include "cub_launch.cuh"
+#include <kiln/prim/detail/cub_launch.cuh>
 #include "stream_temp.cuh"
 
 #include <kiln_prim/unique_by_key.cuh>

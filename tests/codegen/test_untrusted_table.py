@@ -16,35 +16,19 @@ import errors  # noqa: E402
 import nvcc_compile  # noqa: E402
 import spec  # noqa: E402
 import unit_source  # noqa: E402
+from table_case import TableCase  # noqa: E402
 
 NVCC = Path(os.environ.get("KILN_TOOLKIT", "/usr/local/cuda")) / "bin" / "nvcc"
 HEADER = '[registry]\nname = "t"\ntemplate_dirs = ["fam"]\n'
 KERNEL = 'extern "C" __global__ void k() {}\n'
 
 
-class UntrustedTable(unittest.TestCase):
+class UntrustedTable(TableCase):
     def setUp(self):
-        self.dir = tempfile.TemporaryDirectory()
-        self.root = Path(self.dir.name) / "project"
-        (self.root / "fam").mkdir(parents=True)
+        super().setUp()
+        (self.root / "fam").mkdir()
         (self.root / "k.cu").write_text(KERNEL)
         self.marker = Path(self.dir.name) / "ran"  # what an injected command would create
-
-    def tearDown(self):
-        self.dir.cleanup()
-
-    def load(self, text: str):
-        path = self.root / "table.toml"
-        path.write_text(textwrap.dedent(text))
-        return spec.load(path, (80,), embed_ptx=False)
-
-    def refused(self, text: str, *fragments: str) -> str:
-        with self.assertRaises(spec.SpecError) as ctx:
-            self.load(text)
-        message = str(ctx.exception)
-        for f in ("table.toml", *fragments):
-            self.assertIn(f, message)
-        return message
 
     def test_a_kernel_expression_cannot_reach_python(self):
         attack = "{{ cycler.__init__.__globals__.os.system('touch %s') }}" % self.marker

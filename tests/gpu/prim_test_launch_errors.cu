@@ -3,7 +3,7 @@
 // dispatch with detail::check_dispatch, which this exercises on a real driver).
 #include "prim_harness.hpp"
 
-#include "cub_launch.cuh"
+#include <kiln/prim/detail/cub_launch.cuh>
 
 #include <string>
 

@@ -1,6 +1,6 @@
-// Sum and segmented reduction: the types kiln's reduce kernels are instantiated with,
-// shared by the kernel units (templates/families/prim_reduce_sum.cu.j2, prim_segmented_reduce.cu.j2) and
-// the host dispatch (primitives/src/reduce.cu, segmented_reduce.cu).
+// Reduction and segmented reduction: the types kiln's reduce kernels are instantiated with,
+// shared by the kernel units (templates/families/prim_reduce_sum.cu.j2, kiln/reduce.cu.j2,
+// prim_segmented_reduce.cu.j2) and the host dispatch (kiln/prim/reduce_plan.cuh, primitives/src/segmented_reduce.cu).
 #pragma once
 
 #include <kiln_prim/cub_nvrtc.cuh>
@@ -15,29 +15,31 @@
 
 namespace kiln_prim {
 
-// cub::DeviceReduce::Sum(temp, bytes, const T*, T*, int num_items) spelled out (device_reduce.cuh, Sum):
-// OffsetT = choose_offset_t<int> (unsigned 32-bit), InitT = the output's value type, zero-initialised,
-// AccumT and PolicyHub as DispatchReduce's defaults, no transform. DeviceReduceKernelSource
-// (dispatch_reduce.cuh) names three kernels: the single-tile kernel for small inputs, the per-block
-// reduction kernel, and the single-tile kernel again over the per-block partials with `int` item counts.
-template <typename T>
-struct reduce_sum {
+// cub::DeviceReduce::Reduce(temp, bytes, const T*, T*, int num_items, Op, InitT init) spelled out
+// (device_reduce.cuh): OffsetT = choose_offset_t<int> (unsigned 32-bit), AccumT and PolicyHub as
+// DispatchReduce's defaults, no transform. DeviceReduceKernelSource (dispatch_reduce.cuh) names three
+// kernels: the single-tile kernel for small inputs, the per-block reduction kernel, and the single-tile
+// kernel again over the per-block partials with `int` item counts.
+template <typename T, typename Op, typename InitT = T>
+struct reduce {
   using value_t = T;
   using input_t = const T*;
   using output_t = T*;
   using offset_t = unsigned int;
-  using op_t = ::cuda::std::plus<>;
-  using init_t = T;
-  using accum_t = T;
+  using op_t = Op;
+  using init_t = InitT;
+  using accum_t = ::cuda::std::__accumulator_t<Op, T, InitT>;
   using transform_t = ::cuda::std::__identity;
   using policy_hub = cub::detail::reduce::policy_hub<accum_t, offset_t, op_t>;
   using max_policy = typename policy_hub::MaxPolicy;
   using partials_t = accum_t*;    // SingleTileSecondKernel's input: the per-block partials
   using partials_offset_t = int;  // "Always used with int offsets" (DeviceReduceKernelSource)
-
-  static_assert(::cuda::std::is_same_v<accum_t, ::cuda::std::__accumulator_t<op_t, T, init_t>>,
-                "DispatchReduce's default AccumT");
 };
+
+// cub::DeviceReduce::Sum: plus, with the output's value type zero-initialised as the start value. The
+// kernels of kiln's own reduce_<T> units.
+template <typename T>
+using reduce_sum = reduce<T, ::cuda::std::plus<>>;
 
 // cub::DeviceSegmentedReduce::Sum/Min/Max(temp, bytes, const T*, T*, num_segments, const int* begin,
 // const int* end) spelled out (device_segmented_reduce.cuh): OffsetT = the offsets' value type (int),

@@ -71,7 +71,19 @@ int main() {
   CHECK(stats.name == "stats");
   CHECK(examples.name == "examples");
   CHECK(kernel_names(geo) ==
-        (std::vector<std::string_view>{"bounds_f32", "point_in_polygon_f32", "point_in_polygon_f64", "translate_f32"}));
+        (std::vector<std::string_view>{"bounds_f32", "max_by_a_tagged_final", "max_by_a_tagged_single_tile",
+                                       "max_by_a_tagged_sweep", "point_in_polygon_f32", "point_in_polygon_f64",
+                                       "running_max_i32_init", "running_max_i32_sweep", "scan_sum_f32_init",
+                                       "scan_sum_f32_sweep", "translate_f32"}));
+  // kiln.* rows: the kernels their family declares, on the project's own type and operator, whose header the
+  // JIT tier gets under the name the row gives it.
+  CHECK(geo.str(geo.find("max_by_a_tagged_sweep")->expression)
+            .starts_with("cub::detail::reduce::DeviceReduceKernel<kiln_prim::reduce<geo::Tagged, geo::MaxByA>::"));
+  const kiln::UnitEntry& tagged = geo.units[geo.find("max_by_a_tagged_final")->unit];
+  bool bundled = false;
+  for (std::uint32_t i = 0; i < tagged.header_count; ++i)
+    bundled |= geo.str(geo.headers[geo.unit_headers[tagged.first_header + i]].name) == "geo/tagged.cuh";
+  CHECK(bundled);
   CHECK(kernel_names(stats) == std::vector<std::string_view>{"vector_add"});
   CHECK(geo.find("vector_add") == nullptr);
   CHECK(geo.str(geo.find("point_in_polygon_f32")->expression) == "geo::point_in_polygon<float>");

@@ -6,6 +6,7 @@
 #include <kiln/kiln.hpp>
 
 #include "check.hpp"
+#include "gpu_main.hpp"
 #include "device_array.hpp"
 #include "examples_catalog.hpp"
 #include "geo_catalog.hpp"
@@ -20,6 +21,7 @@
 #include <vector>
 
 using consumer::DeviceArray;
+using consumer::check_source;
 
 namespace {
 
@@ -66,16 +68,6 @@ bool inside_cpu(T x, T y, const Points<T>& polygon) {
 }
 
 unsigned blocks_for(int n) { return static_cast<unsigned>((n + 255) / 256); }
-
-// Where geo's kernels must come from: the embedded tier (the consumer's archs include this GPU's, or the
-// same major version's), or the JIT tier and, in a later run, the disk cache it filled.
-void check_source(const kiln::Kernel& k, bool embedded) {
-  if (embedded) {
-    CHECK(k.provenance.source == kiln::Tier::embedded);
-  } else {
-    CHECK((k.provenance.source == kiln::Tier::jit || k.provenance.source == kiln::Tier::disk));
-  }
-}
 
 template <typename T, typename Handle>
 void check_point_in_polygon(kiln::Registry& geo, bool embedded, const Handle& handle, int vertices, int n) {
@@ -169,19 +161,4 @@ void run_checks() {
 
 }  // namespace
 
-int main() {
-  try {
-    kiln::driver();
-  } catch (const kiln::Error& e) {
-    std::printf("consumer gpu checks skipped: %s\n", e.what());
-    return 77;
-  }
-  try {
-    run_checks();
-  } catch (const kiln::Error& e) {
-    std::printf("consumer gpu checks: %s\n", e.what());
-    return 1;
-  }
-  std::printf("consumer gpu checks: %d failed\n", consumer::failures);
-  return consumer::failures == 0 ? 0 : 1;
-}
+int main() { return consumer::gpu_main("consumer gpu checks", run_checks); }

@@ -8,6 +8,9 @@
 #include <cstdint>
 
 namespace kiln::prim {
+namespace detail {
+struct ReduceKernels;  // kiln/prim/reduce_plan.cuh
+}
 
 // *out = T{} + (in[0] + … + in[n-1]): one value, written to device memory; n = 0 writes T{}.
 //
@@ -43,6 +46,8 @@ class ReduceSum {
   const Kernel& kernel() const { return sweep_; }
 
  private:
+  detail::ReduceKernels kernels() const;
+
   Registry* registry_;
   CUdevice device_;
   Kernel single_tile_, sweep_, final_;

@@ -1,4 +1,5 @@
-// Runs CUB's own host dispatch on kernels from kiln's registry (nvcc only).
+// Runs CUB's own host dispatch on kernels from any kiln registry (nvcc only; header-only, so that a
+// project's own .cu files can run kiln's plan templates on its registry without libkiln_prim).
 //
 // CUB's Dispatch* structs take a KernelSource (where the kernels come from), a launcher factory (how they
 // are launched and how the device is queried) and a policy hub object (which tuning policy fits the
@@ -152,6 +153,21 @@ struct RuntimePolicy {
 
 // Turns the outcome of one CUB dispatch into kiln's error model: a launch or query the driver refused, or
 // an error CUB itself returned, becomes kiln::Error(driver) naming the primitive and the kernel.
-void check_dispatch(cudaError_t returned, const LaunchStatus& status, std::string_view primitive);
+inline void check_dispatch(cudaError_t returned, const LaunchStatus& status, std::string_view primitive) {
+  if (status.result != CUDA_SUCCESS) {
+    const char* name = nullptr;
+    const char* text = nullptr;
+    kiln::driver().cuGetErrorName(status.result, &name);
+    kiln::driver().cuGetErrorString(status.result, &text);
+    std::string message = "kiln::prim::" + std::string(primitive) + ": " + status.what;
+    if (!status.kernel.empty()) message += " of kernel '" + std::string(status.kernel) + "'";
+    message += " failed: " + std::string(name ? name : "?") + " (" + (text ? text : "unknown error") + ")";
+    throw kiln::Error(Errc::driver, message);
+  }
+  if (returned != cudaSuccess) {
+    throw kiln::Error(Errc::driver, "kiln::prim::" + std::string(primitive) + ": CUB's dispatch failed: " +
+                                        cudaGetErrorName(returned) + " (" + cudaGetErrorString(returned) + ")");
+  }
+}
 
 }  // namespace kiln::prim::detail

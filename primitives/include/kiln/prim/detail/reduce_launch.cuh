@@ -6,7 +6,7 @@
 // makes, and CUB's dispatch reads them back here: no driver round trips on the hot path, same numbers.
 #pragma once
 
-#include "cub_launch.cuh"
+#include <kiln/prim/detail/cub_launch.cuh>
 
 namespace kiln::prim::detail {
 

@@ -1,0 +1,86 @@
+"""kiln's open families (kiln.exclusive_scan, kiln.inclusive_scan, kiln.reduce): a row expands into the
+kernels the family declares, and a mistake names the file, the row and the field."""
+
+import textwrap
+import unittest
+from pathlib import Path
+
+from table_case import TableCase  # puts codegen/ on the path
+import unit_source  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+HEADER = '[registry]\nname = "t"\n'
+SCAN = "kiln_prim::exclusive_scan<float, ::cuda::maximum<>>"
+
+
+class KilnFamilies(TableCase):
+    def test_exclusive_scan_row_expands_into_its_two_kernels(self):
+        s = self.load(HEADER + '[[unit]]\nname = "scan_max_f32"\nfamily = "kiln.exclusive_scan"\n'
+                               'params = { T = "float", Op = "::cuda::maximum<>" }\n')
+        unit = s.units[0]
+        self.assertEqual([k.name for k in unit.kernels], ["scan_max_f32_init", "scan_max_f32_sweep"])
+        init, sweep = (k.expression for k in unit.kernels)
+        self.assertEqual(init, f"cub::detail::scan::DeviceScanInitKernel<{SCAN}::tile_state>")
+        members = ", ".join(f"{SCAN}::{m}" for m in ("max_policy", "input_t", "output_t", "tile_state", "op_t",
+                                                     "init_t", "offset_t", "accum_t"))
+        self.assertEqual(sweep, f"cub::detail::scan::DeviceScanKernel<{members}, false>")
+        self.assertIn(ROOT / "primitives" / "device", unit.include_dirs)
+        self.assertEqual(unit.params, {"Header": "", "Op": "::cuda::maximum<>", "T": "float"})
+        self.assertEqual(unit.family_declaration, ROOT / "templates" / "families" / "kiln" / "exclusive_scan.toml")
+
+    def test_reduce_and_inclusive_scan_rows(self):
+        s = self.load(HEADER + textwrap.dedent('''\
+            [[unit]]
+            name = "max_by_a"
+            family = "kiln.reduce"
+            params = { T = "geo::Tagged", Op = "geo::MaxByA", Header = "geo/tagged.cuh" }
+
+            [[unit]]
+            name = "running_max"
+            family = "kiln.inclusive_scan"
+            params = { T = "int", Op = "::cuda::maximum<>" }
+            '''))
+        reduce, scan = s.units
+        self.assertEqual([k.name for k in reduce.kernels], ["max_by_a_single_tile", "max_by_a_sweep", "max_by_a_final"])
+        self.assertTrue(all("kiln_prim::reduce<geo::Tagged, geo::MaxByA>::" in k.expression for k in reduce.kernels))
+        self.assertIn("partials_t", reduce.kernels[2].expression)
+        self.assertEqual([k.name for k in scan.kernels], ["running_max_init", "running_max_sweep"])
+        self.assertIn("kiln_prim::inclusive_scan<int, ::cuda::maximum<>>::init_t", scan.kernels[1].expression)
+        text = unit_source.unit_body(s, reduce)
+        self.assertIn("#include <kiln_prim/reduce.cuh>", text)
+        self.assertIn("#include <geo/tagged.cuh>", text)
+        self.assertNotIn("#include <", unit_source.unit_body(s, scan).replace("#include <kiln_prim/scan.cuh>", ""))
+
+    def test_missing_param_names_file_row_and_field(self):
+        self.refused(HEADER + '[[unit]]\nname = "scan"\nfamily = "kiln.exclusive_scan"\nparams = { T = "float" }\n',
+                   "table.toml:3: unit #1 'scan': field 'params': family 'kiln.exclusive_scan' needs Op")
+
+    def test_unknown_kiln_family(self):
+        self.refused(HEADER + '[[unit]]\nname = "s"\nfamily = "kiln.sort"\nparams = { T = "int" }\n',
+                   "unit #1 's'", "field 'family'", "unknown family 'kiln.sort'",
+                   "kiln.exclusive_scan, kiln.inclusive_scan, kiln.reduce")
+
+    def test_kiln_prefix_is_not_searched_in_a_tables_template_dirs(self):
+        (self.root / "fam").mkdir()
+        (self.root / "fam" / "mine.cu.j2").write_text("// {{ T }}\n")
+        self.refused('[registry]\nname = "t"\ntemplate_dirs = ["fam"]\n[[unit]]\nname = "s"\nfamily = "kiln.mine"\n',
+                   "field 'family'", "unknown family 'kiln.mine'", "the 'kiln.' prefix is kiln's own")
+
+    def test_row_kernels_are_refused(self):
+        self.refused(HEADER + '[[unit]]\nname = "r"\nfamily = "kiln.reduce"\nparams = { T = "int", Op = "P" }\n'
+                            'kernels = ["k"]\n',
+                   "unit #1 'r'", "field 'kernels'", "declares its kernels (r_single_tile, r_sweep, r_final)")
+
+    def test_param_checks(self):
+        self.refused(HEADER + '[[unit]]\nname = "r"\nfamily = "kiln.reduce"\nparams = { T = 3, Op = "P" }\n',
+                   "field 'params'", "parameter 'T' must be a C++ type as a string")
+        self.refused(HEADER + '[[unit]]\nname = "r"\nfamily = "kiln.reduce"\n'
+                            'params = { T = "int", Op = "P", Header = "a>\\n#define x" }\n',
+                   "field 'params'", "parameter 'Header'", "does not match")
+        self.refused(HEADER + '[[unit]]\nname = "r"\nfamily = "kiln.reduce"\nparams = { T = "int", Op = "P", N = "1" }\n',
+                   "field 'params'", "parameter 'N' is not allowed")
+
+
+if __name__ == "__main__":
+    unittest.main()
