@@ -146,22 +146,16 @@ const kiln::BinaryEntry& example_cubin(unsigned arch) {
   return *b;
 }
 
-// `--raw-child SPAWNED`: the first load of block_sum_f32 as it was before issue 21: a raw cubin in memory
-// handed to the driver, in a fresh process with its context up, as `--child` times get() (which reads the
-// image out of its compressed fatbin first). The cubin is taken out before the clock starts.
-int raw_child(double spawned_ms) {
-  const double t_main = now_ms();
-  kiln::Registry registry(kiln::examples::catalog());
-  const CUcontext context = registry.context();
+// The driver's part of a first load: `image` loaded as a library, block_sum_f32's kernel and its function
+// in `context`; the library unloaded after the clock stops. Returns the milliseconds from `t0`.
+double load_example(CUcontext context, const void* image, double t0) {
   const kiln::Catalog& c = kiln::examples::catalog();
-  const std::string cubin = c.image(example_cubin(registry.device().arch));
   const std::string lowered(c.str(c.find(kKernel)->lowered));
   const auto& d = kiln::driver();
-  const double t0 = now_ms();
   CUlibrary library = nullptr;
   CUkernel kernel = nullptr;
   CUfunction function = nullptr;
-  kiln::check(d.cuLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData");
+  kiln::check(d.cuLibraryLoadData(&library, image, nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData");
   kiln::check(d.cuLibraryGetKernel(&kernel, library, lowered.c_str()), "cuLibraryGetKernel");
   kiln::check(d.cuCtxPushCurrent(context), "cuCtxPushCurrent");
   kiln::check(d.cuKernelGetFunction(&function, kernel), "cuKernelGetFunction");
@@ -169,7 +163,19 @@ int raw_child(double spawned_ms) {
   d.cuCtxPopCurrent(&ignored);
   const double t1 = now_ms();
   d.cuLibraryUnload(library);
-  std::printf("%.6f %.6f\n", t_main - spawned_ms, t1 - t0);
+  return t1 - t0;
+}
+
+// `--raw-child SPAWNED`: the first load of block_sum_f32 as it was before issue 21: a raw cubin in memory
+// handed to the driver, in a fresh process with its context up, as `--child` times get() (which reads the
+// image out of its compressed fatbin first). The cubin is taken out before the clock starts.
+int raw_child(double spawned_ms) {
+  const double t_main = now_ms();
+  kiln::Registry registry(kiln::examples::catalog());
+  const CUcontext context = registry.context();
+  const std::string cubin = kiln::examples::catalog().image(example_cubin(registry.device().arch));
+  const double ms = load_example(context, cubin.data(), now_ms());
+  std::printf("%.6f %.6f\n", t_main - spawned_ms, ms);
   return 0;
 }
 
@@ -181,12 +187,9 @@ int single_child(double spawned_ms) {
   const double t_main = now_ms();
   kiln::Registry registry(kiln::examples::catalog());
   const CUcontext context = registry.context();
-  const kiln::Catalog& c = kiln::examples::catalog();
   const kiln::BinaryEntry& b = example_cubin(registry.device().arch);
-  const std::string lowered(c.str(c.find(kKernel)->lowered));
-  const auto& d = kiln::driver();
   const double t0 = now_ms();
-  const unsigned char* entry = c.blobs + b.offset;
+  const unsigned char* entry = kiln::examples::catalog().blobs + b.offset;
   std::uint32_t header_size;
   std::uint64_t padded;
   std::memcpy(&header_size, entry + 4, 4);
@@ -200,18 +203,8 @@ int single_child(double spawned_ms) {
   std::memcpy(fatbin.data() + 6, &container_header, 2);
   std::memcpy(fatbin.data() + 8, &images, 8);
   std::memcpy(fatbin.data() + 16, entry, images);
-  CUlibrary library = nullptr;
-  CUkernel kernel = nullptr;
-  CUfunction function = nullptr;
-  kiln::check(d.cuLibraryLoadData(&library, fatbin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData");
-  kiln::check(d.cuLibraryGetKernel(&kernel, library, lowered.c_str()), "cuLibraryGetKernel");
-  kiln::check(d.cuCtxPushCurrent(context), "cuCtxPushCurrent");
-  kiln::check(d.cuKernelGetFunction(&function, kernel), "cuKernelGetFunction");
-  CUcontext ignored;
-  d.cuCtxPopCurrent(&ignored);
-  const double t1 = now_ms();
-  d.cuLibraryUnload(library);
-  std::printf("%.6f %.6f\n", t_main - spawned_ms, t1 - t0);
+  const double ms = load_example(context, fatbin.data(), t0);
+  std::printf("%.6f %.6f\n", t_main - spawned_ms, ms);
   return 0;
 }
 
