@@ -6,7 +6,7 @@
 #include <kiln/select.hpp>
 
 #include <exception>
-
+#include <system_error>
 #include <vector>
 
 namespace kiln::detail {
@@ -14,7 +14,11 @@ namespace kiln::detail {
 Prefetch::Prefetch(const Catalog& catalog, unsigned arch, const RegistryOptions& options, std::size_t budget)
     : ready_(std::make_unique<std::atomic<UnitImage*>[]>(catalog.units.size())), units_(catalog.units.size()) {
   if (units_ == 0) return;
-  thread_ = std::thread([this, &catalog, arch, &options, budget] { run(catalog, arch, options, budget); });
+  try {
+    thread_ = std::thread([this, &catalog, arch, &options, budget] { run(catalog, arch, options, budget); });
+  } catch (const std::system_error&) {
+    // No thread to be had (a process at its limit): nothing is done ahead, every unit loads as before.
+  }
 }
 
 Prefetch::~Prefetch() {
@@ -56,7 +60,7 @@ void Prefetch::run(const Catalog& catalog, unsigned arch, const RegistryOptions&
     }
     spent += b->size;
     auto image = fetch_embedded_cubin(UnitQuery{catalog, *kernel_of[u], arch, options});
-    if (!image) continue;  // damaged: the tier says so (once) when the unit is asked for
+    if (!image) continue;  // damaged: fetch_embedded_cubin has warned (once); the unit's load misses the same way
     image->served_by = Tier::embedded;
     ready_[u].store(new UnitImage(std::move(image).value()), std::memory_order_release);
     unpacked_.fetch_add(1, std::memory_order_release);

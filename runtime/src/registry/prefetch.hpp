@@ -27,7 +27,7 @@ class Prefetch {
   // each unit that has one, until `budget` bytes (none when the options turn the embedded tier off);
   // then, if some unit has no such cubin, opens the disk cache the registry would ask and makes that
   // unit's key (the cache directory walked, the compilers' record read): nothing is loaded or counted.
-  // `catalog` and `options` must outlive this object.
+  // `catalog` and `options` must outlive this object. When no thread can be started, nothing is done ahead.
   Prefetch(const Catalog& catalog, unsigned arch, const RegistryOptions& options,
                    std::size_t budget = kBudgetBytes);
   // Stops the thread between two units and joins it.
