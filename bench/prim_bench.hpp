@@ -38,5 +38,6 @@ std::vector<Row> segmented_sort_rows(std::size_t n);
 std::vector<Row> radix_sort_rows(std::size_t n);
 std::vector<Row> select_rows(std::size_t n);
 std::vector<Row> search_rows(std::size_t n);
+std::vector<Row> operator_rows(std::size_t n);  // operators given at run time (kiln/prim/operator.hpp)
 
 }  // namespace kiln::bench

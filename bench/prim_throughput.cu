@@ -8,8 +8,10 @@
 #include "prim_bench_util.cuh"
 
 #include <kiln/prim/common.hpp>
+#include <kiln/prim/operator.hpp>
 
 #include <spawn.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,6 +46,7 @@ const Family kFamilies[] = {
     {"radix_sort_pairs", radix_sort_rows, "radix_sort_pairs_"},
     {"select", select_rows, "select_"},
     {"search", search_rows, "lower_bound_,upper_bound_"},
+    {"operator", operator_rows, "linked_"},  // linked at plan time: the latency table's own rows
 };
 
 double median(std::vector<double> v) {
@@ -125,6 +128,7 @@ int child_first_call(const char* family) {
     const auto t0 = std::chrono::steady_clock::now();
     for (const kiln::KernelEntry& k : registry.catalog().kernels) {
       const std::string_view name = registry.catalog().str(k.name);
+      if (registry.catalog().units[k.unit].linked) continue;  // linked when the rows' plans are made
       for (const auto& p : prefixes)
         if (name.substr(0, p.size()) == p) registry.get(name);
     }
@@ -150,11 +154,40 @@ int child_all_ready() {
   // Embedded kernels are deferred by the warm-up and loaded by get(); cold ones (a build without this
   // GPU's arch) compile in parallel on the JIT pool first.
   std::vector<std::string> names;
-  for (const kiln::KernelEntry& k : catalog.kernels) names.emplace_back(catalog.str(k.name));
+  for (const kiln::KernelEntry& k : catalog.kernels) {
+    if (!catalog.units[k.unit].linked) names.emplace_back(catalog.str(k.name));  // linked: with an operator only
+  }
   registry.precompile_all();
   registry.ensure_warm(names, std::chrono::minutes(10));
   for (const auto& name : names) registry.get(name);
-  std::printf("%.3f %zu\n", ms_since(t0), catalog.kernels.size());
+  std::printf("%.3f %zu\n", ms_since(t0), names.size());
+  return 0;
+}
+
+// Child: a ReduceWith<float> plan built from `text` (its kernels linked: JIT, or disk), in ms, and the tier.
+int child_operator(const char* text) {
+  check_cuda(cudaFree(nullptr));
+  kiln::prim::registry().context();
+  const auto t0 = std::chrono::steady_clock::now();
+  kiln::prim::ReduceWith<float> plan(kiln::prim::Operator{text});
+  const double ms = ms_since(t0);
+  std::printf("%.3f %s\n", ms, std::string(kiln::to_string(plan.kernel().provenance.source)).c_str());
+  return 0;
+}
+
+// Child: the plain reduce_f64 unit (the same CUB reduce kernels, operator built in) compiled by the JIT
+// tier, no embedded binary or PTX, in the disk cache $KILN_CACHE_DIR names (empty: cold), in ms.
+int child_unit_cold() {
+  check_cuda(cudaFree(nullptr));
+  kiln::RegistryOptions options;
+  options.use_embedded = false;
+  options.allow_ptx = false;
+  kiln::Registry registry(kiln::prim::catalog(), 0, options);
+  registry.context();
+  const auto t0 = std::chrono::steady_clock::now();
+  const kiln::Kernel k = registry.get("reduce_f64_sweep");
+  const double ms = ms_since(t0);
+  std::printf("%.3f %s\n", ms, std::string(kiln::to_string(k.provenance.source)).c_str());
   return 0;
 }
 
@@ -206,6 +239,43 @@ void latency(int runs) {
               median(ms));
 }
 
+// A run-time operator's plan in a fresh process: cold (a text no process linked before: NVRTC + LTO link),
+// then the same text again (the disk cache); beside it the plain CUB reduce unit's cold JIT in an empty
+// cache directory. Alternating, `runs` rounds.
+void operator_latency(int runs) {
+  std::vector<double> cold, warm, unit;
+  std::string tiers;
+  for (int i = 0; i < runs; ++i) {
+    const std::string text = "__device__ float op(float a, float b) { return a > b ? a : b; }  // round " +
+                             std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+    double ms = 0;
+    std::string tier;
+    std::istringstream first(run_child({"bench_prim", "--child-operator", text}));
+    first >> ms >> tier;
+    cold.push_back(ms), tiers += " " + tier;
+    std::istringstream again(run_child({"bench_prim", "--child-operator", text}));
+    again >> ms >> tier;
+    warm.push_back(ms), tiers += "/" + tier;
+    char dir[] = "/tmp/kiln-bench-cold-XXXXXX";
+    if (mkdtemp(dir)) {
+      const char* before = std::getenv("KILN_CACHE_DIR");
+      const std::string saved = before ? before : "";
+      setenv("KILN_CACHE_DIR", dir, 1);
+      std::istringstream u(run_child({"bench_prim", "--child-unit-cold"}));
+      u >> ms >> tier;
+      unit.push_back(ms), tiers += "/" + tier;
+      if (before) setenv("KILN_CACHE_DIR", saved.c_str(), 1); else unsetenv("KILN_CACHE_DIR");
+      std::system(("rm -rf " + std::string(dir)).c_str());
+    }
+  }
+  std::printf("\n| ReduceWith<float>, fresh process (after the context exists), median of %d | ms |\n|---|---|\n", runs);
+  std::printf("| new operator text: plan built (unit + operator by NVRTC to LTO-IR, nvJitLink -lto) | %.1f |\n", median(cold));
+  std::printf("| same text, another process: plan built (disk cache) | %.3f |\n", median(warm));
+  std::printf("| the plain reduce_f64 unit's cold JIT (NVRTC + nvJitLink, empty cache) | %.1f |\n", median(unit));
+  std::printf("| new operator / plain unit cold | %.3f |\n", median(cold) / median(unit));
+  std::printf("(tiers, per round cold/warm/unit:%s)\n", tiers.c_str());
+}
+
 
 }  // namespace
 }  // namespace kiln::bench
@@ -214,6 +284,8 @@ int main(int argc, char** argv) {
   using namespace kiln::bench;
   if (argc == 3 && std::strcmp(argv[1], "--child-first-call") == 0) return child_first_call(argv[2]);
   if (argc == 2 && std::strcmp(argv[1], "--child-all-ready") == 0) return child_all_ready();
+  if (argc == 3 && std::strcmp(argv[1], "--child-operator") == 0) return child_operator(argv[2]);
+  if (argc == 2 && std::strcmp(argv[1], "--child-unit-cold") == 0) return child_unit_cold();
   std::vector<int> sizes = {20, 24, 28};
   int reps = 25;
   bool with_latency = true;
@@ -246,5 +318,6 @@ int main(int argc, char** argv) {
               prop.major, prop.minor, reps);
   throughput(sizes, reps, only);
   if (with_latency) latency(5);
+  if (with_latency && (only.empty() || std::find(only.begin(), only.end(), "operator") != only.end())) operator_latency(5);
   return 0;
 }

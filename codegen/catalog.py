@@ -101,7 +101,8 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str) -> dic
                       "digest": strings.add(listed[ui]["digest"]),
                       "source": strings.add(files[ui].source.read_text(encoding="utf-8")),
                       "first_header": len(unit_headers), "header_count": len(bundle.unit_headers[ui]),
-                      "source_name": strings.add(unit_source.source_name(spec.name, unit.name))})
+                      "source_name": strings.add(unit_source.source_name(spec.name, unit.name)),
+                      "linked": unit.linked})
         unit_headers += bundle.unit_headers[ui]
         for k in desc["kernels"]:
             kernels.append({"key": k["name"], "name": strings.add(k["name"]),

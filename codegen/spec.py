@@ -78,7 +78,10 @@ template this thread_local throw true try typedef typeid typename union unsigned
 wchar_t while xor xor_eq""".split())
 
 REGISTRY_FIELDS = ("name", "namespace", "options", "include_dirs", "template_dirs")
-UNIT_FIELDS = ("name", "source", "family", "params", "kernels", "options", "archs", "jit_only")
+UNIT_FIELDS = ("name", "source", "family", "params", "kernels", "options", "archs", "jit_only", "linked")
+# What a linked unit's options gain: its kernels call a function defined elsewhere (docs/DESIGN.md,
+# "Operators at run time"), which NVRTC accepts only in relocatable device code.
+LINKED_OPTIONS = ("-rdc=true",)
 
 # kiln's own families; a table adds its own directories with `template_dirs`.
 BUILTIN_FAMILY_DIR = render.TEMPLATE_DIR / "families"
@@ -108,6 +111,7 @@ class Unit:
     lower_arch: int = 0          # the architecture NVRTC names the kernels for at build time: the lowest
     kernels_line: int = 1        # the line of the row's `kernels` in the table, for errors in name expressions
     jit_only: bool = False       # compiled by the JIT tier only: nvcc builds no binary of it (archs is empty)
+    linked: bool = False         # its kernels call code given at run time (Registry::get with a LinkedSource): jit_only
     source: Path | None = None   # a hand-written .cu file
     family: str | None = None    # or a template family ...
     family_path: Path | None = None
@@ -287,8 +291,14 @@ class _Validator:
         if jit_only and "archs" in row:
             self.fail(f"{where}: field 'archs'", "a jit_only unit has no binaries to build for architectures; "
                                                  "remove 'archs' or 'jit_only'")
+        linked = row.get("linked", False)
+        if not isinstance(linked, bool):
+            self.fail(f"{where}: field 'linked'", f"expected true or false, got {linked!r}")
+        if linked and "archs" in row:
+            self.fail(f"{where}: field 'archs'", "a linked unit is built only at run time, with the code linked "
+                                                 "into it; remove 'archs' or 'linked'")
         archs = parse_archs(row["archs"], f"{where}: field 'archs'") if "archs" in row else self.archs
-        jit_only = jit_only or self.all_jit_only
+        jit_only = jit_only or linked or self.all_jit_only
         kernels_field = row.get("kernels")
         if declaration is not None:
             declared = [f"{name}_{suffix}" for suffix in declaration.kernels]
@@ -298,7 +308,7 @@ class _Validator:
             include_dirs += declaration.include_dirs
             kernels_field = dict(zip(declared, declaration.kernels.values()))
         kernels = self.kernels(kernels_field, params, f"{where}: field 'kernels'")
-        options = self.registry_options + self.options(row, where)
+        options = self.registry_options + self.options(row, where) + (LINKED_OPTIONS if linked else ())
         if not any(o.startswith("-std=") for o in options):
             options = (DEFAULT_STD,) + options
         return Unit(
@@ -307,7 +317,7 @@ class _Validator:
             kernels=kernels, options=options + IMPLICIT_OPTIONS, archs=() if jit_only else archs,
             ptx_arch=max(archs) if self.embed_ptx and not jit_only else None,
             include_dirs=tuple(dict.fromkeys(include_dirs)),
-            lower_arch=min(archs), kernels_line=self.kernels_line(index), jit_only=jit_only,
+            lower_arch=min(archs), kernels_line=self.kernels_line(index), jit_only=jit_only, linked=linked,
             source=source, family=family, family_path=family_path, params=params,
             family_declaration=declaration.path if declaration is not None else None)
 

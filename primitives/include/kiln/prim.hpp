@@ -3,6 +3,7 @@
 
 #include <kiln/prim/common.hpp>
 #include <kiln/prim/merge_sort.hpp>
+#include <kiln/prim/operator.hpp>
 #include <kiln/prim/radix_sort.hpp>
 #include <kiln/prim/reduce.hpp>
 #include <kiln/prim/scan.hpp>

@@ -30,6 +30,8 @@ struct CacheKeyFields {
   std::string nvrtc;          // versions of the compilers loaded to build it, "13.0"
   std::string nvjitlink;
   std::string cccl;           // "3.0.1"
+  std::string linked;         // a unit linked with code given at run time (Registry::get with a
+                              // LinkedSource): SHA-256 (hex) of that code; empty, and no line, otherwise
 
   // "format=1\nregistry=...\nunit=...\nsource=...\narch=sm_90\nnvrtc=...\nnvjitlink=...\ncccl=...\n";
   // in values, control bytes are written \xHH and a backslash \\, so no value can forge another line.

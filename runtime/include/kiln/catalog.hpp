@@ -58,6 +58,9 @@ struct UnitEntry {
   std::uint32_t first_header;
   std::uint32_t header_count;
   StrRef source_name;  // "<registry>.<unit>.cu": the file name of `source`, as nvcc and NVRTC compile it
+  // The unit's kernels call code given at run time (a `linked = true` row): it has no binaries, and only
+  // Registry::get with a LinkedSource builds it; warm-up and precompile pass it by.
+  bool linked = false;
 };
 
 // A header in the decompressed header bundle: the name NVRTC looks it up by ("cub/config.cuh"), unique

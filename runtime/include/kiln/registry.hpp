@@ -122,6 +122,14 @@ struct RegistryStats {
   std::uint64_t context_reloads = 0;  // kernels made launchable again after their context was reset
 };
 
+// Code given at run time that a unit's kernels call and do not define (an operator: kiln/prim/operator.hpp).
+// kiln compiles it with NVRTC and links it into the unit with nvJitLink, LTO (docs/DESIGN.md, "Operators
+// at run time").
+struct LinkedSource {
+  std::string name;    // for messages, e.g. "operator 'op' of kiln::prim::ReduceWith<float>"
+  std::string source;  // CUDA C++; it may include the unit's headers. The disk cache keys on its text.
+};
+
 // A kernel named at compile time: the generated catalog header declares one per kernel of the table
 // (`my::kernels::saxpy`, README "Using the registry"), so a misspelt name does not compile. Sig is the
 // kernel's type, void(Params...), when the generator could name every parameter's type on the host
@@ -161,6 +169,14 @@ class Registry {
     return TypedKernel<Sig>(get(ref.name));
   }
 
+  // A kernel of a unit whose kernels call a function `link` defines (a jit_only row whose operator is
+  // kiln_prim::linked_binary_op<T>, say), with link.source linked in: from memory when this registry
+  // linked the unit with the same text before, else from the disk cache (keyed by the unit and the text),
+  // else compiled by the JIT tier's workers (the unit and link.source to LTO-IR, nvJitLink -lto) and
+  // published there. Throws kiln::Error: compile (NVRTC's log and link.source) when it does not build,
+  // unavailable when the JIT tier is off and the disk cache does not have it.
+  Kernel get(std::string_view name, const LinkedSource& link);
+
   Plan plan(std::string_view name);
   DeviceInfo device();
   CUcontext context();
@@ -186,6 +202,7 @@ class Registry {
   struct UnitState;
   struct Slot;
   struct Loaded;
+  struct LinkedUnits;
   void check_belongs(const Catalog& catalog, std::string_view name) const;
   void ensure_device();
   std::uint64_t live_context_id();
@@ -216,6 +233,7 @@ class Registry {
   std::vector<std::unique_ptr<const Loaded>> retired_;  // replaced after a context reset; readers may still hold them
   std::unique_ptr<Warmup> warmup_;  // created on the first warm-up call
   std::unique_ptr<detail::Prefetch> prefetch_;  // started when the device is first asked for
+  std::unique_ptr<LinkedUnits> linked_;  // units linked with run-time code (registry/linked_units.hpp)
   std::mutex warmup_mutex_;
 };
 

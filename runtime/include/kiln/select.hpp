@@ -29,6 +29,10 @@ std::string no_binary_message(const Catalog& catalog, const KernelEntry& kernel,
 // The message for an unknown kernel name: the name, the catalog, and up to three closest known names.
 std::string unknown_kernel_message(const Catalog& catalog, std::string_view name);
 
+// The message for a kernel of a linked unit asked for without the code linked into it (Registry::get
+// without a LinkedSource, warm-up, precompile): what the unit is and how to get its kernels.
+std::string linked_unit_message(const Catalog& catalog, const KernelEntry& kernel);
+
 // "sm_90" / "compute_90"
 std::string binary_label(const BinaryEntry& binary);
 std::string binary_label(BinaryKind kind, unsigned arch);

@@ -132,7 +132,8 @@ void list_catalog(const Catalog& catalog) {
     std::cout << "\n  unit " << catalog.str(unit.name) << " ("
               << (unit.binary_count ? count(unit.binary_count, "binary", "binaries") + ", fatbins " +
                                           packed(unit.fatbins.size, binary_bytes(catalog, unit))
-                                    : std::string("JIT only: nothing embedded"))
+                                    : std::string(unit.linked ? "linked: built at run time with its operator"
+                                                              : "JIT only: nothing embedded"))
               << ")\n";
     kernels.print("    ");
     if (unit.binary_count) {
@@ -151,7 +152,8 @@ void json_catalog(Json& j, const Catalog& catalog) {
   for (std::size_t u = 0; u < catalog.units.size(); ++u) {
     const UnitEntry& unit = catalog.units[u];
     j.object().field("name", catalog.str(unit.name)).field("bytes", binary_bytes(catalog, unit))
-        .field("fatbin_bytes", static_cast<std::uint64_t>(unit.fatbins.size)).key("kernels").array();
+        .field("fatbin_bytes", static_cast<std::uint64_t>(unit.fatbins.size)).field("linked", unit.linked)
+        .key("kernels").array();
     for (const auto& k : catalog.kernels) {
       if (k.unit != u) continue;
       j.object().field("name", catalog.str(k.name)).field("expression", catalog.str(k.expression))
@@ -273,7 +275,9 @@ int status(const Invocation& in) {
     }
     registry.precompile_all();
     std::vector<std::string> all;
-    for (const auto& k : catalog->kernels) all.emplace_back(catalog->str(k.name));
+    for (const auto& k : catalog->kernels) {
+      if (!catalog->units[k.unit].linked) all.emplace_back(catalog->str(k.name));  // built with an operator only
+    }
     registry.ensure_warm(all, std::chrono::minutes(10));
     const WarmupStatus s = registry.status();
     if (in.json) {

@@ -48,6 +48,7 @@ std::string CacheKeyFields::text() const {
   append_field(out, "nvrtc", nvrtc);
   append_field(out, "nvjitlink", nvjitlink);
   append_field(out, "cccl", cccl);
+  if (!linked.empty()) append_field(out, "linked", linked);
   return out;
 }
 

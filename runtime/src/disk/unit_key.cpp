@@ -2,10 +2,14 @@
 #include "disk/unit_key.hpp"
 
 #include "disk/compiler_versions.hpp"
+#include "disk/key.hpp"
 
 namespace kiln::detail {
 
-CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, const CompilerVersions& compilers) {
+namespace {
+
+CacheKeyFields unit_key_fields(const Catalog& catalog, const UnitEntry& unit, unsigned arch,
+                               const CompilerVersions& compilers) {
   CacheKeyFields fields;
   fields.registry = std::string(catalog.name);
   fields.unit = std::string(catalog.str(unit.name));
@@ -14,11 +18,24 @@ CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned 
   fields.nvrtc = compilers.nvrtc;
   fields.nvjitlink = compilers.nvjitlink;
   fields.cccl = std::string(catalog.cccl_version);
-  return CacheKey::from(fields);
+  return fields;
+}
+
+}  // namespace
+
+CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, const CompilerVersions& compilers) {
+  return CacheKey::from(unit_key_fields(catalog, unit, arch, compilers));
 }
 
 CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, DiskCache& cache) {
   return unit_cache_key(catalog, unit, arch, compiler_versions(cache));
+}
+
+CacheKey linked_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, DiskCache& cache,
+                          std::string_view linked_source) {
+  CacheKeyFields fields = unit_key_fields(catalog, unit, arch, compiler_versions(cache));
+  fields.linked = sha256_hex(linked_source);
+  return CacheKey::from(fields);
 }
 
 Status entry_serves_unit(const Catalog& catalog, std::uint32_t unit, const CacheEntry& entry) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace kiln::detail {
 
@@ -23,6 +24,11 @@ CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned 
 // The same with the NVRTC and nvJitLink this process would load (disk/compiler_versions.hpp): known from
 // `cache`'s record of them without loading them, when it still holds.
 CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, DiskCache& cache);
+
+// The key of `unit` linked with `linked_source` (Registry::get with a LinkedSource): the unit's key with
+// the SHA-256 of that source added, so every operator text has entries of its own.
+CacheKey linked_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, DiskCache& cache,
+                          std::string_view linked_source);
 
 // Whether `entry` can serve unit `unit`: it names every kernel of the unit with the lowered name the
 // catalog recorded (the key covers the source, so an entry that does not is foreign). The one check the

@@ -82,6 +82,14 @@ std::string no_binary_message(const Catalog& catalog, const KernelEntry& kernel,
   return message;
 }
 
+std::string linked_unit_message(const Catalog& catalog, const KernelEntry& kernel) {
+  return "kiln: kernel '" + std::string(catalog.str(kernel.name)) + "' of registry '" + std::string(catalog.name) +
+         "' belongs to unit '" + std::string(catalog.str(catalog.units[kernel.unit].name)) +
+         "', whose kernels call an operator given at run time (a linked row): nothing is built of it without "
+         "one; get it with Registry::get(name, LinkedSource), as kiln::prim::ReduceWith and the other plans "
+         "of kiln/prim/operator.hpp do";
+}
+
 std::string unknown_kernel_message(const Catalog& catalog, std::string_view name) {
   // Close enough to be a typo: one edit per three characters, rounded up ("scal_f32" -> "scale_f64" is 3).
   const std::size_t limit = std::max<std::size_t>(1, (name.size() + 2) / 3);

@@ -108,6 +108,31 @@ BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned 
   return built;
 }
 
+BuiltUnit build_linked_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache,
+                                  const LinkedSource& link) {
+  BuiltUnit built;
+  const CacheKey key = linked_cache_key(catalog, catalog.units[unit], arch, cache, link.source);
+  built.key = key.hex;
+  const auto build = [&] {
+    CompileRequest request = make_request(catalog, unit, arch);
+    request.link_source = link.source;
+    request.link_source_name = link.name.empty() ? "linked source" : link.name;
+    CacheEntry entry = jit_compile_entry(request);
+    built.compiled = true;
+    return entry;
+  };
+  if (!cache.usable()) {
+    built.entry = build();
+    built.stored = fail("the disk cache is not in use (" + cache.unusable_reason() + ")");
+    return built;
+  }
+  BuildReport report;
+  built.entry = get_or_build_checked(
+      cache, key, build, [&](const CacheEntry& e) { return entry_serves_unit(catalog, unit, e); }, report);
+  built.stored = std::move(report.stored);
+  return built;
+}
+
 unsigned jit_parallelism() { return pool().max_workers(); }
 
 // The tier's step: compiled on first get(), if NVRTC can be loaded then.

@@ -195,6 +195,8 @@ std::string encode_request(const CompileRequest& r) {
   out.str(r.pch_path);
   out.str(r.ptx);
   out.u32(r.link_threads);
+  out.str(r.link_source);
+  out.str(r.link_source_name);
   return std::move(out).frame();
 }
 
@@ -275,6 +277,8 @@ Result<CompileRequest> decode_request(std::string_view body) {
   r.pch_path = in.str("pch path");
   r.ptx = in.str("ptx");
   r.link_threads = in.u32("link threads");
+  r.link_source = in.str("link source");
+  r.link_source_name = in.str("link source name");
   return finished(std::move(r), in, "request");
 }
 

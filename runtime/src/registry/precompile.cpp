@@ -24,10 +24,14 @@ std::vector<PrecompileResult> precompile(
   for (const auto& name : kernels) {
     const KernelEntry* k = catalog.find(name);
     if (!k) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog, name));
+    if (catalog.units[k->unit].linked) throw Error(Errc::no_binary, linked_unit_message(catalog, *k));
     units.insert(k->unit);
   }
-  if (kernels.empty())
-    for (std::uint32_t u = 0; u < catalog.units.size(); ++u) units.insert(u);
+  if (kernels.empty()) {
+    for (std::uint32_t u = 0; u < catalog.units.size(); ++u) {
+      if (!catalog.units[u].linked) units.insert(u);  // built only with their operator, at run time
+    }
+  }
   DiskCache& cache = default_cache();
   if (!cache.usable())
     throw Error(Errc::cache, "kiln: precompile fills the disk cache, which is not in use: " + cache.unusable_reason());

@@ -5,6 +5,7 @@
 
 #include "disk/unit_key.hpp"
 #include "memory/slot.hpp"
+#include "registry/linked_units.hpp"
 #include "registry/name_index.hpp"
 #include "registry/prefetch.hpp"
 #include "registry/tier_chain.hpp"
@@ -78,7 +79,8 @@ Registry::Registry(const Catalog& catalog, int device, RegistryOptions options)
       ordinal_(device),
       options_(options),
       units_(std::make_unique<UnitState[]>(catalog.units.size())),
-      slots_(std::make_unique<Slot[]>(catalog.kernels.size())) {}
+      slots_(std::make_unique<Slot[]>(catalog.kernels.size())),
+      linked_(std::make_unique<LinkedUnits>()) {}
 
 Registry::~Registry() {
   warmup_.reset();  // joins the background threads before anything they use goes away
@@ -89,6 +91,9 @@ Registry::~Registry() {
   const Driver& cu = driver();
   for (std::size_t i = 0; i < catalog_.units.size(); ++i) {
     if (units_[i].library) cu.cuLibraryUnload(units_[i].library);
+  }
+  for (const auto& [key, unit] : linked_->units) {
+    if (unit->library) cu.cuLibraryUnload(unit->library);
   }
   cu.cuDevicePrimaryCtxRelease(cu_device_);
 }
@@ -107,6 +112,7 @@ Kernel Registry::get(std::string_view name) {
     driver().cuCtxGetId(context_, &id);
     if (id == loaded->context_id) return memory_hit(loaded->kernel);
   }
+  if (catalog_.units[entry->unit].linked) throw Error(Errc::no_binary, linked_unit_message(catalog_, *entry));
   return load(*entry, index);
 }
 
@@ -225,6 +231,10 @@ Plan Registry::plan(std::string_view name) {
   const KernelEntry* entry = find(name);
   if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
   Plan plan;
+  if (catalog_.units[entry->unit].linked) {
+    plan.reason = linked_unit_message(catalog_, *entry);
+    return plan;
+  }
   try {
     ensure_device();
   } catch (const Error& e) {  // no driver, no device, or a failed device query: say so, do not throw

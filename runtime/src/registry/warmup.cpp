@@ -68,8 +68,11 @@ void Registry::Warmup::run() {
 }
 
 void Registry::request_warmup(const std::vector<std::string>& names) {
-  for (const auto& name : names)
-    if (!find(name)) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
+  for (const auto& name : names) {
+    const KernelEntry* entry = find(name);
+    if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
+    if (catalog_.units[entry->unit].linked) throw Error(Errc::no_binary, linked_unit_message(catalog_, *entry));
+  }
   // No driver or no GPU: nothing to warm, and CUDA is not initialised for it.
   if (!background_allowed() || !driver_available()) return;
   ensure_device();
@@ -139,7 +142,9 @@ std::vector<std::string> Registry::ensure_warm(const std::vector<std::string>& n
 
 void Registry::precompile_all() {
   std::vector<std::string> names;
-  for (const auto& k : catalog_.kernels) names.emplace_back(catalog_.str(k.name));
+  for (const auto& k : catalog_.kernels) {
+    if (!catalog_.units[k.unit].linked) names.emplace_back(catalog_.str(k.name));  // built only with their operator
+  }
   request_warmup(names);
 }
 

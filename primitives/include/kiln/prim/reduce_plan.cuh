@@ -64,8 +64,10 @@ struct ReduceKernels {
 };
 
 template <typename Types>
-ReduceKernels reduce_kernels(Registry& registry, CUdevice device, const std::string& unit) {
-  ReduceKernels k{registry.get(unit + "_single_tile"), registry.get(unit + "_sweep"), registry.get(unit + "_final"), {}};
+ReduceKernels reduce_kernels(Registry& registry, CUdevice device, const std::string& unit,
+                             const LinkedSource* link = nullptr) {
+  ReduceKernels k{get_kernel(registry, unit + "_single_tile", link), get_kernel(registry, unit + "_sweep", link),
+                  get_kernel(registry, unit + "_final", link), {}};
   // The two queries DispatchReduce::InvokePasses makes on every call, made once with the same arguments.
   ContextScope scope(registry);
   LaunchStatus status;
@@ -105,11 +107,12 @@ class Reduce {
   using Types = kiln_prim::reduce<T, Op>;
 
  public:
-  Reduce(Registry& registry, std::string_view unit)
+  // `link`: the unit is a linked row, and this is the operator linked into it (kiln/prim/operator.hpp).
+  Reduce(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
       : registry_(&registry),
         device_(detail::device_of(registry)),
         unit_(unit),
-        kernels_(detail::reduce_kernels<Types>(registry, device_, unit_)) {}
+        kernels_(detail::reduce_kernels<Types>(registry, device_, unit_, link)) {}
 
   // Temporary storage a call with n items needs (1 byte when n fits one tile: CUB asks for it, never uses it).
   std::size_t temp_bytes(std::size_t n) const {

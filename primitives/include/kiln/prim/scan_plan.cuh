@@ -77,12 +77,13 @@ class ScanPlan {
  public:
   using value_type = typename Types::value_t;
 
-  ScanPlan(Registry& registry, std::string_view unit)
+  // `link`: the unit is a linked row, and this is the operator linked into it (kiln/prim/operator.hpp).
+  ScanPlan(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
       : registry_(&registry),
         device_(device_of(registry)),
         unit_(unit),
-        init_(registry.get(unit_ + "_init")),
-        sweep_(registry.get(unit_ + "_sweep")) {}
+        init_(get_kernel(registry, unit_ + "_init", link)),
+        sweep_(get_kernel(registry, unit_ + "_sweep", link)) {}
 
   // Temporary storage a call with n items needs.
   std::size_t temp_bytes(std::size_t n) const {
@@ -137,7 +138,8 @@ class ExclusiveScan : public detail::ScanPlan<kiln_prim::exclusive_scan<T, Op>> 
   using Base = detail::ScanPlan<kiln_prim::exclusive_scan<T, Op>>;
 
  public:
-  ExclusiveScan(Registry& registry, std::string_view unit) : Base(registry, unit) {}
+  ExclusiveScan(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
+      : Base(registry, unit, link) {}
 
   // Thread-safe: a plan's const calls only read it.
   void operator()(const T* in, T* out, std::size_t n, T init, TempStorage temp, CUstream stream = nullptr,
@@ -157,7 +159,8 @@ class InclusiveScan : public detail::ScanPlan<kiln_prim::inclusive_scan<T, Op>> 
   using Base = detail::ScanPlan<kiln_prim::inclusive_scan<T, Op>>;
 
  public:
-  InclusiveScan(Registry& registry, std::string_view unit) : Base(registry, unit) {}
+  InclusiveScan(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
+      : Base(registry, unit, link) {}
 
   void operator()(const T* in, T* out, std::size_t n, TempStorage temp, CUstream stream = nullptr,
                   Op op = {}) const {

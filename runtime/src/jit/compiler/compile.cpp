@@ -65,14 +65,17 @@ const char* link_result_name(nvJitLinkResult result) {
 // An NVRTC program, destroyed on every path out.
 class Program {
  public:
-  Program(const Nvrtc& api, const CompileRequest& request) : api_(api) {
+  // The request's unit, or (linked) its link source; both see the unit's headers.
+  Program(const Nvrtc& api, const CompileRequest& request, bool linked = false) : api_(api) {
     std::vector<const char*> names, contents;
     for (const Header& h : request.headers) {
       names.push_back(h.name.c_str());
       contents.push_back(h.content.c_str());
     }
-    result_ = api.nvrtcCreateProgram(&program_, request.source.c_str(), request.source_name.c_str(),
-                                     static_cast<int>(names.size()), contents.data(), names.data());
+    const std::string& source = linked ? request.link_source : request.source;
+    const std::string& name = linked ? request.link_source_name : request.source_name;
+    result_ = api.nvrtcCreateProgram(&program_, source.c_str(), name.c_str(), static_cast<int>(names.size()),
+                                     contents.data(), names.data());
   }
   ~Program() {
     if (program_) api_.nvrtcDestroyProgram(&program_);
@@ -99,6 +102,15 @@ class Program {
     if (api_.nvrtcGetPTX(program_, text.data()) != NVRTC_SUCCESS) return {};
     text.resize(size - 1);
     return text;
+  }
+
+  // The LTO-IR of a program compiled with -dlto (binary: no terminating NUL to drop).
+  std::string lto_ir() const {
+    std::size_t size = 0;
+    if (api_.nvrtcGetLTOIRSize(program_, &size) != NVRTC_SUCCESS || size == 0) return {};
+    std::string bytes(size, '\0');
+    if (api_.nvrtcGetLTOIR(program_, bytes.data()) != NVRTC_SUCCESS) return {};
+    return bytes;
   }
 
  private:
@@ -157,6 +169,10 @@ std::vector<std::string> nvrtc_options(const CompileRequest& request, PchMode pc
   std::vector<std::string> options = request.options;
   options.push_back("-default-device");
   options.push_back("-arch=compute_" + std::to_string(request.arch));
+  if (!request.link_source.empty()) {
+    options.push_back("-dlto");
+    options.push_back("-rdc=true");
+  }
   if (pch == PchMode::create) options.push_back("--create-pch=" + request.pch_path);
   if (pch == PchMode::use) options.push_back("--use-pch=" + request.pch_path);
   return options;
@@ -196,10 +212,10 @@ Compiled nvrtc_compile(const Nvrtc& api, const CompileRequest& request, PchMode 
   return c;
 }
 
-// NVRTC to PTX, with every name expression checked against the lowered name the catalog recorded. A
-// PCH only ever costs speed: one NVRTC cannot open is compiled without, one it rejects it compiles
-// without by itself (docs/DESIGN.md, "PCH across processes").
-std::string compile_to_ptx(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out) {
+// NVRTC, with every name expression checked against the lowered name the catalog recorded. A PCH only
+// ever costs speed: one NVRTC cannot open is compiled without, one it rejects it compiles without by
+// itself (docs/DESIGN.md, "PCH across processes").
+Compiled compile_source(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out) {
   Compiled c = nvrtc_compile(api, request, request.pch, out);
   if (request.pch == PchMode::use) {
     if (c.result != NVRTC_SUCCESS && contains(out.log, "cannot open precompiled header")) {
@@ -229,15 +245,64 @@ std::string compile_to_ptx(const Nvrtc& api, const CompileRequest& request, Comp
                     ", the catalog recorded " + request.kernels[k].lowered + with_options};
     }
   }
+  return c;
+}
+
+// The unit's source to PTX.
+std::string compile_to_ptx(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out) {
+  const Compiled c = compile_source(api, request, out);
   std::string ptx = c.program->ptx();
-  if (ptx.empty()) throw Failure{what + "produced no PTX" + with_options};
+  if (ptx.empty()) throw Failure{subject(request) + ": NVRTC produced no PTX; options: " + joined(c.options, " ")};
   return ptx;
 }
 
-// nvJitLink assembles the (stripped) PTX into a cubin for the real architecture.
-std::string link_to_cubin(const NvJitLink& api, const CompileRequest& request, const std::string& ptx,
+// The unit's source to LTO-IR (its options carry -dlto).
+std::string compile_to_lto_ir(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out) {
+  const Compiled c = compile_source(api, request, out);
+  std::string ir = c.program->lto_ir();
+  if (ir.empty()) throw Failure{subject(request) + ": NVRTC produced no LTO-IR; options: " + joined(c.options, " ")};
+  return ir;
+}
+
+// The link source to LTO-IR, with the unit's options and headers. Its text goes into the failure: it is
+// the caller's (an operator given at run time), short, and what NVRTC's log points into.
+std::string compile_link_source(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out) {
+  std::vector<std::string> options = nvrtc_options(request, PchMode::none);
+  Program program(api, request, true);
+  const std::string what = subject(request) + ": NVRTC ";
+  if (program.created() != NVRTC_SUCCESS) {
+    throw Failure{what + "could not create the program " + request.link_source_name + " (" +
+                  api.nvrtcGetErrorString(program.created()) + ")"};
+  }
+  std::vector<const char*> argv;
+  for (const std::string& option : options) argv.push_back(option.c_str());
+  const auto start = Clock::now();
+  const nvrtcResult result = api.nvrtcCompileProgram(program.get(), static_cast<int>(argv.size()), argv.data());
+  out.nvrtc_ms += ms_since(start);
+  const std::string log = program.log();
+  if (!log.empty()) out.log += (out.log.empty() ? "" : "\n") + log;
+  if (result != NVRTC_SUCCESS) {
+    throw Failure{what + "failed on " + request.link_source_name + " (" + api.nvrtcGetErrorString(result) +
+                  "); options: " + joined(options, " ") + "\n--- " + request.link_source_name + " ---\n" +
+                  request.link_source + "\n--- NVRTC's log follows ---"};
+  }
+  std::string ir = program.lto_ir();
+  if (ir.empty()) throw Failure{what + "produced no LTO-IR for " + request.link_source_name};
+  return ir;
+}
+
+// One input of nvJitLink's: PTX, or LTO-IR.
+struct LinkInput {
+  nvJitLinkInputType type;
+  const std::string& bytes;
+  std::string name;
+};
+
+// nvJitLink assembles the (stripped) PTX, or links the LTO-IR, into a cubin for the real architecture.
+std::string link_to_cubin(const NvJitLink& api, const CompileRequest& request, const std::vector<LinkInput>& inputs,
                           CompileOutcome& out) {
   std::vector<std::string> options = {"-arch=sm_" + std::to_string(request.arch)};
+  if (!request.link_source.empty()) options.push_back("-lto");
   // ptxas compiles a unit's functions on several threads where cores are free (docs/DESIGN.md).
   if (request.link_threads != 1) options.push_back("-Xptxas=--split-compile=" + std::to_string(request.link_threads));
   const std::string what = subject(request) + ": nvJitLink ";
@@ -248,9 +313,12 @@ std::string link_to_cubin(const NvJitLink& api, const CompileRequest& request, c
     out.log += linker.log();
     throw Failure{what + "could not start (" + link_result_name(linker.created()) + ")" + with_options};
   }
-  const std::string input_name = request.source_name + ".ptx";
-  nvJitLinkResult result = api.nvJitLinkAddData(linker.get(), NVJITLINK_INPUT_PTX, ptx.data(), ptx.size(),
-                                                input_name.c_str());
+  nvJitLinkResult result = NVJITLINK_SUCCESS;
+  for (const LinkInput& input : inputs) {
+    if (result == NVJITLINK_SUCCESS) {
+      result = api.nvJitLinkAddData(linker.get(), input.type, input.bytes.data(), input.bytes.size(), input.name.c_str());
+    }
+  }
   if (result == NVJITLINK_SUCCESS) result = api.nvJitLinkComplete(linker.get());
   std::size_t size = 0;
   if (result == NVJITLINK_SUCCESS) result = api.nvJitLinkGetLinkedCubinSize(linker.get(), &size);
@@ -291,10 +359,20 @@ CompileOutcome compile_unit(const CompileRequest& request) {
       throw Failure{subject(request) + ": the request has " + std::to_string(request.kernels.size()) +
                     " kernels but " + std::to_string(request.expressions.size()) + " name expressions"};
     }
-    StrippedPtx stripped = strip_unreferenced_globals(from_ptx ? std::string_view(request.ptx)
-                                                               : std::string_view(compile_to_ptx(*rtc, request, out)));
-    out.globals_removed = stripped.removed;
-    entry.cubin = link_to_cubin(link, request, stripped.ptx, out);
+    if (!request.link_source.empty()) {
+      if (from_ptx) throw Failure{subject(request) + ": a linked unit is compiled from its source, not from PTX"};
+      const std::string unit_ir = compile_to_lto_ir(*rtc, request, out);
+      const std::string linked_ir = compile_link_source(*rtc, request, out);
+      entry.cubin = link_to_cubin(link, request,
+                                  {{NVJITLINK_INPUT_LTOIR, unit_ir, request.source_name + ".ltoir"},
+                                   {NVJITLINK_INPUT_LTOIR, linked_ir, request.link_source_name + ".ltoir"}},
+                                  out);
+    } else {
+      StrippedPtx stripped = strip_unreferenced_globals(
+          from_ptx ? std::string_view(request.ptx) : std::string_view(compile_to_ptx(*rtc, request, out)));
+      out.globals_removed = stripped.removed;
+      entry.cubin = link_to_cubin(link, request, {{NVJITLINK_INPUT_PTX, stripped.ptx, request.source_name + ".ptx"}}, out);
+    }
     check_cubin(request, entry.cubin);
   } catch (Failure& failure) {
     out.entry = fail(std::move(failure.error));
@@ -303,8 +381,10 @@ CompileOutcome compile_unit(const CompileRequest& request) {
   entry.arch = request.arch;
   entry.kernels = request.kernels;
   entry.options = joined(request.options, "\n");  // as the catalog writes a unit's options
-  entry.compiler = (from_ptx ? "embedded PTX" : "nvrtc " + rtc->version) + " + nvjitlink " + link.version + ", " +
-                   std::to_string(out.globals_removed) + " unreferenced globals stripped";
+  entry.compiler = (from_ptx ? "embedded PTX" : "nvrtc " + rtc->version) + " + nvjitlink " + link.version +
+                   (request.link_source.empty()
+                        ? ", " + std::to_string(out.globals_removed) + " unreferenced globals stripped"
+                        : ", LTO with " + request.link_source_name);
   out.entry = std::move(entry);
   return out;
 }

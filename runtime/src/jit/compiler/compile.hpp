@@ -44,6 +44,12 @@ struct CompileRequest {
   std::string ptx;
   // Threads ptxas may use inside the unit (nvJitLink -Xptxas --split-compile): 1 for none, 0 for all.
   unsigned link_threads = 1;
+  // A unit linked with code given at run time (Registry::get with a LinkedSource): when not empty, the
+  // unit's source and this one (which may include the unit's headers) are each compiled by NVRTC to
+  // LTO-IR (-dlto -rdc=true) and nvJitLink links them (-lto) into the cubin (docs/DESIGN.md, "Operators
+  // at run time"). No PCH, no PTX.
+  std::string link_source;
+  std::string link_source_name;  // for NVRTC's messages, e.g. "operator op of primitives/linked_reduce_f32"
 };
 
 // What happened to the request's precompiled header.

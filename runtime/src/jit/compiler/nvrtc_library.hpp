@@ -26,6 +26,8 @@ namespace kiln::detail {
   X(nvrtcGetPTX)                 \
   X(nvrtcGetCUBINSize)           \
   X(nvrtcGetCUBIN)               \
+  X(nvrtcGetLTOIRSize)           \
+  X(nvrtcGetLTOIR)               \
   X(nvrtcGetPCHCreateStatus)     \
   X(nvrtcGetPCHHeapSizeRequired) \
   X(nvrtcSetPCHHeapSize)

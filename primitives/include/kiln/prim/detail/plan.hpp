@@ -28,6 +28,11 @@ class ContextScope {
 // The CUdevice of a registry's device (queried once, when a plan is built).
 CUdevice device_of(Registry& registry);
 
+// A plan's kernel: from the registry, or, for a linked unit, with `link` linked in (kiln/prim/operator.hpp).
+inline Kernel get_kernel(Registry& registry, const std::string& name, const LinkedSource* link) {
+  return link ? registry.get(name, *link) : registry.get(name);
+}
+
 // Throws std::length_error when n does not fit CUB's 32-bit offsets.
 std::uint32_t checked_count(std::size_t n, const char* primitive);
 

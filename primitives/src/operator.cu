@@ -1,0 +1,203 @@
+// ReduceWith, ExclusiveScanWith, InclusiveScanWith: CUB's dispatch on kiln's linked rows, with the
+// caller's operator linked in (Registry::get with a LinkedSource).
+#include <kiln/prim/operator.hpp>
+
+#include <kiln/error.hpp>
+#include <kiln/prim/reduce_plan.cuh>
+#include <kiln/prim/scan_plan.cuh>
+
+#include <kiln_prim/linked_op.cuh>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace kiln::prim {
+namespace detail {
+namespace {
+
+template <typename T>
+using LinkedOp = kiln_prim::linked_binary_op<kernel_t<T>>;
+
+// T as the linked rows spell it (kernels/primitives.toml): what the operator's definition names.
+template <typename T>
+constexpr const char* cuda_spelling() {
+  if constexpr (std::is_same_v<T, std::int32_t>) return "int";
+  else if constexpr (std::is_same_v<T, std::uint32_t>) return "unsigned int";
+  else if constexpr (std::is_same_v<T, std::int64_t>) return "long long";
+  else if constexpr (std::is_same_v<T, std::uint64_t>) return "unsigned long long";
+  else if constexpr (std::is_same_v<T, float>) return "float";
+  else if constexpr (std::is_same_v<T, double>) return "double";
+  else static_assert(sizeof(T) == 0, "no linked rows for this type");
+}
+
+template <typename T>
+std::string plan_name(const char* plan) {
+  return std::string(plan) + "<" + cuda_spelling<T>() + ">";
+}
+
+bool is_identifier(std::string_view name) {
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
+  for (const char c : name) {
+    if (!(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) return false;
+  }
+  return true;
+}
+
+// NVRTC's log names the operator's actual type in the instantiation of check_operator_signature
+// (kiln_prim/linked_op.cuh): "[with Expected=float (float, float), Given=int (int, int)]".
+std::string given_signature(std::string_view log) {
+  const std::size_t at = log.find("Given=");
+  if (at == std::string_view::npos) return {};
+  const std::size_t end = log.find_first_of("]\n", at);
+  return std::string(log.substr(at + 6, end == std::string_view::npos ? std::string_view::npos : end - at - 6));
+}
+
+// Builds `Plan` over the linked row for T; a signature mismatch becomes an error naming both types.
+template <typename Plan, typename T>
+std::unique_ptr<Plan> make_linked(const Operator& op, Registry& registry, const char* family, const char* plan) {
+  const std::string name = plan_name<T>(plan);
+  const LinkedSource link = linked_operator_source(op, cuda_spelling<T>(), name);
+  const std::string unit = std::string("linked_") + family + "_" + type_suffix<T>();
+  try {
+    return std::make_unique<Plan>(registry, unit, &link);
+  } catch (const Error& e) {
+    const std::string given = e.code() == Errc::compile ? given_signature(e.what()) : std::string();
+    if (given.empty()) throw;
+    const std::string t = cuda_spelling<T>();
+    throw Error(Errc::compile, "kiln::prim::" + name + ": operator '" + op.name + "' is " + given + "; the " +
+                                   plan + " calls it as " + t + "(" + t + ", " + t + ") (const " + t +
+                                   "& parameters are fine)\n" + e.what());
+  }
+}
+
+}  // namespace
+
+template <typename T>
+struct LinkedReduce {
+  LinkedReduce(Registry& registry, const std::string& unit, const LinkedSource* link) : plan(registry, unit, link) {}
+  Reduce<kernel_t<T>, LinkedOp<T>> plan;
+};
+template <typename T>
+struct LinkedExclusiveScan {
+  LinkedExclusiveScan(Registry& registry, const std::string& unit, const LinkedSource* link)
+      : plan(registry, unit, link) {}
+  ExclusiveScan<kernel_t<T>, LinkedOp<T>> plan;
+};
+template <typename T>
+struct LinkedInclusiveScan {
+  LinkedInclusiveScan(Registry& registry, const std::string& unit, const LinkedSource* link)
+      : plan(registry, unit, link) {}
+  InclusiveScan<kernel_t<T>, LinkedOp<T>> plan;
+};
+
+}  // namespace detail
+
+LinkedSource linked_operator_source(const Operator& op, const std::string& type, const std::string& plan) {
+  if (!detail::is_identifier(op.name)) {
+    throw std::invalid_argument("kiln::prim::" + plan + ": the operator's name '" + op.name +
+                                "' is not a C++ identifier (Operator::name names the function its source defines)");
+  }
+  const std::string& t = type;
+  LinkedSource link;
+  link.name = "operator '" + op.name + "' of kiln::prim::" + plan;
+  link.source = "#include <kiln_prim/linked_op.cuh>\n"
+                "#line 1 \"operator " + op.name + "\"\n" +
+                op.source + "\n"
+                "#line 1 \"kiln: the definition linked into " + plan + "\"\n"
+                "static_assert(kiln_prim::detail::check_operator_signature<" + t + "(" + t + ", " + t + "), "
+                "kiln_prim::detail::signature_of<decltype(&" + op.name + ")>::type>::ok, \"\");\n"
+                "template <> __device__ " + t + " kiln_prim::linked_operator<" + t + ", " + t + ", " + t + ">(" + t +
+                " a, " + t + " b) { return " + op.name + "(a, b); }\n";
+  return link;
+}
+
+// The 64-bit integer types are `long` here and `long long` in the kernels: one representation.
+template <typename T>
+static const detail::kernel_t<T>* in_ptr(const T* p) { return reinterpret_cast<const detail::kernel_t<T>*>(p); }
+template <typename T>
+static detail::kernel_t<T>* out_ptr(T* p) { return reinterpret_cast<detail::kernel_t<T>*>(p); }
+
+template <typename T>
+ReduceWith<T>::ReduceWith(const Operator& op, Registry& registry)
+    : plan_(detail::make_linked<detail::LinkedReduce<T>, T>(op, registry, "reduce", "ReduceWith")) {}
+template <typename T>
+ReduceWith<T>::~ReduceWith() = default;
+template <typename T>
+ReduceWith<T>::ReduceWith(ReduceWith&&) noexcept = default;
+template <typename T>
+std::size_t ReduceWith<T>::temp_bytes(std::size_t n) const { return plan_->plan.temp_bytes(n); }
+template <typename T>
+void ReduceWith<T>::operator()(const T* in, T* out, std::size_t n, T init, TempStorage temp, CUstream stream) const {
+  std::as_const(plan_->plan)(in_ptr(in), out_ptr(out), n, init, temp, stream);
+}
+template <typename T>
+void ReduceWith<T>::operator()(const T* in, T* out, std::size_t n, T init, CUstream stream) {
+  plan_->plan(in_ptr(in), out_ptr(out), n, init, stream);
+}
+template <typename T>
+std::size_t ReduceWith<T>::tile_items() const { return plan_->plan.tile_items(); }
+template <typename T>
+const Kernel& ReduceWith<T>::kernel() const { return plan_->plan.kernel(); }
+
+template <typename T>
+ExclusiveScanWith<T>::ExclusiveScanWith(const Operator& op, Registry& registry)
+    : plan_(detail::make_linked<detail::LinkedExclusiveScan<T>, T>(op, registry, "exclusive_scan", "ExclusiveScanWith")) {}
+template <typename T>
+ExclusiveScanWith<T>::~ExclusiveScanWith() = default;
+template <typename T>
+ExclusiveScanWith<T>::ExclusiveScanWith(ExclusiveScanWith&&) noexcept = default;
+template <typename T>
+std::size_t ExclusiveScanWith<T>::temp_bytes(std::size_t n) const { return plan_->plan.temp_bytes(n); }
+template <typename T>
+void ExclusiveScanWith<T>::operator()(const T* in, T* out, std::size_t n, T init, TempStorage temp,
+                                      CUstream stream) const {
+  std::as_const(plan_->plan)(in_ptr(in), out_ptr(out), n, init, temp, stream);
+}
+template <typename T>
+void ExclusiveScanWith<T>::operator()(const T* in, T* out, std::size_t n, T init, CUstream stream) {
+  plan_->plan(in_ptr(in), out_ptr(out), n, init, stream);
+}
+template <typename T>
+std::size_t ExclusiveScanWith<T>::tile_items() const { return plan_->plan.tile_items(); }
+template <typename T>
+const Kernel& ExclusiveScanWith<T>::kernel() const { return plan_->plan.kernel(); }
+
+template <typename T>
+InclusiveScanWith<T>::InclusiveScanWith(const Operator& op, Registry& registry)
+    : plan_(detail::make_linked<detail::LinkedInclusiveScan<T>, T>(op, registry, "inclusive_scan", "InclusiveScanWith")) {}
+template <typename T>
+InclusiveScanWith<T>::~InclusiveScanWith() = default;
+template <typename T>
+InclusiveScanWith<T>::InclusiveScanWith(InclusiveScanWith&&) noexcept = default;
+template <typename T>
+std::size_t InclusiveScanWith<T>::temp_bytes(std::size_t n) const { return plan_->plan.temp_bytes(n); }
+template <typename T>
+void InclusiveScanWith<T>::operator()(const T* in, T* out, std::size_t n, TempStorage temp, CUstream stream) const {
+  std::as_const(plan_->plan)(in_ptr(in), out_ptr(out), n, temp, stream);
+}
+template <typename T>
+void InclusiveScanWith<T>::operator()(const T* in, T* out, std::size_t n, CUstream stream) {
+  plan_->plan(in_ptr(in), out_ptr(out), n, stream);
+}
+template <typename T>
+std::size_t InclusiveScanWith<T>::tile_items() const { return plan_->plan.tile_items(); }
+template <typename T>
+const Kernel& InclusiveScanWith<T>::kernel() const { return plan_->plan.kernel(); }
+
+#define KILN_LINKED_PLANS(T)            \
+  template class ReduceWith<T>;         \
+  template class ExclusiveScanWith<T>;  \
+  template class InclusiveScanWith<T>;
+KILN_LINKED_PLANS(std::int32_t)
+KILN_LINKED_PLANS(std::uint32_t)
+KILN_LINKED_PLANS(std::int64_t)
+KILN_LINKED_PLANS(std::uint64_t)
+KILN_LINKED_PLANS(float)
+KILN_LINKED_PLANS(double)
+#undef KILN_LINKED_PLANS
+
+}  // namespace kiln::prim

@@ -1,0 +1,91 @@
+// Registry::get with a LinkedSource: a unit linked with code given at run time, from memory, the disk
+// cache, or the JIT tier's workers (docs/DESIGN.md, "Operators at run time").
+#include <kiln/error.hpp>
+#include <kiln/registry.hpp>
+#include <kiln/select.hpp>
+
+#include "disk/key.hpp"
+#include "disk/unit_key.hpp"
+#include "jit/jit_tier.hpp"
+#include "registry/linked_units.hpp"
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+namespace kiln {
+namespace {
+
+void check_linked(CUresult result, std::string_view call, const Catalog& catalog, const KernelEntry& kernel,
+                  const LinkedSource& link) {
+  if (result == CUDA_SUCCESS) return;
+  check(result, "kiln: " + std::string(call) + " for kernel '" + std::string(catalog.str(kernel.name)) +
+                    "' linked with " + link.name);
+}
+
+}  // namespace
+
+Kernel Registry::get(std::string_view name, const LinkedSource& link) {
+  const auto start = std::chrono::steady_clock::now();
+  const KernelEntry* entry = find(name);
+  if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
+  if (!catalog_.units[entry->unit].linked) {
+    throw Error(Errc::unknown_kernel, "kiln: kernel '" + std::string(name) + "' of registry '" +
+                                          std::string(catalog_.name) + "' is not of a linked unit: nothing is "
+                                          "linked into it; get it without " + link.name);
+  }
+  ensure_device();
+  const Driver& cu = driver();
+  live_context_id();  // a reset context comes back to life before anything is loaded into it
+  std::lock_guard lock(linked_->mutex);
+  auto& slot = linked_->units[{entry->unit, detail::sha256_hex(link.source)}];
+  if (!slot) {
+    auto unit = std::make_unique<LinkedUnits::Unit>();
+    const std::string unit_name(catalog_.str(catalog_.units[entry->unit].name));
+    DiskCache& cache = disk();
+    if (options_.use_jit) {
+      detail::BuiltUnit built = detail::build_linked_into_cache(catalog_, entry->unit, info_.arch, cache, link);
+      unit->image.source = built.compiled ? Tier::jit : Tier::disk;
+      unit->image.owned = std::move(built.entry.cubin);
+      unit->image.cache_key = std::move(built.key);
+      if (built.compiled) jit_compiles_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      const CacheKey key = detail::linked_cache_key(catalog_, catalog_.units[entry->unit], info_.arch, cache, link.source);
+      std::optional<CacheEntry> found = cache.usable() ? cache.load(key) : std::nullopt;
+      if (!found) {
+        throw Error(Errc::no_binary, "kiln: unit '" + unit_name + "' linked with " + link.name +
+                                         " is not in the disk cache for sm_" + std::to_string(info_.arch) +
+                                         " and the JIT tier is off (RegistryOptions::use_jit): turn it on to build it");
+      }
+      unit->image.source = Tier::disk;
+      unit->image.owned = std::move(found->cubin);
+      unit->image.cache_key = key.hex;
+    }
+    if (unit->image.source == Tier::disk) disk_loads_.fetch_add(1, std::memory_order_relaxed);
+    unit->image.served_by = unit->image.source;
+    unit->image.arch = info_.arch;
+    unit->image.label = "sm_" + std::to_string(info_.arch) + " linked with " + link.name;
+    check_linked(cu.cuLibraryLoadData(&unit->library, unit->image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+                 "cuLibraryLoadData", catalog_, *entry, link);
+    unit_loads_.fetch_add(1, std::memory_order_relaxed);
+    slot = std::move(unit);
+  }
+  const std::string lowered(catalog_.str(entry->lowered));
+  CUkernel kernel = nullptr;
+  check_linked(cu.cuLibraryGetKernel(&kernel, slot->library, lowered.c_str()), "cuLibraryGetKernel", catalog_, *entry,
+               link);
+  CUfunction function = nullptr;
+  check(cu.cuCtxPushCurrent(context_), "kiln: cuCtxPushCurrent of the primary context");
+  const CUresult got = cu.cuKernelGetFunction(&function, kernel);
+  CUcontext popped = nullptr;
+  cu.cuCtxPopCurrent(&popped);
+  check_linked(got, "cuKernelGetFunction", catalog_, *entry, link);
+  const auto index = static_cast<std::uint32_t>(entry - catalog_.kernels.data());
+  const Tier tier = slot->handed_out.insert(index).second ? slot->image.source : Tier::memory;
+  if (tier != Tier::memory) kernel_loads_.fetch_add(1, std::memory_order_relaxed);
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return Kernel{catalog_.str(entry->name), catalog_.str(entry->lowered), kernel, function, context_,
+                Provenance{tier, slot->image.source, slot->image.arch, false, load_ms, slot->image.cache_key}};
+}
+
+}  // namespace kiln

@@ -1,0 +1,132 @@
+// Operators given at run time, without a GPU: the primitives' linked rows compiled with an operator's
+// text (NVRTC to LTO-IR, nvJitLink -lto, in this process), the errors a bad operator gives, the cache key
+// per operator text, and a linked unit refused where no operator is given.
+#include <doctest/doctest.h>
+
+#include <kiln/error.hpp>
+#include <kiln/precompile.hpp>
+#include <kiln/prim/operator.hpp>
+
+#include "base/cubin_elf.hpp"
+#include "disk/unit_key.hpp"
+#include "jit/compiler/compile.hpp"
+#include "jit/jit_tier.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace {
+
+using kiln::detail::CompileOutcome;
+using kiln::detail::CompileRequest;
+
+constexpr const char* kMax = "__device__ float op(float a, float b) { return a > b ? a : b; }";
+
+std::uint32_t unit_of(const char* kernel) {
+  const kiln::KernelEntry* k = kiln::prim::catalog().find(kernel);
+  REQUIRE(k != nullptr);
+  return k->unit;
+}
+
+// The request the JIT tier's workers get for ReduceWith<float> with `op`.
+CompileRequest linked_request(const kiln::prim::Operator& op, unsigned arch) {
+  CompileRequest request = kiln::detail::make_request(kiln::prim::catalog(), unit_of("linked_reduce_f32_sweep"), arch);
+  const kiln::LinkedSource link = kiln::prim::linked_operator_source(op, "float", "ReduceWith<float>");
+  request.link_source = link.source;
+  request.link_source_name = link.name;
+  return request;
+}
+
+bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("an operator links into the reduce row: the cubin is for the arch and defines the row's kernels") {
+  const CompileRequest request = linked_request({kMax}, 90);
+  const CompileOutcome out = compile_unit(request);
+  const std::string why = out.entry.ok() ? std::string() : out.entry.error() + "\n" + out.log;
+  REQUIRE_MESSAGE(out.entry.ok(), why);
+  const kiln::detail::Cubin cubin = kiln::detail::read_cubin(std::string_view(out.entry->cubin));
+  REQUIRE(cubin.ok());
+  CHECK(cubin.arch == 90);
+  REQUIRE(request.kernels.size() == 3);
+  for (const auto& kernel : request.kernels) CHECK(cubin.defines(kernel.lowered));
+  CHECK(contains(out.entry->compiler, "LTO with operator 'op' of kiln::prim::ReduceWith<float>"));
+  // LTO leaves no call: the operator is inlined, so nothing of it is left to resolve (an unresolved
+  // call would have failed the link).
+  MESSAGE("NVRTC " << out.nvrtc_ms << " ms (unit and operator), nvJitLink -lto " << out.link_ms << " ms");
+}
+
+TEST_CASE("an operator that does not compile: the error carries its text, NVRTC's log names the line") {
+  const char* broken = "__device__ float op(float a, float b) { return a >> b; }";
+  const CompileOutcome out = compile_unit(linked_request({broken}, 90));
+  REQUIRE_FALSE(out.entry.ok());
+  const std::string& error = out.entry.error();
+  CHECK(contains(error, "NVRTC failed on operator 'op' of kiln::prim::ReduceWith<float>"));
+  CHECK(contains(error, "primitives/linked_reduce_f32"));
+  CHECK(contains(error, broken));                  // the operator's text
+  CHECK(contains(out.log, "operator op"));         // its #line file name: the log points into the operator
+  CHECK(contains(out.log, "error"));
+}
+
+TEST_CASE("an operator whose signature is not T(T, T): NVRTC's log names both types") {
+  const CompileOutcome out =
+      compile_unit(linked_request({"__device__ int op(int a, int b) { return a > b ? a : b; }"}, 90));
+  REQUIRE_FALSE(out.entry.ok());
+  CHECK(contains(out.log, "kiln: the operator's signature is not the one the primitive calls"));
+  CHECK(contains(out.log, "Expected=float (float, float)"));
+  CHECK(contains(out.log, "Given=int (int, int)"));
+  // const references are the same signature
+  const CompileOutcome refs = compile_unit(
+      linked_request({"__device__ float op(const float& a, const float& b) { return a > b ? a : b; }"}, 90));
+  CHECK_MESSAGE(refs.entry.ok(), refs.log);
+}
+
+TEST_CASE("an operator's name must be an identifier, and name the function its source defines") {
+  CHECK_THROWS_AS(kiln::prim::linked_operator_source({kMax, "op(1)"}, "float", "ReduceWith<float>"), std::invalid_argument);
+  CHECK_THROWS_AS(kiln::prim::linked_operator_source({kMax, ""}, "float", "ReduceWith<float>"), std::invalid_argument);
+  const CompileOutcome out = compile_unit(linked_request({kMax, "maximum"}, 90));
+  REQUIRE_FALSE(out.entry.ok());
+  CHECK(contains(out.log, "maximum"));  // "identifier "maximum" is undefined"
+}
+
+TEST_CASE("the linked cache key changes with the operator's text, and only with it") {
+  const kiln::Catalog& catalog = kiln::prim::catalog();
+  const kiln::UnitEntry& unit = catalog.units[unit_of("linked_reduce_f32_sweep")];
+  kiln::CacheConfig config;
+  config.enabled = false;  // the key only: nothing is read or written
+  kiln::DiskCache cache(config);
+  const auto key_of = [&](const char* text) {
+    return kiln::detail::linked_cache_key(catalog, unit, 90, cache,
+                                          kiln::prim::linked_operator_source({text}, "float", "ReduceWith<float>").source);
+  };
+  const kiln::CacheKey max = key_of(kMax);
+  CHECK(max.hex == key_of(kMax).hex);
+  const kiln::CacheKey min = key_of("__device__ float op(float a, float b) { return a < b ? a : b; }");
+  CHECK(max.hex != min.hex);
+  CHECK(max.hex != kiln::detail::unit_cache_key(catalog, unit, 90, cache).hex);
+  CHECK(contains(max.text, "\nlinked="));
+  CHECK_FALSE(contains(kiln::detail::unit_cache_key(catalog, unit, 90, cache).text, "linked="));
+  // The same text for another plan (another row) is another key: the unit is part of it.
+  const kiln::UnitEntry& scan = catalog.units[unit_of("linked_inclusive_scan_f32_sweep")];
+  CHECK(max.hex != kiln::detail::linked_cache_key(catalog, scan, 90, cache,
+                                                  kiln::prim::linked_operator_source({kMax}, "float", "ReduceWith<float>").source).hex);
+}
+
+TEST_CASE("a linked unit's kernels are refused without an operator: get, warm-up and precompile say how") {
+  kiln::Registry registry(kiln::prim::catalog());
+  try {
+    registry.get("linked_reduce_f32_sweep");
+    FAIL("get() of a linked kernel without an operator did not throw");
+  } catch (const kiln::Error& e) {
+    CHECK(e.code() == kiln::Errc::no_binary);
+    CHECK(contains(e.what(), "linked_reduce_f32"));
+    CHECK(contains(e.what(), "Registry::get(name, LinkedSource)"));
+  }
+  CHECK_THROWS_AS(registry.request_warmup({"linked_reduce_f32_sweep"}), kiln::Error);
+  CHECK_FALSE(registry.plan("linked_reduce_f32_sweep").available);
+  CHECK_THROWS_AS(kiln::precompile(kiln::prim::catalog(), 90, {"linked_reduce_f32_sweep"}, 1), kiln::Error);
+  // A unit that is not linked takes no operator.
+  const kiln::LinkedSource link = kiln::prim::linked_operator_source({kMax}, "float", "ReduceWith<float>");
+  CHECK_THROWS_AS(registry.get("reduce_f64_sweep", link), kiln::Error);
+}

@@ -1,0 +1,137 @@
+// ReduceWith, ExclusiveScanWith, InclusiveScanWith (kiln/prim/operator.hpp): operators given at run time as
+// CUDA C++ text, linked into the primitives' linked rows, against CPU references at the sizes
+// (0, 1, a tile's edges, 1,000,003 and 2^24), outputs poisoned before each run; where the linked kernels
+// come from (JIT, then memory in this registry, then disk in another); and what a bad operator gives.
+#include "prim_harness.hpp"
+
+#include <kiln/prim/operator.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <vector>
+
+using namespace kiln::test;
+
+namespace {
+
+constexpr const char* kMaxF = "__device__ float op(float a, float b) { return a > b ? a : b; }";
+
+std::vector<std::size_t> operator_sizes(std::size_t tile) {
+  return {0, 1, tile - 1, tile, tile + 1, 1000003, std::size_t{1} << 24};
+}
+
+bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+// Linked kernels come from the JIT tier the first time any process links this text, from disk after.
+void check_linked_source(const kiln::Kernel& kernel) {
+  INFO("kernel ", std::string(kernel.name), " source ", std::string(kiln::to_string(kernel.provenance.source)));
+  CHECK((kernel.provenance.source == kiln::Tier::jit || kernel.provenance.source == kiln::Tier::disk));
+  CHECK(kernel.provenance.arch == kiln::prim::registry().device().arch);
+  CHECK_FALSE(kernel.provenance.cache_key.empty());
+}
+
+}  // namespace
+
+TEST_CASE("operator: a float max-reduce with a run-time operator matches the CPU, with owned and caller storage") {
+  PrimContext context;
+  kiln::prim::ReduceWith<float> plan({kMaxF});
+  check_linked_source(plan.kernel());
+  unsigned seed = 7;
+  const float lowest = -std::numeric_limits<float>::infinity();
+  for (std::size_t n : operator_sizes(plan.tile_items())) {
+    CAPTURE(n);
+    const auto in = random_vector<float>(n, seed++, -1e6f, 1e6f);
+    const float want = std::accumulate(in.begin(), in.end(), lowest, [](float a, float b) { return a > b ? a : b; });
+    DeviceArray<float> d_in(in), out(1);
+    out.poison();
+    plan(d_in.get(), out.get(), n, lowest);
+    KILN_CHECK_SAME(out.download(), std::vector<float>{want});
+    DeviceArray<std::uint8_t> temp(plan.temp_bytes(n));
+    out.poison();
+    plan(d_in.get(), out.get(), n, lowest, kiln::prim::TempStorage{temp.get(), temp.size()});
+    KILN_CHECK_SAME(out.download(), std::vector<float>{want});
+  }
+}
+
+TEST_CASE("operator: an exclusive scan and an inclusive scan with run-time operators match the CPU") {
+  PrimContext context;
+  // Wrapping int sums (exact in any order), and a running xor of 64-bit words.
+  kiln::prim::ExclusiveScanWith<std::int32_t> sums(
+      {"__device__ int add(int a, int b) { return int(unsigned(a) + unsigned(b)); }", "add"});
+  kiln::prim::InclusiveScanWith<std::uint64_t> xors(
+      {"__device__ unsigned long long op(const unsigned long long& a, const unsigned long long& b) { return a ^ b; }"});
+  check_linked_source(sums.kernel());
+  check_linked_source(xors.kernel());
+  unsigned seed = 70;
+  for (std::size_t n : operator_sizes(sums.tile_items())) {
+    CAPTURE(n);
+    const auto in = random_vector<std::int32_t>(n, seed++, std::numeric_limits<std::int32_t>::min(),
+                                                std::numeric_limits<std::int32_t>::max());
+    std::vector<std::int32_t> want(n);
+    std::uint32_t running = 5;
+    for (std::size_t i = 0; i < n; ++i) want[i] = static_cast<std::int32_t>(running), running += std::uint32_t(in[i]);
+    DeviceArray<std::int32_t> d_in(in), out(n);
+    out.poison();
+    sums(d_in.get(), out.get(), n, 5);
+    KILN_CHECK_SAME(out.download(), want);
+  }
+  for (std::size_t n : operator_sizes(xors.tile_items())) {
+    CAPTURE(n);
+    const auto in = random_vector<std::uint64_t>(n, seed++, 0, std::numeric_limits<std::uint64_t>::max());
+    std::vector<std::uint64_t> want(n);
+    std::uint64_t running = 0;
+    for (std::size_t i = 0; i < n; ++i) want[i] = running ^= in[i];
+    DeviceArray<std::uint64_t> d_in(in), out(n);
+    out.poison();
+    DeviceArray<std::uint8_t> temp(xors.temp_bytes(n));
+    xors(d_in.get(), out.get(), n, kiln::prim::TempStorage{temp.get(), temp.size()});
+    KILN_CHECK_SAME(out.download(), want);
+  }
+}
+
+TEST_CASE("operator: a linked plan is memory the second time in a registry, disk in another registry") {
+  PrimContext context;
+  const kiln::prim::Operator op{"__device__ double op(double a, double b) { return a < b ? a : b; }"};
+  kiln::prim::ReduceWith<double> first(op);
+  check_linked_source(first.kernel());
+  kiln::prim::ReduceWith<double> again(op);
+  CHECK(again.kernel().provenance.tier == kiln::Tier::memory);
+  CHECK(again.kernel().provenance.cache_key == first.kernel().provenance.cache_key);
+  // Another registry (as another process would be) with the same disk cache reads it back.
+  kiln::Registry other(kiln::prim::catalog());
+  kiln::prim::ReduceWith<double> elsewhere(op, other);
+  if (kiln::default_cache().usable()) {
+    CHECK(elsewhere.kernel().provenance.source == kiln::Tier::disk);
+    CHECK(elsewhere.kernel().provenance.load_ms < 50);
+    MESSAGE("linked reduce from disk in another registry: " << elsewhere.kernel().provenance.load_ms << " ms");
+  }
+  const auto in = random_vector<double>(100000, 3, -1.0, 1.0);
+  DeviceArray<double> d_in(in), out(1);
+  out.poison();
+  elsewhere(d_in.get(), out.get(), in.size(), 2.0);
+  KILN_CHECK_SAME(out.download(), std::vector<double>{*std::min_element(in.begin(), in.end())});
+}
+
+TEST_CASE("operator: a bad operator is a compile error with NVRTC's log and the text; a wrong signature names both types") {
+  PrimContext context;
+  const std::string broken = "__device__ float op(float a, float b) { return a >> b; }";
+  try {
+    kiln::prim::ReduceWith<float> plan({broken});
+    FAIL("an operator that does not compile built a plan");
+  } catch (const kiln::Error& e) {
+    CHECK(e.code() == kiln::Errc::compile);
+    CHECK(contains(e.what(), broken));
+    CHECK(contains(e.what(), "error"));
+  }
+  try {
+    kiln::prim::ReduceWith<float> plan({"__device__ int op(int a, int b) { return a > b ? a : b; }"});
+    FAIL("an operator of the wrong signature built a plan");
+  } catch (const kiln::Error& e) {
+    CHECK(e.code() == kiln::Errc::compile);
+    CHECK(contains(e.what(), "operator 'op' is int (int, int)"));
+    CHECK(contains(e.what(), "float(float, float)"));
+  }
+}
