@@ -117,9 +117,12 @@ TEST_CASE("operator: a linked plan is memory the second time in a registry, disk
 
 TEST_CASE("operator: a bad operator is a compile error with NVRTC's log and the text; a wrong signature names both types") {
   PrimContext context;
+  // A registry of the test's own: its destructor runs here, after links that failed (a failed link
+  // once left an empty slot that the destructor dereferenced).
+  kiln::Registry local(kiln::prim::catalog());
   const std::string broken = "__device__ float op(float a, float b) { return a >> b; }";
   try {
-    kiln::prim::ReduceWith<float> plan({broken});
+    kiln::prim::ReduceWith<float> plan({broken}, local);
     FAIL("an operator that does not compile built a plan");
   } catch (const kiln::Error& e) {
     CHECK(e.code() == kiln::Errc::compile);
@@ -127,11 +130,14 @@ TEST_CASE("operator: a bad operator is a compile error with NVRTC's log and the 
     CHECK(contains(e.what(), "error"));
   }
   try {
-    kiln::prim::ReduceWith<float> plan({"__device__ int op(int a, int b) { return a > b ? a : b; }"});
+    kiln::prim::ReduceWith<float> plan({"__device__ int op(int a, int b) { return a > b ? a : b; }"}, local);
     FAIL("an operator of the wrong signature built a plan");
   } catch (const kiln::Error& e) {
     CHECK(e.code() == kiln::Errc::compile);
     CHECK(contains(e.what(), "operator 'op' is int (int, int)"));
     CHECK(contains(e.what(), "float(float, float)"));
   }
+  // After the failures, the same registry links a good operator.
+  kiln::prim::ReduceWith<float> good({kMaxF}, local);
+  check_linked_source(good.kernel());
 }

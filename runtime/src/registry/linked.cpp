@@ -4,6 +4,7 @@
 #include <kiln/registry.hpp>
 #include <kiln/select.hpp>
 
+#include "disk/cache_internal.hpp"
 #include "disk/key.hpp"
 #include "disk/unit_key.hpp"
 #include "jit/jit_tier.hpp"
@@ -38,28 +39,37 @@ Kernel Registry::get(std::string_view name, const LinkedSource& link) {
   const Driver& cu = driver();
   live_context_id();  // a reset context comes back to life before anything is loaded into it
   std::lock_guard lock(linked_->mutex);
-  auto& slot = linked_->units[{entry->unit, detail::sha256_hex(link.source)}];
-  if (!slot) {
+  const auto key = std::make_pair(entry->unit, detail::sha256_hex(link.source));
+  auto found = linked_->units.find(key);
+  if (found == linked_->units.end()) {
+    // Built in full before it is kept: a link that throws leaves nothing behind.
     auto unit = std::make_unique<LinkedUnits::Unit>();
     const std::string unit_name(catalog_.str(catalog_.units[entry->unit].name));
     DiskCache& cache = disk();
-    if (options_.use_jit) {
+    const CacheKey cache_key =
+        detail::linked_cache_key(catalog_, catalog_.units[entry->unit], info_.arch, cache, link.source);
+    // The disk tier's way first (no lock, no pool): an entry that is not this unit's is removed, as a
+    // corrupt one is, and built again below.
+    std::optional<CacheEntry> cached;
+    if (cache.usable()) {
+      cached = detail::load_checked(cache, cache_key, [&](const CacheEntry& e) {
+        return detail::entry_serves_unit(catalog_, entry->unit, e);
+      });
+    }
+    if (cached) {
+      unit->image.source = Tier::disk;
+      unit->image.owned = std::move(cached->cubin);
+      unit->image.cache_key = cache_key.hex;
+    } else if (options_.use_jit) {
       detail::BuiltUnit built = detail::build_linked_into_cache(catalog_, entry->unit, info_.arch, cache, link);
       unit->image.source = built.compiled ? Tier::jit : Tier::disk;
       unit->image.owned = std::move(built.entry.cubin);
       unit->image.cache_key = std::move(built.key);
       if (built.compiled) jit_compiles_.fetch_add(1, std::memory_order_relaxed);
     } else {
-      const CacheKey key = detail::linked_cache_key(catalog_, catalog_.units[entry->unit], info_.arch, cache, link.source);
-      std::optional<CacheEntry> found = cache.usable() ? cache.load(key) : std::nullopt;
-      if (!found) {
-        throw Error(Errc::no_binary, "kiln: unit '" + unit_name + "' linked with " + link.name +
-                                         " is not in the disk cache for sm_" + std::to_string(info_.arch) +
-                                         " and the JIT tier is off (RegistryOptions::use_jit): turn it on to build it");
-      }
-      unit->image.source = Tier::disk;
-      unit->image.owned = std::move(found->cubin);
-      unit->image.cache_key = key.hex;
+      throw Error(Errc::no_binary, "kiln: unit '" + unit_name + "' linked with " + link.name +
+                                       " is not in the disk cache for sm_" + std::to_string(info_.arch) +
+                                       " and the JIT tier is off (RegistryOptions::use_jit): turn it on to build it");
     }
     if (unit->image.source == Tier::disk) disk_loads_.fetch_add(1, std::memory_order_relaxed);
     unit->image.served_by = unit->image.source;
@@ -68,8 +78,9 @@ Kernel Registry::get(std::string_view name, const LinkedSource& link) {
     check_linked(cu.cuLibraryLoadData(&unit->library, unit->image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
                  "cuLibraryLoadData", catalog_, *entry, link);
     unit_loads_.fetch_add(1, std::memory_order_relaxed);
-    slot = std::move(unit);
+    found = linked_->units.emplace(key, std::move(unit)).first;
   }
+  LinkedUnits::Unit* slot = found->second.get();
   const std::string lowered(catalog_.str(entry->lowered));
   CUkernel kernel = nullptr;
   check_linked(cu.cuLibraryGetKernel(&kernel, slot->library, lowered.c_str()), "cuLibraryGetKernel", catalog_, *entry,

@@ -48,7 +48,8 @@ void Prefetch::run(const Catalog& catalog, unsigned arch, const RegistryOptions&
   bool full = false;                     // the budget is spent: nothing more is unpacked
   const KernelEntry* to_disk = nullptr;  // the first unit the embedded tier cannot serve
   for (std::size_t u = 0; u < units_ && !stop_.load(std::memory_order_relaxed); ++u) {
-    if (kernel_of[u] == nullptr) continue;
+    // A linked unit is built with its operator (Registry::get with a LinkedSource), never by the tiers.
+    if (kernel_of[u] == nullptr || catalog.units[u].linked) continue;
     const BinaryEntry* b = options.use_embedded ? select_binary(catalog, catalog.units[u], arch, false) : nullptr;
     if (b == nullptr) {
       if (to_disk == nullptr) to_disk = kernel_of[u];
