@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <sstream>
 #include <string>
@@ -275,7 +276,8 @@ void operator_latency(int runs) {
       u >> ms >> tier;
       unit.push_back(ms), tiers += "/" + tier;
       if (before) setenv("KILN_CACHE_DIR", saved.c_str(), 1); else unsetenv("KILN_CACHE_DIR");
-      std::system(("rm -rf " + std::string(dir)).c_str());
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
     }
   }
   std::printf("\n| ReduceWith<float>, fresh process (after the context exists), median of %d | ms |\n|---|---|\n", runs);

@@ -285,18 +285,8 @@ class _Validator:
             include_dirs.insert(0, source.resolve().parent)  # where its own includes are, links followed
         else:
             family, family_path, params, declaration = self.family(row, where)
-        jit_only = row.get("jit_only", False)
-        if not isinstance(jit_only, bool):
-            self.fail(f"{where}: field 'jit_only'", f"expected true or false, got {jit_only!r}")
-        if jit_only and "archs" in row:
-            self.fail(f"{where}: field 'archs'", "a jit_only unit has no binaries to build for architectures; "
-                                                 "remove 'archs' or 'jit_only'")
-        linked = row.get("linked", False)
-        if not isinstance(linked, bool):
-            self.fail(f"{where}: field 'linked'", f"expected true or false, got {linked!r}")
-        if linked and "archs" in row:
-            self.fail(f"{where}: field 'archs'", "a linked unit is built only at run time, with the code linked "
-                                                 "into it; remove 'archs' or 'linked'")
+        jit_only = self.flag(row, "jit_only", where, "a jit_only unit has no binaries to build for architectures")
+        linked = self.flag(row, "linked", where, "a linked unit is built only at run time, with the code linked into it")
         archs = parse_archs(row["archs"], f"{where}: field 'archs'") if "archs" in row else self.archs
         jit_only = jit_only or linked or self.all_jit_only
         kernels_field = row.get("kernels")
@@ -320,6 +310,15 @@ class _Validator:
             lower_arch=min(archs), kernels_line=self.kernels_line(index), jit_only=jit_only, linked=linked,
             source=source, family=family, family_path=family_path, params=params,
             family_declaration=declaration.path if declaration is not None else None)
+
+    def flag(self, row: dict, field: str, where: str, why_no_archs: str) -> bool:
+        """A boolean field that builds nothing ahead of time, so excludes 'archs'."""
+        value = row.get(field, False)
+        if not isinstance(value, bool):
+            self.fail(f"{where}: field '{field}'", f"expected true or false, got {value!r}")
+        if value and "archs" in row:
+            self.fail(f"{where}: field 'archs'", f"{why_no_archs}; remove 'archs' or '{field}'")
+        return value
 
     def family(self, row: dict, where: str):
         family = row["family"]

@@ -159,6 +159,17 @@ class SpecErrors(unittest.TestCase):
         self.error(HEADER + GOOD_UNIT + 'jit_only = "yes"\n', "field 'jit_only'", "expected true or false")
         self.error(HEADER + GOOD_UNIT + 'jit_only = true\narchs = ["sm_90"]\n', "field 'archs'", "jit_only")
 
+    def test_linked_unit_is_jit_only_with_rdc(self):
+        s = self.load(HEADER + GOOD_UNIT.replace('kernels = ["k"]', 'kernels = ["k"]\nlinked = true'))
+        unit = s.units[0]
+        self.assertTrue(unit.linked)
+        self.assertTrue(unit.jit_only)
+        self.assertEqual(unit.targets, ())
+        self.assertIn("-rdc=true", unit.options)
+        self.assertNotIn("-rdc=true", self.load(HEADER + GOOD_UNIT).units[0].options)
+        self.error(HEADER + GOOD_UNIT + 'linked = 1\n', "field 'linked'", "expected true or false")
+        self.error(HEADER + GOOD_UNIT + 'linked = true\narchs = ["sm_90"]\n', "field 'archs'", "linked")
+
     def test_diag_options_both_compilers_take(self):
         s = self.load(HEADER + GOOD_UNIT + 'options = ["--diag-suppress=177", "--diag-warn=550", "--diag-error=20"]\n')
         self.assertIn("--diag-suppress=177", s.units[0].options)

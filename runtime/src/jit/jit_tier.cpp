@@ -13,6 +13,7 @@
 #include <kiln/error.hpp>
 
 #include <algorithm>
+#include <functional>
 
 namespace kiln::detail {
 namespace {
@@ -70,6 +71,26 @@ PchFamily request_family(const Catalog& catalog, const CompileRequest& request, 
   return {std::move(key), std::move(path)};
 }
 
+namespace {
+
+// built.entry from `cache` under `key`, or from build() and stored there; built.stored says whether it was
+// kept. With an unusable cache, built without one. The disk tier's check applies to what the cache holds:
+// a foreign entry is rebuilt, not served.
+void through_cache(const Catalog& catalog, std::uint32_t unit, DiskCache& cache, const CacheKey& key,
+                   const std::function<CacheEntry()>& build, BuiltUnit& built) {
+  if (!cache.usable()) {
+    built.entry = build();
+    built.stored = fail("the disk cache is not in use (" + cache.unusable_reason() + ")");
+    return;
+  }
+  BuildReport report;
+  built.entry = get_or_build_checked(
+      cache, key, build, [&](const CacheEntry& e) { return entry_serves_unit(catalog, unit, e); }, report);
+  built.stored = std::move(report.stored);
+}
+
+}  // namespace
+
 BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache,
                            RemoteCache* remote, std::string_view ptx) {
   BuiltUnit built;
@@ -95,23 +116,13 @@ BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned 
     built.from_remote = fleet.from_remote;
     return std::move(fleet.entry);
   };
-  if (!cache.usable()) {
-    built.entry = fleet_compile();
-    built.stored = fail("the disk cache is not in use (" + cache.unusable_reason() + ")");
-    return built;
-  }
-  // The disk tier's check on what the cache holds under the key: a foreign entry is rebuilt, not served.
-  BuildReport report;
-  built.entry = get_or_build_checked(
-      cache, key, fleet_compile, [&](const CacheEntry& e) { return entry_serves_unit(catalog, unit, e); }, report);
-  built.stored = std::move(report.stored);
+  through_cache(catalog, unit, cache, key, fleet_compile, built);
   return built;
 }
 
 BuiltUnit build_linked_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache,
-                                  const LinkedSource& link) {
+                                  const CacheKey& key, const LinkedSource& link) {
   BuiltUnit built;
-  const CacheKey key = linked_cache_key(catalog, catalog.units[unit], arch, cache, link.source);
   built.key = key.hex;
   const auto build = [&] {
     CompileRequest request = make_request(catalog, unit, arch);
@@ -121,15 +132,7 @@ BuiltUnit build_linked_into_cache(const Catalog& catalog, std::uint32_t unit, un
     built.compiled = true;
     return entry;
   };
-  if (!cache.usable()) {
-    built.entry = build();
-    built.stored = fail("the disk cache is not in use (" + cache.unusable_reason() + ")");
-    return built;
-  }
-  BuildReport report;
-  built.entry = get_or_build_checked(
-      cache, key, build, [&](const CacheEntry& e) { return entry_serves_unit(catalog, unit, e); }, report);
-  built.stored = std::move(report.stored);
+  through_cache(catalog, unit, cache, key, build, built);
   return built;
 }
 

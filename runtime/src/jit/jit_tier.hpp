@@ -46,11 +46,11 @@ struct BuiltUnit {
 BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache,
                            RemoteCache* remote = nullptr, std::string_view ptx = {});
 
-// A unit whose kernels call what `link` defines (Registry::get with a LinkedSource): the same, under the
-// unit's key with link.source's digest (linked_cache_key), compiled from the unit's source and link.source
-// to LTO-IR and linked. Not shared through the remote cache.
+// A unit whose kernels call what `link` defines (Registry::get with a LinkedSource): the same, under `key`
+// (linked_cache_key: the unit's key with link.source's digest), compiled from the unit's source and
+// link.source to LTO-IR and linked. Not shared through the remote cache.
 BuiltUnit build_linked_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache,
-                                  const LinkedSource& link);
+                                  const CacheKey& key, const LinkedSource& link);
 
 // How many compiles the pool runs at once.
 unsigned jit_parallelism();

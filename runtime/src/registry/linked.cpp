@@ -61,7 +61,7 @@ Kernel Registry::get(std::string_view name, const LinkedSource& link) {
       unit->image.owned = std::move(cached->cubin);
       unit->image.cache_key = cache_key.hex;
     } else if (options_.use_jit) {
-      detail::BuiltUnit built = detail::build_linked_into_cache(catalog_, entry->unit, info_.arch, cache, link);
+      detail::BuiltUnit built = detail::build_linked_into_cache(catalog_, entry->unit, info_.arch, cache, cache_key, link);
       unit->image.source = built.compiled ? Tier::jit : Tier::disk;
       unit->image.owned = std::move(built.entry.cubin);
       unit->image.cache_key = std::move(built.key);

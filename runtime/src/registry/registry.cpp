@@ -93,7 +93,7 @@ Registry::~Registry() {
     if (units_[i].library) cu.cuLibraryUnload(units_[i].library);
   }
   for (const auto& [key, unit] : linked_->units) {
-    if (unit && unit->library) cu.cuLibraryUnload(unit->library);
+    if (unit->library) cu.cuLibraryUnload(unit->library);
   }
   cu.cuDevicePrimaryCtxRelease(cu_device_);
 }

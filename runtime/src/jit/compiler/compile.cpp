@@ -169,10 +169,7 @@ std::vector<std::string> nvrtc_options(const CompileRequest& request, PchMode pc
   std::vector<std::string> options = request.options;
   options.push_back("-default-device");
   options.push_back("-arch=compute_" + std::to_string(request.arch));
-  if (!request.link_source.empty()) {
-    options.push_back("-dlto");
-    options.push_back("-rdc=true");
-  }
+  if (!request.link_source.empty()) options.push_back("-dlto");  // -rdc=true is a linked row's own option
   if (pch == PchMode::create) options.push_back("--create-pch=" + request.pch_path);
   if (pch == PchMode::use) options.push_back("--use-pch=" + request.pch_path);
   return options;

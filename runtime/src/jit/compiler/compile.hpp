@@ -46,7 +46,7 @@ struct CompileRequest {
   unsigned link_threads = 1;
   // A unit linked with code given at run time (Registry::get with a LinkedSource): when not empty, the
   // unit's source and this one (which may include the unit's headers) are each compiled by NVRTC to
-  // LTO-IR (-dlto -rdc=true) and nvJitLink links them (-lto) into the cubin (docs/DESIGN.md, "Operators
+  // LTO-IR (-dlto, and the row's -rdc=true) and nvJitLink links them (-lto) into the cubin (docs/DESIGN.md, "Operators
   // at run time"). No PCH, no PTX.
   std::string link_source;
   std::string link_source_name;  // for NVRTC's messages, e.g. "operator op of primitives/linked_reduce_f32"
