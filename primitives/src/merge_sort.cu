@@ -1,12 +1,9 @@
 // MergeSortPairs<K>: CUB's DispatchMergeSort on the registry's merge_sort_pairs_<K> kernels.
 #include <kiln/prim/merge_sort.hpp>
 
-#include <kiln/prim/detail/cub_launch.cuh>
+#include <kiln/prim/merge_sort_plan.cuh>
+
 #include "stream_temp.cuh"
-
-#include <kiln_prim/merge_sort.cuh>
-
-#include <cub/device/dispatch/dispatch_merge_sort.cuh>
 
 #include <string>
 
@@ -19,26 +16,6 @@ using Less = ::cuda::std::less<>;
 template <typename K>
 using Types = kiln_prim::merge_sort_pairs<detail::kernel_t<K>, int, Less>;
 
-struct MergeSortSource {
-  detail::KernelRef block_sort, partition, merge;
-  detail::KernelRef MergeSortBlockSortKernel() const { return block_sort; }
-  detail::KernelRef MergeSortPartitionKernel() const { return partition; }
-  detail::KernelRef MergeSortMergeKernel() const { return merge; }
-};
-
-// The tile and virtual shared memory sizes DispatchMergeSort uses, from the same types as the kernels.
-template <typename K>
-using VSMem = cub::detail::merge_sort::VSMemHelper<
-    typename Types<K>::key_input_t, typename Types<K>::value_input_t, typename Types<K>::key_iterator_t,
-    typename Types<K>::value_iterator_t, typename Types<K>::offset_t, typename Types<K>::compare_t,
-    typename Types<K>::key_t, typename Types<K>::value_t>;
-
-template <typename K>
-using Dispatch = cub::DispatchMergeSort<
-    typename Types<K>::key_input_t, typename Types<K>::value_input_t, typename Types<K>::key_iterator_t,
-    typename Types<K>::value_iterator_t, typename Types<K>::offset_t, typename Types<K>::compare_t,
-    typename Types<K>::policy_hub, MergeSortSource, detail::LauncherFactory, VSMem<K>>;
-
 template <typename K>
 std::string spec() { return std::string("merge_sort_pairs_") + detail::type_suffix<K>(); }
 
@@ -48,37 +25,16 @@ struct Kernels {
   const Kernel& merge;
 };
 
-// One CUB dispatch, as cub::DeviceMergeSort::SortPairs makes it (keys and values are both the input and
-// the output): sizes the storage when temp.data is null, runs otherwise.
+// One CUB dispatch (detail::merge_sort_dispatch, as MergeSort<K, int, less> runs it).
 template <typename K>
 std::size_t dispatch(CUdevice device, Kernels kernels, K* keys, std::int32_t* values, std::size_t n,
                      TempStorage temp, CUstream stream) {
   using T = Types<K>;
-  const auto count = detail::checked_count(n, "merge_sort_pairs");
-  detail::LaunchStatus status;
-  detail::LauncherFactory factory(device, kernels.block_sort.provenance.arch, &status);
-  auto* k = reinterpret_cast<typename T::key_t*>(keys);
-  auto* v = reinterpret_cast<typename T::value_t*>(values);
-  std::size_t bytes = temp.bytes;
-  const cudaError_t returned = Dispatch<K>::Dispatch(
-      temp.data, bytes, k, v, k, v, count, typename T::compare_t{}, stream,
-      MergeSortSource{detail::ref(kernels.block_sort), detail::ref(kernels.partition), detail::ref(kernels.merge)},
-      factory, detail::RuntimePolicy<typename T::max_policy>{});
-  detail::check_dispatch(returned, status, spec<K>());
-  return bytes;
+  return detail::merge_sort_dispatch<T>(device, kernels.block_sort, kernels.partition, kernels.merge,
+                                        reinterpret_cast<typename T::key_t*>(keys),
+                                        reinterpret_cast<typename T::value_t*>(values), n, Less{}, temp, stream,
+                                        spec<K>());
 }
-
-// Reads a policy's tile the way DispatchMergeSort::Invoke does.
-template <typename K>
-struct MergeSortTile {
-  std::size_t items = 0;
-  template <typename Policy>
-  cudaError_t Invoke() {
-    auto policy = cub::detail::merge_sort::MakeMergeSortPolicyWrapper(Policy{});
-    items = std::size_t(VSMem<K>::ItemsPerTile(policy.MergeSort()));
-    return cudaSuccess;
-  }
-};
 
 }  // namespace
 
@@ -92,9 +48,7 @@ MergeSortPairs<K>::MergeSortPairs(Registry& registry)
 
 template <typename K>
 std::size_t MergeSortPairs<K>::tile_items() const {
-  MergeSortTile<K> tile;
-  detail::RuntimePolicy<typename Types<K>::max_policy>::Invoke(int(block_sort_.provenance.arch) * 10, tile);
-  return tile.items;
+  return detail::merge_sort_tile_items<Types<K>>(block_sort_);
 }
 
 template <typename K>

@@ -1,10 +1,12 @@
-// ReduceWith, ExclusiveScanWith, InclusiveScanWith: CUB's dispatch on kiln's linked rows, with the
-// caller's operator linked in (Registry::get with a LinkedSource).
+// ReduceWith, ExclusiveScanWith, InclusiveScanWith, MergeSortPairsWith, SelectIfWith: CUB's dispatch on kiln's linked
+// rows, with the caller's operator linked in (Registry::get with a LinkedSource).
 #include <kiln/prim/operator.hpp>
 
 #include <kiln/error.hpp>
+#include <kiln/prim/merge_sort_plan.cuh>
 #include <kiln/prim/reduce_plan.cuh>
 #include <kiln/prim/scan_plan.cuh>
+#include <kiln/prim/select_plan.cuh>
 
 #include <kiln_prim/linked_op.cuh>
 
@@ -48,19 +50,42 @@ bool is_identifier(std::string_view name) {
 }
 
 // NVRTC's log names the operator's actual type in the instantiation of check_operator_signature
-// (kiln_prim/linked_op.cuh): "[with Expected=float (float, float), Given=int (int, int)]".
+// (kiln_prim/linked_op.cuh): "[with Expected=float (float, float), Given=int (int, int)]"; bool is
+// "__nv_bool" there, and is put back as the caller wrote it.
 std::string given_signature(std::string_view log) {
   const std::size_t at = log.find("Given=");
   if (at == std::string_view::npos) return {};
   const std::size_t end = log.find_first_of("]\n", at);
-  return std::string(log.substr(at + 6, end == std::string_view::npos ? std::string_view::npos : end - at - 6));
+  std::string given(log.substr(at + 6, end == std::string_view::npos ? std::string_view::npos : end - at - 6));
+  for (std::size_t p; (p = given.find("__nv_bool")) != std::string::npos;) given.replace(p, 9, "bool");
+  return given;
 }
 
-// Builds `Plan` over the linked row for T; a signature mismatch becomes an error naming both types.
+// "R(A, B)" for a result and arguments in C++ spelling.
+std::string signature_text(const std::string& result, const std::vector<std::string>& args) {
+  std::string text = result + "(";
+  for (std::size_t i = 0; i < args.size(); ++i) text += (i ? ", " : "") + args[i];
+  return text + ")";
+}
+
+// How a plan's kernels call the operator, in C++ spelling: `result`(args...).
+struct Signature {
+  std::string result;
+  std::vector<std::string> args;
+};
+
+// T(T, T): the reduce and scan plans'.
+template <typename T>
+Signature binary() {
+  return {cuda_spelling<T>(), {cuda_spelling<T>(), cuda_spelling<T>()}};
+}
+
+// Builds `Plan` over the linked row for T; a signature mismatch becomes an error naming both signatures.
 template <typename Plan, typename T>
-std::unique_ptr<Plan> make_linked(const Operator& op, Registry& registry, const char* family, const char* plan) {
+std::unique_ptr<Plan> make_linked(const Operator& op, Registry& registry, const char* family, const char* plan,
+                                  const Signature& calls = binary<T>()) {
   const std::string name = plan_name<T>(plan);
-  const LinkedSource link = linked_operator_source(op, cuda_spelling<T>(), name);
+  const LinkedSource link = linked_operator_source(op, calls.result, calls.args, name);
   const std::string unit = std::string("linked_") + family + "_" + type_suffix<T>();
   try {
     return std::make_unique<Plan>(registry, unit, &link);
@@ -69,8 +94,8 @@ std::unique_ptr<Plan> make_linked(const Operator& op, Registry& registry, const 
     if (given.empty()) throw;
     const std::string t = cuda_spelling<T>();
     throw Error(Errc::compile, "kiln::prim::" + name + ": operator '" + op.name + "' is " + given + "; the " +
-                                   plan + " calls it as " + t + "(" + t + ", " + t + ") (const " + t +
-                                   "& parameters are fine)\n" + e.what());
+                                   plan + " calls it as " + signature_text(calls.result, calls.args) + " (const " +
+                                   t + "& parameters are fine)\n" + e.what());
   }
 }
 
@@ -93,26 +118,48 @@ struct LinkedInclusiveScan {
       : plan(registry, unit, link) {}
   InclusiveScan<kernel_t<T>, LinkedOp<T>> plan;
 };
+template <typename T>
+struct LinkedSelectIf {
+  LinkedSelectIf(Registry& registry, const std::string& unit, const LinkedSource* link) : plan(registry, unit, link) {}
+  SelectIf<kernel_t<T>, kiln_prim::linked_unary_op<bool, kernel_t<T>>> plan;
+};
+template <typename K>
+struct LinkedMergeSort {
+  LinkedMergeSort(Registry& registry, const std::string& unit, const LinkedSource* link) : plan(registry, unit, link) {}
+  MergeSort<kernel_t<K>, int, kiln_prim::linked_compare_op<kernel_t<K>>> plan;
+};
 
 }  // namespace detail
 
-LinkedSource linked_operator_source(const Operator& op, const std::string& type, const std::string& plan) {
+LinkedSource linked_operator_source(const Operator& op, const std::string& result, const std::vector<std::string>& args,
+                                    const std::string& plan) {
   if (!detail::is_identifier(op.name)) {
     throw std::invalid_argument("kiln::prim::" + plan + ": the operator's name '" + op.name +
                                 "' is not a C++ identifier (Operator::name names the function its source defines)");
   }
-  const std::string& t = type;
+  const std::string signature = detail::signature_text(result, args);
+  std::string template_args = result, parameters, call;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string p = std::string("a").append(std::to_string(i));
+    template_args += ", " + args[i];
+    parameters += (i ? ", " : "") + args[i] + " " + p;
+    call += (i ? ", " : "") + p;
+  }
   LinkedSource link;
   link.name = "operator '" + op.name + "' of kiln::prim::" + plan;
   link.source = "#include <kiln_prim/linked_op.cuh>\n"
                 "#line 1 \"operator " + op.name + "\"\n" +
                 op.source + "\n"
                 "#line 1 \"kiln: the definition linked into " + plan + "\"\n"
-                "static_assert(kiln_prim::detail::check_operator_signature<" + t + "(" + t + ", " + t + "), "
+                "static_assert(kiln_prim::detail::check_operator_signature<" + signature + ", "
                 "kiln_prim::detail::signature_of<decltype(&" + op.name + ")>::type>::ok, \"\");\n"
-                "template <> __device__ " + t + " kiln_prim::linked_operator<" + t + ", " + t + ", " + t + ">(" + t +
-                " a, " + t + " b) { return " + op.name + "(a, b); }\n";
+                "template <> __device__ " + result + " kiln_prim::linked_operator<" + template_args + ">(" +
+                parameters + ") { return " + op.name + "(" + call + "); }\n";
   return link;
+}
+
+LinkedSource linked_operator_source(const Operator& op, const std::string& type, const std::string& plan) {
+  return linked_operator_source(op, type, {type, type}, plan);
 }
 
 // The 64-bit integer types are `long` here and `long long` in the kernels: one representation.
@@ -188,10 +235,61 @@ std::size_t InclusiveScanWith<T>::tile_items() const { return plan_->plan.tile_i
 template <typename T>
 const Kernel& InclusiveScanWith<T>::kernel() const { return plan_->plan.kernel(); }
 
+template <typename K>
+MergeSortPairsWith<K>::MergeSortPairsWith(const Operator& compare, Registry& registry)
+    : plan_(detail::make_linked<detail::LinkedMergeSort<K>, K>(
+          compare, registry, "merge_sort_pairs", "MergeSortPairsWith",
+          {"bool", {detail::cuda_spelling<K>(), detail::cuda_spelling<K>()}})) {}
+template <typename K>
+MergeSortPairsWith<K>::~MergeSortPairsWith() = default;
+template <typename K>
+MergeSortPairsWith<K>::MergeSortPairsWith(MergeSortPairsWith&&) noexcept = default;
+template <typename K>
+std::size_t MergeSortPairsWith<K>::temp_bytes(std::size_t n) const { return plan_->plan.temp_bytes(n); }
+template <typename K>
+void MergeSortPairsWith<K>::operator()(K* keys, value_type* values, std::size_t n, TempStorage temp,
+                                       CUstream stream) const {
+  std::as_const(plan_->plan)(out_ptr(keys), values, n, temp, stream);
+}
+template <typename K>
+void MergeSortPairsWith<K>::operator()(K* keys, value_type* values, std::size_t n, CUstream stream) {
+  plan_->plan(out_ptr(keys), values, n, stream);
+}
+template <typename K>
+std::size_t MergeSortPairsWith<K>::tile_items() const { return plan_->plan.tile_items(); }
+template <typename K>
+const Kernel& MergeSortPairsWith<K>::kernel() const { return plan_->plan.kernel(); }
+
+template <typename T>
+SelectIfWith<T>::SelectIfWith(const Operator& pred, Registry& registry)
+    : plan_(detail::make_linked<detail::LinkedSelectIf<T>, T>(pred, registry, "select_if", "SelectIfWith",
+                                                              {"bool", {detail::cuda_spelling<T>()}})) {}
+template <typename T>
+SelectIfWith<T>::~SelectIfWith() = default;
+template <typename T>
+SelectIfWith<T>::SelectIfWith(SelectIfWith&&) noexcept = default;
+template <typename T>
+std::size_t SelectIfWith<T>::temp_bytes(std::size_t n) const { return plan_->plan.temp_bytes(n); }
+template <typename T>
+void SelectIfWith<T>::operator()(const T* in, T* out, std::int64_t* count, std::size_t n, TempStorage temp,
+                                 CUstream stream) const {
+  std::as_const(plan_->plan)(in_ptr(in), out_ptr(out), out_ptr(count), n, temp, stream);
+}
+template <typename T>
+void SelectIfWith<T>::operator()(const T* in, T* out, std::int64_t* count, std::size_t n, CUstream stream) {
+  plan_->plan(in_ptr(in), out_ptr(out), out_ptr(count), n, stream);
+}
+template <typename T>
+std::size_t SelectIfWith<T>::tile_items() const { return plan_->plan.tile_items(); }
+template <typename T>
+const Kernel& SelectIfWith<T>::kernel() const { return plan_->plan.kernel(); }
+
 #define KILN_LINKED_PLANS(T)            \
   template class ReduceWith<T>;         \
   template class ExclusiveScanWith<T>;  \
-  template class InclusiveScanWith<T>;
+  template class InclusiveScanWith<T>;  \
+  template class MergeSortPairsWith<T>;  \
+  template class SelectIfWith<T>;
 KILN_LINKED_PLANS(std::int32_t)
 KILN_LINKED_PLANS(std::uint32_t)
 KILN_LINKED_PLANS(std::int64_t)

@@ -1,5 +1,5 @@
-"""kiln's open families (kiln.exclusive_scan, kiln.inclusive_scan, kiln.reduce): a row expands into the
-kernels the family declares, and a mistake names the file, the row and the field."""
+"""kiln's open families (kiln.exclusive_scan, kiln.inclusive_scan, kiln.merge_sort_pairs, kiln.reduce,
+kiln.select_if): a row expands into the kernels the family declares, and a mistake names the file, the row and the field."""
 
 import textwrap
 import unittest
@@ -11,7 +11,7 @@ import unit_source  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 
 HEADER = '[registry]\nname = "t"\n'
-SCAN = "kiln_prim::exclusive_scan<float, ::cuda::maximum<>>"
+SCAN = "kiln_prim::exclusive_scan<float, ::cuda::maximum<>, void>"  # In = void: the input is const T*
 
 
 class KilnFamilies(TableCase):
@@ -26,7 +26,7 @@ class KilnFamilies(TableCase):
                                                      "init_t", "offset_t", "accum_t"))
         self.assertEqual(sweep, f"cub::detail::scan::DeviceScanKernel<{members}, false>")
         self.assertIn(ROOT / "primitives" / "device", unit.include_dirs)
-        self.assertEqual(unit.params, {"Header": "", "Op": "::cuda::maximum<>", "T": "float"})
+        self.assertEqual(unit.params, {"Header": "", "In": "void", "Op": "::cuda::maximum<>", "T": "float"})
         self.assertEqual(unit.family_declaration, ROOT / "templates" / "families" / "kiln" / "exclusive_scan.toml")
 
     def test_reduce_and_inclusive_scan_rows(self):
@@ -43,14 +43,42 @@ class KilnFamilies(TableCase):
             '''))
         reduce, scan = s.units
         self.assertEqual([k.name for k in reduce.kernels], ["max_by_a_single_tile", "max_by_a_sweep", "max_by_a_final"])
-        self.assertTrue(all("kiln_prim::reduce<geo::Tagged, geo::MaxByA>::" in k.expression for k in reduce.kernels))
+        self.assertTrue(all("kiln_prim::reduce<geo::Tagged, geo::MaxByA, void>::" in k.expression for k in reduce.kernels))
         self.assertIn("partials_t", reduce.kernels[2].expression)
         self.assertEqual([k.name for k in scan.kernels], ["running_max_init", "running_max_sweep"])
-        self.assertIn("kiln_prim::inclusive_scan<int, ::cuda::maximum<>>::init_t", scan.kernels[1].expression)
+        self.assertIn("kiln_prim::inclusive_scan<int, ::cuda::maximum<>, void>::init_t", scan.kernels[1].expression)
         text = unit_source.unit_body(s, reduce)
         self.assertIn("#include <kiln_prim/reduce.cuh>", text)
         self.assertIn("#include <geo/tagged.cuh>", text)
         self.assertNotIn("#include <", unit_source.unit_body(s, scan).replace("#include <kiln_prim/scan.cuh>", ""))
+
+    def test_lazy_input_merge_sort_and_select_rows(self):
+        s = self.load(HEADER + textwrap.dedent('''\
+            [[unit]]
+            name = "count_scan"
+            family = "kiln.exclusive_scan"
+            params = { T = "long long", Op = "::cuda::std::plus<>", In = "kiln_prim::counting_iterator<long long>" }
+
+            [[unit]]
+            name = "sort_desc"
+            family = "kiln.merge_sort_pairs"
+            params = { K = "float", V = "int", Compare = "::cuda::std::greater<>" }
+
+            [[unit]]
+            name = "positive"
+            family = "kiln.select_if"
+            params = { T = "double", Pred = "geo::Positive", Header = "geo/lazy.cuh" }
+            '''))
+        scan, sort, select = s.units
+        self.assertTrue(all("kiln_prim::exclusive_scan<long long, ::cuda::std::plus<>, "
+                            "kiln_prim::counting_iterator<long long>>::" in k.expression for k in scan.kernels))
+        self.assertEqual([k.name for k in sort.kernels], ["sort_desc_block_sort", "sort_desc_partition", "sort_desc_merge"])
+        self.assertTrue(all("kiln_prim::merge_sort_pairs<float, int, ::cuda::std::greater<>>::" in k.expression
+                            for k in sort.kernels))
+        self.assertIn("#include <kiln_prim/merge_sort.cuh>", unit_source.unit_body(s, sort))
+        self.assertEqual([k.name for k in select.kernels], ["positive_init", "positive_sweep"])
+        self.assertIn("kiln_prim::select_if<double, geo::Positive>::select_op_t", select.kernels[1].expression)
+        self.assertIn("#include <geo/lazy.cuh>", unit_source.unit_body(s, select))
 
     def test_missing_param_names_file_row_and_field(self):
         self.refused(HEADER + '[[unit]]\nname = "scan"\nfamily = "kiln.exclusive_scan"\nparams = { T = "float" }\n',
@@ -59,7 +87,7 @@ class KilnFamilies(TableCase):
     def test_unknown_kiln_family(self):
         self.refused(HEADER + '[[unit]]\nname = "s"\nfamily = "kiln.sort"\nparams = { T = "int" }\n',
                    "unit #1 's'", "field 'family'", "unknown family 'kiln.sort'",
-                   "kiln.exclusive_scan, kiln.inclusive_scan, kiln.reduce")
+                   "kiln.exclusive_scan, kiln.inclusive_scan, kiln.merge_sort_pairs, kiln.reduce, kiln.select_if")
 
     def test_kiln_prefix_is_not_searched_in_a_tables_template_dirs(self):
         (self.root / "fam").mkdir()

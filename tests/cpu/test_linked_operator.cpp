@@ -14,6 +14,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -37,6 +38,22 @@ CompileRequest linked_request(const kiln::prim::Operator& op, unsigned arch) {
   return request;
 }
 
+// The request for the linked row with `kernel` and an operator called as result(args...).
+CompileRequest linked_request(const char* kernel, const kiln::prim::Operator& op, const std::string& result,
+                              const std::vector<std::string>& args, const std::string& plan) {
+  CompileRequest request = kiln::detail::make_request(kiln::prim::catalog(), unit_of(kernel), 90);
+  const kiln::LinkedSource link = kiln::prim::linked_operator_source(op, result, args, plan);
+  request.link_source = link.source;
+  request.link_source_name = link.name;
+  return request;
+}
+
+// MergeSortPairsWith<float>'s comparator, bool(float, float).
+CompileRequest linked_sort_request(const kiln::prim::Operator& compare) {
+  return linked_request("linked_merge_sort_pairs_f32_block_sort", compare, "bool", {"float", "float"},
+                        "MergeSortPairsWith<float>");
+}
+
 bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 }  // namespace
@@ -54,7 +71,8 @@ TEST_CASE("an operator links into the reduce row: the cubin is for the arch and 
   CHECK(contains(out.entry->compiler, "LTO with operator 'op' of kiln::prim::ReduceWith<float>"));
   // LTO leaves no call: the operator is inlined, so nothing of it is left to resolve (an unresolved
   // call would have failed the link).
-  MESSAGE("NVRTC " << out.nvrtc_ms << " ms (unit and operator), nvJitLink -lto " << out.link_ms << " ms");
+  MESSAGE("NVRTC " << out.nvrtc_ms << " ms (unit and operator), nvJitLink -lto " << out.link_ms << " ms, cubin "
+                    << out.entry->cubin.size() << " bytes");
 }
 
 TEST_CASE("an operator that does not compile: the error carries its text, NVRTC's log names the line") {
@@ -80,6 +98,44 @@ TEST_CASE("an operator whose signature is not T(T, T): NVRTC's log names both ty
   const CompileOutcome refs = compile_unit(
       linked_request({"__device__ float op(const float& a, const float& b) { return a > b ? a : b; }"}, 90));
   CHECK_MESSAGE(refs.entry.ok(), refs.log);
+}
+
+TEST_CASE("a comparator links into the merge sort row; one that is not bool(K, K) names both signatures") {
+  const CompileOutcome out =
+      compile_unit(linked_sort_request({"__device__ bool op(const float& a, const float& b) { return a > b; }"}));
+  const std::string why = out.entry.ok() ? std::string() : out.entry.error() + "\n" + out.log;
+  REQUIRE_MESSAGE(out.entry.ok(), why);
+  const kiln::detail::Cubin cubin = kiln::detail::read_cubin(std::string_view(out.entry->cubin));
+  REQUIRE(cubin.ok());
+  const CompileRequest request = linked_sort_request({"unused"});
+  REQUIRE(request.kernels.size() == 3);  // block sort, partition, merge
+  for (const auto& kernel : request.kernels) CHECK(cubin.defines(kernel.lowered));
+
+  const CompileOutcome wrong =
+      compile_unit(linked_sort_request({"__device__ float op(float a, float b) { return a - b; }"}));
+  REQUIRE_FALSE(wrong.entry.ok());
+  CHECK_MESSAGE(contains(wrong.log, "Expected=__nv_bool (float, float)"), wrong.log);  // NVRTC's name for bool
+  CHECK(contains(wrong.log, "Given=float (float, float)"));
+}
+
+TEST_CASE("a predicate links into the select row; one that is not bool(T) names both signatures") {
+  const char* kernel = "linked_select_if_f64_sweep";
+  const CompileOutcome out =
+      compile_unit(linked_request(kernel, {"__device__ bool op(double x) { return x > 0; }"}, "bool", {"double"},
+                                  "SelectIfWith<double>"));
+  const std::string why = out.entry.ok() ? std::string() : out.entry.error() + "\n" + out.log;
+  REQUIRE_MESSAGE(out.entry.ok(), why);
+  const kiln::detail::Cubin cubin = kiln::detail::read_cubin(std::string_view(out.entry->cubin));
+  REQUIRE(cubin.ok());
+  const CompileRequest request = linked_request(kernel, {"unused"}, "bool", {"double"}, "SelectIfWith<double>");
+  REQUIRE(request.kernels.size() == 2);  // init, sweep
+  for (const auto& k : request.kernels) CHECK(cubin.defines(k.lowered));
+
+  const CompileOutcome wrong = compile_unit(linked_request(
+      kernel, {"__device__ bool op(double x, double y) { return x > y; }"}, "bool", {"double"}, "SelectIfWith<double>"));
+  REQUIRE_FALSE(wrong.entry.ok());
+  CHECK(contains(wrong.log, "Expected=__nv_bool (double)"));
+  CHECK(contains(wrong.log, "Given=__nv_bool (double, double)"));
 }
 
 TEST_CASE("an operator's name must be an identifier, and name the function its source defines") {

@@ -1,12 +1,14 @@
-// ReduceWith, ExclusiveScanWith, InclusiveScanWith (kiln/prim/operator.hpp): operators given at run time as
-// CUDA C++ text, linked into the primitives' linked rows, against CPU references at the issue's sizes
-// (0, 1, a tile's edges, 1,000,003 and 2^24), outputs poisoned before each run; where the linked kernels
-// come from (JIT, then memory in this registry, then disk in another); and what a bad operator gives.
+// ReduceWith, ExclusiveScanWith, InclusiveScanWith, MergeSortPairsWith, SelectIfWith (kiln/prim/operator.hpp):
+// operators given at run time as CUDA C++ text, linked into the primitives' linked rows, against CPU
+// references at the issue's sizes (0, 1, a tile's edges, 1,000,003 and 2^24), outputs poisoned before each
+// run (the sort works in place); where the linked kernels come from (JIT, then memory in this registry,
+// then disk in another); and what a bad operator gives.
 #include "prim_harness.hpp"
 
 #include <kiln/prim/operator.hpp>
 
 #include <algorithm>
+#include <iterator>
 #include <cstdint>
 #include <limits>
 #include <numeric>
@@ -140,4 +142,68 @@ TEST_CASE("operator: a bad operator is a compile error with NVRTC's log and the 
   // After the failures, the same registry links a good operator.
   kiln::prim::ReduceWith<float> good({kMaxF}, local);
   check_linked_source(good.kernel());
+}
+
+TEST_CASE("operator: a descending stable merge sort by a run-time comparator matches std::stable_sort") {
+  PrimContext context;
+  kiln::prim::MergeSortPairsWith<float> plan({"__device__ bool op(const float& a, const float& b) { return a > b; }"});
+  check_linked_source(plan.kernel());
+  unsigned seed = 90;
+  for (std::size_t n : operator_sizes(plan.tile_items())) {
+    CAPTURE(n);
+    // Whole numbers below 1000: many equal keys, so stability shows in the values' order.
+    auto keys = random_vector<float>(n, seed++, 0.0f, 1000.0f);
+    for (float& k : keys) k = float(int(k));
+    std::vector<std::int32_t> values(n);
+    std::iota(values.begin(), values.end(), 0);
+    std::vector<std::int32_t> order = values;
+    std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) { return keys[a] > keys[b]; });
+    std::vector<float> want_keys(n);
+    for (std::size_t i = 0; i < n; ++i) want_keys[i] = keys[order[i]];
+    DeviceArray<float> d_keys(keys);
+    DeviceArray<std::int32_t> d_values(values);
+    if (n % 2) {
+      plan(d_keys.get(), d_values.get(), n);
+    } else {
+      DeviceArray<std::uint8_t> temp(plan.temp_bytes(n));
+      plan(d_keys.get(), d_values.get(), n, kiln::prim::TempStorage{temp.get(), temp.size()});
+    }
+    KILN_CHECK_SAME(d_keys.download(), want_keys);
+    KILN_CHECK_SAME(d_values.download(), order);
+  }
+  try {
+    kiln::prim::MergeSortPairsWith<float> wrong({"__device__ float op(float a, float b) { return a - b; }"});
+    FAIL("a comparator of the wrong signature built a plan");
+  } catch (const kiln::Error& e) {
+    CHECK(e.code() == kiln::Errc::compile);
+    CHECK(contains(e.what(), "operator 'op' is float (float, float)"));
+    CHECK(contains(e.what(), "calls it as bool(float, float)"));
+  }
+}
+
+TEST_CASE("operator: a select with a run-time predicate matches std::copy_if, count and order") {
+  PrimContext context;
+  // Keeps the multiples of 3: about a third of the items, in random places.
+  kiln::prim::SelectIfWith<std::int64_t> plan({"__device__ bool op(long long x) { return x % 3 == 0; }"});
+  check_linked_source(plan.kernel());
+  unsigned seed = 110;
+  for (std::size_t n : operator_sizes(plan.tile_items())) {
+    CAPTURE(n);
+    const auto in = random_vector<std::int64_t>(n, seed++, -1'000'000'000'000, 1'000'000'000'000);
+    std::vector<std::int64_t> want;
+    std::copy_if(in.begin(), in.end(), std::back_inserter(want), [](std::int64_t x) { return x % 3 == 0; });
+    DeviceArray<std::int64_t> d_in(in), out(n), count(1);
+    out.poison();
+    count.poison();
+    if (n % 2) {
+      plan(d_in.get(), out.get(), count.get(), n);
+    } else {
+      DeviceArray<std::uint8_t> temp(plan.temp_bytes(n));
+      plan(d_in.get(), out.get(), count.get(), n, kiln::prim::TempStorage{temp.get(), temp.size()});
+    }
+    KILN_CHECK_SAME(count.download(), std::vector<std::int64_t>{std::int64_t(want.size())});
+    std::vector<std::int64_t> got = out.download();
+    got.resize(want.size());
+    KILN_CHECK_SAME(got, want);
+  }
 }

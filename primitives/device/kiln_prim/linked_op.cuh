@@ -17,6 +17,18 @@ struct linked_binary_op {
   __device__ __forceinline__ T operator()(const T& a, const T& b) const { return linked_operator<T, T, T>(a, b); }
 };
 
+// The comparator of a linked kiln.merge_sort_pairs row: a strict weak order on K, bool(K, K).
+template <typename K>
+struct linked_compare_op {
+  __device__ __forceinline__ bool operator()(const K& a, const K& b) const { return linked_operator<bool, K, K>(a, b); }
+};
+
+// A unary operator linked in: R(A), e.g. the function of a transform_iterator (kiln_prim/iterators.cuh).
+template <typename R, typename A>
+struct linked_unary_op {
+  __device__ __forceinline__ R operator()(const A& a) const { return linked_operator<R, A>(a); }
+};
+
 namespace detail {
 
 template <typename A, typename B>

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <kiln_prim/cub_nvrtc.cuh>
+#include <kiln_prim/iterators.cuh>
 
 #include <cub/device/dispatch/kernels/reduce.cuh>
 #include <cub/device/dispatch/kernels/segmented_reduce.cuh>
@@ -19,16 +20,17 @@ namespace kiln_prim {
 // (device_reduce.cuh): OffsetT = choose_offset_t<int> (unsigned 32-bit), AccumT and PolicyHub as
 // DispatchReduce's defaults, no transform. DeviceReduceKernelSource (dispatch_reduce.cuh) names three
 // kernels: the single-tile kernel for small inputs, the per-block reduction kernel, and the single-tile
-// kernel again over the per-block partials with `int` item counts.
-template <typename T, typename Op, typename InitT = T>
+// kernel again over the per-block partials with `int` item counts. In: the input iterator, void for const T*
+// (kiln_prim/iterators.cuh for lazy ones); its values are what Op combines, as DispatchReduce's AccumT says.
+template <typename T, typename Op, typename In = void, typename InitT = T>
 struct reduce {
   using value_t = T;
-  using input_t = const T*;
+  using input_t = input_iterator_t<T, In>;
   using output_t = T*;
   using offset_t = unsigned int;
   using op_t = Op;
   using init_t = InitT;
-  using accum_t = ::cuda::std::__accumulator_t<Op, T, InitT>;
+  using accum_t = ::cuda::std::__accumulator_t<Op, cub::detail::it_value_t<input_t>, InitT>;
   using transform_t = ::cuda::std::__identity;
   using policy_hub = cub::detail::reduce::policy_hub<accum_t, offset_t, op_t>;
   using max_policy = typename policy_hub::MaxPolicy;

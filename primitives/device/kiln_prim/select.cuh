@@ -1,7 +1,7 @@
-// Stream compaction of indices by a byte mask: the types kiln's select kernels are
-// instantiated with, shared by the kernel units (templates/families/prim_select.cu.j2) and the host
-// dispatch (primitives/src/select.cu). What cub::DeviceSelect::Flagged(counting iterator, mask, out,
-// num_selected, n) instantiates, spelled out.
+// Stream compaction: the types kiln's select kernels are instantiated with, shared by the kernel units
+// (templates/families/prim_select.cu.j2, kiln/select_if.cu.j2) and the host dispatch
+// (kiln/prim/detail/select_launch.cuh). What cub::DeviceSelect::Flagged(counting iterator, mask, out,
+// num_selected, n) and cub::DeviceSelect::If(in, out, num_selected, n, pred) instantiate, spelled out.
 //
 // CCCL 3.0.1 defines the select sweep kernel, its agent wrapper and its streaming context in
 // cub/device/dispatch/dispatch_select_if.cuh, which NVRTC cannot compile (it includes <cstdio>, <iterator>,
@@ -13,6 +13,7 @@
 #pragma once
 
 #include <kiln_prim/cub_nvrtc.cuh>
+#include <kiln_prim/iterators.cuh>  // counting_iterator: the indices a select compacts
 
 #include <cub/agent/agent_select_if.cuh>
 #include <cub/device/dispatch/dispatch_common.cuh>
@@ -27,42 +28,6 @@
 #include <cuda/std/limits>
 
 namespace kiln_prim {
-
-// The index sequence first, first + 1, …: the input a select of indices compacts. CCCL 3.0.1 has no CUB
-// counting iterator (cub::CountingInputIterator is gone, cuda::counting_iterator not yet there), and
-// thrust::counting_iterator lives in an inline namespace named after the architecture list (THRUST_*_SM_*),
-// so kernel names with it would differ between compilers. This one is what AgentSelectIf needs of an input
-// iterator (a non-pointer: loaded element by element, as thrust's is) and nothing more.
-template <typename I>
-struct counting_iterator {
-  using iterator_category = ::cuda::std::random_access_iterator_tag;
-  using value_type = I;
-  using difference_type = ::cuda::std::ptrdiff_t;
-  using pointer = void;
-  using reference = I;
-
-  I value;
-
-  __host__ __device__ __forceinline__ I operator*() const { return value; }
-  __host__ __device__ __forceinline__ I operator[](difference_type n) const { return value + static_cast<I>(n); }
-  __host__ __device__ __forceinline__ counting_iterator operator+(difference_type n) const {
-    return {static_cast<I>(value + static_cast<I>(n))};
-  }
-  __host__ __device__ __forceinline__ counting_iterator operator-(difference_type n) const {
-    return {static_cast<I>(value - static_cast<I>(n))};
-  }
-  __host__ __device__ __forceinline__ difference_type operator-(counting_iterator other) const {
-    return static_cast<difference_type>(value) - static_cast<difference_type>(other.value);
-  }
-  __host__ __device__ __forceinline__ counting_iterator& operator+=(difference_type n) {
-    value += static_cast<I>(n);
-    return *this;
-  }
-  __host__ __device__ __forceinline__ counting_iterator& operator++() {
-    ++value;
-    return *this;
-  }
-};
 
 namespace cub_select {
 
@@ -303,20 +268,19 @@ __launch_bounds__(int(
 
 }  // namespace cub_select
 
-// cub::DeviceSelect::Flagged(counting_iterator<I>{0}, const uint8_t* mask, I* out, I* num_selected, n): a
-// 64-bit global offset (DeviceSelect's OffsetT), hence the streaming context that splits inputs longer than
-// 2^31 - 1 items into partitions; 32-bit offsets within a partition.
-template <typename I>
-struct select_indices {
-  using index_t = I;
-  using input_t = counting_iterator<I>;
-  using flags_t = const ::cuda::std::uint8_t*;
-  using output_t = I*;
-  using num_selected_t = I*;
-  using select_op_t = cub::NullType;
+// What DispatchSelectIf instantiates for one cub::DeviceSelect call with SelectImpl::Select: a 64-bit global
+// offset (DeviceSelect's OffsetT), hence the streaming context that splits inputs longer than 2^31 - 1
+// items into partitions; 32-bit offsets within a partition; CUB's default policy hub for these iterators.
+template <typename In, typename Flags, typename Out, typename NumSelected, typename SelectOp>
+struct select_common {
+  using input_t = In;
+  using flags_t = Flags;
+  using output_t = Out;
+  using num_selected_t = NumSelected;
+  using select_op_t = SelectOp;
   using equality_op_t = cub::NullType;
-  // DeviceSelect::Flagged's OffsetT, ::cuda::std::int64_t, spelled `long long`: that is `long` under nvcc on
-  // LP64 hosts and `long long` under NVRTC, and the kernel's mangled name must not depend on the compiler.
+  // DeviceSelect's OffsetT, ::cuda::std::int64_t, spelled `long long`: that is `long` under nvcc on LP64
+  // hosts and `long long` under NVRTC, and the kernel's mangled name must not depend on the compiler.
   using offset_t = long long;
   using partition_offset_t = cub_select::per_partition_offset_t;  // int32
   static constexpr cub::SelectImpl impl = cub::SelectImpl::Select;
@@ -324,7 +288,8 @@ struct select_indices {
   static constexpr bool may_require_streaming = true;  // int32 partitions < int64 offsets, as in DispatchSelectIf
   using streaming_context_t = cub_select::streaming_context_t<offset_t, may_require_streaming>;
   using tile_state = cub::ScanTileState<partition_offset_t>;
-  using policy_hub = cub::detail::select::policy_hub<I, ::cuda::std::uint8_t, partition_offset_t, false, impl>;
+  using policy_hub = cub::detail::select::policy_hub<cub::detail::it_value_t<In>, cub::detail::it_value_t<Flags>,
+                                                     partition_offset_t, false, impl>;
   using max_policy = typename policy_hub::MaxPolicy;
   // What DispatchSelectIf::Invoke sizes the tile with: the policy, or its fallback when the agent's shared
   // memory does not fit (then the kernel uses virtual shared memory in global memory).
@@ -332,6 +297,20 @@ struct select_indices {
   using vsmem_helper = cub::detail::vsmem_helper_default_fallback_policy_t<
       Policy, cub_select::agent_select_if_wrapper_t<impl>::template agent_t, input_t, flags_t, output_t, select_op_t,
       equality_op_t, partition_offset_t, streaming_context_t>;
+};
+
+// cub::DeviceSelect::Flagged(counting_iterator<I>{0}, const uint8_t* mask, I* out, I* num_selected, n).
+template <typename I>
+struct select_indices
+    : select_common<counting_iterator<I>, const ::cuda::std::uint8_t*, I*, I*, cub::NullType> {
+  using index_t = I;
+};
+
+// cub::DeviceSelect::If(const T* in, T* out, long long* num_selected, n, Pred): the items for which
+// pred(item) is true, in their input order. Pred: bool(T).
+template <typename T, typename Pred>
+struct select_if : select_common<const T*, cub::NullType*, T*, long long*, Pred> {
+  using value_t = T;
 };
 
 }  // namespace kiln_prim

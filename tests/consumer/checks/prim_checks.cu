@@ -1,12 +1,20 @@
 // On a GPU: kiln's open primitives on geo's kiln.* rows (geo.toml), run by kiln::prim's header-only plans
 // from this nvcc-compiled file against CPU references: a float exclusive sum, a max-by-field reduction of
-// the project's own geo::Tagged, an int running max. Sizes 0, 1, each plan's tile edges, 1,000,003 and
-// 2^24, every output poisoned before each run; from the embedded tier, then the JIT tier. Exits 77
-// (skipped) where kiln::driver() finds no CUDA driver or GPU.
+// the project's own geo::Tagged, an int running max; scans of a counting and a constant iterator, reduces
+// through a transform iterator and a transform of a zip; a descending merge sort by geo's comparator; a
+// select by geo's predicate.
+// Sizes 0, 1, each plan's tile edges, 1,000,003 and 2^24, every output poisoned before each run (the sort
+// works in place: its n = 0 run must leave the buffer as it was); from the embedded tier, then the JIT
+// tier. Exits 77 (skipped) where kiln::driver() finds no CUDA driver or GPU.
 #include <kiln/kiln.hpp>
+#include <kiln/prim/merge_sort_plan.cuh>
 #include <kiln/prim/reduce_plan.cuh>
 #include <kiln/prim/scan_plan.cuh>
+#include <kiln/prim/select_plan.cuh>
 
+#include <kiln_prim/iterators.cuh>
+
+#include <geo/lazy.cuh>
 #include <geo/tagged.cuh>
 
 #include "check.hpp"
@@ -14,6 +22,7 @@
 #include "geo_catalog.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <cstdio>
 #include <cuda/functional>
 #include <cuda/std/functional>
@@ -133,10 +142,164 @@ void check_running_max(kiln::Registry& geo, bool embedded) {
   }
 }
 
+// Exclusive scan of first, first + 1, …: no input in memory. Sums stay below 2^63 at 2^24 items.
+void check_counting_scan(kiln::Registry& geo, bool embedded) {
+  using In = kiln_prim::counting_iterator<long long>;
+  kiln::prim::ExclusiveScan<long long, ::cuda::std::plus<>, In> plan(geo, "count_scan_i64");
+  check_source(plan.kernel(), embedded);
+  const long long first = -1000, init = 7;
+  for (std::size_t n : sizes(plan.tile_items())) {
+    Buffer<long long> d_out(n);
+    d_out.fill_poison();
+    plan(In{first}, d_out.get(), n, init);
+    const std::vector<long long> got = d_out.download();
+    if (n == 0) {
+      CHECK(poisoned(got[0]));
+      continue;
+    }
+    long long want = init;
+    bool same = true;
+    for (std::size_t i = 0; i < n && same; ++i) {
+      same = got[i] == want;
+      want += first + (long long)i;
+    }
+    CHECK(same);
+  }
+}
+
+// Inclusive scan of one constant: c, 2c, 3c, …
+void check_constant_scan(kiln::Registry& geo, bool embedded) {
+  using In = kiln_prim::constant_iterator<int>;
+  kiln::prim::InclusiveScan<int, ::cuda::std::plus<>, In> plan(geo, "ramp_i32");
+  check_source(plan.kernel(), embedded);
+  for (std::size_t n : sizes(plan.tile_items())) {
+    Buffer<int> d_out(n);
+    d_out.fill_poison();
+    plan(In{3}, d_out.get(), n);
+    const std::vector<int> got = d_out.download();
+    if (n == 0) {
+      CHECK(poisoned(got[0]));
+      continue;
+    }
+    bool same = true;
+    for (std::size_t i = 0; i < n && same; ++i) same = got[i] == 3 * int(i + 1);
+    CHECK(same);
+  }
+}
+
+// Integer-valued floats below 1000: squares and products, and their sums up to 2^24 items, are exact in
+// double in any order of additions.
+std::vector<float> small_integers(std::size_t n, std::mt19937& random) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = float(random() % 1000u);
+  return v;
+}
+
+void check_sum_squares(kiln::Registry& geo, bool embedded) {
+  using In = kiln_prim::transform_iterator<double, geo::Square, const float*>;
+  kiln::prim::Reduce<double, ::cuda::std::plus<>, In> plan(geo, "sum_squares_f64");
+  check_source(plan.kernel(), embedded);
+  std::mt19937 random(23);
+  for (std::size_t n : sizes(plan.tile_items())) {
+    const std::vector<float> x = small_integers(n, random);
+    double want = 1.0;  // init
+    for (float v : x) want += double(v) * double(v);
+    Buffer<float> d_x(n);
+    Buffer<double> d_out(1);
+    d_x.upload(x);
+    d_out.fill_poison();
+    plan(In{d_x.get(), {}}, d_out.get(), n, 1.0);
+    CHECK(d_out.download()[0] == want);
+  }
+}
+
+void check_dot(kiln::Registry& geo, bool embedded) {
+  using In = kiln_prim::transform_iterator<double, geo::Product, kiln_prim::zip_iterator<const float*, const float*>>;
+  kiln::prim::Reduce<double, ::cuda::std::plus<>, In> plan(geo, "dot_f64");
+  check_source(plan.kernel(), embedded);
+  std::mt19937 random(24);
+  for (std::size_t n : sizes(plan.tile_items())) {
+    const std::vector<float> x = small_integers(n, random), y = small_integers(n, random);
+    double want = 0.0;
+    for (std::size_t i = 0; i < n; ++i) want += double(x[i]) * double(y[i]);
+    Buffer<float> d_x(n), d_y(n);
+    Buffer<double> d_out(1);
+    d_x.upload(x);
+    d_y.upload(y);
+    d_out.fill_poison();
+    plan(In{{d_x.get(), d_y.get()}, {}}, d_out.get(), n, 0.0);
+    CHECK(d_out.download()[0] == want);
+  }
+}
+
+// Many equal keys (1000 values), values their input positions: stability shows in the values' order.
+void check_sort_descending(kiln::Registry& geo, bool embedded) {
+  kiln::prim::MergeSort<float, int, geo::Descending> plan(geo, "sort_desc_f32");
+  check_source(plan.kernel(), embedded);
+  std::mt19937 random(25);
+  for (std::size_t n : sizes(plan.tile_items())) {
+    const std::vector<float> keys = small_integers(n, random);
+    std::vector<int> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return keys[a] > keys[b]; });
+    Buffer<float> d_keys(n);
+    Buffer<int> d_values(n);
+    std::vector<int> values(n);
+    std::iota(values.begin(), values.end(), 0);
+    if (n == 0) {
+      d_keys.fill_poison();
+      d_values.fill_poison();
+    }
+    d_keys.upload(keys);
+    d_values.upload(values);
+    plan(d_keys.get(), d_values.get(), n);
+    const std::vector<float> got_keys = d_keys.download();
+    const std::vector<int> got_values = d_values.download();
+    if (n == 0) {
+      CHECK(poisoned(got_keys[0]) && poisoned(got_values[0]));
+      continue;
+    }
+    bool same = true;
+    for (std::size_t i = 0; i < n && same; ++i) same = got_values[i] == order[i] && got_keys[i] == keys[order[i]];
+    CHECK(same);
+  }
+}
+
+// Half the values positive, in random places; the count and the kept values in order.
+void check_select_positive(kiln::Registry& geo, bool embedded) {
+  kiln::prim::SelectIf<double, geo::Positive> plan(geo, "positive_f64");
+  check_source(plan.kernel(), embedded);
+  std::mt19937 random(26);
+  std::uniform_real_distribution<double> value(-1.0, 1.0);
+  for (std::size_t n : sizes(plan.tile_items())) {
+    std::vector<double> in(n);
+    for (auto& v : in) v = value(random);
+    std::vector<double> want;
+    std::copy_if(in.begin(), in.end(), std::back_inserter(want), [](double x) { return x > 0.0; });
+    Buffer<double> d_in(n), d_out(n);
+    Buffer<long long> d_count(1);
+    d_in.upload(in);
+    d_out.fill_poison();
+    d_count.fill_poison();
+    plan(d_in.get(), d_out.get(), d_count.get(), n);
+    const long long count = d_count.download()[0];
+    const std::vector<double> got = d_out.download();
+    CHECK(count == (long long)want.size());
+    CHECK(std::equal(want.begin(), want.end(), got.begin()));
+    if (want.size() < got.size()) CHECK(poisoned(got[want.size()]));  // nothing written past the count
+  }
+}
+
 void check_tier(kiln::Registry& geo, bool embedded) {
   check_exclusive_sum(geo, embedded);
   check_max_by_a(geo, embedded);
   check_running_max(geo, embedded);
+  check_counting_scan(geo, embedded);
+  check_constant_scan(geo, embedded);
+  check_sum_squares(geo, embedded);
+  check_dot(geo, embedded);
+  check_sort_descending(geo, embedded);
+  check_select_positive(geo, embedded);
 }
 
 void run_checks() {

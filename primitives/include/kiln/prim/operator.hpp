@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kiln::prim {
 
@@ -30,6 +31,8 @@ namespace detail {
 template <typename T> struct LinkedReduce;
 template <typename T> struct LinkedExclusiveScan;
 template <typename T> struct LinkedInclusiveScan;
+template <typename K> struct LinkedMergeSort;
+template <typename T> struct LinkedSelectIf;
 }  // namespace detail
 
 // The plans. T: std::int32_t, std::uint32_t, std::int64_t, std::uint64_t, float or double. Building one
@@ -89,10 +92,58 @@ class InclusiveScanWith {
   std::unique_ptr<detail::LinkedInclusiveScan<T>> plan_;
 };
 
-// The translation unit kiln links for `op` into a plan of `family` ("reduce", "exclusive_scan",
-// "inclusive_scan") over `type` (C++ spelling: "float"): the operator's text, a check that its signature
-// is type(type, type), and the definition the kernels call. Its text is the disk cache's key; exposed for
+// Sorts keys[0, n) in place by `compare`, a strict weak order given as a __device__ function bool(K, K)
+// (const K& parameters are fine): "__device__ bool op(float a, float b) { return a > b; }" sorts
+// descending. values[i] moves with keys[i]. Stable, as cub::DeviceMergeSort::StableSortPairs: pairs whose
+// keys compare equal keep their input order. K: the six types above.
+template <typename K>
+class MergeSortPairsWith {
+ public:
+  using value_type = std::int32_t;
+
+  explicit MergeSortPairsWith(const Operator& compare, Registry& registry = prim::registry());
+  ~MergeSortPairsWith();
+  MergeSortPairsWith(MergeSortPairsWith&&) noexcept;
+  std::size_t temp_bytes(std::size_t n) const;
+  void operator()(K* keys, value_type* values, std::size_t n, TempStorage temp, CUstream stream = nullptr) const;
+  void operator()(K* keys, value_type* values, std::size_t n, CUstream stream = nullptr);
+  // Items per tile of the block-sort and merge kernels.
+  std::size_t tile_items() const;
+  // Where the linked kernels came from (jit, disk, memory), their arch and cache key: the block-sort kernel.
+  const Kernel& kernel() const;
+
+ private:
+  std::unique_ptr<detail::LinkedMergeSort<K>> plan_;
+};
+
+// Writes to out[0, k) the items in[i] for which `pred`, a __device__ function bool(T), is true, in their
+// input order, and k to *count (cub::DeviceSelect::If): "__device__ bool op(float x) { return x > 0; }".
+// in, out and count are device pointers; out needs room for n items and must not overlap in. T: the six
+// types above; n up to 2^32 - 1.
+template <typename T>
+class SelectIfWith {
+ public:
+  explicit SelectIfWith(const Operator& pred, Registry& registry = prim::registry());
+  ~SelectIfWith();
+  SelectIfWith(SelectIfWith&&) noexcept;
+  std::size_t temp_bytes(std::size_t n) const;
+  void operator()(const T* in, T* out, std::int64_t* count, std::size_t n, TempStorage temp,
+                  CUstream stream = nullptr) const;
+  void operator()(const T* in, T* out, std::int64_t* count, std::size_t n, CUstream stream = nullptr);
+  std::size_t tile_items() const;
+  const Kernel& kernel() const;
+
+ private:
+  std::unique_ptr<detail::LinkedSelectIf<T>> plan_;
+};
+
+// The translation unit kiln links for `op` into `plan` (for errors: "ReduceWith<float>"), whose kernels call
+// it as result(args...) in C++ spelling ("bool", {"float", "float"}): the operator's text, a check that its
+// signature is that one, and the definition the kernels call. Its text is the disk cache's key; exposed for
 // tests and tools. Throws std::invalid_argument when op.name is not an identifier.
+LinkedSource linked_operator_source(const Operator& op, const std::string& result, const std::vector<std::string>& args,
+                                    const std::string& plan);
+// The same for a binary operator type(type, type), the reduce and scan plans'.
 LinkedSource linked_operator_source(const Operator& op, const std::string& type, const std::string& plan);
 
 }  // namespace kiln::prim

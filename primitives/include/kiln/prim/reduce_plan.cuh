@@ -101,12 +101,15 @@ std::size_t reduce_dispatch(CUdevice device, const ReduceKernels& k, typename Ty
 
 // *out = op(init, in[0], …, in[n-1]) in CUB's tree order (cub::DeviceReduce::Reduce): one value, written to
 // device memory; n = 0 writes init. Op must be associative (CUB regroups; it need not commute). The
-// registry's unit must be a kiln.reduce row with params T and Op naming these same types.
-template <typename T, typename Op>
+// registry's unit must be a kiln.reduce row with params T, Op and In naming these same types. In: the
+// input iterator (kiln_prim/iterators.cuh), void for const T*.
+template <typename T, typename Op, typename In = void>
 class Reduce {
-  using Types = kiln_prim::reduce<T, Op>;
+  using Types = kiln_prim::reduce<T, Op, In>;
 
  public:
+  using input_type = typename Types::input_t;  // const T*, or In
+
   // `link`: the unit is a linked row, and this is the operator linked into it (kiln/prim/operator.hpp).
   Reduce(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
       : registry_(&registry),
@@ -117,11 +120,11 @@ class Reduce {
   // Temporary storage a call with n items needs (1 byte when n fits one tile: CUB asks for it, never uses it).
   std::size_t temp_bytes(std::size_t n) const {
     detail::ContextScope scope(*registry_);
-    return detail::reduce_dispatch<Types>(device_, kernels_, nullptr, nullptr, n, {}, T{}, {}, nullptr, unit_);
+    return detail::reduce_dispatch<Types>(device_, kernels_, input_type{}, nullptr, n, {}, T{}, {}, nullptr, unit_);
   }
 
   // Thread-safe: a plan's const calls only read it. `out` is one T of device memory, not part of `in`.
-  void operator()(const T* in, T* out, std::size_t n, T init, TempStorage temp, CUstream stream = nullptr,
+  void operator()(input_type in, T* out, std::size_t n, T init, TempStorage temp, CUstream stream = nullptr,
                   Op op = {}) const {
     detail::ContextScope scope(*registry_);
     detail::check_temp(temp, detail::reduce_dispatch<Types>(device_, kernels_, in, out, n, op, init, {}, stream, unit_),
@@ -129,7 +132,7 @@ class Reduce {
     detail::reduce_dispatch<Types>(device_, kernels_, in, out, n, op, init, temp, stream, unit_);
   }
   // With storage the plan owns (allocated only when n outgrows it).
-  void operator()(const T* in, T* out, std::size_t n, T init, CUstream stream = nullptr, Op op = {}) {
+  void operator()(input_type in, T* out, std::size_t n, T init, CUstream stream = nullptr, Op op = {}) {
     detail::ContextScope scope(*registry_);
     const std::size_t bytes = detail::reduce_dispatch<Types>(device_, kernels_, in, out, n, op, init, {}, stream, unit_);
     detail::reduce_dispatch<Types>(device_, kernels_, in, out, n, op, init, workspace_.reserve(bytes), stream, unit_);

@@ -76,6 +76,7 @@ template <typename Types>
 class ScanPlan {
  public:
   using value_type = typename Types::value_t;
+  using input_type = typename Types::input_t;  // const T*, or the row's In
 
   // `link`: the unit is a linked row, and this is the operator linked into it (kiln/prim/operator.hpp).
   ScanPlan(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
@@ -88,7 +89,7 @@ class ScanPlan {
   // Temporary storage a call with n items needs.
   std::size_t temp_bytes(std::size_t n) const {
     ContextScope scope(*registry_);
-    return scan_dispatch<Types>(device_, init_, sweep_, nullptr, nullptr, n, {}, init_value(), {}, nullptr, unit_);
+    return scan_dispatch<Types>(device_, init_, sweep_, input_type{}, nullptr, n, {}, init_value(), {}, nullptr, unit_);
   }
 
   // Items per tile of the sweep kernel under the policy for the loaded binary's architecture.
@@ -105,7 +106,7 @@ class ScanPlan {
     else return init_t(typename Types::init_value_t{});
   }
 
-  void run(const value_type* in, value_type* out, std::size_t n, typename Types::op_t op, init_t init,
+  void run(input_type in, value_type* out, std::size_t n, typename Types::op_t op, init_t init,
            TempStorage temp, CUstream stream) const {
     ContextScope scope(*registry_);
     check_temp(temp, scan_dispatch<Types>(device_, init_, sweep_, in, out, n, op, init, {}, stream, unit_),
@@ -113,7 +114,7 @@ class ScanPlan {
     scan_dispatch<Types>(device_, init_, sweep_, in, out, n, op, init, temp, stream, unit_);
   }
 
-  void run(const value_type* in, value_type* out, std::size_t n, typename Types::op_t op, init_t init,
+  void run(input_type in, value_type* out, std::size_t n, typename Types::op_t op, init_t init,
            CUstream stream) {
     ContextScope scope(*registry_);
     const std::size_t bytes = scan_dispatch<Types>(device_, init_, sweep_, in, out, n, op, init, {}, stream, unit_);
@@ -131,42 +132,42 @@ class ScanPlan {
 }  // namespace detail
 
 // out[0] = init, out[i] = op(out[i-1], in[i-1]), in CUB's order (cub::DeviceScan::ExclusiveScan). The
-// registry's unit must be a kiln.exclusive_scan row with params T and Op naming these same types. In place
-// (in == out) is allowed.
-template <typename T, typename Op>
-class ExclusiveScan : public detail::ScanPlan<kiln_prim::exclusive_scan<T, Op>> {
-  using Base = detail::ScanPlan<kiln_prim::exclusive_scan<T, Op>>;
+// registry's unit must be a kiln.exclusive_scan row with params T, Op and In naming these same types. In:
+// the input iterator (kiln_prim/iterators.cuh), void for const T*. In place (in == out) is allowed.
+template <typename T, typename Op, typename In = void>
+class ExclusiveScan : public detail::ScanPlan<kiln_prim::exclusive_scan<T, Op, In>> {
+  using Base = detail::ScanPlan<kiln_prim::exclusive_scan<T, Op, In>>;
 
  public:
   ExclusiveScan(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
       : Base(registry, unit, link) {}
 
   // Thread-safe: a plan's const calls only read it.
-  void operator()(const T* in, T* out, std::size_t n, T init, TempStorage temp, CUstream stream = nullptr,
+  void operator()(typename Base::input_type in, T* out, std::size_t n, T init, TempStorage temp, CUstream stream = nullptr,
                   Op op = {}) const {
     this->run(in, out, n, op, typename Base::init_t(init), temp, stream);
   }
   // With storage the plan owns (allocated only when n outgrows it).
-  void operator()(const T* in, T* out, std::size_t n, T init, CUstream stream = nullptr, Op op = {}) {
+  void operator()(typename Base::input_type in, T* out, std::size_t n, T init, CUstream stream = nullptr, Op op = {}) {
     this->run(in, out, n, op, typename Base::init_t(init), stream);
   }
 };
 
 // out[0] = in[0], out[i] = op(out[i-1], in[i]), in CUB's order (cub::DeviceScan::InclusiveScan). The
-// registry's unit must be a kiln.inclusive_scan row with params T and Op naming these same types.
-template <typename T, typename Op>
-class InclusiveScan : public detail::ScanPlan<kiln_prim::inclusive_scan<T, Op>> {
-  using Base = detail::ScanPlan<kiln_prim::inclusive_scan<T, Op>>;
+// registry's unit must be a kiln.inclusive_scan row with params T, Op and In naming these same types.
+template <typename T, typename Op, typename In = void>
+class InclusiveScan : public detail::ScanPlan<kiln_prim::inclusive_scan<T, Op, In>> {
+  using Base = detail::ScanPlan<kiln_prim::inclusive_scan<T, Op, In>>;
 
  public:
   InclusiveScan(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
       : Base(registry, unit, link) {}
 
-  void operator()(const T* in, T* out, std::size_t n, TempStorage temp, CUstream stream = nullptr,
+  void operator()(typename Base::input_type in, T* out, std::size_t n, TempStorage temp, CUstream stream = nullptr,
                   Op op = {}) const {
     this->run(in, out, n, op, {}, temp, stream);
   }
-  void operator()(const T* in, T* out, std::size_t n, CUstream stream = nullptr, Op op = {}) {
+  void operator()(typename Base::input_type in, T* out, std::size_t n, CUstream stream = nullptr, Op op = {}) {
     this->run(in, out, n, op, {}, stream);
   }
 };

@@ -299,7 +299,13 @@ struct LinkInput {
 std::string link_to_cubin(const NvJitLink& api, const CompileRequest& request, const std::vector<LinkInput>& inputs,
                           CompileOutcome& out) {
   std::vector<std::string> options = {"-arch=sm_" + std::to_string(request.arch)};
-  if (!request.link_source.empty()) options.push_back("-lto");
+  if (!request.link_source.empty()) {
+    // Relocatable code keeps every global it defines; LTO may drop all but the unit's kernels and what
+    // they use, as the PTX path's stripping does (docs/DESIGN.md, "Operators at run time").
+    options.push_back("-lto");
+    for (const CachedKernel& kernel : request.kernels) options.push_back("-kernels-used=" + kernel.lowered);
+    options.push_back("-optimize-unused-variables");
+  }
   // ptxas compiles a unit's functions on several threads where cores are free (docs/DESIGN.md).
   if (request.link_threads != 1) options.push_back("-Xptxas=--split-compile=" + std::to_string(request.link_threads));
   const std::string what = subject(request) + ": nvJitLink ";

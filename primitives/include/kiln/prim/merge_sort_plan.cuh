@@ -1,0 +1,147 @@
+// MergeSort<K, V, Compare>: CUB's DispatchMergeSort on the kernels of a kiln.merge_sort_pairs row of any
+// registry. Header-only; include it from a .cu file nvcc compiles (CUB's host dispatch does not compile
+// with g++), with kiln's primitive headers on the include path (dependency('kiln_prim_headers')).
+#pragma once
+
+#include <kiln/prim/detail/cub_launch.cuh>
+#include <kiln/prim/detail/plan.hpp>
+#include <kiln/prim/storage.hpp>
+
+#include <kiln_prim/merge_sort.cuh>
+
+#include <cub/device/dispatch/dispatch_merge_sort.cuh>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace kiln::prim {
+namespace detail {
+
+// DeviceMergeSortKernelSource (dispatch_merge_sort.cuh) with the registry's kernels.
+struct MergeSortSource {
+  KernelRef block_sort, partition, merge;
+  KernelRef MergeSortBlockSortKernel() const { return block_sort; }
+  KernelRef MergeSortPartitionKernel() const { return partition; }
+  KernelRef MergeSortMergeKernel() const { return merge; }
+};
+
+// The tile and virtual shared memory sizes DispatchMergeSort uses, from the same types as the kernels.
+template <typename Types>
+using MergeSortVSMem = cub::detail::merge_sort::VSMemHelper<
+    typename Types::key_input_t, typename Types::value_input_t, typename Types::key_iterator_t,
+    typename Types::value_iterator_t, typename Types::offset_t, typename Types::compare_t, typename Types::key_t,
+    typename Types::value_t>;
+
+template <typename Types>
+using MergeSortDispatch = cub::DispatchMergeSort<
+    typename Types::key_input_t, typename Types::value_input_t, typename Types::key_iterator_t,
+    typename Types::value_iterator_t, typename Types::offset_t, typename Types::compare_t,
+    typename Types::policy_hub, MergeSortSource, LauncherFactory, MergeSortVSMem<Types>>;
+
+// A unit's three kernels: <unit>_block_sort, <unit>_partition, <unit>_merge.
+struct MergeSortKernels {
+  Kernel block_sort, partition, merge;
+};
+
+inline MergeSortKernels merge_sort_kernels(Registry& registry, const std::string& unit, const LinkedSource* link) {
+  return {get_kernel(registry, unit + "_block_sort", link), get_kernel(registry, unit + "_partition", link),
+          get_kernel(registry, unit + "_merge", link)};
+}
+
+// One CUB dispatch, as cub::DeviceMergeSort::SortPairs makes it (keys and values are both the input and
+// the output): sizes the storage when temp.data is null, runs otherwise. `name` names the unit in errors.
+template <typename Types>
+std::size_t merge_sort_dispatch(CUdevice device, const Kernel& block_sort, const Kernel& partition,
+                                const Kernel& merge, typename Types::key_t* keys,
+                                typename Types::value_t* values, std::size_t n, typename Types::compare_t compare,
+                                TempStorage temp, CUstream stream, const std::string& name) {
+  const auto count = checked_count(n, name.c_str());
+  LaunchStatus status;
+  LauncherFactory factory(device, block_sort.provenance.arch, &status);
+  std::size_t bytes = temp.bytes;
+  const cudaError_t returned = MergeSortDispatch<Types>::Dispatch(
+      temp.data, bytes, keys, values, keys, values, count, compare, stream,
+      MergeSortSource{ref(block_sort), ref(partition), ref(merge)}, factory,
+      RuntimePolicy<typename Types::max_policy>{});
+  check_dispatch(returned, status, name);
+  return bytes;
+}
+
+// Reads a policy's tile the way DispatchMergeSort::Invoke does.
+template <typename Types>
+struct MergeSortTile {
+  std::size_t items = 0;
+  template <typename Policy>
+  cudaError_t Invoke() {
+    auto policy = cub::detail::merge_sort::MakeMergeSortPolicyWrapper(Policy{});
+    items = std::size_t(MergeSortVSMem<Types>::ItemsPerTile(policy.MergeSort()));
+    return cudaSuccess;
+  }
+};
+
+template <typename Types>
+std::size_t merge_sort_tile_items(const Kernel& block_sort) {
+  MergeSortTile<Types> tile;
+  RuntimePolicy<typename Types::max_policy>::Invoke(int(block_sort.provenance.arch) * 10, tile);
+  return tile.items;
+}
+
+}  // namespace detail
+
+// Sorts keys[0, n) by `compare` (a strict weak order: less-than sorts ascending, greater-than descending)
+// in place and moves values[i] with keys[i] (cub::DeviceMergeSort::SortPairs). Stable: pairs whose keys
+// compare equal keep their input order. The registry's unit must be a kiln.merge_sort_pairs row with params
+// K, V and Compare naming these same types.
+template <typename K, typename V, typename Compare>
+class MergeSort {
+  using Types = kiln_prim::merge_sort_pairs<K, V, Compare>;
+
+ public:
+  // `link`: the unit is a linked row, and this is the comparator linked into it (kiln/prim/operator.hpp).
+  MergeSort(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
+      : registry_(&registry),
+        device_(detail::device_of(registry)),
+        unit_(unit),
+        kernels_(detail::merge_sort_kernels(registry, unit_, link)) {}
+
+  // Temporary storage a call with n items needs (0 for n == 0).
+  std::size_t temp_bytes(std::size_t n) const {
+    detail::ContextScope scope(*registry_);
+    return dispatch(nullptr, nullptr, n, {}, {}, nullptr);
+  }
+
+  // Thread-safe: a plan's const calls only read it.
+  void operator()(K* keys, V* values, std::size_t n, TempStorage temp, CUstream stream = nullptr,
+                  Compare compare = {}) const {
+    detail::ContextScope scope(*registry_);
+    detail::check_temp(temp, dispatch(keys, values, n, compare, {}, stream), unit_.c_str());
+    dispatch(keys, values, n, compare, temp, stream);
+  }
+  // With storage the plan owns (allocated only when n outgrows it).
+  void operator()(K* keys, V* values, std::size_t n, CUstream stream = nullptr, Compare compare = {}) {
+    detail::ContextScope scope(*registry_);
+    const std::size_t bytes = dispatch(keys, values, n, compare, {}, stream);
+    dispatch(keys, values, n, compare, workspace_.reserve(bytes), stream);
+  }
+
+  // Items per tile of the block-sort and merge kernels under the policy for the loaded binary's architecture.
+  std::size_t tile_items() const { return detail::merge_sort_tile_items<Types>(kernels_.block_sort); }
+
+  // Where the kernels came from (embedded, disk, JIT) and the arch of their binary: the block-sort kernel.
+  const Kernel& kernel() const { return kernels_.block_sort; }
+
+ private:
+  std::size_t dispatch(K* keys, V* values, std::size_t n, Compare compare, TempStorage temp, CUstream stream) const {
+    return detail::merge_sort_dispatch<Types>(device_, kernels_.block_sort, kernels_.partition, kernels_.merge, keys,
+                                              values, n, compare, temp, stream, unit_);
+  }
+
+  Registry* registry_;
+  CUdevice device_;
+  std::string unit_;
+  detail::MergeSortKernels kernels_;
+  Workspace workspace_;
+};
+
+}  // namespace kiln::prim
