@@ -1,16 +1,20 @@
 // Operators given at run time (kiln/prim/operator.hpp) against nvcc-compiled cub::Device* called with the
 // same operator as an nvcc functor, on the same data: a float max-reduce, a wrapping int exclusive sum, a
-// 64-bit running xor. Rates count the input items' bytes (reduce) or input and output bytes (scans).
+// 64-bit running xor, a descending merge sort of (float, int) pairs, a select of multiples of 3. Rates
+// count the input items' bytes (reduce, select) or input and output bytes (scans); the sort's G items/s.
 #include "prim_bench.hpp"
 
 #include <kiln/prim/operator.hpp>
 
+#include <cub/device/device_merge_sort.cuh>
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
+#include <cub/device/device_select.cuh>
 
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -32,6 +36,15 @@ constexpr const char* kXorText =
     "__device__ unsigned long long op(unsigned long long a, unsigned long long b) { return a ^ b; }";
 struct XorU {
   __device__ unsigned long long operator()(unsigned long long a, unsigned long long b) const { return a ^ b; }
+};
+
+constexpr const char* kGreaterText = "__device__ bool op(float a, float b) { return a > b; }";
+struct GreaterF {
+  __device__ bool operator()(float a, float b) const { return a > b; }
+};
+constexpr const char* kThirdText = "__device__ bool op(long long x) { return x % 3 == 0; }";
+struct ThirdI {
+  __device__ bool operator()(long long x) const { return x % 3 == 0; }
 };
 
 Row max_reduce_row(std::size_t n, std::shared_ptr<DeviceVector<float>> in) {
@@ -116,12 +129,82 @@ Row xor_scan_row(std::size_t n) {
   return row;
 }
 
+// Each timed run sorts a fresh copy of the unsorted pairs in place (row.reset, not timed).
+Row descending_sort_row(std::size_t n) {
+  auto keys0 = std::make_shared<DeviceVector<float>>(n);
+  auto values0 = std::make_shared<DeviceVector<std::int32_t>>(n);
+  auto keys = std::make_shared<DeviceVector<float>>(n);
+  auto values = std::make_shared<DeviceVector<std::int32_t>>(n);
+  fill_random(*keys0, -1e6f, 1e6f);
+  std::vector<std::int32_t> positions(n);
+  std::iota(positions.begin(), positions.end(), 0);
+  values0->upload(positions);
+  auto plan = std::make_shared<kiln::prim::MergeSortPairsWith<float>>(kiln::prim::Operator{kGreaterText});
+  auto kiln_temp = std::make_shared<DeviceVector<std::uint8_t>>(plan->temp_bytes(n));
+  std::size_t cub_bytes = 0;
+  check_cuda(cub::DeviceMergeSort::SortPairs(nullptr, cub_bytes, keys->data(), values->data(), int(n), GreaterF{}));
+  auto cub_temp = std::make_shared<DeviceVector<std::uint8_t>>(cub_bytes);
+  Row row;
+  row.family = "merge_sort (run-time greater)";
+  row.type = "f32+i32";
+  row.n = n;
+  row.kiln = [=](CUstream s) {
+    (*plan)(keys->data(), values->data(), n, kiln::prim::TempStorage{kiln_temp->data(), kiln_temp->size()}, s);
+  };
+  row.cub = [=](CUstream s) {
+    std::size_t bytes = cub_temp->size();
+    check_cuda(cub::DeviceMergeSort::SortPairs(cub_temp->data(), bytes, keys->data(), values->data(), int(n),
+                                               GreaterF{}, s));
+  };
+  row.reset = [=](CUstream s) {
+    keys->copy_from(*keys0, s);
+    values->copy_from(*values0, s);
+  };
+  row.release = [keys0, values0, keys, values, kiln_temp, cub_temp, plan]() mutable {
+    keys0.reset(), values0.reset(), keys.reset(), values.reset(), kiln_temp.reset(), cub_temp.reset(), plan.reset();
+  };
+  return row;
+}
+
+Row select_row(std::size_t n) {
+  using I = long long;
+  auto in = std::make_shared<DeviceVector<I>>(n);
+  fill_random(*in, I(-1000000), I(1000000));
+  auto out = std::make_shared<DeviceVector<I>>(n);
+  auto count = std::make_shared<DeviceVector<I>>(1);
+  auto plan = std::make_shared<kiln::prim::SelectIfWith<std::int64_t>>(kiln::prim::Operator{kThirdText});
+  auto kiln_temp = std::make_shared<DeviceVector<std::uint8_t>>(plan->temp_bytes(n));
+  std::size_t cub_bytes = 0;
+  check_cuda(cub::DeviceSelect::If(nullptr, cub_bytes, in->data(), out->data(), count->data(), std::int64_t(n),
+                                   ThirdI{}));
+  auto cub_temp = std::make_shared<DeviceVector<std::uint8_t>>(cub_bytes);
+  Row row;
+  row.family = "select (run-time predicate)";
+  row.type = "i64";
+  row.n = n;
+  row.bytes = double(sizeof(I)) * double(n);
+  row.kiln = [=](CUstream s) {
+    (*plan)(reinterpret_cast<const std::int64_t*>(in->data()), reinterpret_cast<std::int64_t*>(out->data()),
+            reinterpret_cast<std::int64_t*>(count->data()), n,
+            kiln::prim::TempStorage{kiln_temp->data(), kiln_temp->size()}, s);
+  };
+  row.cub = [=](CUstream s) {
+    std::size_t bytes = cub_temp->size();
+    check_cuda(cub::DeviceSelect::If(cub_temp->data(), bytes, in->data(), out->data(), count->data(),
+                                     std::int64_t(n), ThirdI{}, s));
+  };
+  row.release = [in, out, count, kiln_temp, cub_temp, plan]() mutable {
+    in.reset(), out.reset(), count.reset(), kiln_temp.reset(), cub_temp.reset(), plan.reset();
+  };
+  return row;
+}
+
 }  // namespace
 
 std::vector<Row> operator_rows(std::size_t n) {
   auto f32 = std::make_shared<DeviceVector<float>>(n);
   fill_random(*f32, -1000.0f, 1000.0f);
-  return {max_reduce_row(n, f32), add_scan_row(n), xor_scan_row(n)};
+  return {max_reduce_row(n, f32), add_scan_row(n), xor_scan_row(n), descending_sort_row(n), select_row(n)};
 }
 
 }  // namespace kiln::bench
