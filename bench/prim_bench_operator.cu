@@ -1,16 +1,20 @@
 // Operators given at run time (kiln/prim/operator.hpp) against nvcc-compiled cub::Device* called with the
 // same operator as an nvcc functor, on the same data: a float max-reduce, a wrapping int exclusive sum, a
-// 64-bit running xor, a descending merge sort of (float, int) pairs, a select of multiples of 3. Rates
-// count the input items' bytes (reduce, select) or input and output bytes (scans); the sort's G items/s.
+// 64-bit running xor, a descending merge sort of (float, int) pairs, a select of multiples of 3, a unique
+// by key with keys equal within a tens, a segmented max over segments of about 1000 items. Rates count
+// the input items' bytes (reduce, select, segmented reduce) or input and output bytes (scans); the sort's
+// and the unique's G items/s.
 #include "prim_bench.hpp"
 
 #include <kiln/prim/operator.hpp>
 
 #include <cub/device/device_merge_sort.cuh>
 #include <cub/device/device_reduce.cuh>
+#include <cub/device/device_segmented_reduce.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -45,6 +49,15 @@ struct GreaterF {
 constexpr const char* kThirdText = "__device__ bool op(long long x) { return x % 3 == 0; }";
 struct ThirdI {
   __device__ bool operator()(long long x) const { return x % 3 == 0; }
+};
+
+constexpr const char* kTensText = "__device__ bool op(int a, int b) { return a / 10 == b / 10; }";
+struct TensI {
+  __device__ bool operator()(int a, int b) const { return a / 10 == b / 10; }
+};
+constexpr const char* kMaxDText = "__device__ double op(double a, double b) { return a > b ? a : b; }";
+struct MaxD {
+  __device__ double operator()(double a, double b) const { return a > b ? a : b; }
 };
 
 Row max_reduce_row(std::size_t n, std::shared_ptr<DeviceVector<float>> in) {
@@ -199,12 +212,87 @@ Row select_row(std::size_t n) {
   return row;
 }
 
+// Sorted keys with runs of about 3 items under the tens equality (keys 0 .. n/3).
+Row unique_row(std::size_t n) {
+  std::vector<std::int32_t> host(n);
+  for (std::size_t i = 0; i < n; ++i) host[i] = std::int32_t(i / 3);
+  auto keys = std::make_shared<DeviceVector<std::int32_t>>(n);
+  keys->upload(host);
+  auto values = std::make_shared<DeviceVector<std::int32_t>>(n);
+  values->upload(host);
+  auto keys_out = std::make_shared<DeviceVector<std::int32_t>>(n);
+  auto values_out = std::make_shared<DeviceVector<std::int32_t>>(n);
+  auto count = std::make_shared<DeviceVector<std::uint64_t>>(1);
+  auto plan = std::make_shared<kiln::prim::UniqueByKeyWith<std::int32_t>>(kiln::prim::Operator{kTensText});
+  auto kiln_temp = std::make_shared<DeviceVector<std::uint8_t>>(plan->temp_bytes(n));
+  std::size_t cub_bytes = 0;
+  check_cuda(cub::DeviceSelect::UniqueByKey(nullptr, cub_bytes, keys->data(), values->data(), keys_out->data(),
+                                            values_out->data(), count->data(), int(n), TensI{}));
+  auto cub_temp = std::make_shared<DeviceVector<std::uint8_t>>(cub_bytes);
+  Row row;
+  row.family = "unique_by_key (run-time equality)";
+  row.type = "i32+i32";
+  row.n = n;
+  row.kiln = [=](CUstream s) {
+    (*plan)(keys->data(), values->data(), keys_out->data(), values_out->data(), count->data(), n,
+            kiln::prim::TempStorage{kiln_temp->data(), kiln_temp->size()}, s);
+  };
+  row.cub = [=](CUstream s) {
+    std::size_t bytes = cub_temp->size();
+    check_cuda(cub::DeviceSelect::UniqueByKey(cub_temp->data(), bytes, keys->data(), values->data(), keys_out->data(),
+                                              values_out->data(), count->data(), int(n), TensI{}, s));
+  };
+  row.release = [keys, values, keys_out, values_out, count, kiln_temp, cub_temp, plan]() mutable {
+    keys.reset(), values.reset(), keys_out.reset(), values_out.reset(), count.reset(), kiln_temp.reset(),
+        cub_temp.reset(), plan.reset();
+  };
+  return row;
+}
+
+Row segmented_max_row(std::size_t n) {
+  const std::size_t segments = std::max<std::size_t>(1, n / 1000);
+  auto in = std::make_shared<DeviceVector<double>>(n);
+  fill_random(*in, -1e6, 1e6);
+  std::vector<std::int32_t> host(segments + 1);
+  for (std::size_t s = 0; s <= segments; ++s) host[s] = std::int32_t(s * n / segments);
+  auto offsets = std::make_shared<DeviceVector<std::int32_t>>(segments + 1);
+  offsets->upload(host);
+  auto out = std::make_shared<DeviceVector<double>>(segments);
+  const double init = -std::numeric_limits<double>::infinity();
+  auto plan = std::make_shared<kiln::prim::SegmentedReduceWith<double>>(kiln::prim::Operator{kMaxDText});
+  auto kiln_temp = std::make_shared<DeviceVector<std::uint8_t>>(std::max<std::size_t>(1, plan->temp_bytes(segments)));
+  std::size_t cub_bytes = 0;
+  check_cuda(cub::DeviceSegmentedReduce::Reduce(nullptr, cub_bytes, in->data(), out->data(), std::int64_t(segments),
+                                                offsets->data(), offsets->data() + 1, MaxD{}, init));
+  auto cub_temp = std::make_shared<DeviceVector<std::uint8_t>>(std::max<std::size_t>(1, cub_bytes));
+  Row row;
+  row.family = "segmented_reduce (run-time max)";
+  row.type = "f64";
+  row.n = n;
+  row.bytes = double(sizeof(double)) * double(n);
+  row.kiln = [=](CUstream s) {
+    (*plan)(in->data(), out->data(), segments, offsets->data(), init,
+            kiln::prim::TempStorage{kiln_temp->data(), kiln_temp->size()}, s);
+  };
+  row.cub = [=](CUstream s) {
+    std::size_t bytes = cub_temp->size();
+    check_cuda(cub::DeviceSegmentedReduce::Reduce(cub_temp->data(), bytes, in->data(), out->data(),
+                                                  std::int64_t(segments), offsets->data(), offsets->data() + 1, MaxD{},
+                                                  init, s));
+  };
+  row.release = [in, offsets, out, kiln_temp, cub_temp, plan]() mutable {
+    in.reset(), offsets.reset(), out.reset(), kiln_temp.reset(), cub_temp.reset(), plan.reset();
+  };
+  return row;
+}
+
 }  // namespace
 
 std::vector<Row> operator_rows(std::size_t n) {
   auto f32 = std::make_shared<DeviceVector<float>>(n);
   fill_random(*f32, -1000.0f, 1000.0f);
-  return {max_reduce_row(n, f32), add_scan_row(n), xor_scan_row(n), descending_sort_row(n), select_row(n)};
+  return {max_reduce_row(n, f32), add_scan_row(n),  xor_scan_row(n),     descending_sort_row(n),
+          select_row(n),          unique_row(n),    segmented_max_row(n)};
 }
 
 }  // namespace kiln::bench

@@ -1,4 +1,4 @@
-// ReduceWith, ExclusiveScanWith, InclusiveScanWith, MergeSortPairsWith, SelectIfWith: CUB's dispatch on kiln's linked
+// ReduceWith, ExclusiveScanWith, InclusiveScanWith, MergeSortPairsWith, SelectIfWith, UniqueByKeyWith: CUB's dispatch on kiln's linked
 // rows, with the caller's operator linked in (Registry::get with a LinkedSource).
 #include <kiln/prim/operator.hpp>
 
@@ -6,7 +6,9 @@
 #include <kiln/prim/merge_sort_plan.cuh>
 #include <kiln/prim/reduce_plan.cuh>
 #include <kiln/prim/scan_plan.cuh>
+#include <kiln/prim/segmented_reduce_plan.cuh>
 #include <kiln/prim/select_plan.cuh>
+#include <kiln/prim/unique_by_key_plan.cuh>
 
 #include <kiln_prim/linked_op.cuh>
 
@@ -122,6 +124,17 @@ template <typename T>
 struct LinkedSelectIf {
   LinkedSelectIf(Registry& registry, const std::string& unit, const LinkedSource* link) : plan(registry, unit, link) {}
   SelectIf<kernel_t<T>, kiln_prim::linked_unary_op<bool, kernel_t<T>>> plan;
+};
+template <typename T>
+struct LinkedSegmentedReduce {
+  LinkedSegmentedReduce(Registry& registry, const std::string& unit, const LinkedSource* link)
+      : plan(registry, unit, link) {}
+  SegmentedReduction<kernel_t<T>, LinkedOp<T>> plan;
+};
+template <typename K>
+struct LinkedUnique {
+  LinkedUnique(Registry& registry, const std::string& unit, const LinkedSource* link) : plan(registry, unit, link) {}
+  Unique<kernel_t<K>, int, kiln_prim::linked_compare_op<kernel_t<K>>> plan;
 };
 template <typename K>
 struct LinkedMergeSort {
@@ -284,12 +297,69 @@ std::size_t SelectIfWith<T>::tile_items() const { return plan_->plan.tile_items(
 template <typename T>
 const Kernel& SelectIfWith<T>::kernel() const { return plan_->plan.kernel(); }
 
-#define KILN_LINKED_PLANS(T)            \
-  template class ReduceWith<T>;         \
-  template class ExclusiveScanWith<T>;  \
-  template class InclusiveScanWith<T>;  \
+template <typename T>
+SegmentedReduceWith<T>::SegmentedReduceWith(const Operator& op, Registry& registry)
+    : plan_(detail::make_linked<detail::LinkedSegmentedReduce<T>, T>(op, registry, "segmented_reduce",
+                                                                     "SegmentedReduceWith")) {}
+template <typename T>
+SegmentedReduceWith<T>::~SegmentedReduceWith() = default;
+template <typename T>
+SegmentedReduceWith<T>::SegmentedReduceWith(SegmentedReduceWith&&) noexcept = default;
+template <typename T>
+std::size_t SegmentedReduceWith<T>::temp_bytes(std::size_t num_segments) const {
+  return plan_->plan.temp_bytes(num_segments);
+}
+template <typename T>
+void SegmentedReduceWith<T>::operator()(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets,
+                                        T init, TempStorage temp, CUstream stream) const {
+  std::as_const(plan_->plan)(in_ptr(in), out_ptr(out), num_segments, offsets, init, temp, stream);
+}
+template <typename T>
+void SegmentedReduceWith<T>::operator()(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets,
+                                        T init, CUstream stream) {
+  plan_->plan(in_ptr(in), out_ptr(out), num_segments, offsets, init, stream);
+}
+template <typename T>
+std::size_t SegmentedReduceWith<T>::tile_items() const { return plan_->plan.tile_items(); }
+template <typename T>
+const Kernel& SegmentedReduceWith<T>::kernel() const { return plan_->plan.kernel(); }
+
+template <typename K>
+UniqueByKeyWith<K>::UniqueByKeyWith(const Operator& equal, Registry& registry)
+    : plan_(detail::make_linked<detail::LinkedUnique<K>, K>(
+          equal, registry, "unique_by_key", "UniqueByKeyWith",
+          {"bool", {detail::cuda_spelling<K>(), detail::cuda_spelling<K>()}})) {}
+template <typename K>
+UniqueByKeyWith<K>::~UniqueByKeyWith() = default;
+template <typename K>
+UniqueByKeyWith<K>::UniqueByKeyWith(UniqueByKeyWith&&) noexcept = default;
+template <typename K>
+std::size_t UniqueByKeyWith<K>::temp_bytes(std::size_t n) const { return plan_->plan.temp_bytes(n); }
+template <typename K>
+void UniqueByKeyWith<K>::operator()(const K* keys_in, const value_type* values_in, K* keys_out, value_type* values_out,
+                                    std::uint64_t* num_selected, std::size_t n, TempStorage temp,
+                                    CUstream stream) const {
+  std::as_const(plan_->plan)(in_ptr(keys_in), values_in, out_ptr(keys_out), values_out, out_ptr(num_selected), n,
+                             temp, stream);
+}
+template <typename K>
+void UniqueByKeyWith<K>::operator()(const K* keys_in, const value_type* values_in, K* keys_out, value_type* values_out,
+                                    std::uint64_t* num_selected, std::size_t n, CUstream stream) {
+  plan_->plan(in_ptr(keys_in), values_in, out_ptr(keys_out), values_out, out_ptr(num_selected), n, stream);
+}
+template <typename K>
+std::size_t UniqueByKeyWith<K>::tile_items() const { return plan_->plan.tile_items(); }
+template <typename K>
+const Kernel& UniqueByKeyWith<K>::kernel() const { return plan_->plan.kernel(); }
+
+#define KILN_LINKED_PLANS(T)             \
+  template class ReduceWith<T>;          \
+  template class ExclusiveScanWith<T>;   \
+  template class InclusiveScanWith<T>;   \
+  template class SegmentedReduceWith<T>; \
   template class MergeSortPairsWith<T>;  \
-  template class SelectIfWith<T>;
+  template class SelectIfWith<T>;        \
+  template class UniqueByKeyWith<T>;
 KILN_LINKED_PLANS(std::int32_t)
 KILN_LINKED_PLANS(std::uint32_t)
 KILN_LINKED_PLANS(std::int64_t)

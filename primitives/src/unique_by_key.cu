@@ -1,12 +1,9 @@
 // UniqueByKey<K>: CUB's DispatchUniqueByKey on the registry's unique_by_key_<K> kernels.
 #include <kiln/prim/unique_by_key.hpp>
 
-#include <kiln/prim/detail/cub_launch.cuh>
+#include <kiln/prim/unique_by_key_plan.cuh>
+
 #include "stream_temp.cuh"
-
-#include <kiln_prim/unique_by_key.cuh>
-
-#include <cub/device/dispatch/dispatch_unique_by_key.cuh>
 
 #include <string>
 
@@ -15,20 +12,6 @@ namespace {
 
 template <typename K>
 using Types = kiln_prim::unique_by_key<detail::kernel_t<K>, int>;
-
-template <typename K>
-struct UniqueSource {
-  detail::KernelRef init, sweep;
-  detail::KernelRef CompactInitKernel() const { return init; }
-  detail::KernelRef UniqueByKeySweepKernel() const { return sweep; }
-  typename Types<K>::tile_state TileState() const { return {}; }
-};
-
-template <typename K>
-using Dispatch = cub::DispatchUniqueByKey<
-    typename Types<K>::key_input_t, typename Types<K>::value_input_t, typename Types<K>::key_output_t,
-    typename Types<K>::value_output_t, typename Types<K>::num_selected_t, typename Types<K>::equality_t,
-    typename Types<K>::offset_t, typename Types<K>::policy_hub, UniqueSource<K>, detail::LauncherFactory>;
 
 template <typename K>
 std::string spec() { return std::string("unique_by_key_") + detail::type_suffix<K>(); }
@@ -41,50 +24,18 @@ struct Args {
   std::uint64_t* num_selected;
 };
 
-// One CUB dispatch, as cub::DeviceSelect::UniqueByKey makes it with int counts: sizes the storage when
-// temp.data is null, runs otherwise.
+// One CUB dispatch (detail::unique_dispatch, as Unique<K, int, equal_to> runs it).
 template <typename K>
 std::size_t dispatch(CUdevice device, const Kernel& init, const Kernel& sweep, Args a, std::size_t n,
                      TempStorage temp, CUstream stream) {
   using T = Types<K>;
-  const auto count = detail::checked_count(n, "unique_by_key");
-  detail::LaunchStatus status;
-  detail::LauncherFactory factory(device, sweep.provenance.arch, &status);
-  std::size_t bytes = temp.bytes;
-  const cudaError_t returned = Dispatch<K>::Dispatch(
-      temp.data, bytes, static_cast<typename T::key_input_t>(a.keys_in),
-      static_cast<typename T::value_input_t>(a.values_in), static_cast<typename T::key_output_t>(a.keys_out),
-      static_cast<typename T::value_output_t>(a.values_out),
-      reinterpret_cast<typename T::num_selected_t>(a.num_selected), typename T::equality_t{}, count, stream,
-      UniqueSource<K>{detail::ref(init), detail::ref(sweep)}, factory,
-      detail::RuntimePolicy<typename T::max_policy>{});
-  detail::check_dispatch(returned, status, spec<K>());
-  return bytes;
+  return detail::unique_dispatch<T>(device, init, sweep, static_cast<typename T::key_input_t>(a.keys_in),
+                                    static_cast<typename T::value_input_t>(a.values_in),
+                                    static_cast<typename T::key_output_t>(a.keys_out),
+                                    static_cast<typename T::value_output_t>(a.values_out),
+                                    reinterpret_cast<typename T::num_selected_t>(a.num_selected), n,
+                                    typename T::equality_t{}, temp, stream, spec<K>());
 }
-
-// Reads a policy's tile the way DispatchUniqueByKey::Invoke does (block threads × items per thread, after
-// CUB's fallback for agents that would not fit shared memory).
-template <typename K>
-struct UniqueTile {
-  std::size_t items = 0;
-  template <typename Policy>
-  cudaError_t Invoke() {
-    using T = Types<K>;
-    auto policy = cub::detail::unique_by_key::MakeUniqueByKeyPolicyWrapper(Policy{});
-    using Wrapped = decltype(policy);
-    using Helper = cub::detail::unique_by_key::VSMemHelper;
-    const int threads = Helper::template BlockThreads<
-        typename Wrapped::UniqueByKeyPolicyT, typename T::key_input_t, typename T::value_input_t,
-        typename T::key_output_t, typename T::value_output_t, typename T::equality_t, typename T::offset_t>(
-        policy.UniqueByKey());
-    const int per_thread = Helper::template ItemsPerThread<
-        typename Wrapped::UniqueByKeyPolicyT, typename T::key_input_t, typename T::value_input_t,
-        typename T::key_output_t, typename T::value_output_t, typename T::equality_t, typename T::offset_t>(
-        policy.UniqueByKey());
-    items = std::size_t(threads) * std::size_t(per_thread);
-    return cudaSuccess;
-  }
-};
 
 }  // namespace
 
@@ -97,9 +48,7 @@ UniqueByKey<K>::UniqueByKey(Registry& registry)
 
 template <typename K>
 std::size_t UniqueByKey<K>::tile_items() const {
-  UniqueTile<K> tile;
-  detail::RuntimePolicy<typename Types<K>::max_policy>::Invoke(int(sweep_.provenance.arch) * 10, tile);
-  return tile.items;
+  return detail::unique_tile_items<Types<K>>(sweep_);
 }
 
 template <typename K>

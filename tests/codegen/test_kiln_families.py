@@ -1,5 +1,6 @@
 """kiln's open families (kiln.exclusive_scan, kiln.inclusive_scan, kiln.merge_sort_pairs, kiln.reduce,
-kiln.select_if): a row expands into the kernels the family declares, and a mistake names the file, the row and the field."""
+kiln.segmented_reduce, kiln.select_if, kiln.unique_by_key): a row expands into the kernels the family
+declares, and a mistake names the file, the row and the field."""
 
 import textwrap
 import unittest
@@ -87,7 +88,8 @@ class KilnFamilies(TableCase):
     def test_unknown_kiln_family(self):
         self.refused(HEADER + '[[unit]]\nname = "s"\nfamily = "kiln.sort"\nparams = { T = "int" }\n',
                    "unit #1 's'", "field 'family'", "unknown family 'kiln.sort'",
-                   "kiln.exclusive_scan, kiln.inclusive_scan, kiln.merge_sort_pairs, kiln.reduce, kiln.select_if")
+                   "kiln.exclusive_scan, kiln.inclusive_scan, kiln.merge_sort_pairs, kiln.reduce, "
+                   "kiln.segmented_reduce, kiln.select_if, kiln.unique_by_key")
 
     def test_kiln_prefix_is_not_searched_in_a_tables_template_dirs(self):
         (self.root / "fam").mkdir()

@@ -138,6 +138,32 @@ TEST_CASE("a predicate links into the select row; one that is not bool(T) names 
   CHECK(contains(wrong.log, "Given=__nv_bool (double, double)"));
 }
 
+TEST_CASE("an equality links into the unique-by-key row, a binary operator into the segmented reduce row") {
+  struct Case {
+    const char* kernel;
+    const char* text;
+    std::string result;
+    std::vector<std::string> args;
+    const char* plan;
+    std::size_t kernels;
+  };
+  for (const Case& c : {Case{"linked_unique_by_key_i32_sweep", "__device__ bool op(int a, int b) { return a / 10 == b / 10; }",
+                             "bool", {"int", "int"}, "UniqueByKeyWith<int>", 2},  // init, sweep
+                        Case{"linked_segmented_reduce_f64_segments",
+                             "__device__ double op(double a, double b) { return a > b ? a : b; }", "double",
+                             {"double", "double"}, "SegmentedReduceWith<double>", 1}}) {
+    CAPTURE(c.kernel);
+    const CompileOutcome out = compile_unit(linked_request(c.kernel, {c.text}, c.result, c.args, c.plan));
+    const std::string why = out.entry.ok() ? std::string() : out.entry.error() + "\n" + out.log;
+    REQUIRE_MESSAGE(out.entry.ok(), why);
+    const kiln::detail::Cubin cubin = kiln::detail::read_cubin(std::string_view(out.entry->cubin));
+    REQUIRE(cubin.ok());
+    const CompileRequest request = linked_request(c.kernel, {"unused"}, c.result, c.args, c.plan);
+    REQUIRE(request.kernels.size() == c.kernels);
+    for (const auto& k : request.kernels) CHECK(cubin.defines(k.lowered));
+  }
+}
+
 TEST_CASE("an operator's name must be an identifier, and name the function its source defines") {
   CHECK_THROWS_AS(kiln::prim::linked_operator_source({kMax, "op(1)"}, "float", "ReduceWith<float>"), std::invalid_argument);
   CHECK_THROWS_AS(kiln::prim::linked_operator_source({kMax, ""}, "float", "ReduceWith<float>"), std::invalid_argument);

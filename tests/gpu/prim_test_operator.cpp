@@ -1,5 +1,5 @@
-// ReduceWith, ExclusiveScanWith, InclusiveScanWith, MergeSortPairsWith, SelectIfWith (kiln/prim/operator.hpp):
-// operators given at run time as CUDA C++ text, linked into the primitives' linked rows, against CPU
+// ReduceWith, ExclusiveScanWith, InclusiveScanWith, SegmentedReduceWith, MergeSortPairsWith, SelectIfWith,
+// UniqueByKeyWith (kiln/prim/operator.hpp): operators given at run time as CUDA C++ text, linked into the primitives' linked rows, against CPU
 // references at the issue's sizes (0, 1, a tile's edges, 1,000,003 and 2^24), outputs poisoned before each
 // run (the sort works in place); where the linked kernels come from (JIT, then memory in this registry,
 // then disk in another); and what a bad operator gives.
@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 #include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -205,5 +206,77 @@ TEST_CASE("operator: a select with a run-time predicate matches std::copy_if, co
     std::vector<std::int64_t> got = out.download();
     got.resize(want.size());
     KILN_CHECK_SAME(got, want);
+  }
+}
+
+TEST_CASE("operator: unique by key with a run-time equality keeps the first pair of each run") {
+  PrimContext context;
+  // Keys equal when in the same tens: runs of sorted keys 0-9, 10-19, … collapse to their first pair.
+  kiln::prim::UniqueByKeyWith<std::int32_t> plan({"__device__ bool op(int a, int b) { return a / 10 == b / 10; }"});
+  check_linked_source(plan.kernel());
+  unsigned seed = 130;
+  for (std::size_t n : operator_sizes(plan.tile_items())) {
+    CAPTURE(n);
+    auto keys = random_vector<std::int32_t>(n, seed++, 0, std::int32_t(std::max<std::size_t>(n, 1) * 3));
+    std::sort(keys.begin(), keys.end());
+    std::vector<std::int32_t> values(n);
+    std::iota(values.begin(), values.end(), 0);
+    std::vector<std::int32_t> want_keys, want_values;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i == 0 || keys[i] / 10 != keys[i - 1] / 10) want_keys.push_back(keys[i]), want_values.push_back(values[i]);
+    }
+    DeviceArray<std::int32_t> d_keys(keys), d_values(values), keys_out(n), values_out(n);
+    DeviceArray<std::uint64_t> count(1);
+    keys_out.poison();
+    values_out.poison();
+    count.poison();
+    if (n % 2) {
+      plan(d_keys.get(), d_values.get(), keys_out.get(), values_out.get(), count.get(), n);
+    } else {
+      DeviceArray<std::uint8_t> temp(plan.temp_bytes(n));
+      plan(d_keys.get(), d_values.get(), keys_out.get(), values_out.get(), count.get(), n,
+           kiln::prim::TempStorage{temp.get(), temp.size()});
+    }
+    KILN_CHECK_SAME(count.download(), std::vector<std::uint64_t>{want_keys.size()});
+    std::vector<std::int32_t> got_keys = keys_out.download(), got_values = values_out.download();
+    got_keys.resize(want_keys.size());
+    got_values.resize(want_values.size());
+    KILN_CHECK_SAME(got_keys, want_keys);
+    KILN_CHECK_SAME(got_values, want_values);
+  }
+}
+
+TEST_CASE("operator: a segmented max with a run-time operator matches the CPU, empty segments getting init") {
+  PrimContext context;
+  kiln::prim::SegmentedReduceWith<std::int64_t> plan(
+      {"__device__ long long op(long long a, long long b) { return a > b ? a : b; }"});
+  check_linked_source(plan.kernel());
+  const std::int64_t init = std::numeric_limits<std::int64_t>::min();
+  unsigned seed = 150;
+  for (std::size_t n : operator_sizes(plan.tile_items())) {
+    CAPTURE(n);
+    const auto in = random_vector<std::int64_t>(n, seed++, -1'000'000'000'000, 1'000'000'000'000);
+    // Segments of 0 to 3 tiles (empty ones among them), covering all n items.
+    std::vector<std::int32_t> offsets{0};
+    std::mt19937 rng(seed);
+    while (std::size_t(offsets.back()) < n) {
+      const std::size_t length = rng() % (3 * plan.tile_items() + 1);
+      offsets.push_back(std::int32_t(std::min(n, std::size_t(offsets.back()) + length)));
+    }
+    const std::size_t segments = offsets.size() - 1;
+    std::vector<std::int64_t> want(segments, init);
+    for (std::size_t s = 0; s < segments; ++s) {
+      for (std::int32_t i = offsets[s]; i < offsets[s + 1]; ++i) want[s] = std::max(want[s], in[i]);
+    }
+    DeviceArray<std::int64_t> d_in(in), out(segments);
+    DeviceArray<std::int32_t> d_offsets(offsets);
+    out.poison();
+    if (n % 2) {
+      plan(d_in.get(), out.get(), segments, d_offsets.get(), init);
+    } else {
+      DeviceArray<std::uint8_t> temp(plan.temp_bytes(segments));
+      plan(d_in.get(), out.get(), segments, d_offsets.get(), init, kiln::prim::TempStorage{temp.get(), temp.size()});
+    }
+    KILN_CHECK_SAME(out.download(), want);
   }
 }

@@ -14,9 +14,10 @@
 namespace kiln_prim {
 
 // cub::DeviceSelect::UniqueByKey(temp, bytes, const K* keys_in, const V* values_in, K* keys_out,
-// V* values_out, unsigned long long* num_selected, int n) spelled out: equality ::cuda::std::equal_to<>,
-// 32-bit offsets (cub::detail::choose_offset_t<int>), CUB's default policy hub for (K, V).
-template <typename K, typename V>
+// V* values_out, unsigned long long* num_selected, int n) spelled out: equality Equal (UniqueByKey's
+// default ::cuda::std::equal_to<>), 32-bit offsets (cub::detail::choose_offset_t<int>), CUB's default policy
+// hub for (K, V).
+template <typename K, typename V, typename Equal = ::cuda::std::equal_to<>>
 struct unique_by_key {
   using key_t = K;
   using value_t = V;
@@ -25,7 +26,7 @@ struct unique_by_key {
   using key_output_t = K*;
   using value_output_t = V*;
   using num_selected_t = unsigned long long*;
-  using equality_t = ::cuda::std::equal_to<>;
+  using equality_t = Equal;
   using offset_t = unsigned int;
   using tile_state = cub::ScanTileState<offset_t>;
   using policy_hub = cub::detail::unique_by_key::policy_hub<K, V>;

@@ -33,6 +33,8 @@ template <typename T> struct LinkedExclusiveScan;
 template <typename T> struct LinkedInclusiveScan;
 template <typename K> struct LinkedMergeSort;
 template <typename T> struct LinkedSelectIf;
+template <typename K> struct LinkedUnique;
+template <typename T> struct LinkedSegmentedReduce;
 }  // namespace detail
 
 // The plans. T: std::int32_t, std::uint32_t, std::int64_t, std::uint64_t, float or double. Building one
@@ -92,6 +94,28 @@ class InclusiveScanWith {
   std::unique_ptr<detail::LinkedInclusiveScan<T>> plan_;
 };
 
+// For i < num_segments: out[i] = op(init, in[offsets[i]], …, in[offsets[i+1] - 1]) in CUB's order, one
+// thread block per segment (cub::DeviceSegmentedReduce::Reduce); `offsets` holds num_segments + 1
+// non-decreasing offsets into `in`, and an empty segment gets init.
+template <typename T>
+class SegmentedReduceWith {
+ public:
+  explicit SegmentedReduceWith(const Operator& op, Registry& registry = prim::registry());
+  ~SegmentedReduceWith();
+  SegmentedReduceWith(SegmentedReduceWith&&) noexcept;
+  std::size_t temp_bytes(std::size_t num_segments) const;
+  void operator()(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets, T init,
+                  TempStorage temp, CUstream stream = nullptr) const;
+  void operator()(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets, T init,
+                  CUstream stream = nullptr);
+  // Items per tile of the segment kernel: a longer segment is reduced in several tiles by its block.
+  std::size_t tile_items() const;
+  const Kernel& kernel() const;
+
+ private:
+  std::unique_ptr<detail::LinkedSegmentedReduce<T>> plan_;
+};
+
 // Sorts keys[0, n) in place by `compare`, a strict weak order given as a __device__ function bool(K, K)
 // (const K& parameters are fine): "__device__ bool op(float a, float b) { return a > b; }" sorts
 // descending. values[i] moves with keys[i]. Stable, as cub::DeviceMergeSort::StableSortPairs: pairs whose
@@ -135,6 +159,30 @@ class SelectIfWith {
 
  private:
   std::unique_ptr<detail::LinkedSelectIf<T>> plan_;
+};
+
+// Of each run of consecutive keys that `equal`, a __device__ function bool(K, K), says are equal, copies the
+// first key and its value to keys_out and values_out, compacted in input order, and the number of runs to
+// *num_selected (cub::DeviceSelect::UniqueByKey): "__device__ bool op(int a, int b) { return a / 10 == b / 10; }"
+// keeps one pair per run of keys in the same tens. No range may overlap another. K: the six types above.
+template <typename K>
+class UniqueByKeyWith {
+ public:
+  using value_type = std::int32_t;
+
+  explicit UniqueByKeyWith(const Operator& equal, Registry& registry = prim::registry());
+  ~UniqueByKeyWith();
+  UniqueByKeyWith(UniqueByKeyWith&&) noexcept;
+  std::size_t temp_bytes(std::size_t n) const;
+  void operator()(const K* keys_in, const value_type* values_in, K* keys_out, value_type* values_out,
+                  std::uint64_t* num_selected, std::size_t n, TempStorage temp, CUstream stream = nullptr) const;
+  void operator()(const K* keys_in, const value_type* values_in, K* keys_out, value_type* values_out,
+                  std::uint64_t* num_selected, std::size_t n, CUstream stream = nullptr);
+  std::size_t tile_items() const;
+  const Kernel& kernel() const;
+
+ private:
+  std::unique_ptr<detail::LinkedUnique<K>> plan_;
 };
 
 // The translation unit kiln links for `op` into `plan` (for errors: "ReduceWith<float>"), whose kernels call
