@@ -1,7 +1,8 @@
 // Operators given at run time (kiln/prim/operator.hpp) against nvcc-compiled cub::Device* called with the
 // same operator as an nvcc functor, on the same data: a float max-reduce, a wrapping int exclusive sum, a
 // 64-bit running xor, a descending merge sort of (float, int) pairs, a select of multiples of 3, a unique
-// by key with keys equal within a tens, a segmented max over segments of about 1000 items. Rates count
+// by key with keys equal within a tens, a segmented max over segments of about 1000 items, a sum of
+// squares through a transform iterator (cub::DeviceReduce::TransformReduce). Rates count
 // the input items' bytes (reduce, select, segmented reduce) or input and output bytes (scans); the sort's
 // and the unique's G items/s.
 #include "prim_bench.hpp"
@@ -58,6 +59,15 @@ struct TensI {
 constexpr const char* kMaxDText = "__device__ double op(double a, double b) { return a > b ? a : b; }";
 struct MaxD {
   __device__ double operator()(double a, double b) const { return a > b ? a : b; }
+};
+
+constexpr const char* kSquareText = "__device__ double sq(double x) { return x * x; }";
+constexpr const char* kSumDText = "__device__ double op(double a, double b) { return a + b; }";
+struct SquareD {
+  __device__ double operator()(double x) const { return x * x; }
+};
+struct SumD {
+  __device__ double operator()(double a, double b) const { return a + b; }
 };
 
 Row max_reduce_row(std::size_t n, std::shared_ptr<DeviceVector<float>> in) {
@@ -286,13 +296,43 @@ Row segmented_max_row(std::size_t n) {
   return row;
 }
 
+Row sum_of_squares_row(std::size_t n) {
+  auto in = std::make_shared<DeviceVector<double>>(n);
+  fill_random(*in, -1.0, 1.0);
+  auto out = std::make_shared<DeviceVector<double>>(1);
+  auto plan = std::make_shared<kiln::prim::TransformReduceWith<double>>(kiln::prim::Operator{kSquareText, "sq"},
+                                                                        kiln::prim::Operator{kSumDText});
+  auto kiln_temp = std::make_shared<DeviceVector<std::uint8_t>>(plan->temp_bytes(n));
+  std::size_t cub_bytes = 0;
+  check_cuda(cub::DeviceReduce::TransformReduce(nullptr, cub_bytes, in->data(), out->data(), int(n), SumD{}, SquareD{},
+                                                0.0));
+  auto cub_temp = std::make_shared<DeviceVector<std::uint8_t>>(cub_bytes);
+  Row row;
+  row.family = "transform_reduce (run-time square, sum)";
+  row.type = "f64";
+  row.n = n;
+  row.bytes = double(sizeof(double)) * double(n);
+  row.kiln = [=](CUstream s) {
+    (*plan)(in->data(), out->data(), n, 0.0, kiln::prim::TempStorage{kiln_temp->data(), kiln_temp->size()}, s);
+  };
+  row.cub = [=](CUstream s) {
+    std::size_t bytes = cub_temp->size();
+    check_cuda(cub::DeviceReduce::TransformReduce(cub_temp->data(), bytes, in->data(), out->data(), int(n), SumD{},
+                                                  SquareD{}, 0.0, s));
+  };
+  row.release = [in, out, kiln_temp, cub_temp, plan]() mutable {
+    in.reset(), out.reset(), kiln_temp.reset(), cub_temp.reset(), plan.reset();
+  };
+  return row;
+}
+
 }  // namespace
 
 std::vector<Row> operator_rows(std::size_t n) {
   auto f32 = std::make_shared<DeviceVector<float>>(n);
   fill_random(*f32, -1000.0f, 1000.0f);
   return {max_reduce_row(n, f32), add_scan_row(n),  xor_scan_row(n),     descending_sort_row(n),
-          select_row(n),          unique_row(n),    segmented_max_row(n)};
+          select_row(n),          unique_row(n),    segmented_max_row(n), sum_of_squares_row(n)};
 }
 
 }  // namespace kiln::bench

@@ -70,35 +70,48 @@ std::string signature_text(const std::string& result, const std::vector<std::str
   return text + ")";
 }
 
-// How a plan's kernels call the operator, in C++ spelling: `result`(args...).
-struct Signature {
-  std::string result;
-  std::vector<std::string> args;
-};
-
-// T(T, T): the reduce and scan plans'.
+// T(T, T): the reduce and scan plans' call of `op`.
 template <typename T>
-Signature binary() {
-  return {cuda_spelling<T>(), {cuda_spelling<T>(), cuda_spelling<T>()}};
+LinkedCall binary(const Operator& op) {
+  return {op, cuda_spelling<T>(), {cuda_spelling<T>(), cuda_spelling<T>()}};
 }
 
-// Builds `Plan` over the linked row for T; a signature mismatch becomes an error naming both signatures.
+// bool(K, K): a comparator's or an equality's call.
+template <typename K>
+LinkedCall predicate2(const Operator& op) {
+  return {op, "bool", {cuda_spelling<K>(), cuda_spelling<K>()}};
+}
+
+// Builds `Plan` over the linked row for T with `calls` linked in; a signature mismatch becomes an error
+// naming the operator and both signatures (the instantiation in NVRTC's log is at the line of that
+// operator's definition, whose #line file names it).
 template <typename Plan, typename T>
-std::unique_ptr<Plan> make_linked(const Operator& op, Registry& registry, const char* family, const char* plan,
-                                  const Signature& calls = binary<T>()) {
+std::unique_ptr<Plan> make_linked(const std::vector<LinkedCall>& calls, Registry& registry, const std::string& family,
+                                  const char* plan) {
   const std::string name = plan_name<T>(plan);
-  const LinkedSource link = linked_operator_source(op, calls.result, calls.args, name);
-  const std::string unit = std::string("linked_") + family + "_" + type_suffix<T>();
+  const LinkedSource link = linked_operators_source(calls, name);
+  const std::string unit = "linked_" + family + "_" + type_suffix<T>();
   try {
     return std::make_unique<Plan>(registry, unit, &link);
   } catch (const Error& e) {
     const std::string given = e.code() == Errc::compile ? given_signature(e.what()) : std::string();
     if (given.empty()) throw;
+    const std::string_view log = e.what();
+    const LinkedCall* wrong = &calls.front();
+    for (const LinkedCall& c : calls) {
+      if (log.find("of kiln: the definition of operator '" + c.op.name + "'") != std::string_view::npos) wrong = &c;
+    }
     const std::string t = cuda_spelling<T>();
-    throw Error(Errc::compile, "kiln::prim::" + name + ": operator '" + op.name + "' is " + given + "; the " +
-                                   plan + " calls it as " + signature_text(calls.result, calls.args) + " (const " +
+    throw Error(Errc::compile, "kiln::prim::" + name + ": operator '" + wrong->op.name + "' is " + given + "; the " +
+                                   plan + " calls it as " + signature_text(wrong->result, wrong->args) + " (const " +
                                    t + "& parameters are fine)\n" + e.what());
   }
+}
+
+template <typename Plan, typename T>
+std::unique_ptr<Plan> make_linked(const LinkedCall& call, Registry& registry, const std::string& family,
+                                  const char* plan) {
+  return make_linked<Plan, T>(std::vector<LinkedCall>{call}, registry, family, plan);
 }
 
 }  // namespace
@@ -126,6 +139,15 @@ struct LinkedSelectIf {
   SelectIf<kernel_t<T>, kiln_prim::linked_unary_op<bool, kernel_t<T>>> plan;
 };
 template <typename T>
+using LinkedTransform = kiln_prim::transform_iterator<kernel_t<T>, kiln_prim::linked_unary_op<kernel_t<T>, kernel_t<T>>,
+                                                      const kernel_t<T>*>;
+template <typename T>
+struct LinkedTransformReduce {
+  LinkedTransformReduce(Registry& registry, const std::string& unit, const LinkedSource* link)
+      : plan(registry, unit, link) {}
+  Reduce<kernel_t<T>, LinkedOp<T>, LinkedTransform<T>> plan;
+};
+template <typename T>
 struct LinkedSegmentedReduce {
   LinkedSegmentedReduce(Registry& registry, const std::string& unit, const LinkedSource* link)
       : plan(registry, unit, link) {}
@@ -144,31 +166,45 @@ struct LinkedMergeSort {
 
 }  // namespace detail
 
+LinkedSource linked_operators_source(const std::vector<LinkedCall>& calls, const std::string& plan) {
+  if (calls.empty()) throw std::invalid_argument("kiln::prim::" + plan + ": no operator to link");
+  LinkedSource link;
+  link.source = "#include <kiln_prim/linked_op.cuh>\n";
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    const LinkedCall& c = calls[k];
+    if (!detail::is_identifier(c.op.name)) {
+      throw std::invalid_argument("kiln::prim::" + plan + ": the operator's name '" + c.op.name +
+                                  "' is not a C++ identifier (Operator::name names the function its source defines)");
+    }
+    for (std::size_t j = 0; j < k; ++j) {
+      if (calls[j].op.name == c.op.name) {
+        throw std::invalid_argument("kiln::prim::" + plan + ": two operators are named '" + c.op.name +
+                                    "'; they share one translation unit, so their names must differ");
+      }
+    }
+    std::string template_args = c.result, parameters, call;
+    for (std::size_t i = 0; i < c.args.size(); ++i) {
+      const std::string p = std::string("a").append(std::to_string(i));
+      template_args += ", " + c.args[i];
+      parameters += (i ? ", " : "") + c.args[i] + " " + p;
+      call += (i ? ", " : "") + p;
+    }
+    link.name += (k ? " and operator '" : "operator '") + c.op.name + "'";
+    link.source += "#line 1 \"operator " + c.op.name + "\"\n" + c.op.source + "\n" +
+                   "#line 1 \"kiln: the definition of operator '" + c.op.name + "' linked into " + plan + "\"\n" +
+                   "static_assert(kiln_prim::detail::check_operator_signature<" +
+                   detail::signature_text(c.result, c.args) + ", kiln_prim::detail::signature_of<decltype(&" +
+                   c.op.name + ")>::type>::ok, \"\");\n" + "template <> __device__ " + c.result +
+                   " kiln_prim::linked_operator<" + template_args + ">(" + parameters + ") { return " + c.op.name +
+                   "(" + call + "); }\n";
+  }
+  link.name += " of kiln::prim::" + plan;
+  return link;
+}
+
 LinkedSource linked_operator_source(const Operator& op, const std::string& result, const std::vector<std::string>& args,
                                     const std::string& plan) {
-  if (!detail::is_identifier(op.name)) {
-    throw std::invalid_argument("kiln::prim::" + plan + ": the operator's name '" + op.name +
-                                "' is not a C++ identifier (Operator::name names the function its source defines)");
-  }
-  const std::string signature = detail::signature_text(result, args);
-  std::string template_args = result, parameters, call;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string p = std::string("a").append(std::to_string(i));
-    template_args += ", " + args[i];
-    parameters += (i ? ", " : "") + args[i] + " " + p;
-    call += (i ? ", " : "") + p;
-  }
-  LinkedSource link;
-  link.name = "operator '" + op.name + "' of kiln::prim::" + plan;
-  link.source = "#include <kiln_prim/linked_op.cuh>\n"
-                "#line 1 \"operator " + op.name + "\"\n" +
-                op.source + "\n"
-                "#line 1 \"kiln: the definition linked into " + plan + "\"\n"
-                "static_assert(kiln_prim::detail::check_operator_signature<" + signature + ", "
-                "kiln_prim::detail::signature_of<decltype(&" + op.name + ")>::type>::ok, \"\");\n"
-                "template <> __device__ " + result + " kiln_prim::linked_operator<" + template_args + ">(" +
-                parameters + ") { return " + op.name + "(" + call + "); }\n";
-  return link;
+  return linked_operators_source({LinkedCall{op, result, args}}, plan);
 }
 
 LinkedSource linked_operator_source(const Operator& op, const std::string& type, const std::string& plan) {
@@ -183,7 +219,7 @@ static detail::kernel_t<T>* out_ptr(T* p) { return reinterpret_cast<detail::kern
 
 template <typename T>
 ReduceWith<T>::ReduceWith(const Operator& op, Registry& registry)
-    : plan_(detail::make_linked<detail::LinkedReduce<T>, T>(op, registry, "reduce", "ReduceWith")) {}
+    : plan_(detail::make_linked<detail::LinkedReduce<T>, T>(detail::binary<T>(op), registry, "reduce", "ReduceWith")) {}
 template <typename T>
 ReduceWith<T>::~ReduceWith() = default;
 template <typename T>
@@ -205,7 +241,8 @@ const Kernel& ReduceWith<T>::kernel() const { return plan_->plan.kernel(); }
 
 template <typename T>
 ExclusiveScanWith<T>::ExclusiveScanWith(const Operator& op, Registry& registry)
-    : plan_(detail::make_linked<detail::LinkedExclusiveScan<T>, T>(op, registry, "exclusive_scan", "ExclusiveScanWith")) {}
+    : plan_(detail::make_linked<detail::LinkedExclusiveScan<T>, T>(detail::binary<T>(op), registry, "exclusive_scan",
+                                                                   "ExclusiveScanWith")) {}
 template <typename T>
 ExclusiveScanWith<T>::~ExclusiveScanWith() = default;
 template <typename T>
@@ -228,7 +265,8 @@ const Kernel& ExclusiveScanWith<T>::kernel() const { return plan_->plan.kernel()
 
 template <typename T>
 InclusiveScanWith<T>::InclusiveScanWith(const Operator& op, Registry& registry)
-    : plan_(detail::make_linked<detail::LinkedInclusiveScan<T>, T>(op, registry, "inclusive_scan", "InclusiveScanWith")) {}
+    : plan_(detail::make_linked<detail::LinkedInclusiveScan<T>, T>(detail::binary<T>(op), registry, "inclusive_scan",
+                                                                   "InclusiveScanWith")) {}
 template <typename T>
 InclusiveScanWith<T>::~InclusiveScanWith() = default;
 template <typename T>
@@ -250,9 +288,8 @@ const Kernel& InclusiveScanWith<T>::kernel() const { return plan_->plan.kernel()
 
 template <typename K>
 MergeSortPairsWith<K>::MergeSortPairsWith(const Operator& compare, Registry& registry)
-    : plan_(detail::make_linked<detail::LinkedMergeSort<K>, K>(
-          compare, registry, "merge_sort_pairs", "MergeSortPairsWith",
-          {"bool", {detail::cuda_spelling<K>(), detail::cuda_spelling<K>()}})) {}
+    : plan_(detail::make_linked<detail::LinkedMergeSort<K>, K>(detail::predicate2<K>(compare), registry,
+                                                               "merge_sort_pairs", "MergeSortPairsWith")) {}
 template <typename K>
 MergeSortPairsWith<K>::~MergeSortPairsWith() = default;
 template <typename K>
@@ -275,8 +312,8 @@ const Kernel& MergeSortPairsWith<K>::kernel() const { return plan_->plan.kernel(
 
 template <typename T>
 SelectIfWith<T>::SelectIfWith(const Operator& pred, Registry& registry)
-    : plan_(detail::make_linked<detail::LinkedSelectIf<T>, T>(pred, registry, "select_if", "SelectIfWith",
-                                                              {"bool", {detail::cuda_spelling<T>()}})) {}
+    : plan_(detail::make_linked<detail::LinkedSelectIf<T>, T>(LinkedCall{pred, "bool", {detail::cuda_spelling<T>()}},
+                                                              registry, "select_if", "SelectIfWith")) {}
 template <typename T>
 SelectIfWith<T>::~SelectIfWith() = default;
 template <typename T>
@@ -298,9 +335,34 @@ template <typename T>
 const Kernel& SelectIfWith<T>::kernel() const { return plan_->plan.kernel(); }
 
 template <typename T>
+TransformReduceWith<T>::TransformReduceWith(const Operator& transform, const Operator& reduce, Registry& registry)
+    : plan_(detail::make_linked<detail::LinkedTransformReduce<T>, T>(
+          {LinkedCall{transform, detail::cuda_spelling<T>(), {detail::cuda_spelling<T>()}}, detail::binary<T>(reduce)},
+          registry, "transform_reduce", "TransformReduceWith")) {}
+template <typename T>
+TransformReduceWith<T>::~TransformReduceWith() = default;
+template <typename T>
+TransformReduceWith<T>::TransformReduceWith(TransformReduceWith&&) noexcept = default;
+template <typename T>
+std::size_t TransformReduceWith<T>::temp_bytes(std::size_t n) const { return plan_->plan.temp_bytes(n); }
+template <typename T>
+void TransformReduceWith<T>::operator()(const T* in, T* out, std::size_t n, T init, TempStorage temp,
+                                        CUstream stream) const {
+  std::as_const(plan_->plan)(detail::LinkedTransform<T>{in_ptr(in), {}}, out_ptr(out), n, init, temp, stream);
+}
+template <typename T>
+void TransformReduceWith<T>::operator()(const T* in, T* out, std::size_t n, T init, CUstream stream) {
+  plan_->plan(detail::LinkedTransform<T>{in_ptr(in), {}}, out_ptr(out), n, init, stream);
+}
+template <typename T>
+std::size_t TransformReduceWith<T>::tile_items() const { return plan_->plan.tile_items(); }
+template <typename T>
+const Kernel& TransformReduceWith<T>::kernel() const { return plan_->plan.kernel(); }
+
+template <typename T>
 SegmentedReduceWith<T>::SegmentedReduceWith(const Operator& op, Registry& registry)
-    : plan_(detail::make_linked<detail::LinkedSegmentedReduce<T>, T>(op, registry, "segmented_reduce",
-                                                                     "SegmentedReduceWith")) {}
+    : plan_(detail::make_linked<detail::LinkedSegmentedReduce<T>, T>(detail::binary<T>(op), registry,
+                                                                     "segmented_reduce", "SegmentedReduceWith")) {}
 template <typename T>
 SegmentedReduceWith<T>::~SegmentedReduceWith() = default;
 template <typename T>
@@ -326,9 +388,8 @@ const Kernel& SegmentedReduceWith<T>::kernel() const { return plan_->plan.kernel
 
 template <typename K>
 UniqueByKeyWith<K>::UniqueByKeyWith(const Operator& equal, Registry& registry)
-    : plan_(detail::make_linked<detail::LinkedUnique<K>, K>(
-          equal, registry, "unique_by_key", "UniqueByKeyWith",
-          {"bool", {detail::cuda_spelling<K>(), detail::cuda_spelling<K>()}})) {}
+    : plan_(detail::make_linked<detail::LinkedUnique<K>, K>(detail::predicate2<K>(equal), registry, "unique_by_key",
+                                                            "UniqueByKeyWith")) {}
 template <typename K>
 UniqueByKeyWith<K>::~UniqueByKeyWith() = default;
 template <typename K>
@@ -357,6 +418,7 @@ const Kernel& UniqueByKeyWith<K>::kernel() const { return plan_->plan.kernel(); 
   template class ExclusiveScanWith<T>;   \
   template class InclusiveScanWith<T>;   \
   template class SegmentedReduceWith<T>; \
+  template class TransformReduceWith<T>; \
   template class MergeSortPairsWith<T>;  \
   template class SelectIfWith<T>;        \
   template class UniqueByKeyWith<T>;

@@ -164,6 +164,29 @@ TEST_CASE("an equality links into the unique-by-key row, a binary operator into 
   }
 }
 
+TEST_CASE("two operators link into the transform-reduce row; their names must differ") {
+  const char* kernel = "linked_transform_reduce_f64_sweep";
+  const std::vector<kiln::prim::LinkedCall> calls{
+      {{"__device__ double sq(double x) { return x * x; }", "sq"}, "double", {"double"}},
+      {{"__device__ double op(double a, double b) { return a + b; }"}, "double", {"double", "double"}}};
+  CompileRequest request = kiln::detail::make_request(kiln::prim::catalog(), unit_of(kernel), 90);
+  const kiln::LinkedSource link = kiln::prim::linked_operators_source(calls, "TransformReduceWith<double>");
+  CHECK(link.name == "operator 'sq' and operator 'op' of kiln::prim::TransformReduceWith<double>");
+  request.link_source = link.source;
+  request.link_source_name = link.name;
+  const CompileOutcome out = compile_unit(request);
+  const std::string why = out.entry.ok() ? std::string() : out.entry.error() + "\n" + out.log;
+  REQUIRE_MESSAGE(out.entry.ok(), why);
+  const kiln::detail::Cubin cubin = kiln::detail::read_cubin(std::string_view(out.entry->cubin));
+  REQUIRE(cubin.ok());
+  REQUIRE(request.kernels.size() == 3);
+  for (const auto& k : request.kernels) CHECK(cubin.defines(k.lowered));
+  // One translation unit: two functions of one name would collide.
+  std::vector<kiln::prim::LinkedCall> same = calls;
+  same[0].op.name = "op";
+  CHECK_THROWS_AS(kiln::prim::linked_operators_source(same, "TransformReduceWith<double>"), std::invalid_argument);
+}
+
 TEST_CASE("an operator's name must be an identifier, and name the function its source defines") {
   CHECK_THROWS_AS(kiln::prim::linked_operator_source({kMax, "op(1)"}, "float", "ReduceWith<float>"), std::invalid_argument);
   CHECK_THROWS_AS(kiln::prim::linked_operator_source({kMax, ""}, "float", "ReduceWith<float>"), std::invalid_argument);

@@ -1,5 +1,5 @@
-// ReduceWith, ExclusiveScanWith, InclusiveScanWith, SegmentedReduceWith, MergeSortPairsWith, SelectIfWith,
-// UniqueByKeyWith (kiln/prim/operator.hpp): operators given at run time as CUDA C++ text, linked into the primitives' linked rows, against CPU
+// ReduceWith, TransformReduceWith, ExclusiveScanWith, InclusiveScanWith, SegmentedReduceWith,
+// MergeSortPairsWith, SelectIfWith, UniqueByKeyWith (kiln/prim/operator.hpp): operators given at run time as CUDA C++ text, linked into the primitives' linked rows, against CPU
 // references at the issue's sizes (0, 1, a tile's edges, 1,000,003 and 2^24), outputs poisoned before each
 // run (the sort works in place); where the linked kernels come from (JIT, then memory in this registry,
 // then disk in another); and what a bad operator gives.
@@ -278,5 +278,39 @@ TEST_CASE("operator: a segmented max with a run-time operator matches the CPU, e
       plan(d_in.get(), out.get(), segments, d_offsets.get(), init, kiln::prim::TempStorage{temp.get(), temp.size()});
     }
     KILN_CHECK_SAME(out.download(), want);
+  }
+}
+
+TEST_CASE("operator: a transform-iterator reduce with both operators given at run time matches the CPU") {
+  PrimContext context;
+  // Sum of squares of whole numbers below 1000 in double: exact in any order up to 2^24 items.
+  kiln::prim::TransformReduceWith<double> plan({"__device__ double sq(double x) { return x * x; }", "sq"},
+                                               {"__device__ double op(double a, double b) { return a + b; }"});
+  check_linked_source(plan.kernel());
+  unsigned seed = 170;
+  for (std::size_t n : operator_sizes(plan.tile_items())) {
+    CAPTURE(n);
+    auto in = random_vector<double>(n, seed++, 0.0, 1000.0);
+    for (double& x : in) x = double(int(x));
+    double want = 0.5;  // init
+    for (double x : in) want += x * x;
+    DeviceArray<double> d_in(in), out(1);
+    out.poison();
+    if (n % 2) {
+      plan(d_in.get(), out.get(), n, 0.5);
+    } else {
+      DeviceArray<std::uint8_t> temp(plan.temp_bytes(n));
+      plan(d_in.get(), out.get(), n, 0.5, kiln::prim::TempStorage{temp.get(), temp.size()});
+    }
+    KILN_CHECK_SAME(out.download(), std::vector<double>{want});
+  }
+  // A wrong signature names the operator it is about.
+  try {
+    kiln::prim::TransformReduceWith<double> wrong({"__device__ float sq(float x) { return x * x; }", "sq"},
+                                                  {"__device__ double op(double a, double b) { return a + b; }"});
+    FAIL("a transform of the wrong signature built a plan");
+  } catch (const kiln::Error& e) {
+    CHECK(contains(e.what(), "operator 'sq' is float (float)"));
+    CHECK(contains(e.what(), "calls it as double(double)"));
   }
 }

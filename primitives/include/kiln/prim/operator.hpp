@@ -35,6 +35,7 @@ template <typename K> struct LinkedMergeSort;
 template <typename T> struct LinkedSelectIf;
 template <typename K> struct LinkedUnique;
 template <typename T> struct LinkedSegmentedReduce;
+template <typename T> struct LinkedTransformReduce;
 }  // namespace detail
 
 // The plans. T: std::int32_t, std::uint32_t, std::int64_t, std::uint64_t, float or double. Building one
@@ -92,6 +93,26 @@ class InclusiveScanWith {
 
  private:
   std::unique_ptr<detail::LinkedInclusiveScan<T>> plan_;
+};
+
+// *out = reduce(init, transform(in[0]), …, transform(in[n-1])) in CUB's tree order, the transform applied
+// as each item is read (a transform iterator: nothing is stored); n = 0 writes init. `transform` is a
+// __device__ function T(T), `reduce` one T(T, T); both texts share one translation unit, so their names
+// must differ: {"__device__ float sq(float x) { return x * x; }", "sq"} and the sum "op".
+template <typename T>
+class TransformReduceWith {
+ public:
+  TransformReduceWith(const Operator& transform, const Operator& reduce, Registry& registry = prim::registry());
+  ~TransformReduceWith();
+  TransformReduceWith(TransformReduceWith&&) noexcept;
+  std::size_t temp_bytes(std::size_t n) const;
+  void operator()(const T* in, T* out, std::size_t n, T init, TempStorage temp, CUstream stream = nullptr) const;
+  void operator()(const T* in, T* out, std::size_t n, T init, CUstream stream = nullptr);
+  std::size_t tile_items() const;
+  const Kernel& kernel() const;
+
+ private:
+  std::unique_ptr<detail::LinkedTransformReduce<T>> plan_;
 };
 
 // For i < num_segments: out[i] = op(init, in[offsets[i]], …, in[offsets[i+1] - 1]) in CUB's order, one
@@ -184,6 +205,19 @@ class UniqueByKeyWith {
  private:
   std::unique_ptr<detail::LinkedUnique<K>> plan_;
 };
+
+// One operator of a linked translation unit, and how the kernels call it: result(args...), C++ spelling.
+struct LinkedCall {
+  Operator op;
+  std::string result;
+  std::vector<std::string> args;
+};
+
+// The translation unit kiln links for the operators `calls` into `plan` (for errors: "ReduceWith<float>"):
+// each operator's text, a check that its signature is the one the kernels call, and the definition they
+// call. Its text is the disk cache's key; exposed for tests and tools. Throws std::invalid_argument when a
+// name is not an identifier, or two operators have the same name (they share the translation unit).
+LinkedSource linked_operators_source(const std::vector<LinkedCall>& calls, const std::string& plan);
 
 // The translation unit kiln links for `op` into `plan` (for errors: "ReduceWith<float>"), whose kernels call
 // it as result(args...) in C++ spelling ("bool", {"float", "float"}): the operator's text, a check that its
