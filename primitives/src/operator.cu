@@ -1,5 +1,6 @@
-// ReduceWith, ExclusiveScanWith, InclusiveScanWith, MergeSortPairsWith, SelectIfWith, UniqueByKeyWith: CUB's dispatch on kiln's linked
-// rows, with the caller's operator linked in (Registry::get with a LinkedSource).
+// The plans of kiln/prim/operator.hpp (ReduceWith, TransformReduceWith, the scans, SegmentedReduceWith,
+// MergeSortPairsWith, SelectIfWith, UniqueByKeyWith): CUB's dispatch on kiln's linked rows, with the
+// caller's operators linked in (Registry::get with a LinkedSource).
 #include <kiln/prim/operator.hpp>
 
 #include <kiln/error.hpp>

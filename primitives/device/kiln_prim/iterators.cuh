@@ -68,8 +68,12 @@ struct constant_iterator {
 
   __host__ __device__ __forceinline__ T operator*() const { return value; }
   __host__ __device__ __forceinline__ T operator[](difference_type) const { return value; }
-  __host__ __device__ __forceinline__ constant_iterator operator+(difference_type n) const { return {value, index + n}; }
-  __host__ __device__ __forceinline__ constant_iterator operator-(difference_type n) const { return {value, index - n}; }
+  __host__ __device__ __forceinline__ constant_iterator operator+(difference_type n) const {
+    return {value, index + n};
+  }
+  __host__ __device__ __forceinline__ constant_iterator operator-(difference_type n) const {
+    return {value, index - n};
+  }
   __host__ __device__ __forceinline__ difference_type operator-(constant_iterator other) const {
     return index - other.index;
   }

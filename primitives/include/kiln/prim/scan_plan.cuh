@@ -143,12 +143,13 @@ class ExclusiveScan : public detail::ScanPlan<kiln_prim::exclusive_scan<T, Op, I
       : Base(registry, unit, link) {}
 
   // Thread-safe: a plan's const calls only read it.
-  void operator()(typename Base::input_type in, T* out, std::size_t n, T init, TempStorage temp, CUstream stream = nullptr,
-                  Op op = {}) const {
+  void operator()(typename Base::input_type in, T* out, std::size_t n, T init, TempStorage temp,
+                  CUstream stream = nullptr, Op op = {}) const {
     this->run(in, out, n, op, typename Base::init_t(init), temp, stream);
   }
   // With storage the plan owns (allocated only when n outgrows it).
-  void operator()(typename Base::input_type in, T* out, std::size_t n, T init, CUstream stream = nullptr, Op op = {}) {
+  void operator()(typename Base::input_type in, T* out, std::size_t n, T init, CUstream stream = nullptr,
+                  Op op = {}) {
     this->run(in, out, n, op, typename Base::init_t(init), stream);
   }
 };
@@ -163,8 +164,8 @@ class InclusiveScan : public detail::ScanPlan<kiln_prim::inclusive_scan<T, Op, I
   InclusiveScan(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
       : Base(registry, unit, link) {}
 
-  void operator()(typename Base::input_type in, T* out, std::size_t n, TempStorage temp, CUstream stream = nullptr,
-                  Op op = {}) const {
+  void operator()(typename Base::input_type in, T* out, std::size_t n, TempStorage temp,
+                  CUstream stream = nullptr, Op op = {}) const {
     this->run(in, out, n, op, {}, temp, stream);
   }
   void operator()(typename Base::input_type in, T* out, std::size_t n, CUstream stream = nullptr, Op op = {}) {
