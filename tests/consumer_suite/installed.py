@@ -5,7 +5,8 @@ catalog, a program and the project's own command line (tiny-kiln) build with `pk
 kiln`, and the program runs. Without a GPU it prints that it launched nothing and exits 77; that still
 counts as a pass here, since the build is what is tested. Then tiny-kiln precompiles its registry for an
 architecture it did not embed with the toolkit's headers hidden, the installed `kiln` starts without
-LD_LIBRARY_PATH, and kiln_prim.pc is installed."""
+LD_LIBRARY_PATH, and kiln_prim.pc and kiln_prim_headers.pc are installed (the latter names the plans'
+and the device headers' directories)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ import steps
 # What `meson install` must put where (prefix-relative; --libdir lib keeps it one path on every distro).
 INSTALLED = ["include/kiln/kiln.hpp", "include/kiln/registry.hpp", "include/kiln/cli.hpp", "lib/libkiln.so",
              "lib/pkgconfig/kiln.pc", "lib/libkiln_prim.so", "lib/pkgconfig/kiln_prim.pc", "include/kiln/prim.hpp",
+             "lib/pkgconfig/kiln_prim_headers.pc", "include/kiln/prim/reduce_plan.cuh",
+             "share/kiln/primitives/device/kiln_prim/iterators.cuh",
              "bin/kiln", "bin/kiln-gen", "share/kiln/codegen/kiln_gen.py", "share/kiln/codegen/table_build.py",
              "share/kiln/templates/unit.cu.j2", "share/kiln/templates/families/block_reduce.cu.j2"]
 
@@ -44,6 +47,18 @@ def installed(args) -> int:
         steps.run(["pkg-config", "--libs", "kiln_prim"], env={"PKG_CONFIG_PATH": str(prefix / "lib" / "pkgconfig")}, out=out)
         if "-lkiln_prim" not in out[-1] or "-lkiln" not in out[-1].replace("-lkiln_prim", ""):
             raise steps.StepFailed("pkg-config --libs kiln_prim does not name libkiln_prim and libkiln")
+        # The header-only plans and their device types, for a project's own nvcc code on its kiln.* rows.
+        steps.run(["pkg-config", "--cflags", "kiln_prim_headers"],
+                  env={"PKG_CONFIG_PATH": str(prefix / "lib" / "pkgconfig")}, out=out)
+        flags = out[-1].split()
+        device = [Path(f[2:]) for f in flags if f.startswith("-I") and (Path(f[2:]) / "kiln_prim" / "reduce.cuh").is_file()]
+        plans = [Path(f[2:]) for f in flags if f.startswith("-I") and (Path(f[2:]) / "kiln" / "prim" / "reduce_plan.cuh").is_file()]
+        if not device or not plans or "-DCUB_DISABLE_NAMESPACE_MAGIC" not in flags:
+            raise steps.StepFailed(f"pkg-config --cflags kiln_prim_headers lacks the plans, the device headers or CUB's "
+                                   f"defines: {out[-1].strip()}")
+        # ... and they are enough: every open plan compiles with those flags alone (nvcc, no link).
+        steps.run([str(Path(args.toolkit) / "bin" / "nvcc"), "-std=c++20", "--expt-relaxed-constexpr", "-c",
+                   str(source / "tests" / "installed" / "open_plans.cu"), "-o", str(tmp / "open_plans.o"), *flags])
 
         app = tmp / "app"
         shutil.copytree(source / "tests" / "installed", app)
