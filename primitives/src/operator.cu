@@ -90,7 +90,16 @@ template <typename Plan, typename T>
 std::unique_ptr<Plan> make_linked(const std::vector<LinkedCall>& calls, Registry& registry, const std::string& family,
                                   const char* plan) {
   const std::string name = plan_name<T>(plan);
-  const LinkedSource link = linked_operators_source(calls, name);
+  const bool given_ir = calls.size() == 1 && !calls.front().op.lto_ir.empty();
+  for (const LinkedCall& c : calls) {
+    if (!c.op.lto_ir.empty() && !given_ir) {
+      throw std::invalid_argument("kiln::prim::" + name + ": operators given as LTO-IR link one at a time; give "
+                                  "these as text");
+    }
+  }
+  const LinkedSource link = given_ir ? LinkedSource{"LTO-IR operator '" + calls.front().op.name + "' of kiln::prim::" +
+                                                        name, calls.front().op.lto_ir, true}
+                                     : linked_operators_source(calls, name);
   const std::string unit = "linked_" + family + "_" + type_suffix<T>();
   try {
     return std::make_unique<Plan>(registry, unit, &link);

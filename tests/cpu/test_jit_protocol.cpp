@@ -30,6 +30,9 @@ CompileRequest sample_request() {
   r.pch_path = "/home/u/.cache/kiln/v1/0123.pch";
   r.ptx = ".version 9.0\n.target sm_90\n";
   r.link_threads = 7;
+  r.link_source = std::string("\x7f" "LTO\0ir", 7);  // bytes, NUL included
+  r.link_source_name = "LTO-IR operator 'op' of kiln::prim::ReduceWith<float>";
+  r.link_lto_ir = true;
   return r;
 }
 
@@ -66,6 +69,9 @@ void require_same(const CompileRequest& a, const CompileRequest& b) {
   CHECK(a.pch_path == b.pch_path);
   CHECK(a.ptx == b.ptx);
   CHECK(a.link_threads == b.link_threads);
+  CHECK(a.link_source == b.link_source);
+  CHECK(a.link_source_name == b.link_source_name);
+  CHECK(a.link_lto_ir == b.link_lto_ir);
 }
 
 // Every way of decoding a frame, as the pool and the worker would: open it, then decode its kind.
@@ -203,6 +209,13 @@ TEST_CASE("a flag byte other than 0 or 1 is refused: every message has one encod
   body = std::string(outcome->body);
   body[0] = '\x43';  // the ok flag
   CHECK(decode_outcome(body).error().find("ok is 67, not 0 or 1") != std::string::npos);
+  // A request's last byte: whether its link source is LTO-IR.
+  const std::string request_frame = encode_request(sample_request());
+  const auto request = open_frame(request_frame);
+  REQUIRE(request.ok());
+  body = std::string(request->body);
+  body.back() = 2;
+  CHECK(decode_request(body).error().find("link source is LTO-IR is 2, not 0 or 1") != std::string::npos);
 }
 
 TEST_CASE("frames travel through a pipe; a stream cut short is an error, a clean end is end_of_stream") {

@@ -10,6 +10,7 @@
 #include "base/cubin_elf.hpp"
 #include "disk/unit_key.hpp"
 #include "jit/compiler/compile.hpp"
+#include "jit/compiler/nvrtc_library.hpp"
 #include "jit/jit_tier.hpp"
 
 #include <stdexcept>
@@ -52,6 +53,29 @@ CompileRequest linked_request(const char* kernel, const kiln::prim::Operator& op
 CompileRequest linked_sort_request(const kiln::prim::Operator& compare) {
   return linked_request("linked_merge_sort_pairs_f32_block_sort", compare, "bool", {"float", "float"},
                         "MergeSortPairsWith<float>");
+}
+
+// What a caller with its own compiler hands kiln: LTO-IR (NVRTC -dlto) of a translation unit that defines
+// the function the kernels call, here without kiln's header (the template declared in place).
+std::string caller_lto_ir(const std::string& definition, unsigned arch) {
+  const kiln::detail::Nvrtc& api = kiln::detail::nvrtc();
+  const std::string source =
+      "namespace kiln_prim { template <typename R, typename... A> __device__ R linked_operator(A... a); }\n" +
+      definition;
+  nvrtcProgram program = nullptr;
+  REQUIRE(api.nvrtcCreateProgram(&program, source.c_str(), "caller.cu", 0, nullptr, nullptr) == NVRTC_SUCCESS);
+  const std::string arch_option = "-arch=compute_" + std::to_string(arch);
+  const char* options[] = {arch_option.c_str(), "-dlto", "-rdc=true"};
+  const nvrtcResult compiled = api.nvrtcCompileProgram(program, 3, options);
+  std::size_t size = 0;
+  std::string ir;
+  if (compiled == NVRTC_SUCCESS && api.nvrtcGetLTOIRSize(program, &size) == NVRTC_SUCCESS) {
+    ir.resize(size);
+    if (api.nvrtcGetLTOIR(program, ir.data()) != NVRTC_SUCCESS) ir.clear();
+  }
+  api.nvrtcDestroyProgram(&program);
+  REQUIRE_FALSE(ir.empty());
+  return ir;
 }
 
 bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
@@ -185,6 +209,29 @@ TEST_CASE("two operators link into the transform-reduce row; their names must di
   std::vector<kiln::prim::LinkedCall> same = calls;
   same[0].op.name = "op";
   CHECK_THROWS_AS(kiln::prim::linked_operators_source(same, "TransformReduceWith<double>"), std::invalid_argument);
+}
+
+TEST_CASE("an operator given as LTO-IR links as it is; one that does not define the call fails in nvJitLink") {
+  CompileRequest request = kiln::detail::make_request(kiln::prim::catalog(), unit_of("linked_reduce_f32_sweep"), 90);
+  request.link_source = caller_lto_ir(
+      "template <> __device__ float kiln_prim::linked_operator<float, float, float>(float a, float b) "
+      "{ return a > b ? a : b; }\n", 90);
+  request.link_source_name = "LTO-IR operator 'op' of kiln::prim::ReduceWith<float>";
+  request.link_lto_ir = true;
+  const CompileOutcome out = compile_unit(request);
+  const std::string why = out.entry.ok() ? std::string() : out.entry.error() + "\n" + out.log;
+  REQUIRE_MESSAGE(out.entry.ok(), why);
+  const kiln::detail::Cubin cubin = kiln::detail::read_cubin(std::string_view(out.entry->cubin));
+  REQUIRE(cubin.ok());
+  for (const auto& k : request.kernels) CHECK(cubin.defines(k.lowered));
+
+  // int's function, not float's: the kernels' call stays undefined.
+  request.link_source = caller_lto_ir(
+      "template <> __device__ int kiln_prim::linked_operator<int, int, int>(int a, int b) { return a; }\n", 90);
+  const CompileOutcome wrong = compile_unit(request);
+  REQUIRE_FALSE(wrong.entry.ok());
+  CHECK(contains(wrong.entry.error(), "nvJitLink"));
+  MESSAGE("an LTO-IR operator that does not define the call: " << wrong.entry.error() << "\n" << wrong.log);
 }
 
 TEST_CASE("an operator's name must be an identifier, and name the function its source defines") {

@@ -7,6 +7,9 @@
 
 #include <kiln/prim/operator.hpp>
 
+#include <dlfcn.h>
+#include <nvrtc.h>
+
 #include <algorithm>
 #include <iterator>
 #include <cstdint>
@@ -312,5 +315,73 @@ TEST_CASE("operator: a transform-iterator reduce with both operators given at ru
   } catch (const kiln::Error& e) {
     CHECK(contains(e.what(), "operator 'sq' is float (float)"));
     CHECK(contains(e.what(), "calls it as double(double)"));
+  }
+}
+
+namespace {
+
+// What a caller with its own compiler hands kiln: LTO-IR for this device (NVRTC -dlto, loaded here the way
+// a caller would) of a translation unit defining the function the kernels call, without kiln's header.
+std::string caller_lto_ir(const std::string& definition, unsigned arch) {
+  void* lib = dlopen("libnvrtc.so.13", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) lib = dlopen("libnvrtc.so", RTLD_NOW | RTLD_LOCAL);
+  REQUIRE_MESSAGE(lib != nullptr, "libnvrtc: " << dlerror());
+  const auto create = reinterpret_cast<decltype(&nvrtcCreateProgram)>(dlsym(lib, "nvrtcCreateProgram"));
+  const auto compile = reinterpret_cast<decltype(&nvrtcCompileProgram)>(dlsym(lib, "nvrtcCompileProgram"));
+  const auto ir_size = reinterpret_cast<decltype(&nvrtcGetLTOIRSize)>(dlsym(lib, "nvrtcGetLTOIRSize"));
+  const auto get_ir = reinterpret_cast<decltype(&nvrtcGetLTOIR)>(dlsym(lib, "nvrtcGetLTOIR"));
+  const auto destroy = reinterpret_cast<decltype(&nvrtcDestroyProgram)>(dlsym(lib, "nvrtcDestroyProgram"));
+  REQUIRE((create && compile && ir_size && get_ir && destroy));
+  const std::string source =
+      "namespace kiln_prim { template <typename R, typename... A> __device__ R linked_operator(A... a); }\n" +
+      definition;
+  nvrtcProgram program = nullptr;
+  REQUIRE(create(&program, source.c_str(), "caller.cu", 0, nullptr, nullptr) == NVRTC_SUCCESS);
+  const std::string arch_option = "-arch=compute_" + std::to_string(arch);
+  const char* options[] = {arch_option.c_str(), "-dlto", "-rdc=true"};
+  std::string ir;
+  std::size_t size = 0;
+  if (compile(program, 3, options) == NVRTC_SUCCESS && ir_size(program, &size) == NVRTC_SUCCESS) {
+    ir.resize(size);
+    if (get_ir(program, ir.data()) != NVRTC_SUCCESS) ir.clear();
+  }
+  destroy(&program);
+  dlclose(lib);
+  REQUIRE_FALSE(ir.empty());
+  return ir;
+}
+
+}  // namespace
+
+TEST_CASE("operator: an operator given as LTO-IR the caller compiled reduces as its text would") {
+  PrimContext context;
+  const unsigned arch = kiln::prim::registry().device().arch;
+  kiln::prim::Operator op;
+  op.lto_ir = caller_lto_ir("template <> __device__ float kiln_prim::linked_operator<float, float, float>"
+                            "(float a, float b) { return a > b ? a : b; }\n",
+                            arch);
+  kiln::prim::ReduceWith<float> plan(op);
+  check_linked_source(plan.kernel());
+  const float lowest = -std::numeric_limits<float>::infinity();
+  for (std::size_t n : operator_sizes(plan.tile_items())) {
+    CAPTURE(n);
+    const auto in = random_vector<float>(n, unsigned(190 + n % 7), -1e6f, 1e6f);
+    const float want = std::accumulate(in.begin(), in.end(), lowest, [](float a, float b) { return a > b ? a : b; });
+    DeviceArray<float> d_in(in), out(1);
+    out.poison();
+    plan(d_in.get(), out.get(), n, lowest);
+    KILN_CHECK_SAME(out.download(), std::vector<float>{want});
+  }
+  // LTO-IR that defines another function: the kernels' call is unresolved, and the error says where.
+  kiln::prim::Operator wrong;
+  wrong.lto_ir = caller_lto_ir(
+      "template <> __device__ int kiln_prim::linked_operator<int, int, int>(int a, int b) { return a; }\n", arch);
+  try {
+    kiln::prim::ReduceWith<float> plan_wrong(wrong);
+    FAIL("LTO-IR without the kernels' function built a plan");
+  } catch (const kiln::Error& e) {
+    CHECK(e.code() == kiln::Errc::compile);
+    CHECK(contains(e.what(), "nvJitLink"));
+    CHECK(contains(e.what(), "linked_operator"));  // ptxas: "Unresolved extern function '…linked_operator…'"
   }
 }

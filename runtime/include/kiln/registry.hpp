@@ -127,7 +127,10 @@ struct RegistryStats {
 // at run time").
 struct LinkedSource {
   std::string name;    // for messages, e.g. "operator 'op' of kiln::prim::ReduceWith<float>"
-  std::string source;  // CUDA C++; it may include the unit's headers. The disk cache keys on its text.
+  std::string source;  // CUDA C++; it may include the unit's headers. The disk cache keys on its bytes.
+  // `source` holds LTO-IR instead (NVRTC -dlto, nvrtcGetLTOIR, for this device's compute arch), linked as it
+  // is: what the unit calls must be defined in it. Another key from the same bytes as text.
+  bool lto_ir = false;
 };
 
 // A kernel named at compile time: the generated catalog header declares one per kernel of the table

@@ -128,6 +128,7 @@ BuiltUnit build_linked_into_cache(const Catalog& catalog, std::uint32_t unit, un
     CompileRequest request = make_request(catalog, unit, arch);
     request.link_source = link.source;
     request.link_source_name = link.name.empty() ? "linked source" : link.name;
+    request.link_lto_ir = link.lto_ir;
     CacheEntry entry = jit_compile_entry(request);
     built.compiled = true;
     return entry;

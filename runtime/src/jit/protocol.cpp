@@ -197,6 +197,7 @@ std::string encode_request(const CompileRequest& r) {
   out.u32(r.link_threads);
   out.str(r.link_source);
   out.str(r.link_source_name);
+  out.put<std::uint8_t>(r.link_lto_ir ? 1 : 0);
   return std::move(out).frame();
 }
 
@@ -279,6 +280,7 @@ Result<CompileRequest> decode_request(std::string_view body) {
   r.link_threads = in.u32("link threads");
   r.link_source = in.str("link source");
   r.link_source_name = in.str("link source name");
+  r.link_lto_ir = in.flag("link source is LTO-IR");
   return finished(std::move(r), in, "request");
 }
 

@@ -24,6 +24,9 @@ void check_linked(CUresult result, std::string_view call, const Catalog& catalog
                     "' linked with " + link.name);
 }
 
+// What identifies a link in memory and on disk: its bytes, and whether they are text or LTO-IR.
+std::string identity(const LinkedSource& link) { return link.lto_ir ? "lto-ir\n" + link.source : link.source; }
+
 }  // namespace
 
 Kernel Registry::get(std::string_view name, const LinkedSource& link) {
@@ -39,7 +42,8 @@ Kernel Registry::get(std::string_view name, const LinkedSource& link) {
   const Driver& cu = driver();
   live_context_id();  // a reset context comes back to life before anything is loaded into it
   std::lock_guard lock(linked_->mutex);
-  const auto key = std::make_pair(entry->unit, detail::sha256_hex(link.source));
+  const std::string linked = identity(link);
+  const auto key = std::make_pair(entry->unit, detail::sha256_hex(linked));
   auto found = linked_->units.find(key);
   if (found == linked_->units.end()) {
     // Built in full before it is kept: a link that throws leaves nothing behind.
@@ -47,7 +51,7 @@ Kernel Registry::get(std::string_view name, const LinkedSource& link) {
     const std::string unit_name(catalog_.str(catalog_.units[entry->unit].name));
     DiskCache& cache = disk();
     const CacheKey cache_key =
-        detail::linked_cache_key(catalog_, catalog_.units[entry->unit], info_.arch, cache, link.source);
+        detail::linked_cache_key(catalog_, catalog_.units[entry->unit], info_.arch, cache, linked);
     // The disk tier's way first (no lock, no pool): an entry that is not this unit's is removed, as a
     // corrupt one is, and built again below.
     std::optional<CacheEntry> cached;

@@ -365,7 +365,7 @@ CompileOutcome compile_unit(const CompileRequest& request) {
     if (!request.link_source.empty()) {
       if (from_ptx) throw Failure{subject(request) + ": a linked unit is compiled from its source, not from PTX"};
       const std::string unit_ir = compile_to_lto_ir(*rtc, request, out);
-      const std::string linked_ir = compile_link_source(*rtc, request, out);
+      const std::string linked_ir = request.link_lto_ir ? request.link_source : compile_link_source(*rtc, request, out);
       entry.cubin = link_to_cubin(link, request,
                                   {{NVJITLINK_INPUT_LTOIR, unit_ir, request.source_name + ".ltoir"},
                                    {NVJITLINK_INPUT_LTOIR, linked_ir, request.link_source_name + ".ltoir"}},

@@ -50,6 +50,7 @@ struct CompileRequest {
   // at run time"). No PCH, no PTX.
   std::string link_source;
   std::string link_source_name;  // for NVRTC's messages, e.g. "operator op of primitives/linked_reduce_f32"
+  bool link_lto_ir = false;      // link_source is LTO-IR already (LinkedSource::lto_ir): linked, not compiled
 };
 
 // What happened to the request's precompiled header.
