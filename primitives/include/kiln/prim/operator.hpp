@@ -28,7 +28,7 @@ struct Operator {
   // of a translation unit that defines the function the plan's kernels call, as the text
   // linked_operator_source gives does. Linked as it is, keyed by its bytes; a mismatch is nvJitLink's
   // undefined reference, in the kiln::Error's log. One operator per plan (not TransformReduceWith).
-  std::string lto_ir;
+  std::string lto_ir = {};
 };
 
 namespace detail {
