@@ -229,201 +229,140 @@ static detail::kernel_t<T>* out_ptr(T* p) { return reinterpret_cast<detail::kern
 
 template <typename T>
 ReduceWith<T>::ReduceWith(const Operator& op, Registry& registry)
-    : plan_(detail::make_linked<detail::LinkedReduce<T>, T>(detail::binary<T>(op), registry, "reduce", "ReduceWith")) {}
-template <typename T>
-ReduceWith<T>::~ReduceWith() = default;
-template <typename T>
-ReduceWith<T>::ReduceWith(ReduceWith&&) noexcept = default;
-template <typename T>
-std::size_t ReduceWith<T>::temp_bytes(std::size_t n) const { return plan_->plan.temp_bytes(n); }
+    : detail::LinkedPlan<detail::LinkedReduce<T>>(detail::make_linked<detail::LinkedReduce<T>, T>(detail::binary<T>(op), registry, "reduce", "ReduceWith")) {}
 template <typename T>
 void ReduceWith<T>::operator()(const T* in, T* out, std::size_t n, T init, TempStorage temp, CUstream stream) const {
-  std::as_const(plan_->plan)(in_ptr(in), out_ptr(out), n, init, temp, stream);
+  std::as_const(this->plan_->plan)(in_ptr(in), out_ptr(out), n, init, temp, stream);
 }
 template <typename T>
 void ReduceWith<T>::operator()(const T* in, T* out, std::size_t n, T init, CUstream stream) {
-  plan_->plan(in_ptr(in), out_ptr(out), n, init, stream);
+  this->plan_->plan(in_ptr(in), out_ptr(out), n, init, stream);
 }
-template <typename T>
-std::size_t ReduceWith<T>::tile_items() const { return plan_->plan.tile_items(); }
-template <typename T>
-const Kernel& ReduceWith<T>::kernel() const { return plan_->plan.kernel(); }
 
 template <typename T>
 ExclusiveScanWith<T>::ExclusiveScanWith(const Operator& op, Registry& registry)
-    : plan_(detail::make_linked<detail::LinkedExclusiveScan<T>, T>(detail::binary<T>(op), registry, "exclusive_scan",
+    : detail::LinkedPlan<detail::LinkedExclusiveScan<T>>(detail::make_linked<detail::LinkedExclusiveScan<T>, T>(detail::binary<T>(op), registry, "exclusive_scan",
                                                                    "ExclusiveScanWith")) {}
-template <typename T>
-ExclusiveScanWith<T>::~ExclusiveScanWith() = default;
-template <typename T>
-ExclusiveScanWith<T>::ExclusiveScanWith(ExclusiveScanWith&&) noexcept = default;
-template <typename T>
-std::size_t ExclusiveScanWith<T>::temp_bytes(std::size_t n) const { return plan_->plan.temp_bytes(n); }
 template <typename T>
 void ExclusiveScanWith<T>::operator()(const T* in, T* out, std::size_t n, T init, TempStorage temp,
                                       CUstream stream) const {
-  std::as_const(plan_->plan)(in_ptr(in), out_ptr(out), n, init, temp, stream);
+  std::as_const(this->plan_->plan)(in_ptr(in), out_ptr(out), n, init, temp, stream);
 }
 template <typename T>
 void ExclusiveScanWith<T>::operator()(const T* in, T* out, std::size_t n, T init, CUstream stream) {
-  plan_->plan(in_ptr(in), out_ptr(out), n, init, stream);
+  this->plan_->plan(in_ptr(in), out_ptr(out), n, init, stream);
 }
-template <typename T>
-std::size_t ExclusiveScanWith<T>::tile_items() const { return plan_->plan.tile_items(); }
-template <typename T>
-const Kernel& ExclusiveScanWith<T>::kernel() const { return plan_->plan.kernel(); }
 
 template <typename T>
 InclusiveScanWith<T>::InclusiveScanWith(const Operator& op, Registry& registry)
-    : plan_(detail::make_linked<detail::LinkedInclusiveScan<T>, T>(detail::binary<T>(op), registry, "inclusive_scan",
+    : detail::LinkedPlan<detail::LinkedInclusiveScan<T>>(detail::make_linked<detail::LinkedInclusiveScan<T>, T>(detail::binary<T>(op), registry, "inclusive_scan",
                                                                    "InclusiveScanWith")) {}
 template <typename T>
-InclusiveScanWith<T>::~InclusiveScanWith() = default;
-template <typename T>
-InclusiveScanWith<T>::InclusiveScanWith(InclusiveScanWith&&) noexcept = default;
-template <typename T>
-std::size_t InclusiveScanWith<T>::temp_bytes(std::size_t n) const { return plan_->plan.temp_bytes(n); }
-template <typename T>
 void InclusiveScanWith<T>::operator()(const T* in, T* out, std::size_t n, TempStorage temp, CUstream stream) const {
-  std::as_const(plan_->plan)(in_ptr(in), out_ptr(out), n, temp, stream);
+  std::as_const(this->plan_->plan)(in_ptr(in), out_ptr(out), n, temp, stream);
 }
 template <typename T>
 void InclusiveScanWith<T>::operator()(const T* in, T* out, std::size_t n, CUstream stream) {
-  plan_->plan(in_ptr(in), out_ptr(out), n, stream);
+  this->plan_->plan(in_ptr(in), out_ptr(out), n, stream);
 }
-template <typename T>
-std::size_t InclusiveScanWith<T>::tile_items() const { return plan_->plan.tile_items(); }
-template <typename T>
-const Kernel& InclusiveScanWith<T>::kernel() const { return plan_->plan.kernel(); }
 
 template <typename K>
 MergeSortPairsWith<K>::MergeSortPairsWith(const Operator& compare, Registry& registry)
-    : plan_(detail::make_linked<detail::LinkedMergeSort<K>, K>(detail::predicate2<K>(compare), registry,
+    : detail::LinkedPlan<detail::LinkedMergeSort<K>>(detail::make_linked<detail::LinkedMergeSort<K>, K>(detail::predicate2<K>(compare), registry,
                                                                "merge_sort_pairs", "MergeSortPairsWith")) {}
-template <typename K>
-MergeSortPairsWith<K>::~MergeSortPairsWith() = default;
-template <typename K>
-MergeSortPairsWith<K>::MergeSortPairsWith(MergeSortPairsWith&&) noexcept = default;
-template <typename K>
-std::size_t MergeSortPairsWith<K>::temp_bytes(std::size_t n) const { return plan_->plan.temp_bytes(n); }
 template <typename K>
 void MergeSortPairsWith<K>::operator()(K* keys, value_type* values, std::size_t n, TempStorage temp,
                                        CUstream stream) const {
-  std::as_const(plan_->plan)(out_ptr(keys), values, n, temp, stream);
+  std::as_const(this->plan_->plan)(out_ptr(keys), values, n, temp, stream);
 }
 template <typename K>
 void MergeSortPairsWith<K>::operator()(K* keys, value_type* values, std::size_t n, CUstream stream) {
-  plan_->plan(out_ptr(keys), values, n, stream);
+  this->plan_->plan(out_ptr(keys), values, n, stream);
 }
-template <typename K>
-std::size_t MergeSortPairsWith<K>::tile_items() const { return plan_->plan.tile_items(); }
-template <typename K>
-const Kernel& MergeSortPairsWith<K>::kernel() const { return plan_->plan.kernel(); }
 
 template <typename T>
 SelectIfWith<T>::SelectIfWith(const Operator& pred, Registry& registry)
-    : plan_(detail::make_linked<detail::LinkedSelectIf<T>, T>(LinkedCall{pred, "bool", {detail::cuda_spelling<T>()}},
+    : detail::LinkedPlan<detail::LinkedSelectIf<T>>(detail::make_linked<detail::LinkedSelectIf<T>, T>(LinkedCall{pred, "bool", {detail::cuda_spelling<T>()}},
                                                               registry, "select_if", "SelectIfWith")) {}
-template <typename T>
-SelectIfWith<T>::~SelectIfWith() = default;
-template <typename T>
-SelectIfWith<T>::SelectIfWith(SelectIfWith&&) noexcept = default;
-template <typename T>
-std::size_t SelectIfWith<T>::temp_bytes(std::size_t n) const { return plan_->plan.temp_bytes(n); }
 template <typename T>
 void SelectIfWith<T>::operator()(const T* in, T* out, std::int64_t* count, std::size_t n, TempStorage temp,
                                  CUstream stream) const {
-  std::as_const(plan_->plan)(in_ptr(in), out_ptr(out), out_ptr(count), n, temp, stream);
+  std::as_const(this->plan_->plan)(in_ptr(in), out_ptr(out), out_ptr(count), n, temp, stream);
 }
 template <typename T>
 void SelectIfWith<T>::operator()(const T* in, T* out, std::int64_t* count, std::size_t n, CUstream stream) {
-  plan_->plan(in_ptr(in), out_ptr(out), out_ptr(count), n, stream);
+  this->plan_->plan(in_ptr(in), out_ptr(out), out_ptr(count), n, stream);
 }
-template <typename T>
-std::size_t SelectIfWith<T>::tile_items() const { return plan_->plan.tile_items(); }
-template <typename T>
-const Kernel& SelectIfWith<T>::kernel() const { return plan_->plan.kernel(); }
 
 template <typename T>
 TransformReduceWith<T>::TransformReduceWith(const Operator& transform, const Operator& reduce, Registry& registry)
-    : plan_(detail::make_linked<detail::LinkedTransformReduce<T>, T>(
+    : detail::LinkedPlan<detail::LinkedTransformReduce<T>>(detail::make_linked<detail::LinkedTransformReduce<T>, T>(
           {LinkedCall{transform, detail::cuda_spelling<T>(), {detail::cuda_spelling<T>()}}, detail::binary<T>(reduce)},
           registry, "transform_reduce", "TransformReduceWith")) {}
 template <typename T>
-TransformReduceWith<T>::~TransformReduceWith() = default;
-template <typename T>
-TransformReduceWith<T>::TransformReduceWith(TransformReduceWith&&) noexcept = default;
-template <typename T>
-std::size_t TransformReduceWith<T>::temp_bytes(std::size_t n) const { return plan_->plan.temp_bytes(n); }
-template <typename T>
 void TransformReduceWith<T>::operator()(const T* in, T* out, std::size_t n, T init, TempStorage temp,
                                         CUstream stream) const {
-  std::as_const(plan_->plan)(detail::LinkedTransform<T>{in_ptr(in), {}}, out_ptr(out), n, init, temp, stream);
+  std::as_const(this->plan_->plan)(detail::LinkedTransform<T>{in_ptr(in), {}}, out_ptr(out), n, init, temp, stream);
 }
 template <typename T>
 void TransformReduceWith<T>::operator()(const T* in, T* out, std::size_t n, T init, CUstream stream) {
-  plan_->plan(detail::LinkedTransform<T>{in_ptr(in), {}}, out_ptr(out), n, init, stream);
+  this->plan_->plan(detail::LinkedTransform<T>{in_ptr(in), {}}, out_ptr(out), n, init, stream);
 }
-template <typename T>
-std::size_t TransformReduceWith<T>::tile_items() const { return plan_->plan.tile_items(); }
-template <typename T>
-const Kernel& TransformReduceWith<T>::kernel() const { return plan_->plan.kernel(); }
 
 template <typename T>
 SegmentedReduceWith<T>::SegmentedReduceWith(const Operator& op, Registry& registry)
-    : plan_(detail::make_linked<detail::LinkedSegmentedReduce<T>, T>(detail::binary<T>(op), registry,
+    : detail::LinkedPlan<detail::LinkedSegmentedReduce<T>>(detail::make_linked<detail::LinkedSegmentedReduce<T>, T>(detail::binary<T>(op), registry,
                                                                      "segmented_reduce", "SegmentedReduceWith")) {}
-template <typename T>
-SegmentedReduceWith<T>::~SegmentedReduceWith() = default;
-template <typename T>
-SegmentedReduceWith<T>::SegmentedReduceWith(SegmentedReduceWith&&) noexcept = default;
-template <typename T>
-std::size_t SegmentedReduceWith<T>::temp_bytes(std::size_t num_segments) const {
-  return plan_->plan.temp_bytes(num_segments);
-}
 template <typename T>
 void SegmentedReduceWith<T>::operator()(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets,
                                         T init, TempStorage temp, CUstream stream) const {
-  std::as_const(plan_->plan)(in_ptr(in), out_ptr(out), num_segments, offsets, init, temp, stream);
+  std::as_const(this->plan_->plan)(in_ptr(in), out_ptr(out), num_segments, offsets, init, temp, stream);
 }
 template <typename T>
 void SegmentedReduceWith<T>::operator()(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets,
                                         T init, CUstream stream) {
-  plan_->plan(in_ptr(in), out_ptr(out), num_segments, offsets, init, stream);
+  this->plan_->plan(in_ptr(in), out_ptr(out), num_segments, offsets, init, stream);
 }
-template <typename T>
-std::size_t SegmentedReduceWith<T>::tile_items() const { return plan_->plan.tile_items(); }
-template <typename T>
-const Kernel& SegmentedReduceWith<T>::kernel() const { return plan_->plan.kernel(); }
 
 template <typename K>
 UniqueByKeyWith<K>::UniqueByKeyWith(const Operator& equal, Registry& registry)
-    : plan_(detail::make_linked<detail::LinkedUnique<K>, K>(detail::predicate2<K>(equal), registry, "unique_by_key",
+    : detail::LinkedPlan<detail::LinkedUnique<K>>(detail::make_linked<detail::LinkedUnique<K>, K>(detail::predicate2<K>(equal), registry, "unique_by_key",
                                                             "UniqueByKeyWith")) {}
-template <typename K>
-UniqueByKeyWith<K>::~UniqueByKeyWith() = default;
-template <typename K>
-UniqueByKeyWith<K>::UniqueByKeyWith(UniqueByKeyWith&&) noexcept = default;
-template <typename K>
-std::size_t UniqueByKeyWith<K>::temp_bytes(std::size_t n) const { return plan_->plan.temp_bytes(n); }
 template <typename K>
 void UniqueByKeyWith<K>::operator()(const K* keys_in, const value_type* values_in, K* keys_out, value_type* values_out,
                                     std::uint64_t* num_selected, std::size_t n, TempStorage temp,
                                     CUstream stream) const {
-  std::as_const(plan_->plan)(in_ptr(keys_in), values_in, out_ptr(keys_out), values_out, out_ptr(num_selected), n,
+  std::as_const(this->plan_->plan)(in_ptr(keys_in), values_in, out_ptr(keys_out), values_out, out_ptr(num_selected), n,
                              temp, stream);
 }
 template <typename K>
 void UniqueByKeyWith<K>::operator()(const K* keys_in, const value_type* values_in, K* keys_out, value_type* values_out,
                                     std::uint64_t* num_selected, std::size_t n, CUstream stream) {
-  plan_->plan(in_ptr(keys_in), values_in, out_ptr(keys_out), values_out, out_ptr(num_selected), n, stream);
+  this->plan_->plan(in_ptr(keys_in), values_in, out_ptr(keys_out), values_out, out_ptr(num_selected), n, stream);
 }
-template <typename K>
-std::size_t UniqueByKeyWith<K>::tile_items() const { return plan_->plan.tile_items(); }
-template <typename K>
-const Kernel& UniqueByKeyWith<K>::kernel() const { return plan_->plan.kernel(); }
+
+template <typename Impl>
+detail::LinkedPlan<Impl>::LinkedPlan(std::unique_ptr<Impl> plan) : plan_(std::move(plan)) {}
+template <typename Impl>
+detail::LinkedPlan<Impl>::~LinkedPlan() = default;
+template <typename Impl>
+detail::LinkedPlan<Impl>::LinkedPlan(LinkedPlan&&) noexcept = default;
+template <typename Impl>
+std::size_t detail::LinkedPlan<Impl>::temp_bytes(std::size_t n) const { return plan_->plan.temp_bytes(n); }
+template <typename Impl>
+std::size_t detail::LinkedPlan<Impl>::tile_items() const { return plan_->plan.tile_items(); }
+template <typename Impl>
+const Kernel& detail::LinkedPlan<Impl>::kernel() const { return plan_->plan.kernel(); }
 
 #define KILN_LINKED_PLANS(T)             \
+  template class detail::LinkedPlan<detail::LinkedReduce<T>>; \
+  template class detail::LinkedPlan<detail::LinkedExclusiveScan<T>>; \
+  template class detail::LinkedPlan<detail::LinkedInclusiveScan<T>>; \
+  template class detail::LinkedPlan<detail::LinkedTransformReduce<T>>; \
+  template class detail::LinkedPlan<detail::LinkedSegmentedReduce<T>>; \
+  template class detail::LinkedPlan<detail::LinkedMergeSort<T>>; \
+  template class detail::LinkedPlan<detail::LinkedSelectIf<T>>; \
+  template class detail::LinkedPlan<detail::LinkedUnique<T>>; \
   template class ReduceWith<T>;          \
   template class ExclusiveScanWith<T>;   \
   template class InclusiveScanWith<T>;   \

@@ -41,6 +41,26 @@ template <typename T> struct LinkedSelectIf;
 template <typename K> struct LinkedUnique;
 template <typename T> struct LinkedSegmentedReduce;
 template <typename T> struct LinkedTransformReduce;
+
+// What every plan below shares: CUB's plan over the linked kernels (Impl, defined in operator.cu), and
+// the members that only read it. Each plan adds its constructor and its calls.
+template <typename Impl>
+class LinkedPlan {
+ public:
+  ~LinkedPlan();
+  LinkedPlan(LinkedPlan&&) noexcept;
+  // Temporary storage a call with n items (segments, for SegmentedReduceWith) needs.
+  std::size_t temp_bytes(std::size_t n) const;
+  // Items per tile of the plan's main kernel under the policy for the loaded binary's architecture (for
+  // the reduces: the most items the single-tile kernel reduces alone).
+  std::size_t tile_items() const;
+  // Where the linked kernels came from (jit, disk, memory), their arch and cache key.
+  const Kernel& kernel() const;
+
+ protected:
+  explicit LinkedPlan(std::unique_ptr<Impl> plan);
+  std::unique_ptr<Impl> plan_;
+};
 }  // namespace detail
 
 // The plans. T: std::int32_t, std::uint32_t, std::int64_t, std::uint64_t, float or double. Building one
@@ -49,55 +69,29 @@ template <typename T> struct LinkedTransformReduce;
 
 // *out = op(init, in[0], …, in[n-1]) in CUB's tree order; n = 0 writes init.
 template <typename T>
-class ReduceWith {
+class ReduceWith : public detail::LinkedPlan<detail::LinkedReduce<T>> {
  public:
   explicit ReduceWith(const Operator& op, Registry& registry = prim::registry());
-  ~ReduceWith();
-  ReduceWith(ReduceWith&&) noexcept;
-  std::size_t temp_bytes(std::size_t n) const;
   void operator()(const T* in, T* out, std::size_t n, T init, TempStorage temp, CUstream stream = nullptr) const;
   void operator()(const T* in, T* out, std::size_t n, T init, CUstream stream = nullptr);
-  // The most items the single-tile kernel reduces alone (more take two passes).
-  std::size_t tile_items() const;
-  // Where the linked kernels came from (jit, disk, memory), their arch and cache key: the sweep kernel.
-  const Kernel& kernel() const;
-
- private:
-  std::unique_ptr<detail::LinkedReduce<T>> plan_;
 };
 
 // out[0] = init, out[i] = op(out[i-1], in[i-1]) in CUB's order. In place (in == out) is allowed.
 template <typename T>
-class ExclusiveScanWith {
+class ExclusiveScanWith : public detail::LinkedPlan<detail::LinkedExclusiveScan<T>> {
  public:
   explicit ExclusiveScanWith(const Operator& op, Registry& registry = prim::registry());
-  ~ExclusiveScanWith();
-  ExclusiveScanWith(ExclusiveScanWith&&) noexcept;
-  std::size_t temp_bytes(std::size_t n) const;
   void operator()(const T* in, T* out, std::size_t n, T init, TempStorage temp, CUstream stream = nullptr) const;
   void operator()(const T* in, T* out, std::size_t n, T init, CUstream stream = nullptr);
-  std::size_t tile_items() const;
-  const Kernel& kernel() const;
-
- private:
-  std::unique_ptr<detail::LinkedExclusiveScan<T>> plan_;
 };
 
 // out[0] = in[0], out[i] = op(out[i-1], in[i]) in CUB's order. In place (in == out) is allowed.
 template <typename T>
-class InclusiveScanWith {
+class InclusiveScanWith : public detail::LinkedPlan<detail::LinkedInclusiveScan<T>> {
  public:
   explicit InclusiveScanWith(const Operator& op, Registry& registry = prim::registry());
-  ~InclusiveScanWith();
-  InclusiveScanWith(InclusiveScanWith&&) noexcept;
-  std::size_t temp_bytes(std::size_t n) const;
   void operator()(const T* in, T* out, std::size_t n, TempStorage temp, CUstream stream = nullptr) const;
   void operator()(const T* in, T* out, std::size_t n, CUstream stream = nullptr);
-  std::size_t tile_items() const;
-  const Kernel& kernel() const;
-
- private:
-  std::unique_ptr<detail::LinkedInclusiveScan<T>> plan_;
 };
 
 // *out = reduce(init, transform(in[0]), …, transform(in[n-1])) in CUB's tree order, the transform applied
@@ -105,41 +99,24 @@ class InclusiveScanWith {
 // __device__ function T(T), `reduce` one T(T, T); both texts share one translation unit, so their names
 // must differ: {"__device__ float sq(float x) { return x * x; }", "sq"} and the sum "op".
 template <typename T>
-class TransformReduceWith {
+class TransformReduceWith : public detail::LinkedPlan<detail::LinkedTransformReduce<T>> {
  public:
   TransformReduceWith(const Operator& transform, const Operator& reduce, Registry& registry = prim::registry());
-  ~TransformReduceWith();
-  TransformReduceWith(TransformReduceWith&&) noexcept;
-  std::size_t temp_bytes(std::size_t n) const;
   void operator()(const T* in, T* out, std::size_t n, T init, TempStorage temp, CUstream stream = nullptr) const;
   void operator()(const T* in, T* out, std::size_t n, T init, CUstream stream = nullptr);
-  std::size_t tile_items() const;
-  const Kernel& kernel() const;
-
- private:
-  std::unique_ptr<detail::LinkedTransformReduce<T>> plan_;
 };
 
 // For i < num_segments: out[i] = op(init, in[offsets[i]], …, in[offsets[i+1] - 1]) in CUB's order, one
 // thread block per segment (cub::DeviceSegmentedReduce::Reduce); `offsets` holds num_segments + 1
 // non-decreasing offsets into `in`, and an empty segment gets init.
 template <typename T>
-class SegmentedReduceWith {
+class SegmentedReduceWith : public detail::LinkedPlan<detail::LinkedSegmentedReduce<T>> {
  public:
   explicit SegmentedReduceWith(const Operator& op, Registry& registry = prim::registry());
-  ~SegmentedReduceWith();
-  SegmentedReduceWith(SegmentedReduceWith&&) noexcept;
-  std::size_t temp_bytes(std::size_t num_segments) const;
   void operator()(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets, T init,
                   TempStorage temp, CUstream stream = nullptr) const;
   void operator()(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets, T init,
                   CUstream stream = nullptr);
-  // Items per tile of the segment kernel: a longer segment is reduced in several tiles by its block.
-  std::size_t tile_items() const;
-  const Kernel& kernel() const;
-
- private:
-  std::unique_ptr<detail::LinkedSegmentedReduce<T>> plan_;
 };
 
 // Sorts keys[0, n) in place by `compare`, a strict weak order given as a __device__ function bool(K, K)
@@ -147,23 +124,13 @@ class SegmentedReduceWith {
 // descending. values[i] moves with keys[i]. Stable, as cub::DeviceMergeSort::StableSortPairs: pairs whose
 // keys compare equal keep their input order. K: the six types above.
 template <typename K>
-class MergeSortPairsWith {
+class MergeSortPairsWith : public detail::LinkedPlan<detail::LinkedMergeSort<K>> {
  public:
   using value_type = std::int32_t;
 
   explicit MergeSortPairsWith(const Operator& compare, Registry& registry = prim::registry());
-  ~MergeSortPairsWith();
-  MergeSortPairsWith(MergeSortPairsWith&&) noexcept;
-  std::size_t temp_bytes(std::size_t n) const;
   void operator()(K* keys, value_type* values, std::size_t n, TempStorage temp, CUstream stream = nullptr) const;
   void operator()(K* keys, value_type* values, std::size_t n, CUstream stream = nullptr);
-  // Items per tile of the block-sort and merge kernels.
-  std::size_t tile_items() const;
-  // Where the linked kernels came from (jit, disk, memory), their arch and cache key: the block-sort kernel.
-  const Kernel& kernel() const;
-
- private:
-  std::unique_ptr<detail::LinkedMergeSort<K>> plan_;
 };
 
 // Writes to out[0, k) the items in[i] for which `pred`, a __device__ function bool(T), is true, in their
@@ -171,20 +138,12 @@ class MergeSortPairsWith {
 // in, out and count are device pointers; out needs room for n items and must not overlap in. T: the six
 // types above; n up to 2^32 - 1.
 template <typename T>
-class SelectIfWith {
+class SelectIfWith : public detail::LinkedPlan<detail::LinkedSelectIf<T>> {
  public:
   explicit SelectIfWith(const Operator& pred, Registry& registry = prim::registry());
-  ~SelectIfWith();
-  SelectIfWith(SelectIfWith&&) noexcept;
-  std::size_t temp_bytes(std::size_t n) const;
   void operator()(const T* in, T* out, std::int64_t* count, std::size_t n, TempStorage temp,
                   CUstream stream = nullptr) const;
   void operator()(const T* in, T* out, std::int64_t* count, std::size_t n, CUstream stream = nullptr);
-  std::size_t tile_items() const;
-  const Kernel& kernel() const;
-
- private:
-  std::unique_ptr<detail::LinkedSelectIf<T>> plan_;
 };
 
 // Of each run of consecutive keys that `equal`, a __device__ function bool(K, K), says are equal, copies the
@@ -192,23 +151,15 @@ class SelectIfWith {
 // *num_selected (cub::DeviceSelect::UniqueByKey): "__device__ bool op(int a, int b) { return a / 10 == b / 10; }"
 // keeps one pair per run of keys in the same tens. No range may overlap another. K: the six types above.
 template <typename K>
-class UniqueByKeyWith {
+class UniqueByKeyWith : public detail::LinkedPlan<detail::LinkedUnique<K>> {
  public:
   using value_type = std::int32_t;
 
   explicit UniqueByKeyWith(const Operator& equal, Registry& registry = prim::registry());
-  ~UniqueByKeyWith();
-  UniqueByKeyWith(UniqueByKeyWith&&) noexcept;
-  std::size_t temp_bytes(std::size_t n) const;
   void operator()(const K* keys_in, const value_type* values_in, K* keys_out, value_type* values_out,
                   std::uint64_t* num_selected, std::size_t n, TempStorage temp, CUstream stream = nullptr) const;
   void operator()(const K* keys_in, const value_type* values_in, K* keys_out, value_type* values_out,
                   std::uint64_t* num_selected, std::size_t n, CUstream stream = nullptr);
-  std::size_t tile_items() const;
-  const Kernel& kernel() const;
-
- private:
-  std::unique_ptr<detail::LinkedUnique<K>> plan_;
 };
 
 // One operator of a linked translation unit, and how the kernels call it: result(args...), C++ spelling.
