@@ -281,7 +281,8 @@ void operator_latency(int runs) {
     }
   }
   std::printf("\n| ReduceWith<float>, fresh process (after the context exists), median of %d | ms |\n|---|---|\n", runs);
-  std::printf("| new operator text: plan built (unit + operator by NVRTC to LTO-IR, nvJitLink -lto) | %.1f |\n", median(cold));
+  std::printf("| new operator text: plan built (operator by NVRTC to LTO-IR, linked by nvJitLink -lto with the unit's "
+              "embedded LTO-IR, or the unit compiled too where the build has none) | %.1f |\n", median(cold));
   std::printf("| same text, another process: plan built (disk cache) | %.3f |\n", median(warm));
   std::printf("| the plain reduce_f64 unit's cold JIT (NVRTC + nvJitLink, empty cache) | %.1f |\n", median(unit));
   std::printf("| new operator / plain unit cold | %.3f |\n", median(cold) / median(unit));

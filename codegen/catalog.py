@@ -84,7 +84,7 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str) -> dic
             for image in images:
                 binaries.append({
                     "arch": image.arch, "kind": image.kind, "offset": offset + image.offset, "size": image.size,
-                    "stored_size": image.stored_size, "compression": "zstd" if image.compressed else "none",
+                    "stored_size": image.stored_size, "compression": image.compression,
                     "label": f"{unit.name} {target_of(image)}",
                 })
             fatbins.append({"path": str(path.resolve()), "offset": offset, "size": len(data),
@@ -122,19 +122,28 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str) -> dic
 
 
 def target_of(image: fatbin.Image) -> str:
-    return f"{'compute' if image.kind == 'ptx' else 'sm'}_{image.arch}"
+    return specmod.arch_label(image.arch, {"cubin": "sm", "ptx": "compute", "ltoir": "lto"}[image.kind])
 
 
 def checked_images(desc: dict, files: unit_source.UnitFiles, path: Path, data: bytes, lowered: set[str]) -> list:
     """The images of one of a unit's fatbins, each checked: it is readable and decompresses to its stated
     size, its ELF header (or PTX .target) names the architecture its fatbin entry names, every lowered name
-    is a kernel in it, and a cubin is byte for byte the one the compile step made."""
+    is a kernel in it, and a cubin is byte for byte the one the compile step made. LTO-IR, which only
+    nvJitLink reads, must be alone in its fatbin; its kernels are checked when the run time links it (the
+    cubin must define every one)."""
     try:
         images = fatbin.read(data)
     except errors.GenError as e:
         raise errors.GenError(f"{desc['where']}: {path}: unreadable fatbin: {e}") from None
+    lone_images = fatbin.lone_images(data)
     for image in images:
         where = f"{desc['where']}: {path}: the {target_of(image)} image"
+        if image.kind == "ltoir":
+            # In fatbinary's own encoding, alone in its fatbin: the run time hands nvJitLink that fatbin.
+            if image.compression != "lto" or image.offset not in lone_images:
+                raise errors.GenError(f"{where} is not an LTO-IR image of fatbinary's alone in its fatbin "
+                                      f"(stored: {image.compression}): rebuild")
+            continue
         try:
             content = image.data()
             ptx = image.kind == "ptx"

@@ -1,4 +1,4 @@
-"""The build's compile step: nvcc compiles a unit's translation unit for one target (compute_XX -> PTX;
+"""The build's compile step: nvcc compiles a unit's translation unit for one target (compute_XX -> PTX; lto_XX -> LTO-IR;
 sm_XX -> a lean cubin: PTX, kiln-ptx-strip, then nvcc assembles it), and records the headers it read and
 the unit's digest, on which the disk cache's key and table_build's stamps are built."""
 
@@ -28,7 +28,7 @@ class TargetFiles:
 def compile_target(desc: dict, target: str, nvcc: str, source: Path, output: Path, headers: Path,
                    depfile: Path, ptx_strip: str, ptx_too: TargetFiles | None = None) -> str:
     """nvcc `source` for one target, writing a depfile and, in `headers`, the headers it included with
-    the unit's digest. A compute_XX target is nvcc's PTX. An sm_XX cubin is assembled from the unit's
+    the unit's digest. A compute_XX target is nvcc's PTX; an lto_XX target, a linked unit's LTO-IR. An sm_XX cubin is assembled from the unit's
     compute_XX PTX after `ptx_strip` (kiln-ptx-strip) dropped the module-scope globals nothing uses:
     CCCL leaves dozens in every unit that includes it, and each costs the driver work at every load, so
     an embedded cubin is then as lean as the JIT's (docs/DESIGN.md, "Lean cubins"). The code is the
@@ -36,8 +36,15 @@ def compile_target(desc: dict, target: str, nvcc: str, source: Path, output: Pat
     `ptx_too`: the unit's compute_XX target of the same arch, whose PTX is the one this cubin is assembled
     from (the same nvcc command): kept as that target's output instead of compiled a second time.
     Returns what nvcc printed (warnings) for the build to show or count."""
-    arch, is_ptx = specmod.parse_target(target)
+    arch, kind = specmod.parse_target(target)
     options = unit_source.compiler_options(desc)
+    if kind == "lto":
+        # A linked unit's kernels as LTO-IR: nvJitLink links them with the code given at run time.
+        warnings = run_nvcc(desc, target, nvcc, ["-ltoir", "-dlto", f"-arch=lto_{arch}", *options, "-MD", "-MF",
+                                                 str(depfile), "-o", str(output), str(source)])
+        record_headers(desc, source, depfile, output, headers)
+        return warnings
+    is_ptx = kind == "compute"
     ptx = output if is_ptx else output.with_name(output.name + ".full.ptx")
     warnings = run_nvcc(desc, target, nvcc, ["-ptx", f"-arch=compute_{arch}", *options, "-MD", "-MF", str(depfile),
                                              "-o", str(ptx), str(source)])

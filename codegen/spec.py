@@ -110,8 +110,10 @@ class Unit:
     include_dirs: tuple[Path, ...]
     lower_arch: int = 0          # the architecture NVRTC names the kernels for at build time: the lowest
     kernels_line: int = 1        # the line of the row's `kernels` in the table, for errors in name expressions
-    jit_only: bool = False       # compiled by the JIT tier only: nvcc builds no binary of it (archs is empty)
+    jit_only: bool = False       # compiled by the JIT tier only: nvcc builds no cubin of it (archs is empty)
     linked: bool = False         # its kernels call code given at run time (Registry::get with a LinkedSource): jit_only
+    lto_archs: tuple[int, ...] = ()  # a linked unit's: architectures to embed its LTO-IR for (nvcc -dlto),
+                                     # which the run time links with the code given (docs/DESIGN.md)
     source: Path | None = None   # a hand-written .cu file
     family: str | None = None    # or a template family ...
     family_path: Path | None = None
@@ -120,9 +122,11 @@ class Unit:
 
     @property
     def targets(self) -> tuple[str, ...]:
-        """What the unit compiles to, in the order of its binaries: sm_XX per arch, then compute_XX (PTX)."""
-        ptx = (arch_label(self.ptx_arch, ptx=True),) if self.ptx_arch is not None else ()
-        return tuple(arch_label(a) for a in self.archs) + ptx
+        """What the unit compiles to, in the order of its binaries: sm_XX per arch, then compute_XX (PTX),
+        then a linked unit's lto_XX (LTO-IR) per arch."""
+        ptx = (arch_label(self.ptx_arch, "compute"),) if self.ptx_arch is not None else ()
+        return (tuple(arch_label(a) for a in self.archs) + ptx +
+                tuple(arch_label(a, "lto") for a in self.lto_archs))
 
 
 @dataclass(frozen=True)
@@ -140,14 +144,20 @@ class Spec:
         raise SpecError(f"{self.path}: no unit named '{name}' (units: {', '.join(u.name for u in self.units)})")
 
 
-def arch_label(arch: int, ptx: bool = False) -> str:
-    return f"compute_{arch}" if ptx else f"sm_{arch}"
+TARGET_KINDS = ("sm", "compute", "lto")  # a cubin, PTX, LTO-IR
 
 
-def parse_target(label: str) -> tuple[int, bool]:
-    """The inverse of arch_label: "sm_90" -> (90, False), "compute_90" -> (90, True)."""
+def arch_label(arch: int, kind: str = "sm") -> str:
+    return f"{kind}_{arch}"
+
+
+def parse_target(label: str) -> tuple[int, str]:
+    """The inverse of arch_label: "sm_90" -> (90, "sm"), "compute_90" -> (90, "compute"), "lto_90" ->
+    (90, "lto")."""
     kind, _, arch = label.partition("_")
-    return int(arch), kind == "compute"
+    if kind not in TARGET_KINDS:
+        raise ValueError(f"not a target: {label!r}")
+    return int(arch), kind
 
 
 def unit_where(path: Path, row: int, line: int | None, name: str | None = None) -> str:
@@ -288,6 +298,9 @@ class _Validator:
         jit_only = self.flag(row, "jit_only", where, "a jit_only unit has no binaries to build for architectures")
         linked = self.flag(row, "linked", where, "a linked unit is built only at run time, with the code linked into it")
         archs = parse_archs(row["archs"], f"{where}: field 'archs'") if "archs" in row else self.archs
+        # A linked row ships its kernels as LTO-IR for the build's archs, unless nothing is built ahead
+        # of time (the row's jit_only, or the whole table's).
+        lto_archs = archs if linked and not jit_only and not self.all_jit_only else ()
         jit_only = jit_only or linked or self.all_jit_only
         kernels_field = row.get("kernels")
         if declaration is not None:
@@ -308,6 +321,7 @@ class _Validator:
             ptx_arch=max(archs) if self.embed_ptx and not jit_only else None,
             include_dirs=tuple(dict.fromkeys(include_dirs)),
             lower_arch=min(archs), kernels_line=self.kernels_line(index), jit_only=jit_only, linked=linked,
+            lto_archs=lto_archs,
             source=source, family=family, family_path=family_path, params=params,
             family_declaration=declaration.path if declaration is not None else None)
 

@@ -145,11 +145,11 @@ def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, ptx_stri
         w.files.listed(targets).unlink(missing_ok=True)  # lowering must not read an earlier build's list
         steps = []
         for target in targets:
-            arch, ptx = specmod.parse_target(target)
+            arch, kind = specmod.parse_target(target)
             # A compute_XX target beside sm_XX: its PTX is the first step of that cubin, made once there.
-            if ptx and f"sm_{arch}" in targets:
+            if kind == "compute" and f"sm_{arch}" in targets:
                 continue
-            also = f"compute_{arch}" if not ptx and f"compute_{arch}" in targets else None
+            also = f"compute_{arch}" if kind == "sm" and f"compute_{arch}" in targets else None
             ptx_too = nvcc_compile.TargetFiles(w.files.binary(also), w.files.headers(also),
                                                w.files.compile_depfile(also)) if also else None
             steps.append((w, nvcc_compile.compile_target, (w.desc, target, str(toolkit.nvcc), w.files.source,

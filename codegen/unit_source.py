@@ -26,7 +26,7 @@ def source_name(registry: str, unit: str) -> str:
 
 
 def binary_name(registry: str, unit: str, target: str) -> str:
-    suffix = "ptx" if specmod.parse_target(target)[1] else "cubin"
+    suffix = {"sm": "cubin", "compute": "ptx", "lto": "ltoir"}[specmod.parse_target(target)[1]]
     return f"{file_stem(registry, unit)}.{target}.{suffix}"
 
 
@@ -86,13 +86,17 @@ class UnitFiles:
     def compile_depfile(self, target: str) -> Path:
         return Path(f"{self.binary(target)}.d")
 
-    def fatbin(self, ptx: bool) -> Path:  # the unit's cubins as one fatbin, its PTX as another (fatbin.py)
-        return self._path(".ptx.fatbin" if ptx else ".fatbin")
+    def fatbin(self, kind: str) -> Path:  # one fatbin per kind of target: cubins, PTX, LTO-IR (fatbin.py)
+        return self._path({"sm": ".fatbin", "compute": ".ptx.fatbin", "lto": ".ltoir.fatbin"}[kind])
 
     def fatbins(self, targets: list[str]) -> list[Path]:
-        """The unit's fatbins for `targets`, in the order the catalog embeds them: cubins', then PTX's."""
+        """The unit's fatbins for `targets`, in the order the catalog embeds them: cubins', PTX's, LTO-IR's."""
         kinds = {specmod.parse_target(t)[1] for t in targets}
-        return [self.fatbin(ptx) for ptx in (False, True) if ptx in kinds]
+        return [self.fatbin(kind) for kind in specmod.TARGET_KINDS if kind in kinds]
+
+    def fatbin_kind(self, path: Path) -> str:
+        """The kind of target `path`, one of the unit's fatbins, holds."""
+        return next(kind for kind in specmod.TARGET_KINDS if self.fatbin(kind) == path)
 
 
 def unit_body(spec: specmod.Spec, unit: specmod.Unit) -> str:

@@ -244,6 +244,29 @@ class JitView(unittest.TestCase):
             self.assertIn("t.toml:5: unit #1 'k': nvcc compiled this unit, but the JIT tier could not", message)
             self.assertIn('cannot open source file "p/rtc.cuh"', message)
 
+    def test_linked_unit_ships_lto_ir(self):
+        # A linked row's kernels call a function defined at run time: no cubin can be made, but nvcc's
+        # LTO-IR can, for each arch, in a fatbin of its own that the catalog indexes as kind ltoir.
+        source = ('template <typename R, typename... A> __device__ R linked_operator(A... a);\n'
+                  'extern "C" __global__ void l(float* x) { *x = linked_operator<float, float>(*x); }\n')
+        table = '[registry]\nname = "l"\n\n[[unit]]\nname = "l"\nsource = "l.cu"\nkernels = ["l"]\nlinked = true\n'
+        with tempfile.TemporaryDirectory() as d:
+            root = Path(d)
+            (root / "l.cu").write_text(source)
+            (root / "t.toml").write_text(table)
+            spec = specmod.load(root / "t.toml", (80, 90), embed_ptx=True)
+            self.assertEqual(table_build.build(spec, TOOLKIT, os.environ["KILN_PTX_STRIP"], root / "out", None, 2), ["l"])
+            work = root / "out" / "l.kiln"
+            self.assertEqual(sorted(p.name for p in work.glob("*.ltoir")), ["l.l.lto_80.ltoir", "l.l.lto_90.ltoir"])
+            self.assertEqual(sorted(p.name for p in work.glob("*.fatbin")), ["l.l.ltoir.fatbin"])
+            self.assertEqual(list(work.glob("*.cubin")) + list(work.glob("*.ptx")), [])
+            cpp = (root / "out" / "l_catalog.cpp").read_text()
+            self.assertIn(".first_binary = 0, .binary_count = 2", cpp)
+            self.assertEqual(cpp.count(".kind = kiln::BinaryKind::ltoir"), 2)
+            self.assertIn("// l lto_80", cpp)
+            self.assertIn("// l lto_90", cpp)
+            self.assertIn(".linked = true", cpp)
+
     def test_jit_only_unit(self):
         # nvcc refuses a goto past an initialisation that NVRTC accepts (with a warning): such a row can be
         # JIT-only. It has no binary; NVRTC still checks it (and names its kernel) at build time.

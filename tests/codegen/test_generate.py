@@ -43,9 +43,9 @@ def fill_build_dir(directory: Path, spec, corrupt=None):
         render.write_json(files.names, names)
         render.write_json(files.types, {e: TYPES.get(e) for e in names})
         for target in unit.targets:
-            arch, ptx = specmod.parse_target(target)
+            arch, kind = specmod.parse_target(target)
             symbols = sorted(names.values())
-            data = fake_ptx(arch, symbols) if ptx else fake_cubin(arch, symbols)
+            data = fake_ptx(arch, symbols) if kind == "compute" else fake_cubin(arch, symbols)
             if corrupt:
                 data = corrupt(unit.name, target, data)
             files.binary(target).write_bytes(data)
@@ -160,10 +160,10 @@ class BinaryChecks(unittest.TestCase):
 
     def test_image_header_and_elf_disagree(self):
         def relabel(files):  # the sm_90 image's fatbin entry says 90, its ELF says 80
-            data = bytearray(files.fatbin(False).read_bytes())
+            data = bytearray(files.fatbin("sm").read_bytes())
             second = fatbin.read(bytes(data))[1]
             struct.pack_into("<I", data, second.offset + 28, 80)
-            files.fatbin(False).write_bytes(bytes(data))
+            files.fatbin("sm").write_bytes(bytes(data))
         msg = self.catalog_error(damage_fatbin=relabel)
         self.assertIn("unit #1 'fill'", msg)
         self.assertIn("the sm_80 image is built for sm_90", msg)
@@ -184,7 +184,7 @@ class BinaryChecks(unittest.TestCase):
         self.assertIn("differs from", msg)
 
     def test_unreadable_fatbin(self):
-        msg = self.catalog_error(damage_fatbin=lambda files: files.fatbin(False).write_bytes(b"garbage!" * 4))
+        msg = self.catalog_error(damage_fatbin=lambda files: files.fatbin("sm").write_bytes(b"garbage!" * 4))
         self.assertIn("unreadable fatbin: no fatbin at 0", msg)
 
     def test_fatbinary_refuses_what_is_not_a_cubin_of_its_arch(self):

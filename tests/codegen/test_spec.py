@@ -164,8 +164,14 @@ class SpecErrors(unittest.TestCase):
         unit = s.units[0]
         self.assertTrue(unit.linked)
         self.assertTrue(unit.jit_only)
-        self.assertEqual(unit.targets, ())
+        # No cubin and no PTX: LTO-IR for every arch of the build, which the run time links.
+        self.assertEqual(unit.targets, ("lto_80", "lto_90"))
         self.assertIn("-rdc=true", unit.options)
+        # jit_only as well: nothing ahead of time, as for a whole table built JIT-only.
+        both = self.load(HEADER + GOOD_UNIT.replace('kernels = ["k"]', 'kernels = ["k"]\nlinked = true\njit_only = true'))
+        self.assertEqual(both.units[0].targets, ())
+        path = self.root / "table.toml"
+        self.assertEqual(spec.load(path, ARCHS, embed_ptx=True, jit_only=True).units[0].targets, ())
         self.assertNotIn("-rdc=true", self.load(HEADER + GOOD_UNIT).units[0].options)
         self.error(HEADER + GOOD_UNIT + 'linked = 1\n', "field 'linked'", "expected true or false")
         self.error(HEADER + GOOD_UNIT + 'linked = true\narchs = ["sm_90"]\n', "field 'archs'", "linked")

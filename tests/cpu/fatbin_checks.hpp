@@ -34,21 +34,18 @@ inline std::vector<unsigned> configured_archs() {
 }
 
 // Every unit's images, as its fatbins list them, are the table's entries for the unit: a cubin for every
-// configured architecture in the first fatbin, then (with embed_ptx) PTX for the newest in a second one.
+// configured architecture in the first fatbin, then (with embed_ptx) PTX for the newest in a second one;
+// a linked unit's, LTO-IR for every configured architecture in a fatbin of its own.
 inline void check_coverage(const Catalog& c, bool embed_ptx) {
   const auto archs = configured_archs();
   REQUIRE_FALSE(c.units.empty());
   for (const UnitEntry& unit : c.units) {
     CAPTURE(c.str(unit.name));
-    if (unit.linked) {  // built at run time with its operator: nothing embedded, by design
-      CHECK(unit.binary_count == 0);
-      continue;
-    }
     const auto images = detail::read_fatbins(c.fatbins_of(unit));
     REQUIRE_MESSAGE(images.ok(), images.error());
     const auto table = c.binaries_of(unit);
     REQUIRE(images->size() == table.size());
-    std::vector<unsigned> cubins, ptx;
+    std::vector<unsigned> cubins, ptx, lto_ir;
     for (std::size_t i = 0; i < table.size(); ++i) {
       const BinaryEntry& b = table[i];
       const detail::FatbinImage& image = (*images)[i];
@@ -59,11 +56,18 @@ inline void check_coverage(const Catalog& c, bool embed_ptx) {
       CHECK(image.size == b.size);
       CHECK(image.payload.size() == b.stored_size);
       // Kept apart: the driver, handed the cubins' fatbin, can never JIT PTX from it.
-      CHECK(image.container == (b.kind == BinaryKind::cubin ? 0u : 1u));
-      (b.kind == BinaryKind::cubin ? cubins : ptx).push_back(b.arch);
+      CHECK(image.container == (b.kind == BinaryKind::ptx && !cubins.empty() ? 1u : 0u));
+      (b.kind == BinaryKind::cubin ? cubins : b.kind == BinaryKind::ptx ? ptx : lto_ir).push_back(b.arch);
     }
+    if (unit.linked) {  // its kernels call code given at run time: LTO-IR, linked with that code
+      CHECK(cubins.empty());
+      CHECK(ptx.empty());
+      CHECK(lto_ir == archs);
+      continue;
+    }
+    CHECK(lto_ir.empty());
     CHECK(cubins == archs);
-    CHECK(ptx == (embed_ptx ? std::vector<unsigned>{archs.back()} : std::vector<unsigned>{}));
+    CHECK(ptx == (embed_ptx && !archs.empty() ? std::vector<unsigned>{archs.back()} : std::vector<unsigned>{}));
   }
 }
 
@@ -72,7 +76,7 @@ inline std::pair<std::size_t, std::size_t> check_compressed(const Catalog& c) {
   std::size_t stored = 0, loaded = 0;
   for (const BinaryEntry& b : c.binaries) {
     CAPTURE(binary_label(b));
-    CHECK(b.compression == Compression::zstd);
+    CHECK(b.compression == (b.kind == BinaryKind::ltoir ? Compression::lto : Compression::zstd));
     CHECK(b.stored_size < b.size);
     stored += b.stored_size;
     loaded += b.size;
@@ -88,6 +92,15 @@ inline void check_images(const Catalog& c) {
     for (const BinaryEntry& b : c.binaries_of(unit)) {
       CAPTURE(c.str(unit.name));
       CAPTURE(binary_label(b));
+      if (b.kind == BinaryKind::ltoir) {
+        // fatbinary's own encoding, which only nvJitLink reads: alone in a fatbin of its own, which
+        // test_linked_operator links with an operator.
+        CHECK(b.compression == Compression::lto);
+        const auto fatbin = detail::embedded_image_fatbin(c, b);
+        REQUIRE_MESSAGE(fatbin.ok(), fatbin.error());
+        CHECK(fatbin->size() > b.stored_size);  // the container's header, the image's, its payload
+        continue;
+      }
       const std::string bytes = c.image(b);
       REQUIRE(bytes.size() == b.size);
       if (b.kind == BinaryKind::cubin) {

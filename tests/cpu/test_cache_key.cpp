@@ -40,7 +40,23 @@ TEST_CASE("changing any field changes the key") {
   with([](auto& f) { f.nvrtc = "13.1"; });
   with([](auto& f) { f.nvjitlink = "13.1"; });
   with([](auto& f) { f.cccl = "3.1.0"; });
-  CHECK(keys.size() == 8);
+  with([](auto& f) { f.code_arch = 80; });
+  CHECK(keys.size() == 9);
+}
+
+TEST_CASE("code compiled for an older architecture has a key of its own; code_arch = arch is no change") {
+  // The PTX tier's binary from compute_80 PTX on sm_90 holds CUB's sm_80 policies: a plan must not take
+  // it for the sm_90 build of the same unit (docs/DESIGN.md, "The PTX tier").
+  auto fields = kiln::test::golden_key_fields();
+  const std::string plain = fields.text();
+  fields.code_arch = 90;
+  CHECK(fields.text() == plain);
+  fields.code_arch = 80;
+  CHECK(fields.text() == plain + "code=compute_80\n");
+  const auto rebuilt = kiln::detail::key_from_text(fields.text());
+  REQUIRE(rebuilt);
+  CHECK(rebuilt->arch == 90);
+  CHECK(rebuilt->hex == kiln::CacheKey::from(fields).hex);
 }
 
 TEST_CASE("a field value cannot forge another field: line breaks and escapes are escaped") {

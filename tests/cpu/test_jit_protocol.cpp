@@ -33,6 +33,8 @@ CompileRequest sample_request() {
   r.link_source = std::string("\x7f" "LTO\0ir", 7);  // bytes, NUL included
   r.link_source_name = "LTO-IR operator 'op' of kiln::prim::ReduceWith<float>";
   r.link_lto_ir = true;
+  r.unit_lto_ir = std::string("\x50\xed\x55\xba\0fatbin", 11);
+  r.code_arch = 80;
   return r;
 }
 
@@ -72,6 +74,8 @@ void require_same(const CompileRequest& a, const CompileRequest& b) {
   CHECK(a.link_source == b.link_source);
   CHECK(a.link_source_name == b.link_source_name);
   CHECK(a.link_lto_ir == b.link_lto_ir);
+  CHECK(a.unit_lto_ir == b.unit_lto_ir);
+  CHECK(a.code_arch == b.code_arch);
 }
 
 // Every way of decoding a frame, as the pool and the worker would: open it, then decode its kind.
@@ -209,12 +213,14 @@ TEST_CASE("a flag byte other than 0 or 1 is refused: every message has one encod
   body = std::string(outcome->body);
   body[0] = '\x43';  // the ok flag
   CHECK(decode_outcome(body).error().find("ok is 67, not 0 or 1") != std::string::npos);
-  // A request's last byte: whether its link source is LTO-IR.
-  const std::string request_frame = encode_request(sample_request());
+  // Whether a request's link source is LTO-IR: the byte before the unit's LTO-IR (u32 size, bytes) and
+  // the code's arch (u32), the last fields.
+  const CompileRequest sample = sample_request();
+  const std::string request_frame = encode_request(sample);
   const auto request = open_frame(request_frame);
   REQUIRE(request.ok());
   body = std::string(request->body);
-  body.back() = 2;
+  body[body.size() - 4 - sample.unit_lto_ir.size() - 4 - 1] = 2;
   CHECK(decode_request(body).error().find("link source is LTO-IR is 2, not 0 or 1") != std::string::npos);
 }
 

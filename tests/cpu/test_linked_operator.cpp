@@ -6,13 +6,17 @@
 #include <kiln/error.hpp>
 #include <kiln/precompile.hpp>
 #include <kiln/prim/operator.hpp>
+#include <kiln/select.hpp>
 
 #include "base/cubin_elf.hpp"
+#include "base/fatbin.hpp"
 #include "disk/unit_key.hpp"
 #include "jit/compiler/compile.hpp"
 #include "jit/compiler/nvrtc_library.hpp"
 #include "jit/jit_tier.hpp"
 
+#include <algorithm>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -101,6 +105,78 @@ TEST_CASE("an operator links into the reduce row: the cubin is for the arch and 
   // call would have failed the link).
   MESSAGE("NVRTC " << out.nvrtc_ms << " ms (unit and operator), nvJitLink -lto " << out.link_ms << " ms, cubin "
                     << out.entry->cubin.size() << " bytes");
+}
+
+// The primitives' archs (-Dprimitive_archs), for which the linked rows embed their LTO-IR.
+std::vector<unsigned> embedded_archs() {
+  std::vector<unsigned> archs;
+  std::stringstream list(KILN_TEST_ARCHS);
+  for (std::string a; std::getline(list, a, ',');) archs.push_back(static_cast<unsigned>(std::stoul(a)));
+  return archs;
+}
+
+TEST_CASE("a linked row's embedded LTO-IR links with the operator alone, for its arch or a newer one") {
+  const kiln::Catalog& catalog = kiln::prim::catalog();
+  const kiln::UnitEntry& unit = catalog.units[unit_of("linked_reduce_f32_sweep")];
+  const std::vector<unsigned> archs = embedded_archs();
+  std::vector<unsigned> lto_ir;
+  for (const kiln::BinaryEntry& b : catalog.binaries_of(unit)) {
+    if (b.kind == kiln::BinaryKind::ltoir) lto_ir.push_back(b.arch);
+  }
+  CHECK(lto_ir == archs);  // none in a build that embeds no primitives (-Dprimitive_archs=none)
+  for (const unsigned arch : archs) {
+    CAPTURE(arch);
+    // For the GPU of that arch, and for sm_90 and the newest arch nvJitLink knows: the highest not above.
+    for (const unsigned device : {arch, std::max(arch, 90u), 120u}) {
+      const kiln::BinaryEntry* ir = kiln::select_lto_ir(catalog, unit, device);
+      REQUIRE(ir != nullptr);
+      CHECK(ir->arch <= device);
+    }
+  }
+  if (archs.empty()) return;
+  CHECK(kiln::select_lto_ir(catalog, unit, archs.front() - 1) == nullptr);  // never LTO-IR of a newer arch
+  const kiln::BinaryEntry* ir = kiln::select_lto_ir(catalog, unit, 120);
+  REQUIRE(ir != nullptr);
+  CompileRequest request = linked_request({kMax}, 120);
+  request.code_arch = ir->arch;
+  auto fatbin = kiln::detail::embedded_image_fatbin(catalog, *ir);
+  REQUIRE_MESSAGE(fatbin.ok(), fatbin.error());
+  request.unit_lto_ir = std::move(*fatbin);
+  const CompileOutcome out = compile_unit(request);
+  const std::string why = out.entry.ok() ? std::string() : out.entry.error() + "\n" + out.log;
+  REQUIRE_MESSAGE(out.entry.ok(), why);
+  const kiln::detail::Cubin cubin = kiln::detail::read_cubin(std::string_view(out.entry->cubin));
+  REQUIRE(cubin.ok());
+  CHECK(cubin.arch == 120);
+  for (const auto& kernel : request.kernels) CHECK(cubin.defines(kernel.lowered));
+  CHECK(contains(out.entry->compiler, "the unit's embedded LTO-IR"));
+  CHECK_FALSE(contains(out.log, "instead"));
+  MESSAGE("lto_" << ir->arch << " for sm_120: NVRTC " << out.nvrtc_ms << " ms (the operator alone), nvJitLink -lto "
+                 << out.link_ms << " ms");
+}
+
+TEST_CASE("LTO-IR nvJitLink refuses is replaced by the unit's source, for the same architecture") {
+  // As LTO-IR of a newer toolkit than the nvJitLink loaded would be: the link still gets made.
+  CompileRequest request = linked_request({kMax}, 90);
+  request.code_arch = 80;
+  request.unit_lto_ir = "not LTO-IR, nor anything nvJitLink reads";
+  const CompileOutcome out = compile_unit(request);
+  const std::string why = out.entry.ok() ? std::string() : out.entry.error() + "\n" + out.log;
+  REQUIRE_MESSAGE(out.entry.ok(), why);
+  CHECK(contains(out.log, "refused primitives.linked_reduce_f32.cu.ltoir.fatbin"));
+  CHECK(contains(out.log, "compiling the unit's source instead"));
+  CHECK_FALSE(contains(out.entry->compiler, "embedded LTO-IR"));
+  const kiln::detail::Cubin cubin = kiln::detail::read_cubin(std::string_view(out.entry->cubin));
+  REQUIRE(cubin.ok());
+  CHECK(cubin.arch == 90);
+  for (const auto& kernel : request.kernels) CHECK(cubin.defines(kernel.lowered));
+  // The operator's own errors are its, never a reason to compile the unit: an operator that does not
+  // compile fails before anything is linked.
+  request.link_source = kiln::prim::linked_operator_source({"__device__ float op(float a, float b) { return a +; }"},
+                                                           "float", "ReduceWith<float>").source;
+  const CompileOutcome bad = compile_unit(request);
+  REQUIRE_FALSE(bad.entry.ok());
+  CHECK_FALSE(contains(bad.log, "instead"));
 }
 
 TEST_CASE("an operator that does not compile: the error carries its text, NVRTC's log names the line") {
@@ -261,6 +337,11 @@ TEST_CASE("the linked cache key changes with the operator's text, and only with 
   const kiln::CacheKey min = key_of("__device__ float op(float a, float b) { return a < b ? a : b; }");
   CHECK(max.hex != min.hex);
   CHECK(max.hex != kiln::detail::unit_cache_key(catalog, unit, 90, cache).hex);
+  // Linked with the embedded LTO-IR of an older arch, the code (CUB's policies) is that arch's: a key of its own.
+  const auto key_80 = kiln::detail::linked_cache_key(
+      catalog, unit, 90, cache, kiln::prim::linked_operator_source({kMax}, "float", "ReduceWith<float>").source, 80);
+  CHECK(key_80.hex != max.hex);
+  CHECK(contains(key_80.text, "\ncode=compute_80\n"));
   CHECK(contains(max.text, "\nlinked="));
   CHECK_FALSE(contains(kiln::detail::unit_cache_key(catalog, unit, 90, cache).text, "linked="));
   // The same text for another plan (another row) is another key: the unit is part of it.

@@ -9,7 +9,7 @@
 
 #include <dlfcn.h>
 
-TEST_CASE("every primitive unit's fatbins hold a cubin per configured architecture, then PTX, apart") {
+TEST_CASE("every primitive unit's fatbins hold a cubin per configured architecture, then PTX, apart; a linked one LTO-IR") {
   kiln::test::check_coverage(kiln::prim::catalog(), KILN_TEST_EMBED_PTX);
 }
 

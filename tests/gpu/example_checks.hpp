@@ -25,12 +25,20 @@ inline bool arch_embedded(unsigned arch) {
 
 // The tier a kernel comes from, cold, in a build without a cubin for `arch`: the PTX tier when the build
 // embeds PTX (for its newest arch) this GPU runs, else the JIT.
-inline kiln::Tier cold_tier(unsigned arch) {
+inline unsigned newest_arch() {
   unsigned newest = 0;
   std::stringstream list(KILN_TEST_ARCHS);
   for (std::string a; std::getline(list, a, ',');) newest = std::max(newest, static_cast<unsigned>(std::stoul(a)));
-  return KILN_TEST_EMBED_PTX && newest <= arch ? kiln::Tier::ptx : kiln::Tier::jit;
+  return newest;
 }
+inline kiln::Tier cold_tier(unsigned arch) {
+  return KILN_TEST_EMBED_PTX && newest_arch() <= arch ? kiln::Tier::ptx : kiln::Tier::jit;
+}
+
+// The architecture a kernel's code was compiled for, in a build without a cubin for `arch`: the embedded
+// PTX's (its newest arch) when the PTX tier serves it, else `arch` (the JIT compiles for the device).
+// Provenance::arch must say it: a primitive's plan picks CUB's launch policies by it.
+inline unsigned cold_code_arch(unsigned arch) { return cold_tier(arch) == kiln::Tier::ptx ? newest_arch() : arch; }
 
 // Sums 1M ones with block_sum_f32 from `registry`; true when the result is right.
 inline bool block_sum_works(kiln::Registry& registry) {

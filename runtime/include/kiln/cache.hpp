@@ -32,6 +32,9 @@ struct CacheKeyFields {
   std::string cccl;           // "3.0.1"
   std::string linked;         // a unit linked with code given at run time (Registry::get with a
                               // LinkedSource): SHA-256 (hex) of that code; empty, and no line, otherwise
+  unsigned code_arch = 0;     // the virtual architecture the code was compiled for (80: compute_80) when
+                              // it is not `arch`'s: embedded PTX or LTO-IR of an older architecture, whose
+                              // CUB policies are that architecture's; 0, and no line, when it is `arch`'s
 
   // "format=1\nregistry=...\nunit=...\nsource=...\narch=sm_90\nnvrtc=...\nnvjitlink=...\ncccl=...\n";
   // in values, control bytes are written \xHH and a backslash \\, so no value can forge another line.

@@ -16,10 +16,13 @@ struct StrRef {
   std::uint32_t size;
 };
 
-enum class BinaryKind : std::uint8_t { cubin = 0, ptx = 1 };
+// ltoir: a linked unit's kernels as LTO-IR (nvcc -dlto), which only nvJitLink takes: linked at run time
+// with the code a LinkedSource gives (docs/DESIGN.md, "Operators at run time").
+enum class BinaryKind : std::uint8_t { cubin = 0, ptx = 1, ltoir = 2 };
 
-// How an image is stored in its fatbin.
-enum class Compression : std::uint8_t { none = 0, zstd = 1 };
+// How an image is stored in its fatbin. lto: an LTO-IR image in fatbinary's own encoding, which only
+// nvJitLink reads (handed the image's fatbin, which holds it alone).
+enum class Compression : std::uint8_t { none = 0, zstd = 1, lto = 2 };
 
 // A byte range of Catalog::blobs.
 struct BlobRef {
@@ -27,8 +30,8 @@ struct BlobRef {
   std::uint32_t size;
 };
 
-// One image of a unit's fatbins: a cubin or PTX. arch is the SM number: 90 for sm_90 (cubin) or
-// compute_90 (ptx). Its fatbin entry (header, then payload) starts at Catalog::blobs + offset;
+// One image of a unit's fatbins: a cubin, PTX or LTO-IR. arch is the SM number: 90 for sm_90 (cubin),
+// compute_90 (ptx) or lto_90 (ltoir). Its fatbin entry (header, then payload) starts at Catalog::blobs + offset;
 // Catalog::image() reads it. size: its bytes as loaded (PTX NUL-terminated); stored_size: as stored.
 struct BinaryEntry {
   std::uint32_t arch;
@@ -40,7 +43,8 @@ struct BinaryEntry {
 };
 
 // A translation unit: one row of the spec table, compiled once per architecture.
-// Its binaries are binaries[first_binary, first_binary + binary_count), cubins by ascending arch, then PTX.
+// Its binaries are binaries[first_binary, first_binary + binary_count), cubins by ascending arch, then PTX,
+// then a linked unit's LTO-IR by ascending arch.
 struct UnitEntry {
   StrRef name;
   StrRef options;  // compile options, one per line, as given to both nvcc and NVRTC

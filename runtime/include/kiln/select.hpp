@@ -21,6 +21,10 @@ constexpr unsigned arch_of(int cc_major, int cc_minor) noexcept {
 const BinaryEntry* select_binary(const Catalog& catalog, const UnitEntry& unit, unsigned device_arch,
                                  bool allow_ptx) noexcept;
 
+// A linked unit's embedded LTO-IR to link on a device of `device_arch`: the highest architecture not
+// above the device's (nvJitLink links lto_80 for sm_90, never lto_90 for sm_80), or nullptr.
+const BinaryEntry* select_lto_ir(const Catalog& catalog, const UnitEntry& unit, unsigned device_arch) noexcept;
+
 // The message of the error raised when select_binary finds nothing: the kernel, the device's
 // architecture, what is embedded, and what to do about it.
 std::string no_binary_message(const Catalog& catalog, const KernelEntry& kernel, unsigned device_arch,
@@ -33,7 +37,7 @@ std::string unknown_kernel_message(const Catalog& catalog, std::string_view name
 // without a LinkedSource, warm-up, precompile): what the unit is and how to get its kernels.
 std::string linked_unit_message(const Catalog& catalog, const KernelEntry& kernel);
 
-// "sm_90" / "compute_90"
+// "sm_90" / "compute_90" / "lto_90"
 std::string binary_label(const BinaryEntry& binary);
 std::string binary_label(BinaryKind kind, unsigned arch);
 

@@ -6,6 +6,7 @@
 
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -22,7 +23,7 @@ constexpr std::size_t kContainerHeaderSize = 16;
 constexpr std::size_t kImageHeaderMin = 64;
 constexpr std::size_t kKindAt = 0, kHeaderSizeAt = 4, kPaddedSizeAt = 8, kStoredSizeAt = 16, kArchAt = 28,
                       kFlagsAt = 40, kRawSizeAt = 56;
-constexpr std::uint16_t kKindPtx = 1, kKindElf = 2;
+constexpr std::uint16_t kKindPtx = 1, kKindElf = 2, kKindLtoir = 8;
 // A zstd block has a 3-byte header and holds at most 128 KiB: what a frame of n bytes can honestly claim.
 constexpr std::uint64_t kZstdMaxRatio = 128 * 1024 / 3;
 
@@ -43,7 +44,7 @@ std::string hex(std::uint64_t value) {
 }
 
 std::string label(BinaryKind kind, unsigned arch) {
-  return (kind == BinaryKind::cubin ? "sm_" : "compute_") + std::to_string(arch);
+  return (kind == BinaryKind::cubin ? "sm_" : kind == BinaryKind::ptx ? "compute_" : "lto_") + std::to_string(arch);
 }
 
 }  // namespace
@@ -61,10 +62,10 @@ Result<FatbinImage> read_fatbin_image(std::span<const unsigned char> bytes, std:
   r.arch = *at<std::uint32_t>(image, kArchAt);
   r.flags = *at<std::uint64_t>(image, kFlagsAt);
   const auto raw = *at<std::uint64_t>(image, kRawSizeAt);
-  if (kind != kKindElf && kind != kKindPtx) {
-    return fail(where(offset) + " is of kind " + std::to_string(kind) + "; kiln reads ELF (2) and PTX (1)");
+  if (kind != kKindElf && kind != kKindPtx && kind != kKindLtoir) {
+    return fail(where(offset) + " is of kind " + std::to_string(kind) + "; kiln reads ELF (2), PTX (1) and LTO-IR (8)");
   }
-  r.kind = kind == kKindElf ? BinaryKind::cubin : BinaryKind::ptx;
+  r.kind = kind == kKindElf ? BinaryKind::cubin : kind == kKindPtx ? BinaryKind::ptx : BinaryKind::ltoir;
   if (header_size < kImageHeaderMin || header_size > image.size() || padded > image.size() - header_size) {
     return fail(where(offset) + " overruns its fatbin (header " + std::to_string(header_size) + " bytes, payload " +
                 std::to_string(padded) + ", " + std::to_string(image.size()) + " left)");
@@ -72,14 +73,15 @@ Result<FatbinImage> read_fatbin_image(std::span<const unsigned char> bytes, std:
   // A stored size of 0: the payload is the image as it is, padded to 8 bytes.
   std::uint64_t stored_size = padded;
   r.size = padded;
+  const bool lto = stored != 0 && r.kind == BinaryKind::ltoir && (r.flags & kFatbinFlagLto);
   if (stored != 0) {
-    if (!(r.flags & kFatbinFlagZstd)) {
+    if (!lto && !(r.flags & kFatbinFlagZstd)) {
       return fail(where(offset) + " is compressed in a form kiln does not read (flags " + hex(r.flags) + ")");
     }
     if (stored > padded) {
       return fail(where(offset) + " stores " + std::to_string(stored) + " bytes in a payload of " + std::to_string(padded));
     }
-    r.compression = Compression::zstd;
+    r.compression = lto ? Compression::lto : Compression::zstd;
     stored_size = stored;
     r.size = raw;
   }
@@ -126,6 +128,9 @@ Result<std::string> unpack(const FatbinImage& image) {
   if (image.compression == Compression::none) {
     return std::string(reinterpret_cast<const char*>(image.payload.data()), image.payload.size());
   }
+  if (image.compression == Compression::lto) {
+    return fail(where(image.offset) + " is LTO-IR in fatbinary's own encoding, which only nvJitLink reads");
+  }
   const unsigned long long claimed = ZSTD_getFrameContentSize(image.payload.data(), image.payload.size());
   if (claimed == ZSTD_CONTENTSIZE_ERROR || claimed == ZSTD_CONTENTSIZE_UNKNOWN) {
     return fail(where(image.offset) + ": its payload is not a zstd frame that states its size");
@@ -144,9 +149,15 @@ Result<std::string> unpack(const FatbinImage& image) {
   return out;
 }
 
-Result<std::string> embedded_image(const Catalog& catalog, const BinaryEntry& binary) {
-  const std::string what = "the embedded " + label(binary.kind, binary.arch) + " image (registry '" +
-                           std::string(catalog.name) + "')";
+namespace {
+
+std::string what_image(const Catalog& catalog, const BinaryEntry& binary) {
+  return "the embedded " + label(binary.kind, binary.arch) + " image (registry '" + std::string(catalog.name) + "')";
+}
+
+// The image's entry where the table says, checked against the table.
+Result<FatbinImage> checked_image(const Catalog& catalog, const BinaryEntry& binary) {
+  const std::string what = what_image(catalog, binary);
   auto image = read_fatbin_image({catalog.blobs, catalog.blobs_size}, binary.offset);
   if (!image) return fail(what + " is damaged: " + image.error());
   if (image->kind != binary.kind || image->arch != binary.arch || image->size != binary.size ||
@@ -155,9 +166,36 @@ Result<std::string> embedded_image(const Catalog& catalog, const BinaryEntry& bi
                 std::to_string(image->size) + " bytes (" + std::to_string(image->payload.size()) +
                 " stored), not what the catalog says: rebuild");
   }
+  return image;
+}
+
+}  // namespace
+
+Result<std::string> embedded_image(const Catalog& catalog, const BinaryEntry& binary) {
+  auto image = checked_image(catalog, binary);
+  if (!image) return fail(image.error());
   auto bytes = unpack(*image);
-  if (!bytes) return fail(what + " is damaged: " + bytes.error());
+  if (!bytes) return fail(what_image(catalog, binary) + " is damaged: " + bytes.error());
   return bytes;
+}
+
+Result<std::string> embedded_image_fatbin(const Catalog& catalog, const BinaryEntry& binary) {
+  auto image = checked_image(catalog, binary);
+  if (!image) return fail(image.error());
+  // Its container's header right before it, claiming the image and nothing else.
+  const std::span<const unsigned char> blobs{catalog.blobs, catalog.blobs_size};
+  const std::size_t start = binary.offset - std::min<std::size_t>(binary.offset, kContainerHeaderSize);
+  const auto magic = at<std::uint32_t>(blobs, start);
+  const auto version = at<std::uint16_t>(blobs, start + 4);
+  const auto header_size = at<std::uint16_t>(blobs, start + 6);
+  const auto size = at<std::uint64_t>(blobs, start + 8);
+  if (binary.offset < kContainerHeaderSize || !magic || !version || !header_size || !size ||
+      *magic != kFatbinMagic || *version != 1 ||
+      *header_size != kContainerHeaderSize || *size != image->header_size + image->padded_size) {
+    return fail(what_image(catalog, binary) + " is not alone in a fatbin of its own: rebuild");
+  }
+  return std::string(reinterpret_cast<const char*>(blobs.data() + start),
+                     kContainerHeaderSize + static_cast<std::size_t>(*size));
 }
 
 }  // namespace kiln::detail

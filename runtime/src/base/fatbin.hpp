@@ -16,6 +16,9 @@ namespace kiln::detail {
 
 inline constexpr std::uint32_t kFatbinMagic = 0xBA55ED50;
 inline constexpr std::uint64_t kFatbinFlagZstd = 0x8000;  // the payload is one zstd frame
+// An LTO-IR image in fatbinary's own encoding (CUDA 13.0 sets it, with 0x8000, on a compressed LTO-IR
+// image, whose payload is no zstd frame): only nvJitLink reads it.
+inline constexpr std::uint64_t kFatbinFlagLto = 0x10000;
 
 // One image of a fatbin, as its entry header describes it (docs/DESIGN.md, "Embedded fatbins").
 struct FatbinImage {
@@ -45,5 +48,10 @@ Result<std::string> unpack(const FatbinImage& image);
 // The catalog's image `binary`: its entry read where the table says, checked against the table (kind,
 // arch, sizes, compression) and unpacked. A failure names the registry, the image and what is wrong.
 Result<std::string> embedded_image(const Catalog& catalog, const BinaryEntry& binary);
+
+// The catalog's image `binary` as the fatbin that holds it alone (container header, then the image),
+// checked the same way: what nvJitLink takes (NVJITLINK_INPUT_FATBIN) for an LTO-IR image, which kiln
+// cannot unpack (Compression::lto); kiln-gen packs each LTO-IR image in a fatbin of its own.
+Result<std::string> embedded_image_fatbin(const Catalog& catalog, const BinaryEntry& binary);
 
 }  // namespace kiln::detail

@@ -129,18 +129,22 @@ void list_catalog(const Catalog& catalog) {
       kernels.row({std::string(catalog.str(k.name)), std::string(catalog.str(k.expression)),
                    std::string(catalog.str(k.lowered))});
     }
+    // A linked unit is built at run time with its operator: from its embedded LTO-IR, or its source.
+    const std::string what = unit.binary_count ? count(unit.binary_count, "binary", "binaries") + ", fatbins " +
+                                                     packed(unit.fatbins.size, binary_bytes(catalog, unit))
+                                               : std::string(unit.linked ? "" : "JIT only: nothing embedded");
     std::cout << "\n  unit " << catalog.str(unit.name) << " ("
-              << (unit.binary_count ? count(unit.binary_count, "binary", "binaries") + ", fatbins " +
-                                          packed(unit.fatbins.size, binary_bytes(catalog, unit))
-                                    : std::string(unit.linked ? "linked: built at run time with its operator"
-                                                              : "JIT only: nothing embedded"))
+              << (unit.linked ? "linked: built at run time with its operator" + (what.empty() ? "" : "; " + what) : what)
               << ")\n";
     kernels.print("    ");
     if (unit.binary_count) {
       Table binaries;
       binaries.row({"binary", "embedded", "unpacked", "stored as"});
       for (const auto& b : catalog.binaries_of(unit)) {
-        binaries.row({binary_label(b), kib(b.stored_size), kib(b.size), b.compression == Compression::zstd ? "zstd" : "as is"});
+        binaries.row({binary_label(b), kib(b.stored_size), kib(b.size),
+                      b.compression == Compression::zstd  ? "zstd"
+                      : b.compression == Compression::lto ? "fatbinary's LTO-IR encoding"
+                                                          : "as is"});
       }
       binaries.print("    ");
     }
@@ -161,7 +165,8 @@ void json_catalog(Json& j, const Catalog& catalog) {
     }
     j.end().key("binaries").array();
     for (const auto& b : catalog.binaries_of(unit))
-      j.object().field("target", binary_label(b)).field("arch", b.arch).field("kind", b.kind == BinaryKind::ptx ? "ptx" : "cubin")
+      j.object().field("target", binary_label(b)).field("arch", b.arch)
+          .field("kind", b.kind == BinaryKind::ptx ? "ptx" : b.kind == BinaryKind::ltoir ? "ltoir" : "cubin")
           .field("bytes", b.size).field("embedded_bytes", b.stored_size)
           .field("compression", b.compression == Compression::zstd ? "zstd" : "none").end();
     j.end().end();

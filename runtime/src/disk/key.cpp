@@ -49,6 +49,7 @@ std::string CacheKeyFields::text() const {
   append_field(out, "nvjitlink", nvjitlink);
   append_field(out, "cccl", cccl);
   if (!linked.empty()) append_field(out, "linked", linked);
+  if (code_arch != 0 && code_arch != arch) append_field(out, "code", "compute_" + std::to_string(code_arch));
   return out;
 }
 

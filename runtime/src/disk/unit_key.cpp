@@ -27,14 +27,18 @@ CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned 
   return CacheKey::from(unit_key_fields(catalog, unit, arch, compilers));
 }
 
-CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, DiskCache& cache) {
-  return unit_cache_key(catalog, unit, arch, compiler_versions(cache));
+CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, DiskCache& cache,
+                        unsigned code_arch) {
+  CacheKeyFields fields = unit_key_fields(catalog, unit, arch, compiler_versions(cache));
+  fields.code_arch = code_arch;
+  return CacheKey::from(fields);
 }
 
 CacheKey linked_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, DiskCache& cache,
-                          std::string_view linked_source) {
+                          std::string_view linked_source, unsigned code_arch) {
   CacheKeyFields fields = unit_key_fields(catalog, unit, arch, compiler_versions(cache));
   fields.linked = sha256_hex(linked_source);
+  fields.code_arch = code_arch;
   return CacheKey::from(fields);
 }
 

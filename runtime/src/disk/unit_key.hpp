@@ -22,13 +22,17 @@ struct CompilerVersions {
 // The key of `unit`'s binary for `arch`, built by `compilers`.
 CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, const CompilerVersions& compilers);
 // The same with the NVRTC and nvJitLink this process would load (disk/compiler_versions.hpp): known from
-// `cache`'s record of them without loading them, when it still holds.
-CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, DiskCache& cache);
+// `cache`'s record of them without loading them, when it still holds. `code_arch`: the binary is built
+// from code compiled for that older virtual architecture (the PTX tier's embedded PTX), whose CUB
+// policies differ from `arch`'s: it gets a key of its own (CacheKeyFields::code_arch).
+CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, DiskCache& cache,
+                        unsigned code_arch = 0);
 
 // The key of `unit` linked with `linked_source` (Registry::get with a LinkedSource): the unit's key with
-// the SHA-256 of that source added, so every operator text has entries of its own.
+// the SHA-256 of that source added, so every operator text has entries of its own. `code_arch`: the
+// unit's embedded LTO-IR is of that older architecture.
 CacheKey linked_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, DiskCache& cache,
-                          std::string_view linked_source);
+                          std::string_view linked_source, unsigned code_arch = 0);
 
 // Whether `entry` can serve unit `unit`: it names every kernel of the unit with the lowered name the
 // catalog recorded (the key covers the source, so an entry that does not is foreign). The one check the

@@ -10,13 +10,18 @@ namespace {
 
 std::string sm_label(unsigned arch) { return "sm_" + std::to_string(arch); }
 
-// The PTX of `unit` with the highest architecture not above the device's, or nullptr.
-const BinaryEntry* best_ptx(const Catalog& catalog, const UnitEntry& unit, unsigned device_arch) noexcept {
+// The image of `kind` of `unit` with the highest architecture not above the device's, or nullptr.
+const BinaryEntry* best_below(const Catalog& catalog, const UnitEntry& unit, unsigned device_arch,
+                              BinaryKind kind) noexcept {
   const BinaryEntry* best = nullptr;
   for (const BinaryEntry& b : catalog.binaries_of(unit)) {
-    if (b.kind == BinaryKind::ptx && b.arch <= device_arch && (!best || b.arch > best->arch)) best = &b;
+    if (b.kind == kind && b.arch <= device_arch && (!best || b.arch > best->arch)) best = &b;
   }
   return best;
+}
+
+const BinaryEntry* best_ptx(const Catalog& catalog, const UnitEntry& unit, unsigned device_arch) noexcept {
+  return best_below(catalog, unit, device_arch, BinaryKind::ptx);
 }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -48,10 +53,14 @@ const BinaryEntry* select_binary(const Catalog& catalog, const UnitEntry& unit, 
   return allow_ptx ? best_ptx(catalog, unit, device_arch) : nullptr;
 }
 
+const BinaryEntry* select_lto_ir(const Catalog& catalog, const UnitEntry& unit, unsigned device_arch) noexcept {
+  return best_below(catalog, unit, device_arch, BinaryKind::ltoir);
+}
+
 std::string binary_label(const BinaryEntry& binary) { return binary_label(binary.kind, binary.arch); }
 
 std::string binary_label(BinaryKind kind, unsigned arch) {
-  return (kind == BinaryKind::cubin ? "sm_" : "compute_") + std::to_string(arch);
+  return (kind == BinaryKind::cubin ? "sm_" : kind == BinaryKind::ptx ? "compute_" : "lto_") + std::to_string(arch);
 }
 
 std::string embedded_labels(const Catalog& catalog, const UnitEntry& unit) {

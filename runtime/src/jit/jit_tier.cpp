@@ -1,6 +1,7 @@
 // The JIT tier's step in the chain, the process-wide worker pool, and building a unit into the cache.
 #include "jit/jit_tier.hpp"
 
+#include "base/fatbin.hpp"
 #include "disk/cache_internal.hpp"
 #include "disk/directory.hpp"
 #include "disk/unit_key.hpp"
@@ -92,9 +93,9 @@ void through_cache(const Catalog& catalog, std::uint32_t unit, DiskCache& cache,
 }  // namespace
 
 BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache,
-                           RemoteCache* remote, std::string_view ptx) {
+                           RemoteCache* remote, std::string_view ptx, unsigned ptx_arch) {
   BuiltUnit built;
-  const CacheKey key = unit_cache_key(catalog, catalog.units[unit], arch, cache);
+  const CacheKey key = unit_cache_key(catalog, catalog.units[unit], arch, cache, ptx.empty() ? 0 : ptx_arch);
   built.key = key.hex;
   // The request (and the headers it carries) only when there is something to build.
   const auto build = [&] {
@@ -121,11 +122,17 @@ BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned 
 }
 
 BuiltUnit build_linked_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache,
-                                  const CacheKey& key, const LinkedSource& link) {
+                                  const CacheKey& key, const LinkedSource& link, const BinaryEntry* lto_ir) {
   BuiltUnit built;
   built.key = key.hex;
   const auto build = [&] {
     CompileRequest request = make_request(catalog, unit, arch);
+    if (lto_ir != nullptr) {
+      // Its code is that architecture's, whatever happens below: the key says so (linked_cache_key).
+      request.code_arch = lto_ir->arch;
+      // A damaged image is compiled from the unit's source instead, for the same architecture.
+      if (auto image = embedded_image_fatbin(catalog, *lto_ir)) request.unit_lto_ir = std::move(*image);
+    }
     request.link_source = link.source;
     request.link_source_name = link.name.empty() ? "linked source" : link.name;
     request.link_lto_ir = link.lto_ir;

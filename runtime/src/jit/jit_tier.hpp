@@ -39,18 +39,20 @@ struct BuiltUnit {
 
 // The unit's entry for `arch` from `cache`, or built and published there, under the cache's per-key
 // lock, so that threads and processes sharing the cache build it once: from its source (NVRTC), or, with
-// `ptx` (the text of an embedded PTX image), by assembling that PTX (the PTX tier). With a `remote` cache, under its lease too, so
+// `ptx` (the text of an embedded PTX image of `ptx_arch`), by assembling that PTX (the PTX tier), under a
+// key of its own when `ptx_arch` is not `arch` (unit_cache_key's code_arch). With a `remote` cache, under its lease too, so
 // that the fleet builds it once, and published there (remote/remote_tier.hpp). With an unusable cache it
 // is built without one. Throws Error(compile) or Error(no_compiler) when it cannot be built; what the
 // registry's JIT and PTX tiers and kiln::precompile share.
 BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache,
-                           RemoteCache* remote = nullptr, std::string_view ptx = {});
+                           RemoteCache* remote = nullptr, std::string_view ptx = {}, unsigned ptx_arch = 0);
 
 // A unit whose kernels call what `link` defines (Registry::get with a LinkedSource): the same, under `key`
-// (linked_cache_key: the unit's key with link.source's digest), compiled from the unit's source and
-// link.source to LTO-IR and linked. Not shared through the remote cache.
+// (linked_cache_key: the unit's key with link.source's digest), link.source compiled to LTO-IR and
+// linked with the unit's: `lto_ir`, the unit's embedded LTO-IR (select_lto_ir), or, without it, the
+// unit's source compiled to LTO-IR. Not shared through the remote cache.
 BuiltUnit build_linked_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache,
-                                  const CacheKey& key, const LinkedSource& link);
+                                  const CacheKey& key, const LinkedSource& link, const BinaryEntry* lto_ir);
 
 // How many compiles the pool runs at once.
 unsigned jit_parallelism();

@@ -198,6 +198,8 @@ std::string encode_request(const CompileRequest& r) {
   out.str(r.link_source);
   out.str(r.link_source_name);
   out.put<std::uint8_t>(r.link_lto_ir ? 1 : 0);
+  out.str(r.unit_lto_ir);
+  out.u32(r.code_arch);
   return std::move(out).frame();
 }
 
@@ -281,6 +283,8 @@ Result<CompileRequest> decode_request(std::string_view body) {
   r.link_source = in.str("link source");
   r.link_source_name = in.str("link source name");
   r.link_lto_ir = in.flag("link source is LTO-IR");
+  r.unit_lto_ir = in.str("unit LTO-IR");
+  r.code_arch = in.u32("code arch");
   return finished(std::move(r), in, "request");
 }
 

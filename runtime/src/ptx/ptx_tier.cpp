@@ -21,8 +21,10 @@ const BinaryEntry* usable_ptx(const UnitQuery& q) {
 
 }  // namespace
 
+// The binary's arch is the PTX's: its code, CUB's policies included, is that architecture's, and a plan
+// picks its launch policies by it (docs/DESIGN.md, "The PTX tier").
 Result<UnitProbe> probe_ptx(const UnitQuery& q) {
-  if (usable_ptx(q) != nullptr) return UnitProbe{Tier::ptx, q.arch, true};
+  if (const BinaryEntry* b = usable_ptx(q)) return UnitProbe{Tier::ptx, b->arch, true};
   return fail("");
 }
 
@@ -32,11 +34,12 @@ Result<UnitImage> fetch_ptx(const UnitQuery& q) {
   // The PTX image out of the unit's PTX fatbin; a damaged one is a miss (the JIT compiles the source).
   auto ptx = embedded_image(q.catalog, *b);
   if (!ptx) return fail(ptx.error());
-  BuiltUnit built = build_into_cache(q.catalog, q.unit_index(), q.arch, q.cache(), remote_of(q.options), *ptx);
+  BuiltUnit built =
+      build_into_cache(q.catalog, q.unit_index(), q.arch, q.cache(), remote_of(q.options), *ptx, b->arch);
   UnitImage image;
   // disk: another process built it meanwhile; remote: another machine did
   image.source = built.compiled ? Tier::ptx : built.from_remote ? Tier::remote : Tier::disk;
-  image.arch = q.arch;
+  image.arch = b->arch;
   image.ptx = true;
   image.owned = std::move(built.entry.cubin);
   image.cache_key = std::move(built.key);

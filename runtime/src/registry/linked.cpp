@@ -50,8 +50,12 @@ Kernel Registry::get(std::string_view name, const LinkedSource& link) {
     auto unit = std::make_unique<LinkedUnits::Unit>();
     const std::string unit_name(catalog_.str(catalog_.units[entry->unit].name));
     DiskCache& cache = disk();
+    // The unit's kernels as the binary embeds them (LTO-IR), for the device or an older architecture:
+    // then the code, CUB's policies included, is that architecture's, and the key and provenance say so.
+    const BinaryEntry* lto_ir = select_lto_ir(catalog_, catalog_.units[entry->unit], info_.arch);
+    const unsigned code_arch = lto_ir != nullptr ? lto_ir->arch : info_.arch;
     const CacheKey cache_key =
-        detail::linked_cache_key(catalog_, catalog_.units[entry->unit], info_.arch, cache, linked);
+        detail::linked_cache_key(catalog_, catalog_.units[entry->unit], info_.arch, cache, linked, code_arch);
     // The disk tier's way first (no lock, no pool): an entry that is not this unit's is removed, as a
     // corrupt one is, and built again below.
     std::optional<CacheEntry> cached;
@@ -65,7 +69,8 @@ Kernel Registry::get(std::string_view name, const LinkedSource& link) {
       unit->image.owned = std::move(cached->cubin);
       unit->image.cache_key = cache_key.hex;
     } else if (options_.use_jit) {
-      detail::BuiltUnit built = detail::build_linked_into_cache(catalog_, entry->unit, info_.arch, cache, cache_key, link);
+      detail::BuiltUnit built =
+          detail::build_linked_into_cache(catalog_, entry->unit, info_.arch, cache, cache_key, link, lto_ir);
       unit->image.source = built.compiled ? Tier::jit : Tier::disk;
       unit->image.owned = std::move(built.entry.cubin);
       unit->image.cache_key = std::move(built.key);
@@ -77,8 +82,9 @@ Kernel Registry::get(std::string_view name, const LinkedSource& link) {
     }
     if (unit->image.source == Tier::disk) disk_loads_.fetch_add(1, std::memory_order_relaxed);
     unit->image.served_by = unit->image.source;
-    unit->image.arch = info_.arch;
-    unit->image.label = "sm_" + std::to_string(info_.arch) + " linked with " + link.name;
+    unit->image.arch = code_arch;
+    unit->image.label = "sm_" + std::to_string(info_.arch) + " linked with " + link.name +
+                        (lto_ir != nullptr ? " (the embedded " + binary_label(*lto_ir) + ")" : "");
     check_linked(cu.cuLibraryLoadData(&unit->library, unit->image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
                  "cuLibraryLoadData", catalog_, *entry, link);
     unit_loads_.fetch_add(1, std::memory_order_relaxed);

@@ -168,7 +168,7 @@ class Linker {
 std::vector<std::string> nvrtc_options(const CompileRequest& request, PchMode pch) {
   std::vector<std::string> options = request.options;
   options.push_back("-default-device");
-  options.push_back("-arch=compute_" + std::to_string(request.arch));
+  options.push_back("-arch=compute_" + std::to_string(request.code_arch != 0 ? request.code_arch : request.arch));
   if (!request.link_source.empty()) options.push_back("-dlto");  // -rdc=true is a linked row's own option
   if (pch == PchMode::create) options.push_back("--create-pch=" + request.pch_path);
   if (pch == PchMode::use) options.push_back("--use-pch=" + request.pch_path);
@@ -179,6 +179,10 @@ bool contains(const std::string& text, std::string_view what) { return text.find
 
 struct Failure {
   std::string error;
+};
+// nvJitLink refused one of its inputs (nvJitLinkAddData): which one.
+struct Refused : Failure {
+  std::size_t input = 0;
 };
 
 // One NVRTC compile of the request's source with `pch`; the program, for its PTX and names.
@@ -288,7 +292,7 @@ std::string compile_link_source(const Nvrtc& api, const CompileRequest& request,
   return ir;
 }
 
-// One input of nvJitLink's: PTX, or LTO-IR.
+// One input of nvJitLink's: PTX, LTO-IR, or a fatbin of LTO-IR.
 struct LinkInput {
   nvJitLinkInputType type;
   const std::string& bytes;
@@ -317,9 +321,17 @@ std::string link_to_cubin(const NvJitLink& api, const CompileRequest& request, c
     throw Failure{what + "could not start (" + link_result_name(linker.created()) + ")" + with_options};
   }
   nvJitLinkResult result = NVJITLINK_SUCCESS;
-  for (const LinkInput& input : inputs) {
-    if (result == NVJITLINK_SUCCESS) {
-      result = api.nvJitLinkAddData(linker.get(), input.type, input.bytes.data(), input.bytes.size(), input.name.c_str());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const LinkInput& input = inputs[i];
+    result = api.nvJitLinkAddData(linker.get(), input.type, input.bytes.data(), input.bytes.size(), input.name.c_str());
+    if (result != NVJITLINK_SUCCESS) {
+      out.link_ms += ms_since(start);
+      const std::string log = linker.log();
+      if (!log.empty()) out.log += (out.log.empty() ? "" : "\n") + log;
+      Refused refused;
+      refused.error = what + "refused " + input.name + " (" + link_result_name(result) + ")" + with_options;
+      refused.input = i;
+      throw refused;
     }
   }
   if (result == NVJITLINK_SUCCESS) result = api.nvJitLinkComplete(linker.get());
@@ -327,7 +339,7 @@ std::string link_to_cubin(const NvJitLink& api, const CompileRequest& request, c
   if (result == NVJITLINK_SUCCESS) result = api.nvJitLinkGetLinkedCubinSize(linker.get(), &size);
   std::string cubin(size, '\0');
   if (result == NVJITLINK_SUCCESS) result = api.nvJitLinkGetLinkedCubin(linker.get(), cubin.data());
-  out.link_ms = ms_since(start);
+  out.link_ms += ms_since(start);
   const std::string log = linker.log();
   if (!log.empty()) out.log += (out.log.empty() ? "" : "\n") + log;
   if (result != NVJITLINK_SUCCESS) {
@@ -357,6 +369,7 @@ CompileOutcome compile_unit(const CompileRequest& request) {
   const Nvrtc* rtc = from_ptx ? nullptr : &nvrtc();
   const NvJitLink& link = nvjitlink();
   CacheEntry entry;
+  bool embedded_ir = false;  // a linked unit's kernels came from the binary's LTO-IR
   try {
     if (request.expressions.size() != request.kernels.size()) {
       throw Failure{subject(request) + ": the request has " + std::to_string(request.kernels.size()) +
@@ -364,12 +377,26 @@ CompileOutcome compile_unit(const CompileRequest& request) {
     }
     if (!request.link_source.empty()) {
       if (from_ptx) throw Failure{subject(request) + ": a linked unit is compiled from its source, not from PTX"};
-      const std::string unit_ir = compile_to_lto_ir(*rtc, request, out);
+      // The link source first: its errors are the caller's, and need no unit compiled to show.
       const std::string linked_ir = request.link_lto_ir ? request.link_source : compile_link_source(*rtc, request, out);
-      entry.cubin = link_to_cubin(link, request,
-                                  {{NVJITLINK_INPUT_LTOIR, unit_ir, request.source_name + ".ltoir"},
-                                   {NVJITLINK_INPUT_LTOIR, linked_ir, request.link_source_name + ".ltoir"}},
-                                  out);
+      const LinkInput linked_input{NVJITLINK_INPUT_LTOIR, linked_ir, request.link_source_name + ".ltoir"};
+      if (!request.unit_lto_ir.empty()) {
+        try {
+          entry.cubin = link_to_cubin(
+              link, request, {{NVJITLINK_INPUT_FATBIN, request.unit_lto_ir, request.source_name + ".ltoir.fatbin"}, linked_input},
+              out);
+          embedded_ir = true;
+        } catch (const Refused& refused) {
+          if (refused.input != 0) throw;
+          // LTO-IR of a newer toolkit than this nvJitLink, or damaged: the unit's source gives the same code.
+          out.log += (out.log.empty() ? "" : "\n") + refused.error + "; compiling the unit's source instead";
+        }
+      }
+      if (!embedded_ir) {
+        const std::string unit_ir = compile_to_lto_ir(*rtc, request, out);
+        entry.cubin = link_to_cubin(
+            link, request, {{NVJITLINK_INPUT_LTOIR, unit_ir, request.source_name + ".ltoir"}, linked_input}, out);
+      }
     } else {
       StrippedPtx stripped = strip_unreferenced_globals(
           from_ptx ? std::string_view(request.ptx) : std::string_view(compile_to_ptx(*rtc, request, out)));
@@ -387,7 +414,8 @@ CompileOutcome compile_unit(const CompileRequest& request) {
   entry.compiler = (from_ptx ? "embedded PTX" : "nvrtc " + rtc->version) + " + nvjitlink " + link.version +
                    (request.link_source.empty()
                         ? ", " + std::to_string(out.globals_removed) + " unreferenced globals stripped"
-                        : ", LTO with " + request.link_source_name);
+                        : ", LTO with " + request.link_source_name +
+                              (embedded_ir ? std::string(", the unit's embedded LTO-IR") : std::string()));
   out.entry = std::move(entry);
   return out;
 }
