@@ -2,9 +2,10 @@
 // same operator as an nvcc functor, on the same data: a float max-reduce, a wrapping int exclusive sum, a
 // 64-bit running xor, a descending merge sort of (float, int) pairs, a select of multiples of 3, a unique
 // by key with keys equal within a tens, a segmented max over segments of about 1000 items, a sum of
-// squares through a transform iterator (cub::DeviceReduce::TransformReduce). Rates count
-// the input items' bytes (reduce, select, segmented reduce) or input and output bytes (scans); the sort's
-// and the unique's G items/s.
+// squares through a transform iterator (cub::DeviceReduce::TransformReduce), a transform y = 3x - 7 of
+// 64-bit integers (cub::DeviceTransform::Transform, 64-bit item count). Rates count the input items' bytes
+// (reduce, select, segmented reduce) or input and output bytes (scans, transform); the sort's and the
+// unique's G items/s.
 #include "prim_bench.hpp"
 
 #include <kiln/prim/operator.hpp>
@@ -14,6 +15,7 @@
 #include <cub/device/device_segmented_reduce.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
+#include <cub/device/device_transform.cuh>
 
 #include <algorithm>
 #include <cstdint>
@@ -68,6 +70,11 @@ struct SquareD {
 };
 struct SumD {
   __device__ double operator()(double a, double b) const { return a + b; }
+};
+
+constexpr const char* kAffineText = "__device__ long long op(long long x) { return 3 * x - 7; }";
+struct AffineI {
+  __device__ std::int64_t operator()(std::int64_t x) const { return 3 * x - 7; }
 };
 
 Row max_reduce_row(std::size_t n, std::shared_ptr<DeviceVector<float>> in) {
@@ -326,13 +333,32 @@ Row sum_of_squares_row(std::size_t n) {
   return row;
 }
 
+Row affine_transform_row(std::size_t n) {
+  auto in = std::make_shared<DeviceVector<std::int64_t>>(n);
+  fill_random(*in, std::int64_t{-1000000}, std::int64_t{1000000});
+  auto out = std::make_shared<DeviceVector<std::int64_t>>(n);
+  auto plan = std::make_shared<kiln::prim::TransformWith<std::int64_t>>(kiln::prim::Operator{kAffineText});
+  Row row;
+  row.family = "transform (run-time 3x - 7)";
+  row.type = "i64";
+  row.n = n;
+  row.bytes = 2.0 * double(sizeof(std::int64_t)) * double(n);
+  row.kiln = [=](CUstream s) { (*plan)(in->data(), out->data(), n, s); };
+  row.cub = [=](CUstream s) {
+    check_cuda(cub::DeviceTransform::Transform(in->data(), out->data(), std::int64_t(n), AffineI{}, s));
+  };
+  row.release = [in, out, plan]() mutable { in.reset(), out.reset(), plan.reset(); };
+  return row;
+}
+
 }  // namespace
 
 std::vector<Row> operator_rows(std::size_t n) {
   auto f32 = std::make_shared<DeviceVector<float>>(n);
   fill_random(*f32, -1000.0f, 1000.0f);
   return {max_reduce_row(n, f32), add_scan_row(n),  xor_scan_row(n),     descending_sort_row(n),
-          select_row(n),          unique_row(n),    segmented_max_row(n), sum_of_squares_row(n)};
+          select_row(n),          unique_row(n),    segmented_max_row(n), sum_of_squares_row(n),
+          affine_transform_row(n)};
 }
 
 }  // namespace kiln::bench

@@ -1,4 +1,4 @@
-// The plans of kiln/prim/operator.hpp (ReduceWith, TransformReduceWith, the scans, SegmentedReduceWith,
+// The plans of kiln/prim/operator.hpp (ReduceWith, TransformWith, TransformReduceWith, the scans, SegmentedReduceWith,
 // MergeSortPairsWith, SelectIfWith, UniqueByKeyWith): CUB's dispatch on kiln's linked rows, with the
 // caller's operators linked in (Registry::get with a LinkedSource).
 #include <kiln/prim/operator.hpp>
@@ -9,6 +9,7 @@
 #include <kiln/prim/scan_plan.cuh>
 #include <kiln/prim/segmented_reduce_plan.cuh>
 #include <kiln/prim/select_plan.cuh>
+#include <kiln/prim/transform_plan.cuh>
 #include <kiln/prim/unique_by_key_plan.cuh>
 
 #include <kiln_prim/linked_op.cuh>
@@ -149,13 +150,18 @@ struct LinkedSelectIf {
   SelectIf<kernel_t<T>, kiln_prim::linked_unary_op<bool, kernel_t<T>>> plan;
 };
 template <typename T>
-using LinkedTransform = kiln_prim::transform_iterator<kernel_t<T>, kiln_prim::linked_unary_op<kernel_t<T>, kernel_t<T>>,
+struct LinkedTransform {
+  LinkedTransform(Registry& registry, const std::string& unit, const LinkedSource* link) : plan(registry, unit, link) {}
+  Transform<kernel_t<T>, kernel_t<T>, kiln_prim::linked_unary_op<kernel_t<T>, kernel_t<T>>> plan;
+};
+template <typename T>
+using LinkedTransformIterator = kiln_prim::transform_iterator<kernel_t<T>, kiln_prim::linked_unary_op<kernel_t<T>, kernel_t<T>>,
                                                       const kernel_t<T>*>;
 template <typename T>
 struct LinkedTransformReduce {
   LinkedTransformReduce(Registry& registry, const std::string& unit, const LinkedSource* link)
       : plan(registry, unit, link) {}
-  Reduce<kernel_t<T>, LinkedOp<T>, LinkedTransform<T>> plan;
+  Reduce<kernel_t<T>, LinkedOp<T>, LinkedTransformIterator<T>> plan;
 };
 template <typename T>
 struct LinkedSegmentedReduce {
@@ -295,6 +301,16 @@ void SelectIfWith<T>::operator()(const T* in, T* out, std::int64_t* count, std::
 }
 
 template <typename T>
+TransformWith<T>::TransformWith(const Operator& op, Registry& registry)
+    : detail::LinkedPlan<detail::LinkedTransform<T>>(detail::make_linked<detail::LinkedTransform<T>, T>(
+          LinkedCall{op, detail::cuda_spelling<T>(), {detail::cuda_spelling<T>()}}, registry, "transform",
+          "TransformWith")) {}
+template <typename T>
+void TransformWith<T>::operator()(const T* in, T* out, std::size_t n, CUstream stream) const {
+  this->plan_->plan(in_ptr(in), out_ptr(out), n, stream);
+}
+
+template <typename T>
 TransformReduceWith<T>::TransformReduceWith(const Operator& transform, const Operator& reduce, Registry& registry)
     : detail::LinkedPlan<detail::LinkedTransformReduce<T>>(detail::make_linked<detail::LinkedTransformReduce<T>, T>(
           {LinkedCall{transform, detail::cuda_spelling<T>(), {detail::cuda_spelling<T>()}}, detail::binary<T>(reduce)},
@@ -302,11 +318,11 @@ TransformReduceWith<T>::TransformReduceWith(const Operator& transform, const Ope
 template <typename T>
 void TransformReduceWith<T>::operator()(const T* in, T* out, std::size_t n, T init, TempStorage temp,
                                         CUstream stream) const {
-  std::as_const(this->plan_->plan)(detail::LinkedTransform<T>{in_ptr(in), {}}, out_ptr(out), n, init, temp, stream);
+  std::as_const(this->plan_->plan)(detail::LinkedTransformIterator<T>{in_ptr(in), {}}, out_ptr(out), n, init, temp, stream);
 }
 template <typename T>
 void TransformReduceWith<T>::operator()(const T* in, T* out, std::size_t n, T init, CUstream stream) {
-  this->plan_->plan(detail::LinkedTransform<T>{in_ptr(in), {}}, out_ptr(out), n, init, stream);
+  this->plan_->plan(detail::LinkedTransformIterator<T>{in_ptr(in), {}}, out_ptr(out), n, init, stream);
 }
 
 template <typename T>
@@ -363,6 +379,8 @@ const Kernel& detail::LinkedPlan<Impl>::kernel() const { return plan_->plan.kern
   template class detail::LinkedPlan<detail::LinkedMergeSort<T>>; \
   template class detail::LinkedPlan<detail::LinkedSelectIf<T>>; \
   template class detail::LinkedPlan<detail::LinkedUnique<T>>; \
+  template class detail::LinkedPlan<detail::LinkedTransform<T>>; \
+  template class TransformWith<T>;       \
   template class ReduceWith<T>;          \
   template class ExclusiveScanWith<T>;   \
   template class InclusiveScanWith<T>;   \

@@ -1,5 +1,5 @@
 """kiln's open families (kiln.exclusive_scan, kiln.inclusive_scan, kiln.merge_sort_pairs, kiln.reduce,
-kiln.segmented_reduce, kiln.select_if, kiln.unique_by_key): a row expands into the kernels the family
+kiln.segmented_reduce, kiln.select_if, kiln.transform, kiln.unique_by_key): a row expands into the kernels the family
 declares, and a mistake names the file, the row and the field."""
 
 import textwrap
@@ -81,6 +81,20 @@ class KilnFamilies(TableCase):
         self.assertIn("kiln_prim::select_if<double, geo::Positive>::select_op_t", select.kernels[1].expression)
         self.assertIn("#include <geo/lazy.cuh>", unit_source.unit_body(s, select))
 
+    def test_transform_row(self):
+        s = self.load(HEADER + textwrap.dedent('''
+            [[unit]]
+            name = "halve"
+            family = "kiln.transform"
+            params = { T = "float", R = "double", Op = "geo::Half", Header = "geo/lazy.cuh" }
+            '''))
+        unit = s.units[0]
+        self.assertEqual([k.name for k in unit.kernels], ["halve_kernel"])
+        self.assertTrue(unit.kernels[0].expression.startswith("cub::detail::transform::transform_kernel<"
+                                                               "kiln_prim::transform<float, double, geo::Half>::max_policy"))
+        self.assertIn("#include <kiln_prim/transform.cuh>", unit_source.unit_body(s, unit))
+        self.assertIn("#include <geo/lazy.cuh>", unit_source.unit_body(s, unit))
+
     def test_missing_param_names_file_row_and_field(self):
         self.refused(HEADER + '[[unit]]\nname = "scan"\nfamily = "kiln.exclusive_scan"\nparams = { T = "float" }\n',
                    "table.toml:3: unit #1 'scan': field 'params': family 'kiln.exclusive_scan' needs Op")
@@ -89,7 +103,7 @@ class KilnFamilies(TableCase):
         self.refused(HEADER + '[[unit]]\nname = "s"\nfamily = "kiln.sort"\nparams = { T = "int" }\n',
                    "unit #1 's'", "field 'family'", "unknown family 'kiln.sort'",
                    "kiln.exclusive_scan, kiln.inclusive_scan, kiln.merge_sort_pairs, kiln.reduce, "
-                   "kiln.segmented_reduce, kiln.select_if, kiln.unique_by_key")
+                   "kiln.segmented_reduce, kiln.select_if, kiln.transform, kiln.unique_by_key")
 
     def test_kiln_prefix_is_not_searched_in_a_tables_template_dirs(self):
         (self.root / "fam").mkdir()

@@ -16,6 +16,7 @@
 #include "jit/jit_tier.hpp"
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -153,6 +154,65 @@ TEST_CASE("a linked row's embedded LTO-IR links with the operator alone, for its
   CHECK_FALSE(contains(out.log, "instead"));
   MESSAGE("lto_" << ir->arch << " for sm_120: NVRTC " << out.nvrtc_ms << " ms (the operator alone), nvJitLink -lto "
                  << out.link_ms << " ms");
+
+  // LTO-IR whose kernels are named otherwise than the catalog says (as when nvcc spelled a type otherwise
+  // than NVRTC: the kernel is not found, and the link keeps nothing of it): the unit's source is compiled.
+  const kiln::UnitEntry& other = catalog.units[unit_of("linked_transform_i32_kernel")];
+  const kiln::BinaryEntry* foreign = kiln::select_lto_ir(catalog, other, 120);
+  REQUIRE(foreign != nullptr);
+  CompileRequest transform = linked_request("linked_transform_f32_kernel", {"__device__ float op(float x) { return -x; }"},
+                                            "float", {"float"}, "TransformWith<float>");
+  transform.code_arch = foreign->arch;
+  transform.unit_lto_ir = *kiln::detail::embedded_image_fatbin(catalog, *foreign);
+  const CompileOutcome fallback = compile_unit(transform);
+  const std::string fallback_why = fallback.entry.ok() ? std::string() : fallback.entry.error() + "\n" + fallback.log;
+  REQUIRE_MESSAGE(fallback.entry.ok(), fallback_why);
+  CHECK(contains(fallback.log, "lacks kernel"));
+  CHECK(contains(fallback.log, "compiling the unit's source instead"));
+  CHECK_FALSE(contains(fallback.entry->compiler, "embedded LTO-IR"));
+}
+
+TEST_CASE("every linked row's embedded LTO-IR links with an operator of its signature, names and all") {
+  // nvcc makes the LTO-IR and NVRTC names the kernels: a type the two spell differently (std::int64_t is
+  // `long` to nvcc, `long long` to NVRTC) would name a kernel the link cannot find. Only the run time's
+  // link can tell (nvJitLink reads LTO-IR), so every row is linked here, as a plan would.
+  const kiln::Catalog& catalog = kiln::prim::catalog();
+  const std::map<std::string, std::string> spelling = {{"i32", "int"}, {"u32", "unsigned int"}, {"i64", "long long"},
+                                                       {"u64", "unsigned long long"}, {"f32", "float"}, {"f64", "double"}};
+  std::size_t linked = 0;
+  for (std::uint32_t u = 0; u < catalog.units.size(); ++u) {
+    const kiln::UnitEntry& unit = catalog.units[u];
+    const kiln::BinaryEntry* ir = kiln::select_lto_ir(catalog, unit, 90);
+    if (!unit.linked || ir == nullptr) continue;
+    const std::string name(catalog.str(unit.name));
+    CAPTURE(name);
+    const std::string t = spelling.at(name.substr(name.rfind('_') + 1));
+    const std::string family = name.substr(7, name.rfind('_') - 7);  // linked_<family>_<type>
+    const kiln::prim::Operator binary{"__device__ " + t + " op(" + t + " a, " + t + " b) { return a; }"};
+    const kiln::prim::Operator predicate2{"__device__ bool op(" + t + " a, " + t + " b) { return a < b; }"};
+    const kiln::prim::Operator unary{"__device__ " + t + " tf(" + t + " x) { return x; }", "tf"};
+    std::vector<kiln::prim::LinkedCall> calls;
+    if (family == "merge_sort_pairs" || family == "unique_by_key") calls = {{predicate2, "bool", {t, t}}};
+    else if (family == "select_if") calls = {{{"__device__ bool op(" + t + " x) { return x > 0; }"}, "bool", {t}}};
+    else if (family == "transform") calls = {{unary, t, {t}}};
+    else if (family == "transform_reduce") calls = {{unary, t, {t}}, {binary, t, {t, t}}};
+    else calls = {{binary, t, {t, t}}};
+    CompileRequest request = kiln::detail::make_request(catalog, u, 90);
+    const kiln::LinkedSource link = kiln::prim::linked_operators_source(calls, name);
+    request.link_source = link.source;
+    request.link_source_name = link.name;
+    request.code_arch = ir->arch;
+    request.unit_lto_ir = *kiln::detail::embedded_image_fatbin(catalog, *ir);
+    const CompileOutcome out = compile_unit(request);
+    const std::string why = out.entry.ok() ? std::string() : out.entry.error() + "\n" + out.log;
+    REQUIRE_MESSAGE(out.entry.ok(), why);
+    CHECK_MESSAGE(contains(out.entry->compiler, "the unit's embedded LTO-IR"), out.log);
+    ++linked;
+  }
+  std::size_t with_ir = 0;
+  for (const kiln::UnitEntry& unit : catalog.units) with_ir += unit.linked && catalog.binaries_of(unit).size() > 0;
+  CHECK(linked == with_ir);
+  MESSAGE(linked << " linked rows linked from their embedded LTO-IR");
 }
 
 TEST_CASE("LTO-IR nvJitLink refuses is replaced by the unit's source, for the same architecture") {
@@ -242,7 +302,7 @@ TEST_CASE("a predicate links into the select row; one that is not bool(T) names 
   CHECK(contains(wrong.log, "Given=__nv_bool (double, double)"));
 }
 
-TEST_CASE("an equality links into the unique-by-key row, a binary operator into the segmented reduce row") {
+TEST_CASE("an equality links into the unique-by-key row, a binary operator into the segmented reduce row, a unary one into the transform row") {
   struct Case {
     const char* kernel;
     const char* text;
@@ -255,7 +315,9 @@ TEST_CASE("an equality links into the unique-by-key row, a binary operator into 
                              "bool", {"int", "int"}, "UniqueByKeyWith<int>", 2},  // init, sweep
                         Case{"linked_segmented_reduce_f64_segments",
                              "__device__ double op(double a, double b) { return a > b ? a : b; }", "double",
-                             {"double", "double"}, "SegmentedReduceWith<double>", 1}}) {
+                             {"double", "double"}, "SegmentedReduceWith<double>", 1},
+                        Case{"linked_transform_f32_kernel", "__device__ float op(float x) { return x * x; }", "float",
+                             {"float"}, "TransformWith<float>", 1}}) {
     CAPTURE(c.kernel);
     const CompileOutcome out = compile_unit(linked_request(c.kernel, {c.text}, c.result, c.args, c.plan));
     const std::string why = out.entry.ok() ? std::string() : out.entry.error() + "\n" + out.log;

@@ -332,6 +332,56 @@ TEST_CASE("operator: a transform-iterator reduce with both operators given at ru
   }
 }
 
+TEST_CASE("operator: a transform with a run-time operator matches the CPU, aligned or not, and in place") {
+  PrimContext context;
+  kiln::prim::TransformWith<std::int64_t> plan({"__device__ long long op(long long x) { return 3 * x - 7; }"});
+  check_linked_source(plan.kernel());
+  CHECK(plan.temp_bytes(1000) == 0);
+  unsigned seed = 190;
+  for (std::size_t n : operator_sizes(plan.tile_items())) {
+    CAPTURE(n);
+    const auto in = random_vector<std::int64_t>(n + 1, seed++, -1'000'000'000, 1'000'000'000);
+    std::vector<std::int64_t> want(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) want[i] = 3 * in[i] - 7;
+    DeviceArray<std::int64_t> d_in(in), out(n + 1);
+    // Aligned: in[0, n) to out[0, n); the item after them keeps its poison.
+    out.poison();
+    const std::int64_t poison = out.download().back();
+    plan(d_in.get(), out.get(), n);
+    auto got = out.download();
+    KILN_CHECK_SAME(std::vector<std::int64_t>(got.begin(), got.begin() + long(n)),
+                    std::vector<std::int64_t>(want.begin(), want.begin() + long(n)));
+    CHECK(got.back() == poison);
+    // Neither pointer on a 128-byte boundary (the bulk copy's alignment): in[1, n + 1) to out[1, n + 1).
+    out.poison();
+    plan(d_in.get() + 1, out.get() + 1, n);
+    got = out.download();
+    CHECK(got.front() == poison);
+    KILN_CHECK_SAME(std::vector<std::int64_t>(got.begin() + 1, got.end()),
+                    std::vector<std::int64_t>(want.begin() + 1, want.end()));
+    // In place.
+    plan(d_in.get(), d_in.get(), n + 1);
+    KILN_CHECK_SAME(d_in.download(), want);
+  }
+  kiln::prim::TransformWith<float> halve({"__device__ float op(const float& x) { return x * 0.5f; }"});
+  const std::size_t n = 1000003;
+  const auto in = random_vector<float>(n, 7, -1e6f, 1e6f);
+  std::vector<float> want(n);
+  for (std::size_t i = 0; i < n; ++i) want[i] = in[i] * 0.5f;
+  DeviceArray<float> d_in(in), out(n);
+  out.poison();
+  halve(d_in.get(), out.get(), n);
+  KILN_CHECK_SAME(out.download(), want);
+  // A wrong signature names both.
+  try {
+    kiln::prim::TransformWith<float> wrong({"__device__ double op(double x) { return x; }"});
+    FAIL("a transform of the wrong signature built a plan");
+  } catch (const kiln::Error& e) {
+    CHECK(contains(e.what(), "operator 'op' is double (double)"));
+    CHECK(contains(e.what(), "calls it as float(float)"));
+  }
+}
+
 namespace {
 
 // What a caller with its own compiler hands kiln: LTO-IR for this device (NVRTC -dlto, loaded here the way

@@ -1,4 +1,4 @@
-// Reduce and scans with a binary operator given at run time, as CUDA C++ text (README.md, "Operators given
+// Reduce, scans, transform, sorts and selects with an operator given at run time, as CUDA C++ text (README.md, "Operators given
 // at run time"; docs/DESIGN.md, "Operators at run time"). The operator is compiled by NVRTC to LTO-IR and
 // linked into CUB's kernels (kiln's linked rows, kernels/primitives.toml) by nvJitLink: the same kernels,
 // tuning and launch shapes as cub::DeviceReduce::Reduce / DeviceScan::ExclusiveScan / InclusiveScan with
@@ -41,6 +41,7 @@ template <typename T> struct LinkedSelectIf;
 template <typename K> struct LinkedUnique;
 template <typename T> struct LinkedSegmentedReduce;
 template <typename T> struct LinkedTransformReduce;
+template <typename T> struct LinkedTransform;
 
 // What every plan below shares: CUB's plan over the linked kernels (Impl, defined in operator.cu), and
 // the members that only read it. Each plan adds its constructor and its calls.
@@ -92,6 +93,16 @@ class InclusiveScanWith : public detail::LinkedPlan<detail::LinkedInclusiveScan<
   explicit InclusiveScanWith(const Operator& op, Registry& registry = prim::registry());
   void operator()(const T* in, T* out, std::size_t n, TempStorage temp, CUstream stream = nullptr) const;
   void operator()(const T* in, T* out, std::size_t n, CUstream stream = nullptr);
+};
+
+// out[i] = op(in[i]) for i < n (cub::DeviceTransform::Transform), `op` a __device__ function T(T):
+// "__device__ float op(float x) { return x * x; }". in and out are device pointers; out may be in (in
+// place) but must not overlap it otherwise. No temporary storage (temp_bytes is 0).
+template <typename T>
+class TransformWith : public detail::LinkedPlan<detail::LinkedTransform<T>> {
+ public:
+  explicit TransformWith(const Operator& op, Registry& registry = prim::registry());
+  void operator()(const T* in, T* out, std::size_t n, CUstream stream = nullptr) const;
 };
 
 // *out = reduce(init, transform(in[0]), …, transform(in[n-1])) in CUB's tree order, the transform applied

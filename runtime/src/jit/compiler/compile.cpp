@@ -184,6 +184,8 @@ struct Failure {
 struct Refused : Failure {
   std::size_t input = 0;
 };
+// The linked cubin lacks a kernel the catalog names.
+struct MissingKernel : Failure {};
 
 // One NVRTC compile of the request's source with `pch`; the program, for its PTX and names.
 struct Compiled {
@@ -356,7 +358,11 @@ void check_cubin(const CompileRequest& request, const std::string& cubin) {
   if (!parsed.ok()) throw Failure{what + "is unreadable: " + parsed.error};
   if (parsed.arch != request.arch) throw Failure{what + "is for sm_" + std::to_string(parsed.arch)};
   for (const CachedKernel& kernel : request.kernels) {
-    if (!parsed.defines(kernel.lowered)) throw Failure{what + "lacks kernel " + kernel.lowered};
+    if (!parsed.defines(kernel.lowered)) {
+      MissingKernel missing;
+      missing.error = what + "lacks kernel " + kernel.lowered;
+      throw missing;
+    }
   }
 }
 
@@ -385,11 +391,16 @@ CompileOutcome compile_unit(const CompileRequest& request) {
           entry.cubin = link_to_cubin(
               link, request, {{NVJITLINK_INPUT_FATBIN, request.unit_lto_ir, request.source_name + ".ltoir.fatbin"}, linked_input},
               out);
+          check_cubin(request, entry.cubin);
           embedded_ir = true;
         } catch (const Refused& refused) {
           if (refused.input != 0) throw;
           // LTO-IR of a newer toolkit than this nvJitLink, or damaged: the unit's source gives the same code.
           out.log += (out.log.empty() ? "" : "\n") + refused.error + "; compiling the unit's source instead";
+        } catch (const MissingKernel& missing) {
+          // nvcc named a kernel otherwise than NVRTC (a type each spells differently): the source's are right.
+          out.log += (out.log.empty() ? "" : "\n") + missing.error + " (from the unit's embedded LTO-IR); "
+                     "compiling the unit's source instead";
         }
       }
       if (!embedded_ir) {
