@@ -6,6 +6,7 @@
 #include <kiln/prim/scan_plan.cuh>
 #include <kiln/prim/segmented_reduce_plan.cuh>
 #include <kiln/prim/select_plan.cuh>
+#include <kiln/prim/transform_plan.cuh>
 #include <kiln/prim/unique_by_key_plan.cuh>
 
 #include <kiln_prim/iterators.cuh>
@@ -24,3 +25,8 @@ struct Positive {
   __host__ __device__ bool operator()(float x) const { return x > 0; }
 };
 template class kiln::prim::SelectIf<float, Positive>;
+
+struct Halve {
+  __host__ __device__ double operator()(float x) const { return x * 0.5; }
+};
+template class kiln::prim::Transform<float, double, Halve>;
