@@ -123,7 +123,7 @@ TEST_CASE("wrong magic, wrong version and an empty file are counted, deleted mis
     std::string bytes = kiln::test::read_bytes(t.file);
     bytes[8] = 9;
     kiln::test::write_bytes(t.file, bytes);
-    t.expect_rejected("format version 9, expected 1");
+    t.expect_rejected("format version 9, expected " + std::to_string(kiln::kCacheFormatVersion));
   }
   {
     OneEntry t;
