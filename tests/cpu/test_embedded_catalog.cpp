@@ -131,6 +131,47 @@ TEST_CASE("an image whose fatbin entry is not what the table says is refused, wi
   }
 }
 
+TEST_CASE("an LTO-IR image in fatbinary's own encoding is read as such: handed over in its fatbin, never unpacked") {
+  // The examples embed no LTO-IR: the first image of a container is made one (kind 8, flag 0x10000), as
+  // fatbinary stores a linked row's (docs/DESIGN.md, "Embedded fatbins"), and the table says so.
+  CatalogCopy copy;
+  std::vector<kiln::BinaryEntry> binaries(copy.catalog.binaries.begin(), copy.catalog.binaries.end());
+  copy.catalog.binaries = binaries;
+  const kiln::UnitEntry& unit = copy.catalog.units.front();
+  kiln::BinaryEntry& b = binaries[unit.first_binary];  // its cubins' fatbin's first image
+  REQUIRE(b.offset == unit.fatbins.offset + 16);
+  std::uint64_t flags = 0;
+  std::memcpy(&flags, copy.blobs.data() + b.offset + 40, sizeof flags);
+  copy.poke<std::uint16_t>(b.offset, 8);
+  copy.poke<std::uint64_t>(b.offset + 40, flags | kiln::detail::kFatbinFlagLto);
+  b.kind = kiln::BinaryKind::ltoir;
+  b.compression = kiln::Compression::lto;
+
+  const auto image = kiln::detail::read_fatbin_image({copy.blobs.data(), copy.blobs.size()}, b.offset);
+  REQUIRE_MESSAGE(image.ok(), image.error());
+  CHECK(image->kind == kiln::BinaryKind::ltoir);
+  CHECK(image->compression == kiln::Compression::lto);
+  CHECK(kiln::binary_label(b) == "lto_" + std::to_string(b.arch));
+  CHECK(contains(copy.why(b), "which only nvJitLink reads"));
+
+  const auto images = kiln::detail::read_fatbins(copy.catalog.fatbins_of(unit));
+  REQUIRE(images.ok());
+  std::size_t in_first = 0;
+  for (const auto& i : *images) in_first += i.container == 0;
+  const auto fatbin = kiln::detail::embedded_image_fatbin(copy.catalog, b);
+  if (in_first == 1) {
+    // Alone in its fatbin: that fatbin, header and all, as nvJitLink takes it.
+    REQUIRE_MESSAGE(fatbin.ok(), fatbin.error());
+    CHECK(fatbin->size() == 16 + image->header_size + image->padded_size);
+    CHECK(std::memcmp(fatbin->data(), copy.blobs.data() + unit.fatbins.offset, fatbin->size()) == 0);
+  } else {
+    // With other images in its fatbin (the examples' cubins of several archs): refused, never handed over
+    // with images nvJitLink would choose among.
+    REQUIRE_FALSE(fatbin.ok());
+    CHECK(contains(fatbin.error(), "not alone in a fatbin of its own"));
+  }
+}
+
 TEST_CASE("a zstd frame cut short is refused, not decompressed in part") {
   const kiln::Catalog& c = kiln::examples::catalog();
   const kiln::BinaryEntry& b = c.binaries.front();

@@ -62,8 +62,8 @@ struct UnitEntry {
   std::uint32_t first_header;
   std::uint32_t header_count;
   StrRef source_name;  // "<registry>.<unit>.cu": the file name of `source`, as nvcc and NVRTC compile it
-  // The unit's kernels call code given at run time (a `linked = true` row): it has no binaries, and only
-  // Registry::get with a LinkedSource builds it; warm-up and precompile pass it by.
+  // The unit's kernels call code given at run time (a `linked = true` row): its binaries are LTO-IR (or
+  // none), and only Registry::get with a LinkedSource builds it; warm-up and precompile pass it by.
   bool linked = false;
 };
 
