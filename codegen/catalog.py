@@ -135,12 +135,11 @@ def checked_images(desc: dict, files: unit_source.UnitFiles, path: Path, data: b
         images = fatbin.read(data)
     except errors.GenError as e:
         raise errors.GenError(f"{desc['where']}: {path}: unreadable fatbin: {e}") from None
-    lone_images = fatbin.lone_images(data)
     for image in images:
         where = f"{desc['where']}: {path}: the {target_of(image)} image"
         if image.kind == "ltoir":
             # In fatbinary's own encoding, alone in its fatbin: the run time hands nvJitLink that fatbin.
-            if image.compression != "lto" or image.offset not in lone_images:
+            if image.compression != "lto" or not image.alone:
                 raise errors.GenError(f"{where} is not an LTO-IR image of fatbinary's alone in its fatbin "
                                       f"(stored: {image.compression}): rebuild")
             continue

@@ -1,5 +1,6 @@
 """A unit's binaries as standard CUDA fatbins: made by the toolkit's `fatbinary` from the unit's lean cubins
-and PTX (and a linked unit's LTO-IR), compressed, and read back here so the catalog can check every image and index it.
+and PTX (and a linked unit's LTO-IR), compressed, and read back here so the catalog can check every image
+and index it.
 
 The layout read (CUDA 13.0's fatbinary, docs/DESIGN.md "Embedded fatbins"; little-endian):
   container: u32 magic 0xBA55ED50, u16 version 1, u16 header size (16), u64 size of the images after it;
@@ -12,6 +13,7 @@ Containers lie back to back: that is how the linker leaves them in `.nv_fatbin`,
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +55,7 @@ class Image:
     size: int            # the payload as loaded
     compression: str     # "none", "zstd", or "lto" (fatbinary's own LTO-IR encoding, FLAG_LTO)
     payload: bytes       # as stored
+    alone: bool = False  # the only image of its container, whose 16-byte header lies right before it
 
     def data(self) -> bytes:
         """The image as the driver or nvJitLink gets it."""
@@ -103,26 +106,14 @@ def read(data: bytes) -> list[Image]:
         end = pos + header_size + size
         if end > len(data):
             raise FatbinError(f"the fatbin at {pos} claims {size} bytes of images; {len(data) - pos - header_size} follow")
-        pos += header_size
+        first, pos = len(images), pos + header_size
         while pos < end:
             image = read_image(data, pos, end)
             images.append(image)
             pos = image.offset + image.header_size + image.padded_size
+        if len(images) - first == 1 and header_size == CONTAINER_HEADER.size:
+            images[first] = dataclasses.replace(images[first], alone=True)
     return images
-
-
-def lone_images(data: bytes) -> set[int]:
-    """The offsets of the images of `data` (read() checked it) that are alone in their container, whose
-    header then lies right before theirs."""
-    lone, pos = set(), 0
-    while pos < len(data):
-        _, _, header_size, size = CONTAINER_HEADER.unpack_from(data, pos)
-        first = pos + header_size
-        image = read_image(data, first, first + size)
-        if image.header_size + image.padded_size == size:
-            lone.add(first)
-        pos = first + size
-    return lone
 
 
 def read_image(data: bytes, pos: int, end: int) -> Image:

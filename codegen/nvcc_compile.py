@@ -1,6 +1,6 @@
-"""The build's compile step: nvcc compiles a unit's translation unit for one target (compute_XX -> PTX; lto_XX -> LTO-IR;
-sm_XX -> a lean cubin: PTX, kiln-ptx-strip, then nvcc assembles it), and records the headers it read and
-the unit's digest, on which the disk cache's key and table_build's stamps are built."""
+"""The build's compile step: nvcc compiles a unit's translation unit for one target (compute_XX -> PTX;
+lto_XX -> LTO-IR; sm_XX -> a lean cubin: PTX, kiln-ptx-strip, then nvcc assembles it), and records the
+headers it read and the unit's digest, on which the disk cache's key and table_build's stamps are built."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ class TargetFiles:
 def compile_target(desc: dict, target: str, nvcc: str, source: Path, output: Path, headers: Path,
                    depfile: Path, ptx_strip: str, ptx_too: TargetFiles | None = None) -> str:
     """nvcc `source` for one target, writing a depfile and, in `headers`, the headers it included with
-    the unit's digest. A compute_XX target is nvcc's PTX; an lto_XX target, a linked unit's LTO-IR. An sm_XX cubin is assembled from the unit's
-    compute_XX PTX after `ptx_strip` (kiln-ptx-strip) dropped the module-scope globals nothing uses:
+    the unit's digest. A compute_XX target is nvcc's PTX; an lto_XX target, a linked unit's LTO-IR. An
+    sm_XX cubin is assembled from the unit's compute_XX PTX after `ptx_strip` (kiln-ptx-strip) dropped the module-scope globals nothing uses:
     CCCL leaves dozens in every unit that includes it, and each costs the driver work at every load, so
     an embedded cubin is then as lean as the JIT's (docs/DESIGN.md, "Lean cubins"). The code is the
     same: ptxas assembles the same kernels.

@@ -296,7 +296,8 @@ class _Validator:
         else:
             family, family_path, params, declaration = self.family(row, where)
         jit_only = self.flag(row, "jit_only", where, "a jit_only unit has no binaries to build for architectures")
-        linked = self.flag(row, "linked", where, "a linked unit is built only at run time, with the code linked into it")
+        linked = self.flag(row, "linked", where, "a linked unit's LTO-IR is built for the table's archs, and linked "
+                                                 "with its code at run time")
         archs = parse_archs(row["archs"], f"{where}: field 'archs'") if "archs" in row else self.archs
         # A linked row ships its kernels as LTO-IR for the build's archs, unless nothing is built ahead
         # of time (the row's jit_only, or the whole table's).
@@ -326,7 +327,8 @@ class _Validator:
             family_declaration=declaration.path if declaration is not None else None)
 
     def flag(self, row: dict, field: str, where: str, why_no_archs: str) -> bool:
-        """A boolean field that builds nothing ahead of time, so excludes 'archs'."""
+        """A boolean field whose unit builds nothing for archs of its own (no cubin; a linked unit's LTO-IR
+        for the table's archs), so excludes 'archs'."""
         value = row.get(field, False)
         if not isinstance(value, bool):
             self.fail(f"{where}: field '{field}'", f"expected true or false, got {value!r}")

@@ -46,6 +46,11 @@ class Json(unittest.TestCase):
             self.assertEqual(b["compression"], "zstd")
             self.assertGreater(b["embedded_bytes"], 0)
             self.assertLess(b["embedded_bytes"], b["bytes"])
+        # A linked unit's kernels, where the primitives embed them: LTO-IR in fatbinary's own encoding.
+        primitives = next((r for r in doc["registries"] if r["name"] == "primitives"), {"units": []})
+        for unit in (u for u in primitives["units"] if u["linked"]):
+            for b in unit["binaries"]:
+                self.assertEqual((b["kind"], b["compression"], b["target"]), ("ltoir", "lto", f"lto_{b['arch']}"))
         scale = units["scale"]
         self.assertEqual(scale["bytes"], sum(b["bytes"] for b in scale["binaries"]))
         # The fatbins hold the images and their headers.

@@ -10,6 +10,7 @@
 
 #include "base/cubin_elf.hpp"
 #include "base/fatbin.hpp"
+#include "fatbin_checks.hpp"  // configured_archs
 #include "disk/unit_key.hpp"
 #include "jit/compiler/compile.hpp"
 #include "jit/compiler/nvrtc_library.hpp"
@@ -17,7 +18,6 @@
 
 #include <algorithm>
 #include <map>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -108,18 +108,10 @@ TEST_CASE("an operator links into the reduce row: the cubin is for the arch and 
                     << out.entry->cubin.size() << " bytes");
 }
 
-// The primitives' archs (-Dprimitive_archs), for which the linked rows embed their LTO-IR.
-std::vector<unsigned> embedded_archs() {
-  std::vector<unsigned> archs;
-  std::stringstream list(KILN_TEST_ARCHS);
-  for (std::string a; std::getline(list, a, ',');) archs.push_back(static_cast<unsigned>(std::stoul(a)));
-  return archs;
-}
-
 TEST_CASE("a linked row's embedded LTO-IR links with the operator alone, for its arch or a newer one") {
   const kiln::Catalog& catalog = kiln::prim::catalog();
   const kiln::UnitEntry& unit = catalog.units[unit_of("linked_reduce_f32_sweep")];
-  const std::vector<unsigned> archs = embedded_archs();
+  const std::vector<unsigned> archs = kiln::test::configured_archs();  // -Dprimitive_archs, ascending
   std::vector<unsigned> lto_ir;
   for (const kiln::BinaryEntry& b : catalog.binaries_of(unit)) {
     if (b.kind == kiln::BinaryKind::ltoir) lto_ir.push_back(b.arch);

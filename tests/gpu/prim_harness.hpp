@@ -112,19 +112,23 @@ bool same_bits(const std::vector<T>& got, const std::vector<T>& want, std::strin
 // The tier a primitive's kernels must come from in this build: embedded when the build's archs include
 // this GPU's, otherwise assembled from embedded PTX (when the build has PTX this GPU runs) or compiled by
 // the JIT (or, in a later process, read back from disk).
+// The architectures the primitives embed (KILN_TEST_ARCHS, "75,80,..."; none with -Dprimitive_archs=none).
+inline std::vector<unsigned> embedded_archs() {
+  std::vector<unsigned> archs;
+  std::stringstream list(KILN_TEST_ARCHS);
+  for (std::string a; std::getline(list, a, ',');) archs.push_back(static_cast<unsigned>(std::stoul(a)));
+  return archs;
+}
+
 inline void check_source(const kiln::Kernel& kernel) {
   const unsigned arch = kiln::prim::registry().device().arch;
-  std::string archs = KILN_TEST_ARCHS;  // "75,80,..."
-  bool embedded = false;
-  std::stringstream list(archs);
-  for (std::string a; std::getline(list, a, ',');) embedded |= std::stoul(a) == arch;
+  const std::vector<unsigned> archs = embedded_archs();
+  const bool embedded = std::find(archs.begin(), archs.end(), arch) != archs.end();
   INFO("kernel ", std::string(kernel.name), " source ", std::string(kiln::to_string(kernel.provenance.source)));
   if (embedded) {
     CHECK(kernel.provenance.source == kiln::Tier::embedded);
   } else {
-    unsigned newest = 0;
-    std::stringstream all(archs);
-    for (std::string a; std::getline(all, a, ',');) newest = std::max(newest, static_cast<unsigned>(std::stoul(a)));
+    const unsigned newest = archs.empty() ? 0 : *std::max_element(archs.begin(), archs.end());
     const kiln::Tier cold = KILN_TEST_EMBED_PTX && newest <= arch ? kiln::Tier::ptx : kiln::Tier::jit;
     CHECK((kernel.provenance.source == cold || kernel.provenance.source == kiln::Tier::disk));
   }

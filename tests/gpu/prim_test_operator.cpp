@@ -16,7 +16,6 @@
 #include <limits>
 #include <numeric>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -37,9 +36,8 @@ bool contains(const std::string& text, const std::string& what) { return text.fi
 unsigned linked_code_arch() {
   const unsigned device = kiln::prim::registry().device().arch;
   unsigned best = 0;
-  std::stringstream list(KILN_TEST_ARCHS);
-  for (std::string a; std::getline(list, a, ',');) {
-    if (const auto arch = static_cast<unsigned>(std::stoul(a)); arch <= device) best = std::max(best, arch);
+  for (const unsigned arch : embedded_archs()) {
+    if (arch <= device) best = std::max(best, arch);
   }
   return best != 0 ? best : device;
 }

@@ -43,6 +43,7 @@ std::string hex(std::uint64_t value) {
   return text;
 }
 
+// binary_label's words (kiln/select.hpp), kept here: the fatbin fuzzer links this file alone.
 std::string label(BinaryKind kind, unsigned arch) {
   return (kind == BinaryKind::cubin ? "sm_" : kind == BinaryKind::ptx ? "compute_" : "lto_") + std::to_string(arch);
 }

@@ -110,6 +110,14 @@ std::uint64_t binary_bytes(const Catalog& catalog, const UnitEntry& unit) {
 // "145.2 KiB (836.1 KiB unpacked)": an image's or a unit's bytes as embedded (in its fatbin), and as loaded.
 std::string packed(std::uint64_t stored, std::uint64_t size) { return kib(stored) + " (" + kib(size) + " unpacked)"; }
 
+// The words `kiln list --json` gives a binary's kind and storage.
+const char* kind_name(BinaryKind kind) {
+  return kind == BinaryKind::ptx ? "ptx" : kind == BinaryKind::ltoir ? "ltoir" : "cubin";
+}
+const char* compression_name(Compression compression) {
+  return compression == Compression::zstd ? "zstd" : compression == Compression::lto ? "lto" : "none";
+}
+
 void list_catalog(const Catalog& catalog) {
   std::uint64_t stored = 0, size = 0;
   for (const auto& b : catalog.binaries) {
@@ -142,9 +150,9 @@ void list_catalog(const Catalog& catalog) {
       binaries.row({"binary", "embedded", "unpacked", "stored as"});
       for (const auto& b : catalog.binaries_of(unit)) {
         binaries.row({binary_label(b), kib(b.stored_size), kib(b.size),
-                      b.compression == Compression::zstd  ? "zstd"
-                      : b.compression == Compression::lto ? "fatbinary's LTO-IR encoding"
-                                                          : "as is"});
+                      b.compression == Compression::lto    ? "fatbinary's LTO-IR encoding"
+                      : b.compression == Compression::none ? "as is"
+                                                           : compression_name(b.compression)});
       }
       binaries.print("    ");
     }
@@ -165,10 +173,9 @@ void json_catalog(Json& j, const Catalog& catalog) {
     }
     j.end().key("binaries").array();
     for (const auto& b : catalog.binaries_of(unit))
-      j.object().field("target", binary_label(b)).field("arch", b.arch)
-          .field("kind", b.kind == BinaryKind::ptx ? "ptx" : b.kind == BinaryKind::ltoir ? "ltoir" : "cubin")
+      j.object().field("target", binary_label(b)).field("arch", b.arch).field("kind", kind_name(b.kind))
           .field("bytes", b.size).field("embedded_bytes", b.stored_size)
-          .field("compression", b.compression == Compression::zstd ? "zstd" : "none").end();
+          .field("compression", compression_name(b.compression)).end();
     j.end().end();
   }
   j.end().end();

@@ -40,8 +40,8 @@ struct BuiltUnit {
 // The unit's entry for `arch` from `cache`, or built and published there, under the cache's per-key
 // lock, so that threads and processes sharing the cache build it once: from its source (NVRTC), or, with
 // `ptx` (the text of an embedded PTX image of `ptx_arch`), by assembling that PTX (the PTX tier), under a
-// key of its own when `ptx_arch` is not `arch` (unit_cache_key's code_arch). With a `remote` cache, under its lease too, so
-// that the fleet builds it once, and published there (remote/remote_tier.hpp). With an unusable cache it
+// key of its own when `ptx_arch` is not `arch` (unit_cache_key's code_arch). With a `remote` cache, under
+// its lease too, so that the fleet builds it once, and published there (remote/remote_tier.hpp). With an unusable cache it
 // is built without one. Throws Error(compile) or Error(no_compiler) when it cannot be built; what the
 // registry's JIT and PTX tiers and kiln::precompile share.
 BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache,

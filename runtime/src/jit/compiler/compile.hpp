@@ -52,8 +52,9 @@ struct CompileRequest {
   std::string link_source_name;  // for NVRTC's messages, e.g. "operator op of primitives/linked_reduce_f32"
   bool link_lto_ir = false;      // link_source is LTO-IR already (LinkedSource::lto_ir): linked, not compiled
   // A linked unit's kernels as the binary embeds them (nvcc's LTO-IR for compute_<code_arch>, the fatbin
-  // that holds it alone): linked as they are, so only the link source is compiled. Should nvJitLink refuse them (LTO-IR of a newer
-  // toolkit than the one loaded), the unit's source is compiled instead, for the same architecture.
+  // that holds it alone): linked as they are, so only the link source is compiled. Should nvJitLink refuse
+  // them (LTO-IR of a newer toolkit than the one loaded), or the cubin lack a kernel, the unit's source is
+  // compiled instead, for the same architecture.
   std::string unit_lto_ir;
   // The virtual architecture NVRTC compiles for (-arch=compute_N): 0 for `arch`. An older one for a
   // linked unit whose embedded LTO-IR is of that architecture: its operator is compiled to match, and a
