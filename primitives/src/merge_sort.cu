@@ -30,10 +30,10 @@ template <typename K>
 std::size_t dispatch(CUdevice device, Kernels kernels, K* keys, std::int32_t* values, std::size_t n,
                      TempStorage temp, CUstream stream) {
   using T = Types<K>;
-  return detail::merge_sort_dispatch<T>(device, kernels.block_sort, kernels.partition, kernels.merge,
-                                        reinterpret_cast<typename T::key_t*>(keys),
-                                        reinterpret_cast<typename T::value_t*>(values), n, Less{}, temp, stream,
-                                        spec<K>());
+  auto* k = reinterpret_cast<typename T::key_t*>(keys);
+  auto* v = reinterpret_cast<typename T::value_t*>(values);
+  return detail::merge_sort_dispatch<T>(device, kernels.block_sort, kernels.partition, kernels.merge, k, v, k, v, n,
+                                        Less{}, temp, stream, spec<K>());
 }
 
 }  // namespace

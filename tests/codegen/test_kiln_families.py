@@ -74,11 +74,11 @@ class KilnFamilies(TableCase):
         self.assertTrue(all("kiln_prim::exclusive_scan<long long, ::cuda::std::plus<>, "
                             "kiln_prim::counting_iterator<long long>>::" in k.expression for k in scan.kernels))
         self.assertEqual([k.name for k in sort.kernels], ["sort_desc_block_sort", "sort_desc_partition", "sort_desc_merge"])
-        self.assertTrue(all("kiln_prim::merge_sort_pairs<float, int, ::cuda::std::greater<>>::" in k.expression
+        self.assertTrue(all("kiln_prim::merge_sort_pairs<float, int, ::cuda::std::greater<>, void, void>::" in k.expression
                             for k in sort.kernels))
         self.assertIn("#include <kiln_prim/merge_sort.cuh>", unit_source.unit_body(s, sort))
         self.assertEqual([k.name for k in select.kernels], ["positive_init", "positive_sweep"])
-        self.assertIn("kiln_prim::select_if<double, geo::Positive>::select_op_t", select.kernels[1].expression)
+        self.assertIn("kiln_prim::select_if<double, geo::Positive, void>::select_op_t", select.kernels[1].expression)
         self.assertIn("#include <geo/lazy.cuh>", unit_source.unit_body(s, select))
 
     def test_transform_row(self):
@@ -91,9 +91,49 @@ class KilnFamilies(TableCase):
         unit = s.units[0]
         self.assertEqual([k.name for k in unit.kernels], ["halve_kernel"])
         self.assertTrue(unit.kernels[0].expression.startswith("cub::detail::transform::transform_kernel<"
-                                                               "kiln_prim::transform<float, double, geo::Half>::max_policy"))
+                                                               "kiln_prim::transform<float, double, geo::Half, void>::max_policy"))
         self.assertIn("#include <kiln_prim/transform.cuh>", unit_source.unit_body(s, unit))
         self.assertIn("#include <geo/lazy.cuh>", unit_source.unit_body(s, unit))
+
+    def test_lazy_inputs_of_the_other_families(self):
+        s = self.load(HEADER + textwrap.dedent('''
+            [[unit]]
+            name = "argsort"
+            family = "kiln.merge_sort_pairs"
+            params = { K = "float", V = "int", Compare = "::cuda::std::less<>", ValuesIn = "kiln_prim::counting_iterator<int>" }
+
+            [[unit]]
+            name = "starts"
+            family = "kiln.unique_by_key"
+            params = { K = "int", V = "int", Equal = "::cuda::std::equal_to<>", KeysIn = "kiln_prim::constant_iterator<int>" }
+
+            [[unit]]
+            name = "squares"
+            family = "kiln.segmented_reduce"
+            params = { T = "double", Op = "::cuda::std::plus<>", In = "kiln_prim::counting_iterator<double>" }
+
+            [[unit]]
+            name = "thirds"
+            family = "kiln.select_if"
+            params = { T = "long long", Pred = "geo::Third", In = "kiln_prim::counting_iterator<long long>", Header = "geo/lazy.cuh" }
+
+            [[unit]]
+            name = "products"
+            family = "kiln.transform"
+            params = { T = "kiln_prim::pair<float, float>", R = "double", Op = "geo::Product", In = "kiln_prim::zip_iterator<const float*, const float*>", Header = "geo/lazy.cuh" }
+            '''))
+        argsort, starts, squares, thirds, products = s.units
+        self.assertEqual(argsort.params["KeysIn"], "void")
+        self.assertTrue(all("kiln_prim::merge_sort_pairs<float, int, ::cuda::std::less<>, void, "
+                            "kiln_prim::counting_iterator<int>>::" in k.expression for k in argsort.kernels))
+        self.assertTrue(all("kiln_prim::unique_by_key<int, int, ::cuda::std::equal_to<>, "
+                            "kiln_prim::constant_iterator<int>, void>::" in k.expression for k in starts.kernels))
+        self.assertIn("kiln_prim::segmented_reduce<double, ::cuda::std::plus<>, kiln_prim::counting_iterator<double>>::input_t",
+                      squares.kernels[0].expression)
+        self.assertIn("kiln_prim::select_if<long long, geo::Third, kiln_prim::counting_iterator<long long>>::input_t",
+                      thirds.kernels[1].expression)
+        self.assertIn("kiln_prim::transform<kiln_prim::pair<float, float>, double, geo::Product, "
+                      "kiln_prim::zip_iterator<const float*, const float*>>::input_t", products.kernels[0].expression)
 
     def test_missing_param_names_file_row_and_field(self):
         self.refused(HEADER + '[[unit]]\nname = "scan"\nfamily = "kiln.exclusive_scan"\nparams = { T = "float" }\n',

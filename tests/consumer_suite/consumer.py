@@ -63,7 +63,8 @@ def its_command_line(args, tool: Path, tmp: Path) -> None:
     steps.run([tool, "list", "--json"], out=out)
     units = {u["name"] for r in json.loads(out[-1])["registries"] if r["name"] == "geo" for u in r["units"]}
     if units != {"point_in_polygon", "translate_f32", "bounds", "scan_sum_f32", "max_by_a_tagged", "running_max_i32",
-                 "count_scan_i64", "ramp_i32", "sum_squares_f64", "dot_f64", "sort_desc_f32", "positive_f64"}:
+                 "count_scan_i64", "ramp_i32", "sum_squares_f64", "dot_f64", "sort_desc_f32", "positive_f64",
+                 "segment_squares_f64", "multiples_i64", "products_f64", "run_starts_i32", "argsort_desc_f32"}:
         raise steps.StepFailed(f"consumer-kiln list --json: geo's units are {sorted(units)}")
     steps.run([tool, "precompile", "--help"], out=out)
     if not out[-1].startswith("usage: consumer-kiln precompile"):

@@ -43,15 +43,16 @@ struct reduce {
 template <typename T>
 using reduce_sum = reduce<T, ::cuda::std::plus<>>;
 
-// cub::DeviceSegmentedReduce::Sum/Min/Max(temp, bytes, const T*, T*, num_segments, const int* begin,
+// cub::DeviceSegmentedReduce::Reduce/Sum/Min/Max(temp, bytes, const T*, T*, num_segments, const int* begin,
 // const int* end) spelled out (device_segmented_reduce.cuh): OffsetT = the offsets' value type (int),
-// InitT = T (DispatchSegmentedReduce's default), AccumT and PolicyHub as its defaults. Op is
-// ::cuda::std::plus<> (init T{}), ::cuda::minimum<> (init numeric_limits<T>::max()) or ::cuda::maximum<>
-// (init numeric_limits<T>::lowest()). One kernel: one thread block per segment.
-template <typename T, typename Op>
+// InitT = T (DispatchSegmentedReduce's default), AccumT and PolicyHub as its defaults. kiln's own units take
+// Op ::cuda::std::plus<> (init T{}), ::cuda::minimum<> (init numeric_limits<T>::max()) or ::cuda::maximum<>
+// (init numeric_limits<T>::lowest()). One kernel: one thread block per segment. In: the values' input
+// iterator, void for const T* (kiln_prim/iterators.cuh for lazy ones), yielding T.
+template <typename T, typename Op, typename In = void>
 struct segmented_reduce {
   using value_t = T;
-  using input_t = const T*;
+  using input_t = input_iterator_t<T, In>;
   using output_t = T*;
   using begin_t = const int*;
   using end_t = const int*;
@@ -62,8 +63,8 @@ struct segmented_reduce {
   using policy_hub = cub::detail::reduce::policy_hub<accum_t, offset_t, op_t>;
   using max_policy = typename policy_hub::MaxPolicy;
 
-  static_assert(::cuda::std::is_same_v<accum_t, ::cuda::std::__accumulator_t<op_t, T, init_t>>,
-                "DispatchSegmentedReduce's default AccumT");
+  static_assert(::cuda::std::is_same_v<accum_t, ::cuda::std::__accumulator_t<op_t, cub::detail::it_value_t<input_t>, init_t>>,
+                "DispatchSegmentedReduce's default AccumT: an In that yields T");
 };
 
 }  // namespace kiln_prim

@@ -13,7 +13,7 @@
 #pragma once
 
 #include <kiln_prim/cub_nvrtc.cuh>
-#include <kiln_prim/iterators.cuh>  // counting_iterator: the indices a select compacts
+#include <kiln_prim/iterators.cuh>  // counting_iterator: the indices a select compacts; input_iterator_t
 
 #include <cub/agent/agent_select_if.cuh>
 #include <cub/device/dispatch/dispatch_common.cuh>
@@ -307,9 +307,10 @@ struct select_indices
 };
 
 // cub::DeviceSelect::If(const T* in, T* out, long long* num_selected, n, Pred): the items for which
-// pred(item) is true, in their input order. Pred: bool(T).
-template <typename T, typename Pred>
-struct select_if : select_common<const T*, cub::NullType*, T*, long long*, Pred> {
+// pred(item) is true, in their input order. Pred: bool(T). In: the input iterator, void for const T*
+// (kiln_prim/iterators.cuh for lazy ones), yielding T.
+template <typename T, typename Pred, typename In = void>
+struct select_if : select_common<input_iterator_t<T, In>, cub::NullType*, T*, long long*, Pred> {
   using value_t = T;
 };
 

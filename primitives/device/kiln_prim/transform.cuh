@@ -4,6 +4,7 @@
 #pragma once
 
 #include <kiln_prim/cub_nvrtc.cuh>
+#include <kiln_prim/iterators.cuh>
 
 #include <cub/device/dispatch/kernels/transform.cuh>
 #include <cub/device/dispatch/tuning/tuning_transform.cuh>
@@ -24,10 +25,12 @@ namespace kiln_prim {
 // cub::DeviceTransform::Transform(const T* in, R* out, std::int64_t n, Op op) spelled out
 // (device_transform.cuh, dispatch_transform.cuh): the offset is a signed 64-bit integer, the
 // policy hub the one for unstable addresses over a tuple of the one input. One kernel: transform_kernel,
-// which runs the prefetch or the bulk-copy (ublkcp, sm_90 and later) algorithm as the policy says.
-template <typename T, typename R, typename Op>
+// which runs the prefetch or the bulk-copy (ublkcp, sm_90 and later) algorithm as the policy says. In: the
+// input iterator, void for const T* (kiln_prim/iterators.cuh for lazy ones), yielding T; CUB's policy
+// takes the bulk copy only for contiguous input, so a lazy input always runs the prefetch algorithm.
+template <typename T, typename R, typename Op, typename In = void>
 struct transform {
-  using input_t = const T*;
+  using input_t = input_iterator_t<T, In>;
   using output_t = R*;
   // choose_signed_offset<std::int64_t>'s ::cuda::std::int64_t, spelled so that the kernel's name is one:
   // that is `long` to nvcc on an LP64 host and `long long` to NVRTC, and the name mangles the type.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <kiln_prim/cub_nvrtc.cuh>
+#include <kiln_prim/iterators.cuh>
 
 #include <cub/device/dispatch/kernels/scan.cuh>
 #include <cub/device/dispatch/kernels/unique_by_key.cuh>
@@ -16,20 +17,24 @@ namespace kiln_prim {
 // cub::DeviceSelect::UniqueByKey(temp, bytes, const K* keys_in, const V* values_in, K* keys_out,
 // V* values_out, unsigned long long* num_selected, int n) spelled out: equality Equal (UniqueByKey's
 // default ::cuda::std::equal_to<>), 32-bit offsets (cub::detail::choose_offset_t<int>), CUB's default policy
-// hub for (K, V).
-template <typename K, typename V, typename Equal = ::cuda::std::equal_to<>>
+// hub for (K, V). KeysIn, ValuesIn: the input iterators, void for const K* and const V*
+// (kiln_prim/iterators.cuh for lazy ones), yielding K and V.
+template <typename K, typename V, typename Equal = ::cuda::std::equal_to<>, typename KeysIn = void,
+          typename ValuesIn = void>
 struct unique_by_key {
   using key_t = K;
   using value_t = V;
-  using key_input_t = const K*;
-  using value_input_t = const V*;
+  using key_input_t = input_iterator_t<K, KeysIn>;
+  using value_input_t = input_iterator_t<V, ValuesIn>;
   using key_output_t = K*;
   using value_output_t = V*;
   using num_selected_t = unsigned long long*;
   using equality_t = Equal;
   using offset_t = unsigned int;
   using tile_state = cub::ScanTileState<offset_t>;
-  using policy_hub = cub::detail::unique_by_key::policy_hub<K, V>;
+  // DispatchUniqueByKey's default: the hub for the inputs' value types.
+  using policy_hub =
+      cub::detail::unique_by_key::policy_hub<cub::detail::it_value_t<key_input_t>, cub::detail::it_value_t<value_input_t>>;
   using max_policy = typename policy_hub::MaxPolicy;
 };
 

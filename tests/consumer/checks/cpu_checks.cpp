@@ -71,15 +71,18 @@ int main() {
   CHECK(stats.name == "stats");
   CHECK(examples.name == "examples");
   CHECK(kernel_names(geo) ==
-        (std::vector<std::string_view>{"bounds_f32", "count_scan_i64_init", "count_scan_i64_sweep", "dot_f64_final",
-                                       "dot_f64_single_tile", "dot_f64_sweep", "max_by_a_tagged_final",
-                                       "max_by_a_tagged_single_tile", "max_by_a_tagged_sweep", "point_in_polygon_f32",
-                                       "point_in_polygon_f64", "positive_f64_init", "positive_f64_sweep",
-                                       "ramp_i32_init", "ramp_i32_sweep", "running_max_i32_init",
+        (std::vector<std::string_view>{"argsort_desc_f32_block_sort", "argsort_desc_f32_merge",
+                                       "argsort_desc_f32_partition", "bounds_f32", "count_scan_i64_init",
+                                       "count_scan_i64_sweep", "dot_f64_final", "dot_f64_single_tile",
+                                       "dot_f64_sweep", "max_by_a_tagged_final", "max_by_a_tagged_single_tile",
+                                       "max_by_a_tagged_sweep", "multiples_i64_init", "multiples_i64_sweep",
+                                       "point_in_polygon_f32", "point_in_polygon_f64", "positive_f64_init",
+                                       "positive_f64_sweep", "products_f64_kernel", "ramp_i32_init", "ramp_i32_sweep",
+                                       "run_starts_i32_init", "run_starts_i32_sweep", "running_max_i32_init",
                                        "running_max_i32_sweep", "scan_sum_f32_init", "scan_sum_f32_sweep",
-                                       "sort_desc_f32_block_sort", "sort_desc_f32_merge", "sort_desc_f32_partition",
-                                       "sum_squares_f64_final", "sum_squares_f64_single_tile", "sum_squares_f64_sweep",
-                                       "translate_f32"}));
+                                       "segment_squares_f64_segments", "sort_desc_f32_block_sort",
+                                       "sort_desc_f32_merge", "sort_desc_f32_partition", "sum_squares_f64_final",
+                                       "sum_squares_f64_single_tile", "sum_squares_f64_sweep", "translate_f32"}));
   // kiln.* rows: the kernels their family declares, on the project's own type and operator, whose header the
   // JIT tier gets under the name the row gives it.
   CHECK(geo.str(geo.find("max_by_a_tagged_sweep")->expression)

@@ -1,4 +1,4 @@
-// MergeSort<K, V, Compare>: CUB's DispatchMergeSort on the kernels of a kiln.merge_sort_pairs row of any
+// MergeSort<K, V, Compare, KeysIn, ValuesIn>: CUB's DispatchMergeSort on the kernels of a kiln.merge_sort_pairs row of any
 // registry. Header-only; include it from a .cu file nvcc compiles (CUB's host dispatch does not compile
 // with g++), with kiln's primitive headers on the include path (dependency('kiln_prim_headers')).
 #pragma once
@@ -49,11 +49,13 @@ inline MergeSortKernels merge_sort_kernels(Registry& registry, const std::string
           get_kernel(registry, unit + "_merge", link)};
 }
 
-// One CUB dispatch, as cub::DeviceMergeSort::SortPairs makes it (keys and values are both the input and
-// the output): sizes the storage when temp.data is null, runs otherwise. `name` names the unit in errors.
+// One CUB dispatch, as cub::DeviceMergeSort::SortPairs makes it (keys and values in place: the input is the
+// output) or SortPairsCopy (read through keys_in and values_in, written to keys and values): sizes the
+// storage when temp.data is null, runs otherwise. `name` names the unit in errors.
 template <typename Types>
 std::size_t merge_sort_dispatch(CUdevice device, const Kernel& block_sort, const Kernel& partition,
-                                const Kernel& merge, typename Types::key_t* keys,
+                                const Kernel& merge, typename Types::key_input_t keys_in,
+                                typename Types::value_input_t values_in, typename Types::key_t* keys,
                                 typename Types::value_t* values, std::size_t n, typename Types::compare_t compare,
                                 TempStorage temp, CUstream stream, const std::string& name) {
   const auto count = checked_count(n, name.c_str());
@@ -61,7 +63,7 @@ std::size_t merge_sort_dispatch(CUdevice device, const Kernel& block_sort, const
   LauncherFactory factory(device, block_sort.provenance.arch, &status);
   std::size_t bytes = temp.bytes;
   const cudaError_t returned = MergeSortDispatch<Types>::Dispatch(
-      temp.data, bytes, keys, values, keys, values, count, compare, stream,
+      temp.data, bytes, keys_in, values_in, keys, values, count, compare, stream,
       MergeSortSource{ref(block_sort), ref(partition), ref(merge)}, factory,
       RuntimePolicy<typename Types::max_policy>{});
   check_dispatch(returned, status, name);
@@ -92,12 +94,19 @@ std::size_t merge_sort_tile_items(const Kernel& block_sort) {
 // Sorts keys[0, n) by `compare` (a strict weak order: less-than sorts ascending, greater-than descending)
 // in place and moves values[i] with keys[i] (cub::DeviceMergeSort::SortPairs). Stable: pairs whose keys
 // compare equal keep their input order. The registry's unit must be a kiln.merge_sort_pairs row with params
-// K, V and Compare naming these same types.
-template <typename K, typename V, typename Compare>
+// K, V, Compare, KeysIn and ValuesIn naming these same types. With KeysIn or ValuesIn given
+// (kiln_prim/iterators.cuh; void stands for const K* or const V*) the plan sorts a copy instead
+// (cub::DeviceMergeSort::SortPairsCopy): it reads keys_in and values_in and writes the sorted pairs to keys
+// and values, which must not overlap the input.
+template <typename K, typename V, typename Compare, typename KeysIn = void, typename ValuesIn = void>
 class MergeSort {
-  using Types = kiln_prim::merge_sort_pairs<K, V, Compare>;
+  using Types = kiln_prim::merge_sort_pairs<K, V, Compare, KeysIn, ValuesIn>;
 
  public:
+  static constexpr bool copy = Types::copy;                 // sorts from keys_in, values_in into keys, values
+  using keys_input_type = typename Types::key_input_t;      // copy: const K*, or KeysIn
+  using values_input_type = typename Types::value_input_t;  // copy: const V*, or ValuesIn
+
   // `link`: the unit is a linked row, and this is the comparator linked into it (kiln/prim/operator.hpp).
   MergeSort(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
       : registry_(&registry),
@@ -108,21 +117,35 @@ class MergeSort {
   // Temporary storage a call with n items needs (0 for n == 0).
   std::size_t temp_bytes(std::size_t n) const {
     detail::ContextScope scope(*registry_);
-    return dispatch(nullptr, nullptr, n, {}, {}, nullptr);
+    return dispatch(keys_input_type{}, values_input_type{}, nullptr, nullptr, n, {}, {}, nullptr);
   }
 
-  // Thread-safe: a plan's const calls only read it.
+  // In place. Thread-safe: a plan's const calls only read it.
   void operator()(K* keys, V* values, std::size_t n, TempStorage temp, CUstream stream = nullptr,
-                  Compare compare = {}) const {
-    detail::ContextScope scope(*registry_);
-    detail::check_temp(temp, dispatch(keys, values, n, compare, {}, stream), unit_.c_str());
-    dispatch(keys, values, n, compare, temp, stream);
+                  Compare compare = {}) const
+    requires(!copy)
+  {
+    run(keys, values, keys, values, n, compare, temp, stream);
   }
-  // With storage the plan owns (allocated only when n outgrows it).
-  void operator()(K* keys, V* values, std::size_t n, CUstream stream = nullptr, Compare compare = {}) {
-    detail::ContextScope scope(*registry_);
-    const std::size_t bytes = dispatch(keys, values, n, compare, {}, stream);
-    dispatch(keys, values, n, compare, workspace_.reserve(bytes), stream);
+  // In place, with storage the plan owns (allocated only when n outgrows it).
+  void operator()(K* keys, V* values, std::size_t n, CUstream stream = nullptr, Compare compare = {})
+    requires(!copy)
+  {
+    run(keys, values, keys, values, n, compare, stream);
+  }
+  // Into keys and values, from keys_in and values_in. Thread-safe: a plan's const calls only read it.
+  void operator()(keys_input_type keys_in, values_input_type values_in, K* keys, V* values, std::size_t n,
+                  TempStorage temp, CUstream stream = nullptr, Compare compare = {}) const
+    requires copy
+  {
+    run(keys_in, values_in, keys, values, n, compare, temp, stream);
+  }
+  // Into keys and values, from keys_in and values_in, with storage the plan owns.
+  void operator()(keys_input_type keys_in, values_input_type values_in, K* keys, V* values, std::size_t n,
+                  CUstream stream = nullptr, Compare compare = {})
+    requires copy
+  {
+    run(keys_in, values_in, keys, values, n, compare, stream);
   }
 
   // Items per tile of the block-sort and merge kernels under the policy for the loaded binary's architecture.
@@ -132,9 +155,23 @@ class MergeSort {
   const Kernel& kernel() const { return kernels_.block_sort; }
 
  private:
-  std::size_t dispatch(K* keys, V* values, std::size_t n, Compare compare, TempStorage temp, CUstream stream) const {
-    return detail::merge_sort_dispatch<Types>(device_, kernels_.block_sort, kernels_.partition, kernels_.merge, keys,
-                                              values, n, compare, temp, stream, unit_);
+  void run(keys_input_type keys_in, values_input_type values_in, K* keys, V* values, std::size_t n, Compare compare,
+           TempStorage temp, CUstream stream) const {
+    detail::ContextScope scope(*registry_);
+    detail::check_temp(temp, dispatch(keys_in, values_in, keys, values, n, compare, {}, stream), unit_.c_str());
+    dispatch(keys_in, values_in, keys, values, n, compare, temp, stream);
+  }
+  void run(keys_input_type keys_in, values_input_type values_in, K* keys, V* values, std::size_t n, Compare compare,
+           CUstream stream) {
+    detail::ContextScope scope(*registry_);
+    const std::size_t bytes = dispatch(keys_in, values_in, keys, values, n, compare, {}, stream);
+    dispatch(keys_in, values_in, keys, values, n, compare, workspace_.reserve(bytes), stream);
+  }
+
+  std::size_t dispatch(keys_input_type keys_in, values_input_type values_in, K* keys, V* values, std::size_t n,
+                       Compare compare, TempStorage temp, CUstream stream) const {
+    return detail::merge_sort_dispatch<Types>(device_, kernels_.block_sort, kernels_.partition, kernels_.merge,
+                                              keys_in, values_in, keys, values, n, compare, temp, stream, unit_);
   }
 
   Registry* registry_;

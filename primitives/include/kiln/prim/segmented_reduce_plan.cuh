@@ -1,4 +1,4 @@
-// SegmentedReduction<T, Op>: CUB's DispatchSegmentedReduce on the kernel of a kiln.segmented_reduce row of
+// SegmentedReduction<T, Op, In>: CUB's DispatchSegmentedReduce on the kernel of a kiln.segmented_reduce row of
 // any registry. Header-only; include it from a .cu file nvcc compiles (CUB's host dispatch does not compile
 // with g++), with kiln's primitive headers on the include path (dependency('kiln_prim_headers')).
 #pragma once
@@ -103,12 +103,15 @@ std::size_t segments_dispatch(CUdevice device, const Kernel& segments, const Dev
 // For i < num_segments: out[i] = op(init, in[offsets[i]], …, in[offsets[i+1] - 1]) in CUB's order, one thread
 // block per segment (cub::DeviceSegmentedReduce::Reduce). `offsets` holds num_segments + 1 non-decreasing
 // int32 offsets into `in`; an empty segment gets init. The registry's unit must be a kiln.segmented_reduce
-// row with params T and Op naming these same types.
-template <typename T, typename Op>
+// row with params T, Op and In naming these same types. In: the values' input iterator
+// (kiln_prim/iterators.cuh), void for const T*.
+template <typename T, typename Op, typename In = void>
 class SegmentedReduction {
-  using Types = kiln_prim::segmented_reduce<T, Op>;
+  using Types = kiln_prim::segmented_reduce<T, Op, In>;
 
  public:
+  using input_type = typename Types::input_t;  // const T*, or In
+
   // `link`: the unit is a linked row, and this is the operator linked into it (kiln/prim/operator.hpp).
   SegmentedReduction(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
       : registry_(&registry),
@@ -120,18 +123,18 @@ class SegmentedReduction {
   // Temporary storage a call with num_segments segments needs.
   std::size_t temp_bytes(std::size_t num_segments) const {
     detail::ContextScope scope(*registry_);
-    return dispatch(nullptr, nullptr, num_segments, nullptr, {}, T{}, {}, nullptr);
+    return dispatch(input_type{}, nullptr, num_segments, nullptr, {}, T{}, {}, nullptr);
   }
 
   // Thread-safe: a plan's const calls only read it. `out` has num_segments elements, not part of `in`.
-  void operator()(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets, T init,
+  void operator()(input_type in, T* out, std::size_t num_segments, const std::int32_t* offsets, T init,
                   TempStorage temp, CUstream stream = nullptr, Op op = {}) const {
     detail::ContextScope scope(*registry_);
     detail::check_temp(temp, dispatch(in, out, num_segments, offsets, op, init, {}, stream), unit_.c_str());
     dispatch(in, out, num_segments, offsets, op, init, temp, stream);
   }
   // With storage the plan owns (allocated only when it outgrows it).
-  void operator()(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets, T init,
+  void operator()(input_type in, T* out, std::size_t num_segments, const std::int32_t* offsets, T init,
                   CUstream stream = nullptr, Op op = {}) {
     detail::ContextScope scope(*registry_);
     const std::size_t bytes = dispatch(in, out, num_segments, offsets, op, init, {}, stream);
@@ -150,7 +153,7 @@ class SegmentedReduction {
     return detail::segment_answers<Types>(device_, segments_, unit_);
   }
 
-  std::size_t dispatch(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets, Op op, T init,
+  std::size_t dispatch(input_type in, T* out, std::size_t num_segments, const std::int32_t* offsets, Op op, T init,
                        TempStorage temp, CUstream stream) const {
     return detail::segments_dispatch<Types>(device_, segments_, answers_, in, out, num_segments, offsets, op, init,
                                             temp, stream, unit_);

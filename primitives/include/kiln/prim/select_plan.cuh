@@ -1,4 +1,4 @@
-// SelectIf<T, Pred>: CUB's select-if kernels of a kiln.select_if row of any registry, run as
+// SelectIf<T, Pred, In>: CUB's select-if kernels of a kiln.select_if row of any registry, run as
 // cub::DeviceSelect::If runs them. Header-only; include it from a .cu file nvcc compiles (CUB's host
 // dispatch does not compile with g++), with kiln's primitive headers on the include path
 // (dependency('kiln_prim_headers')).
@@ -15,14 +15,16 @@ namespace kiln::prim {
 
 // Writes to out[0, k) the items in[i] for which pred(in[i]) is true, in their input order, and k to *count
 // (cub::DeviceSelect::If). in, out and count are device pointers; out needs room for k items (n at most)
-// and must not overlap in. The registry's unit must be a kiln.select_if row with params T and Pred naming
-// these same types. n up to 2^32 - 1.
-template <typename T, typename Pred>
+// and must not overlap in. The registry's unit must be a kiln.select_if row with params T, Pred and In
+// naming these same types. In: the input iterator (kiln_prim/iterators.cuh), void for const T*. n up to
+// 2^32 - 1.
+template <typename T, typename Pred, typename In = void>
 class SelectIf {
-  using Types = kiln_prim::select_if<T, Pred>;
+  using Types = kiln_prim::select_if<T, Pred, In>;
 
  public:
   using count_type = long long;  // the kernels' count, std::int64_t's representation
+  using input_type = typename Types::input_t;  // const T*, or In
 
   // `link`: the unit is a linked row, and this is the predicate linked into it (kiln/prim/operator.hpp).
   SelectIf(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
@@ -35,18 +37,18 @@ class SelectIf {
   // Temporary storage a call with n items needs.
   std::size_t temp_bytes(std::size_t n) const {
     detail::ContextScope scope(*registry_);
-    return dispatch(nullptr, nullptr, nullptr, n, {}, {}, nullptr);
+    return dispatch(input_type{}, nullptr, nullptr, n, {}, {}, nullptr);
   }
 
   // Thread-safe: a plan's const calls only read it.
-  void operator()(const T* in, T* out, count_type* count, std::size_t n, TempStorage temp, CUstream stream = nullptr,
+  void operator()(input_type in, T* out, count_type* count, std::size_t n, TempStorage temp, CUstream stream = nullptr,
                   Pred pred = {}) const {
     detail::ContextScope scope(*registry_);
     detail::check_temp(temp, dispatch(in, out, count, n, pred, {}, stream), unit_.c_str());
     dispatch(in, out, count, n, pred, temp, stream);
   }
   // With storage the plan owns (allocated only when n outgrows it).
-  void operator()(const T* in, T* out, count_type* count, std::size_t n, CUstream stream = nullptr, Pred pred = {}) {
+  void operator()(input_type in, T* out, count_type* count, std::size_t n, CUstream stream = nullptr, Pred pred = {}) {
     detail::ContextScope scope(*registry_);
     const std::size_t bytes = dispatch(in, out, count, n, pred, {}, stream);
     dispatch(in, out, count, n, pred, workspace_.reserve(bytes), stream);
@@ -59,7 +61,7 @@ class SelectIf {
   const Kernel& kernel() const { return sweep_; }
 
  private:
-  std::size_t dispatch(const T* in, T* out, count_type* count, std::size_t n, Pred pred, TempStorage temp,
+  std::size_t dispatch(input_type in, T* out, count_type* count, std::size_t n, Pred pred, TempStorage temp,
                        CUstream stream) const {
     return detail::select_dispatch<Types>(device_, init_, sweep_, in, nullptr, out, count,
                                           static_cast<long long>(detail::checked_count(n, unit_.c_str())), pred,

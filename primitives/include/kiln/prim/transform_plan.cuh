@@ -1,4 +1,4 @@
-// Transform<T, R, Op>: the kernel of a kiln.transform row of any registry, run as
+// Transform<T, R, Op, In>: the kernel of a kiln.transform row of any registry, run as
 // cub::DeviceTransform::Transform runs it. Header-only; include it from a .cu file nvcc compiles (CUB's
 // host code does not compile with g++), with kiln's primitive headers on the include path
 // (dependency('kiln_prim_headers')).
@@ -24,6 +24,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace kiln::prim {
@@ -70,7 +71,7 @@ TransformConfig transform_config(Registry& registry, CUdevice device, const Kern
   factory.MultiProcessorCount(c.sm_count);
   if (!c.bulk_copy) {
     factory.MaxSmOccupancy(c.occupancy, ref(kernel), c.block_threads, 0);
-  } else {
+  } else if constexpr (std::is_pointer_v<typename Types::input_t>) {  // CUB's policy: bulk copy only from memory
     // configure_ublkcp_kernel's bound: the shared memory per block cudaDevAttrMaxSharedMemoryPerBlock says.
     int max_smem = 0;
     status.record(driver().cuDeviceGetAttribute(&max_smem, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, device),
@@ -134,12 +135,15 @@ inline TransformLaunch transform_launch(const TransformConfig& c, std::int64_t n
 
 // out[i] = op(in[i]) for i < n (cub::DeviceTransform::Transform): in and out are device pointers; out may
 // be in (in place) but must not overlap it otherwise. The registry's unit must be a kiln.transform row with
-// params T, R and Op naming these same types. No temporary storage. n up to 2^63 - 1.
-template <typename T, typename R, typename Op>
+// params T, R, Op and In naming these same types. In: the input iterator (kiln_prim/iterators.cuh), void
+// for const T*. No temporary storage. n up to 2^63 - 1.
+template <typename T, typename R, typename Op, typename In = void>
 class Transform {
-  using Types = kiln_prim::transform<T, R, Op>;
+  using Types = kiln_prim::transform<T, R, Op, In>;
 
  public:
+  using input_type = typename Types::input_t;  // const T*, or In
+
   // `link`: the unit is a linked row, and this is the operator linked into it (kiln/prim/operator.hpp).
   Transform(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
       : registry_(&registry),
@@ -149,7 +153,7 @@ class Transform {
         config_(detail::transform_config<Types>(registry, device_, kernel_, unit_)) {}
 
   // Thread-safe: a plan's calls only read it.
-  void operator()(const T* in, R* out, std::size_t n, CUstream stream = nullptr, Op op = {}) const {
+  void operator()(input_type in, R* out, std::size_t n, CUstream stream = nullptr, Op op = {}) const {
     if (n == 0) return;
     if (n > std::size_t(std::numeric_limits<std::int64_t>::max())) {
       throw std::length_error("kiln::prim::" + unit_ + ": " + std::to_string(n) + " items is more than 2^63 - 1");
@@ -162,10 +166,14 @@ class Transform {
     typename Types::output_t output = out;
     // The bulk copy reads the input through a pointer aligned down to 128 bytes and an offset; prefetch
     // reads it as it is (make_aligned_base_ptr_kernel_arg, make_iterator_kernel_arg).
-    const auto input = config_.bulk_copy
-                           ? cub::detail::transform::make_aligned_base_ptr_kernel_arg(
-                                 typename Types::input_t(in), cub::detail::transform::bulk_copy_alignment)
-                           : cub::detail::transform::make_iterator_kernel_arg(typename Types::input_t(in));
+    const auto input = [&] {
+      if constexpr (std::is_pointer_v<input_type>) {
+        if (config_.bulk_copy) {
+          return cub::detail::transform::make_aligned_base_ptr_kernel_arg(in, cub::detail::transform::bulk_copy_alignment);
+        }
+      }
+      return cub::detail::transform::make_iterator_kernel_arg(in);
+    }();
     const cudaError_t returned = factory(dim3(l.grid), dim3(l.block), std::size_t(l.smem), stream)
                                      .doit(detail::ref(kernel_), count, l.items_per_thread, op, output, input);
     detail::check_dispatch(returned, status, unit_);

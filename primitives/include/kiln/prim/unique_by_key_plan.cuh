@@ -1,4 +1,4 @@
-// Unique<K, V, Equal>: CUB's DispatchUniqueByKey on the kernels of a kiln.unique_by_key row of any registry.
+// Unique<K, V, Equal, KeysIn, ValuesIn>: CUB's DispatchUniqueByKey on the kernels of a kiln.unique_by_key row of any registry.
 // Header-only; include it from a .cu file nvcc compiles (CUB's host dispatch does not compile with g++),
 // with kiln's primitive headers on the include path (dependency('kiln_prim_headers')).
 #pragma once
@@ -9,7 +9,10 @@
 
 #include <kiln_prim/unique_by_key.cuh>
 
-#include <cub/device/dispatch/dispatch_unique_by_key.cuh>
+// DispatchUniqueByKey through device_select.cuh, not its own header: CCCL 3.0.1's
+// dispatch_unique_by_key.cuh has no include guard, so a file that includes this plan and
+// cub/device/device_select.cuh (which includes it) would define it twice.
+#include <cub/device/device_select.cuh>
 
 #include <cstddef>
 #include <cstdint>
@@ -90,13 +93,16 @@ std::size_t unique_tile_items(const Kernel& sweep) {
 // Of each run of consecutive keys that `equal` says are equal in keys_in[0, n), copies the first key and
 // the value that came with it to keys_out and values_out, compacted in input order, and writes the number
 // of runs to *num_selected (cub::DeviceSelect::UniqueByKey). No range may overlap another. The registry's
-// unit must be a kiln.unique_by_key row with params K, V and Equal naming these same types.
-template <typename K, typename V, typename Equal>
+// unit must be a kiln.unique_by_key row with params K, V, Equal, KeysIn and ValuesIn naming these same
+// types. KeysIn, ValuesIn: the input iterators (kiln_prim/iterators.cuh), void for const K* and const V*.
+template <typename K, typename V, typename Equal, typename KeysIn = void, typename ValuesIn = void>
 class Unique {
-  using Types = kiln_prim::unique_by_key<K, V, Equal>;
+  using Types = kiln_prim::unique_by_key<K, V, Equal, KeysIn, ValuesIn>;
 
  public:
   using count_type = unsigned long long;  // the kernels' count, std::uint64_t's representation
+  using keys_input_type = typename Types::key_input_t;      // const K*, or KeysIn
+  using values_input_type = typename Types::value_input_t;  // const V*, or ValuesIn
 
   // `link`: the unit is a linked row, and this is the equality linked into it (kiln/prim/operator.hpp).
   Unique(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
@@ -109,11 +115,11 @@ class Unique {
   // Temporary storage a call with n items needs.
   std::size_t temp_bytes(std::size_t n) const {
     detail::ContextScope scope(*registry_);
-    return dispatch(nullptr, nullptr, nullptr, nullptr, nullptr, n, {}, {}, nullptr);
+    return dispatch(keys_input_type{}, values_input_type{}, nullptr, nullptr, nullptr, n, {}, {}, nullptr);
   }
 
   // Thread-safe: a plan's const calls only read it.
-  void operator()(const K* keys_in, const V* values_in, K* keys_out, V* values_out, count_type* num_selected,
+  void operator()(keys_input_type keys_in, values_input_type values_in, K* keys_out, V* values_out, count_type* num_selected,
                   std::size_t n, TempStorage temp, CUstream stream = nullptr, Equal equal = {}) const {
     detail::ContextScope scope(*registry_);
     detail::check_temp(temp, dispatch(keys_in, values_in, keys_out, values_out, num_selected, n, equal, {}, stream),
@@ -121,7 +127,7 @@ class Unique {
     dispatch(keys_in, values_in, keys_out, values_out, num_selected, n, equal, temp, stream);
   }
   // With storage the plan owns (allocated only when n outgrows it).
-  void operator()(const K* keys_in, const V* values_in, K* keys_out, V* values_out, count_type* num_selected,
+  void operator()(keys_input_type keys_in, values_input_type values_in, K* keys_out, V* values_out, count_type* num_selected,
                   std::size_t n, CUstream stream = nullptr, Equal equal = {}) {
     detail::ContextScope scope(*registry_);
     const std::size_t bytes = dispatch(keys_in, values_in, keys_out, values_out, num_selected, n, equal, {}, stream);
@@ -135,7 +141,7 @@ class Unique {
   const Kernel& kernel() const { return sweep_; }
 
  private:
-  std::size_t dispatch(const K* keys_in, const V* values_in, K* keys_out, V* values_out, count_type* num_selected,
+  std::size_t dispatch(keys_input_type keys_in, values_input_type values_in, K* keys_out, V* values_out, count_type* num_selected,
                        std::size_t n, Equal equal, TempStorage temp, CUstream stream) const {
     return detail::unique_dispatch<Types>(device_, init_, sweep_, keys_in, values_in, keys_out, values_out,
                                           num_selected, n, equal, temp, stream, unit_);

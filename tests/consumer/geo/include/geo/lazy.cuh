@@ -1,5 +1,6 @@
-// The consumer's own functions for kiln's lazy iterators (kiln_prim/iterators.cuh), its predicate and its
-// order: what geo.toml's kiln.* rows sum_squares_f64, dot_f64, positive_f64 and sort_desc_f32 name. Compiles
+// The consumer's own functions for kiln's lazy iterators (kiln_prim/iterators.cuh), its predicates and its
+// order: what geo.toml's kiln.* rows sum_squares_f64, dot_f64, positive_f64, sort_desc_f32,
+// segment_squares_f64, multiples_i64, products_f64 and argsort_desc_f32 name. Compiles
 // under nvcc (host and device) and NVRTC (no standard headers).
 #pragma once
 
@@ -22,6 +23,12 @@ struct Product {
 // x > 0: the predicate of a select.
 struct Positive {
   __host__ __device__ bool operator()(double x) const { return x > 0.0; }
+};
+
+// x is a multiple of `of`: a predicate with state, given to the plan at each call.
+struct MultipleOf {
+  long long of;
+  __host__ __device__ bool operator()(long long x) const { return x % of == 0; }
 };
 
 // Descending order: a strict weak order on float whose first elements are the largest.
