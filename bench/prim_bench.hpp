@@ -39,5 +39,6 @@ std::vector<Row> radix_sort_rows(std::size_t n);
 std::vector<Row> select_rows(std::size_t n);
 std::vector<Row> search_rows(std::size_t n);
 std::vector<Row> operator_rows(std::size_t n);  // operators given at run time (kiln/prim/operator.hpp)
+std::vector<Row> lazy_rows(std::size_t n);      // lazy inputs on a project's own kiln.* rows (lazy_units.toml)
 
 }  // namespace kiln::bench
