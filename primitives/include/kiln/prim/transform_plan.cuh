@@ -87,7 +87,9 @@ TransformConfig transform_config(Registry& registry, CUdevice device, const Kern
     }
     if (c.tile_smem.empty() && status.result == CUDA_SUCCESS) {
       throw Error(Errc::driver, "kiln::prim::" + unit + ": a tile of " + std::to_string(c.min_items) +
-                                    " items per thread takes more shared memory than the device has per block");
+                                    " items per thread takes more shared memory than the device has per block (" +
+                                    std::to_string(max_smem) + " bytes); give the row a smaller T, or use a "
+                                    "device with at least the 48 KiB per block CUB's policy assumes");
     }
   }
   check_dispatch(cudaSuccess, status, unit);
