@@ -109,6 +109,10 @@ TEST_CASE("PTX tier: embedded PTX this GPU runs is assembled by kiln, launched, 
   CHECK(tmp.cache.stats().entries == 2);
 
   kiln::Registry next(kiln::examples::catalog(), 0, {.use_embedded = false, .cache = &tmp.cache, .use_jit = false});
+  // The plan names the tier get() then reads from: the disk entry under the PTX's key.
+  const kiln::Plan planned = next.plan("block_sum_f32");
+  CHECK(planned.source == kiln::Tier::disk);
+  CHECK(planned.arch == kiln::test::newest_arch());
   const kiln::Kernel again = next.get("block_sum_f32");
   CHECK(again.provenance.source == kiln::Tier::disk);
   CHECK(again.provenance.arch == kiln::test::newest_arch());  // the entry is keyed by the PTX's arch

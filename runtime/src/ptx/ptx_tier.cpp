@@ -3,6 +3,7 @@
 #include "registry/tier.hpp"
 
 #include "base/fatbin.hpp"
+#include "disk/unit_key.hpp"
 #include "jit/jit_tier.hpp"
 #include "remote/remote_tier.hpp"
 
@@ -22,10 +23,16 @@ const BinaryEntry* usable_ptx(const UnitQuery& q) {
 }  // namespace
 
 // The binary's arch is the PTX's: its code, CUB's policies included, is that architecture's, and a plan
-// picks its launch policies by it (docs/DESIGN.md, "The PTX tier").
+// picks its launch policies by it (docs/DESIGN.md, "The PTX tier"). A binary an earlier process assembled
+// from the same PTX is on disk under the PTX's own key (its code= line), which the disk tier's probe does
+// not ask for: get() would read it from there, so the plan says disk.
 Result<UnitProbe> probe_ptx(const UnitQuery& q) {
-  if (const BinaryEntry* b = usable_ptx(q)) return UnitProbe{Tier::ptx, b->arch, true};
-  return fail("");
+  const BinaryEntry* b = usable_ptx(q);
+  if (b == nullptr) return fail("");
+  if (q.cache().usable() && q.cache().contains(unit_cache_key(q.catalog, q.unit(), q.arch, q.cache(), b->arch))) {
+    return UnitProbe{Tier::disk, b->arch, true};
+  }
+  return UnitProbe{Tier::ptx, b->arch, true};
 }
 
 Result<UnitImage> fetch_ptx(const UnitQuery& q) {
