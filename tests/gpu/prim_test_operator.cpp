@@ -2,10 +2,13 @@
 // MergeSortPairsWith, SelectIfWith, UniqueByKeyWith (kiln/prim/operator.hpp): operators given at run time as CUDA C++ text, linked into the primitives' linked rows, against CPU
 // references at the issue's sizes (0, 1, a tile's edges, 1,000,003 and 2^24), outputs poisoned before each
 // run (the sort works in place); where the linked kernels come from (JIT, then memory in this registry,
-// then disk in another); and what a bad operator gives.
+// then disk in another, then from a real redis-server on a machine with an empty disk); and what a bad
+// operator gives.
 #include "prim_harness.hpp"
 
 #include <kiln/prim/operator.hpp>
+
+#include "remote_test_util.hpp"  // tests/cpu: a real redis-server on a free localhost port
 
 #include <dlfcn.h>
 #include <nvrtc.h>
@@ -131,6 +134,44 @@ TEST_CASE("operator: a linked plan is memory the second time in a registry, disk
   out.poison();
   elsewhere(d_in.get(), out.get(), in.size(), 2.0);
   KILN_CHECK_SAME(out.download(), std::vector<double>{*std::min_element(in.begin(), in.end())});
+}
+
+TEST_CASE("operator: a linked unit one machine built is served to the next from Redis, launched and checked") {
+  KILN_SKIP_WITHOUT_REDIS();
+  PrimContext context;
+  kiln::test::RedisServer server;
+  // A "machine": a registry of the primitives with a disk cache of its own and the fleet's remote cache.
+  struct Machine {
+    kiln::test::TempDir dir;
+    kiln::DiskCache disk;
+    kiln::RemoteCache remote;
+    kiln::Registry registry;
+    explicit Machine(const std::string& url)
+        : disk(kiln::test::config_at(dir.path())),
+          remote(kiln::test::remote_config(url)),
+          registry(kiln::prim::catalog(), 0, {.cache = &disk, .remote = &remote}) {}
+  };
+  const kiln::prim::Operator op{"__device__ double op(double a, double b) { return a > b ? a : b; }"};
+  Machine first(server.url());
+  kiln::prim::ReduceWith<double> built(op, first.registry);
+  CHECK(built.kernel().provenance.source == kiln::Tier::jit);
+  CHECK(first.remote.stats().stores == 1);
+
+  Machine second(server.url());
+  kiln::prim::ReduceWith<double> fetched(op, second.registry);
+  CHECK(fetched.kernel().provenance.source == kiln::Tier::remote);
+  CHECK(fetched.kernel().provenance.cache_key == built.kernel().provenance.cache_key);
+  CHECK(fetched.kernel().provenance.arch == linked_code_arch());
+  CHECK(second.registry.stats().jit_compiles == 0);
+  CHECK(second.registry.stats().remote_loads == 1);
+  CHECK(second.remote.stats().hits == 1);
+  CHECK(second.disk.stats().entries == 1);  // on this machine's disk too: its next process needs no network
+  MESSAGE("linked reduce from the remote cache: " << fetched.kernel().provenance.load_ms << " ms");
+  const auto in = random_vector<double>(100000, 4, -1.0, 1.0);
+  DeviceArray<double> d_in(in), out(1);
+  out.poison();
+  fetched(d_in.get(), out.get(), in.size(), -2.0);
+  KILN_CHECK_SAME(out.download(), std::vector<double>{*std::max_element(in.begin(), in.end())});
 }
 
 TEST_CASE("operator: a bad operator is a compile error with NVRTC's log and the text; a wrong signature names both types") {

@@ -122,7 +122,8 @@ BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned 
 }
 
 BuiltUnit build_linked_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache,
-                                  const CacheKey& key, const LinkedSource& link, const BinaryEntry* lto_ir) {
+                                  RemoteCache* remote, const CacheKey& key, const LinkedSource& link,
+                                  const BinaryEntry* lto_ir) {
   BuiltUnit built;
   built.key = key.hex;
   const auto build = [&] {
@@ -140,7 +141,12 @@ BuiltUnit build_linked_into_cache(const Catalog& catalog, std::uint32_t unit, un
     built.compiled = true;
     return entry;
   };
-  through_cache(catalog, unit, cache, key, build, built);
+  const auto fleet_compile = [&] {
+    FleetBuild fleet = build_once_in_fleet(remote, key, build);
+    built.from_remote = fleet.from_remote;
+    return std::move(fleet.entry);
+  };
+  through_cache(catalog, unit, cache, key, fleet_compile, built);
   return built;
 }
 

@@ -50,8 +50,10 @@ BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned 
 // A unit whose kernels call what `link` defines (Registry::get with a LinkedSource): the same, under `key`
 // (linked_cache_key: the unit's key with link.source's digest), link.source compiled to LTO-IR and
 // linked with the unit's: `lto_ir`, the unit's embedded LTO-IR (select_lto_ir), or, without it, the
-// unit's source compiled to LTO-IR. Not shared through the remote cache.
+// unit's source compiled to LTO-IR. Once fleet-wide through `remote`, as build_into_cache: another
+// machine's entry for the same operator text is fetched instead of compiled.
 BuiltUnit build_linked_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache,
+                                  RemoteCache* remote,
                                   const CacheKey& key, const LinkedSource& link, const BinaryEntry* lto_ir);
 
 // How many compiles the pool runs at once.

@@ -8,6 +8,7 @@
 #include "disk/key.hpp"
 #include "disk/unit_key.hpp"
 #include "jit/jit_tier.hpp"
+#include "remote/remote_tier.hpp"
 #include "registry/linked_units.hpp"
 
 #include <chrono>
@@ -69,9 +70,11 @@ Kernel Registry::get(std::string_view name, const LinkedSource& link) {
       unit->image.owned = std::move(cached->cubin);
       unit->image.cache_key = cache_key.hex;
     } else if (options_.use_jit) {
-      detail::BuiltUnit built =
-          detail::build_linked_into_cache(catalog_, entry->unit, info_.arch, cache, cache_key, link, lto_ir);
-      unit->image.source = built.compiled ? Tier::jit : Tier::disk;
+      // Once fleet-wide: another machine's entry for this text from the remote cache, else built here and
+      // published there (the JIT tier's single flight).
+      detail::BuiltUnit built = detail::build_linked_into_cache(catalog_, entry->unit, info_.arch, cache,
+                                                                detail::remote_of(options_), cache_key, link, lto_ir);
+      unit->image.source = built.compiled ? Tier::jit : built.from_remote ? Tier::remote : Tier::disk;
       unit->image.owned = std::move(built.entry.cubin);
       unit->image.cache_key = std::move(built.key);
       if (built.compiled) jit_compiles_.fetch_add(1, std::memory_order_relaxed);
@@ -81,6 +84,7 @@ Kernel Registry::get(std::string_view name, const LinkedSource& link) {
                                        " and the JIT tier is off (RegistryOptions::use_jit): turn it on to build it");
     }
     if (unit->image.source == Tier::disk) disk_loads_.fetch_add(1, std::memory_order_relaxed);
+    if (unit->image.source == Tier::remote) remote_loads_.fetch_add(1, std::memory_order_relaxed);
     unit->image.served_by = unit->image.source;
     unit->image.arch = code_arch;
     unit->image.label = "sm_" + std::to_string(info_.arch) + " linked with " + link.name +
