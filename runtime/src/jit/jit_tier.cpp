@@ -74,11 +74,18 @@ PchFamily request_family(const Catalog& catalog, const CompileRequest& request, 
 
 namespace {
 
-// built.entry from `cache` under `key`, or from build() and stored there; built.stored says whether it was
-// kept. With an unusable cache, built without one. The disk tier's check applies to what the cache holds:
-// a foreign entry is rebuilt, not served.
-void through_cache(const Catalog& catalog, std::uint32_t unit, DiskCache& cache, const CacheKey& key,
-                   const std::function<CacheEntry()>& build, BuiltUnit& built) {
+// built.entry from `cache` under `key`, or from build() once fleet-wide (`remote`'s lease around it, the
+// entry published there; another machine's entry when it has one) and stored in `cache`; built.stored
+// says whether it was kept, built.from_remote whether another machine built it. With an unusable cache,
+// built without one. The disk tier's check applies to what the cache holds: a foreign entry is rebuilt,
+// not served.
+void through_cache(const Catalog& catalog, std::uint32_t unit, DiskCache& cache, RemoteCache* remote,
+                   const CacheKey& key, const std::function<CacheEntry()>& compile, BuiltUnit& built) {
+  const auto build = [&] {
+    FleetBuild fleet = build_once_in_fleet(remote, key, compile);
+    built.from_remote = fleet.from_remote;
+    return std::move(fleet.entry);
+  };
   if (!cache.usable()) {
     built.entry = build();
     built.stored = fail("the disk cache is not in use (" + cache.unusable_reason() + ")");
@@ -111,13 +118,7 @@ BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned 
     built.compiled = true;
     return entry;
   };
-  // Once fleet-wide: the remote cache's lease around the compile, the entry published there.
-  const auto fleet_compile = [&] {
-    FleetBuild fleet = build_once_in_fleet(remote, key, build);
-    built.from_remote = fleet.from_remote;
-    return std::move(fleet.entry);
-  };
-  through_cache(catalog, unit, cache, key, fleet_compile, built);
+  through_cache(catalog, unit, cache, remote, key, build, built);
   return built;
 }
 
@@ -141,12 +142,7 @@ BuiltUnit build_linked_into_cache(const Catalog& catalog, std::uint32_t unit, un
     built.compiled = true;
     return entry;
   };
-  const auto fleet_compile = [&] {
-    FleetBuild fleet = build_once_in_fleet(remote, key, build);
-    built.from_remote = fleet.from_remote;
-    return std::move(fleet.entry);
-  };
-  through_cache(catalog, unit, cache, key, fleet_compile, built);
+  through_cache(catalog, unit, cache, remote, key, build, built);
   return built;
 }
 

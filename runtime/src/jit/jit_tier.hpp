@@ -53,8 +53,8 @@ BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned 
 // unit's source compiled to LTO-IR. Once fleet-wide through `remote`, as build_into_cache: another
 // machine's entry for the same operator text is fetched instead of compiled.
 BuiltUnit build_linked_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned arch, DiskCache& cache,
-                                  RemoteCache* remote,
-                                  const CacheKey& key, const LinkedSource& link, const BinaryEntry* lto_ir);
+                                  RemoteCache* remote, const CacheKey& key, const LinkedSource& link,
+                                  const BinaryEntry* lto_ir);
 
 // How many compiles the pool runs at once.
 unsigned jit_parallelism();

@@ -177,6 +177,13 @@ std::vector<std::string> nvrtc_options(const CompileRequest& request, PchMode pc
 
 bool contains(const std::string& text, std::string_view what) { return text.find(what) != std::string::npos; }
 
+// Appends `line` to a compile log as a line of its own (nothing for an empty one).
+void add_line(std::string& log, const std::string& line) {
+  if (line.empty()) return;
+  if (!log.empty()) log += '\n';
+  log += line;
+}
+
 struct Failure {
   std::string error;
 };
@@ -282,8 +289,7 @@ std::string compile_link_source(const Nvrtc& api, const CompileRequest& request,
   const auto start = Clock::now();
   const nvrtcResult result = api.nvrtcCompileProgram(program.get(), static_cast<int>(argv.size()), argv.data());
   out.nvrtc_ms += ms_since(start);
-  const std::string log = program.log();
-  if (!log.empty()) out.log += (out.log.empty() ? "" : "\n") + log;
+  add_line(out.log, program.log());
   if (result != NVRTC_SUCCESS) {
     throw Failure{what + "failed on " + request.link_source_name + " (" + api.nvrtcGetErrorString(result) +
                   "); options: " + joined(options, " ") + "\n--- " + request.link_source_name + " ---\n" +
@@ -322,28 +328,26 @@ std::string link_to_cubin(const NvJitLink& api, const CompileRequest& request, c
     out.log += linker.log();
     throw Failure{what + "could not start (" + link_result_name(linker.created()) + ")" + with_options};
   }
-  nvJitLinkResult result = NVJITLINK_SUCCESS;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const LinkInput& input = inputs[i];
-    result = api.nvJitLinkAddData(linker.get(), input.type, input.bytes.data(), input.bytes.size(), input.name.c_str());
-    if (result != NVJITLINK_SUCCESS) {
+    const nvJitLinkResult added =
+        api.nvJitLinkAddData(linker.get(), input.type, input.bytes.data(), input.bytes.size(), input.name.c_str());
+    if (added != NVJITLINK_SUCCESS) {
       out.link_ms += ms_since(start);
-      const std::string log = linker.log();
-      if (!log.empty()) out.log += (out.log.empty() ? "" : "\n") + log;
+      add_line(out.log, linker.log());
       Refused refused;
-      refused.error = what + "refused " + input.name + " (" + link_result_name(result) + ")" + with_options;
+      refused.error = what + "refused " + input.name + " (" + link_result_name(added) + ")" + with_options;
       refused.input = i;
       throw refused;
     }
   }
-  if (result == NVJITLINK_SUCCESS) result = api.nvJitLinkComplete(linker.get());
+  nvJitLinkResult result = api.nvJitLinkComplete(linker.get());
   std::size_t size = 0;
   if (result == NVJITLINK_SUCCESS) result = api.nvJitLinkGetLinkedCubinSize(linker.get(), &size);
   std::string cubin(size, '\0');
   if (result == NVJITLINK_SUCCESS) result = api.nvJitLinkGetLinkedCubin(linker.get(), cubin.data());
   out.link_ms += ms_since(start);
-  const std::string log = linker.log();
-  if (!log.empty()) out.log += (out.log.empty() ? "" : "\n") + log;
+  add_line(out.log, linker.log());
   if (result != NVJITLINK_SUCCESS) {
     throw Failure{what + "failed (" + link_result_name(result) + ")" + with_options};
   }
@@ -396,11 +400,10 @@ CompileOutcome compile_unit(const CompileRequest& request) {
         } catch (const Refused& refused) {
           if (refused.input != 0) throw;
           // LTO-IR of a newer toolkit than this nvJitLink, or damaged: the unit's source gives the same code.
-          out.log += (out.log.empty() ? "" : "\n") + refused.error + "; compiling the unit's source instead";
+          add_line(out.log, refused.error + "; compiling the unit's source instead");
         } catch (const MissingKernel& missing) {
           // nvcc named a kernel otherwise than NVRTC (a type each spells differently): the source's are right.
-          out.log += (out.log.empty() ? "" : "\n") + missing.error + " (from the unit's embedded LTO-IR); "
-                     "compiling the unit's source instead";
+          add_line(out.log, missing.error + " (from the unit's embedded LTO-IR); compiling the unit's source instead");
         }
       }
       if (!embedded_ir) {
