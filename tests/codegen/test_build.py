@@ -203,9 +203,9 @@ class JitView(unittest.TestCase):
     """The lower step compiles each unit as the JIT tier will (in-memory headers, no include directory):
     a unit whose JIT would fail does not build."""
 
-    def build(self, root: Path, table: str, jobs=2):
+    def build(self, root: Path, table: str, jobs=2, archs=(80,), embed_ptx=False):
         (root / "t.toml").write_text(table)
-        spec = specmod.load(root / "t.toml", (80,), embed_ptx=False)
+        spec = specmod.load(root / "t.toml", archs, embed_ptx=embed_ptx)
         return table_build.build(spec, TOOLKIT, os.environ["KILN_PTX_STRIP"], root / "out", None, jobs)
 
     def test_include_dir_inside_the_source_dir(self):
@@ -253,9 +253,7 @@ class JitView(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             root = Path(d)
             (root / "l.cu").write_text(source)
-            (root / "t.toml").write_text(table)
-            spec = specmod.load(root / "t.toml", (80, 90), embed_ptx=True)
-            self.assertEqual(table_build.build(spec, TOOLKIT, os.environ["KILN_PTX_STRIP"], root / "out", None, 2), ["l"])
+            self.assertEqual(self.build(root, table, archs=(80, 90), embed_ptx=True), ["l"])
             work = root / "out" / "l.kiln"
             self.assertEqual(sorted(p.name for p in work.glob("*.ltoir")), ["l.l.lto_80.ltoir", "l.l.lto_90.ltoir"])
             self.assertEqual(sorted(p.name for p in work.glob("*.fatbin")), ["l.l.ltoir.fatbin"])

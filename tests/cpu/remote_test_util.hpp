@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <kiln/registry.hpp>
 #include <kiln/remote.hpp>
 
 #include "cache_test_util.hpp"
@@ -34,6 +35,24 @@ inline RemoteConfig remote_config(const std::string& url, const std::string& key
 inline std::unique_ptr<RemoteCache> remote_at(const std::string& url, const std::string& key = kFleetKey) {
   return std::make_unique<RemoteCache>(remote_config(url, key));
 }
+
+// One machine of a fleet: a registry of `catalog` with a disk cache of its own and the fleet's remote cache
+// at `url`; `options` say the rest (their cache and remote are these).
+struct FleetMachine {
+  TempDir dir;
+  DiskCache disk;
+  RemoteCache remote;
+  Registry registry;
+  FleetMachine(const Catalog& catalog, const std::string& url, RegistryOptions options = {})
+      : disk(config_at(dir.path())), remote(remote_config(url)), registry(catalog, 0, mine(options)) {}
+
+ private:
+  RegistryOptions mine(RegistryOptions options) {
+    options.cache = &disk;
+    options.remote = &remote;
+    return options;
+  }
+};
 
 // The shared server, emptied: every test case starts from nothing.
 inline RedisServer& fresh_shared_redis() {

@@ -140,24 +140,13 @@ TEST_CASE("operator: a linked unit one machine built is served to the next from 
   KILN_SKIP_WITHOUT_REDIS();
   PrimContext context;
   kiln::test::RedisServer server;
-  // A "machine": a registry of the primitives with a disk cache of its own and the fleet's remote cache.
-  struct Machine {
-    kiln::test::TempDir dir;
-    kiln::DiskCache disk;
-    kiln::RemoteCache remote;
-    kiln::Registry registry;
-    explicit Machine(const std::string& url)
-        : disk(kiln::test::config_at(dir.path())),
-          remote(kiln::test::remote_config(url)),
-          registry(kiln::prim::catalog(), 0, {.cache = &disk, .remote = &remote}) {}
-  };
   const kiln::prim::Operator op{"__device__ double op(double a, double b) { return a > b ? a : b; }"};
-  Machine first(server.url());
+  kiln::test::FleetMachine first(kiln::prim::catalog(), server.url());
   kiln::prim::ReduceWith<double> built(op, first.registry);
   CHECK(built.kernel().provenance.source == kiln::Tier::jit);
   CHECK(first.remote.stats().stores == 1);
 
-  Machine second(server.url());
+  kiln::test::FleetMachine second(kiln::prim::catalog(), server.url());
   kiln::prim::ReduceWith<double> fetched(op, second.registry);
   CHECK(fetched.kernel().provenance.source == kiln::Tier::remote);
   CHECK(fetched.kernel().provenance.cache_key == built.kernel().provenance.cache_key);

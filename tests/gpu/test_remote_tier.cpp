@@ -6,29 +6,14 @@
 
 #include <kiln/kiln.hpp>
 
-#include "cache_test_util.hpp"
 #include "example_checks.hpp"
 #include "examples_catalog.hpp"
-#include "redis_server.hpp"
+#include "remote_test_util.hpp"
 
 namespace {
 
-struct Machine {
-  kiln::test::TempDir dir;
-  kiln::DiskCache disk;
-  kiln::RemoteCache remote;
-  kiln::Registry registry;
-  explicit Machine(const std::string& url)
-      : disk(kiln::test::config_at(dir.path())),
-        remote(config(url)),
-        registry(kiln::examples::catalog(), 0, {.allow_ptx = false, .use_embedded = false, .cache = &disk, .remote = &remote}) {}
-  static kiln::RemoteConfig config(const std::string& url) {
-    kiln::RemoteConfig c;
-    c.url = url;
-    c.fleet_key = kiln::test::kFleetKey;
-    return c;
-  }
-};
+// The examples from the JIT tier only: nothing embedded, no PTX.
+const kiln::RegistryOptions kJitOnly{.allow_ptx = false, .use_embedded = false};
 
 }  // namespace
 
@@ -38,13 +23,13 @@ TEST_CASE("remote tier: a kernel compiled on one machine is served to the next f
     return;
   }
   kiln::test::RedisServer server;
-  Machine first(server.url());
+  kiln::test::FleetMachine first(kiln::examples::catalog(), server.url(), kJitOnly);
   const kiln::Kernel compiled = first.registry.get("block_sum_f32");
   CHECK(compiled.provenance.source == kiln::Tier::jit);
   CHECK(first.remote.stats().stores == 1);
   MESSAGE("block_sum_f32 compiled by the JIT tier and published: " << compiled.provenance.load_ms << " ms");
 
-  Machine second(server.url());
+  kiln::test::FleetMachine second(kiln::examples::catalog(), server.url(), kJitOnly);
   CHECK(second.registry.plan("block_sum_f32").source == kiln::Tier::remote);
   const kiln::Kernel fetched = second.registry.get("block_sum_f32");
   CHECK(fetched.provenance.tier == kiln::Tier::remote);
@@ -63,7 +48,7 @@ TEST_CASE("remote tier: a kernel compiled on one machine is served to the next f
   std::string value = redis.command({"GET", name});
   value[value.size() - 9] = static_cast<char>(value[value.size() - 9] ^ 0x04);
   redis.command({"SET", name, value});
-  Machine third(server.url());
+  kiln::test::FleetMachine third(kiln::examples::catalog(), server.url(), kJitOnly);
   const kiln::Kernel rebuilt = third.registry.get("block_sum_f32");
   CHECK(rebuilt.provenance.source == kiln::Tier::jit);
   CHECK(third.remote.stats().rejected >= 1);
