@@ -154,6 +154,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run: one run each, 2 JIT workers only (not for the record)")
     args = parser.parse_args()
+    # nvJitLink (kiln) and the driver (CuPy's PTX, if any) keep compiled SASS in ~/.nv/ComputeCache and read
+    # it back in later processes: off, so that a cold row compiles in every run (docs/DESIGN.md).
+    os.environ["CUDA_CACHE_DISABLE"] = "1"
     parts = set(args.parts.split(","))
     if parts - {"tiers", "big", "scaling", "startup"}:
         parser.error(f"unknown parts: {', '.join(sorted(parts - {'tiers', 'big', 'scaling', 'startup'}))}")

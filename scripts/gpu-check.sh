@@ -17,6 +17,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH  # nvcc, for Meson's CUDA language (libkiln_prim)
+# nvJitLink keeps ptxas's output in the driver's JIT cache (~/.nv/ComputeCache) and reads it back in later
+# processes: off, so that every cold compile measured or tested here compiles (docs/DESIGN.md).
+export CUDA_CACHE_DISABLE=1
 out="${OUT:-gpu-check-out}"
 mkdir -p "$out"
 part="${1:-all}"
