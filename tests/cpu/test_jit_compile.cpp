@@ -195,3 +195,48 @@ TEST_CASE("embedded PTX is assembled without NVRTC, and its cubin defines the ke
 TEST_CASE("the no_compiler error code has a name") {
   CHECK(kiln::to_string(kiln::Errc::no_compiler) == "no_compiler");
 }
+
+TEST_CASE("where cores are free, a unit of several kernels runs NVRTC's optimizer on several threads") {
+  CompileRequest request;
+  request.registry = "test";
+  request.unit = "four_kernels";
+  request.source_name = "four_kernels.cu";
+  request.arch = 90;
+  for (std::size_t k = 0; k < kiln::detail::kSplitOptimizerKernels; ++k) {
+    const std::string name = "kiln_split_" + std::to_string(k);
+    request.source += "extern \"C\" __global__ void " + name + "(float* x) { x[threadIdx.x] *= " +
+                      std::to_string(k + 2) + ".0f; }\n";
+    request.kernels.push_back({name, name});
+    request.expressions.push_back(name);
+  }
+  const auto split = [](const std::vector<std::string>& options) {
+    return std::count_if(options.begin(), options.end(), [](const std::string& o) { return o.starts_with("-split-compile="); });
+  };
+  using kiln::detail::nvrtc_options;
+  using kiln::detail::PchMode;
+  // One thread asked for (cores are busy): none.
+  CHECK(split(nvrtc_options(request, PchMode::none)) == 0);
+  request.link_threads = 0;
+  const auto options = nvrtc_options(request, PchMode::none);
+  CHECK(std::find(options.begin(), options.end(), "-split-compile=0") != options.end());
+  request.link_threads = 6;
+  CHECK(split(nvrtc_options(request, PchMode::none)) == 1);
+  // Beside a PCH its options stay the PCH's; a smaller unit gains nothing; a linked unit's optimizer runs at the link.
+  request.pch_path = "/nonexistent/kiln.pch";
+  CHECK(split(nvrtc_options(request, PchMode::use)) == 0);
+  CHECK(split(nvrtc_options(request, PchMode::create)) == 0);
+  request.pch_path.clear();
+  CompileRequest smaller = request;
+  smaller.kernels.pop_back();
+  smaller.expressions.pop_back();
+  CHECK(split(nvrtc_options(smaller, PchMode::none)) == 0);
+  CompileRequest linked = request;
+  linked.link_source = "extern \"C\" __device__ float kiln_op(float x) { return x; }";
+  CHECK(split(nvrtc_options(linked, PchMode::none)) == 0);
+
+  // NVRTC takes the option, and the cubin defines every kernel (compile_unit checks that).
+  request.link_threads = 0;
+  const CompileOutcome out = compile_unit(request);
+  require_ok(out);
+  CHECK(out.entry->kernels.size() == kiln::detail::kSplitOptimizerKernels);
+}

@@ -161,6 +161,8 @@ class Linker {
   nvJitLinkResult result_ = NVJITLINK_SUCCESS;
 };
 
+}  // namespace
+
 // NVRTC's options: the unit's own, the virtual architecture, the PCH. -default-device makes functions
 // without an execution space __device__ rather than rejected: nvcc accepts such functions in host-side
 // declarations that device code never calls (CUB's tuning headers have them), and the build-time
@@ -170,10 +172,17 @@ std::vector<std::string> nvrtc_options(const CompileRequest& request, PchMode pc
   options.push_back("-default-device");
   options.push_back("-arch=compute_" + std::to_string(request.code_arch != 0 ? request.code_arch : request.arch));
   if (!request.link_source.empty()) options.push_back("-dlto");  // -rdc=true is a linked row's own option
+  // Where cores are free, NVVM's optimizer runs a unit of many kernels on several threads (docs/DESIGN.md,
+  // "Threads inside a unit"); never beside a PCH, whose options must stay those it was built with.
+  if (request.link_threads != 1 && pch == PchMode::none && request.link_source.empty() &&
+      request.kernels.size() >= kSplitOptimizerKernels)
+    options.push_back("-split-compile=" + std::to_string(request.link_threads));
   if (pch == PchMode::create) options.push_back("--create-pch=" + request.pch_path);
   if (pch == PchMode::use) options.push_back("--use-pch=" + request.pch_path);
   return options;
 }
+
+namespace {
 
 bool contains(const std::string& text, std::string_view what) { return text.find(what) != std::string::npos; }
 

@@ -42,7 +42,9 @@ struct CompileRequest {
   // The PTX tier: assemble this PTX (compute_N with N <= arch, embedded by nvcc) instead of compiling
   // the source: no NVRTC, no headers.
   std::string ptx;
-  // Threads ptxas may use inside the unit (nvJitLink -Xptxas --split-compile): 1 for none, 0 for all.
+  // Threads the compilers may use inside the unit, where cores are free: 1 for none, 0 for all. ptxas
+  // always (nvJitLink -Xptxas --split-compile), NVRTC's optimizer (-split-compile) for a unit of
+  // kSplitOptimizerKernels kernels or more compiled without a PCH.
   unsigned link_threads = 1;
   // A unit linked with code given at run time (Registry::get with a LinkedSource): when not empty, the
   // unit's source and this one (which may include the unit's headers) are each compiled by NVRTC to
@@ -81,6 +83,14 @@ struct CompileOutcome {
   std::size_t globals_removed = 0;  // unreferenced module-scope .global variables dropped from the PTX
   PchResult pch = PchResult::none;
 };
+
+// The fewest kernels for which NVRTC's optimizer runs on several threads: measured on the GPU machine
+// (2026-11-25, bench_unit_phases), -split-compile=0 took segmented_sort's 5 kernels from 7.2 to 4.8 s
+// but a unit of 2 kernels gained nothing and one of 1 lost 40 % (docs/DESIGN.md).
+inline constexpr std::size_t kSplitOptimizerKernels = 4;
+
+// NVRTC's options for `request` compiled with `pch`: the unit's own, then kiln's.
+std::vector<std::string> nvrtc_options(const CompileRequest& request, PchMode pch);
 
 // A compiler of whole units: compile_unit, or a test's fake.
 using CompileFunction = std::function<CompileOutcome(const CompileRequest&)>;

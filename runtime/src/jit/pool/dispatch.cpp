@@ -33,7 +33,8 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
     background_running = false;
   const unsigned capacity = max_workers > busy ? static_cast<unsigned>(max_workers - busy) : 0;
   const auto foreground = std::count_if(queue.begin(), queue.end(), [](const Job& j) { return !j.background; });
-  // Where no other request will need the cores, ptxas may use them for this one (docs/DESIGN.md).
+  // Where no other request will need the cores, the compilers may use them for this one (docs/DESIGN.md,
+  // "Threads inside a unit").
   const auto threads_for = [&](const Job& job) -> unsigned {
     if (job.background || foreground > 1 || capacity <= 1) return 1;
     return std::min(capacity, std::max(1u, std::thread::hardware_concurrency()));

@@ -47,7 +47,7 @@ struct JitPoolStats {
   std::uint64_t pch_rejected = 0;  // PCH files NVRTC refused or that failed their sum (compiled without)
   std::uint64_t pch_waits = 0;     // requests that waited for their family's PCH rather than compile cold
   std::uint64_t background = 0;    // PCH builds run on an idle worker after the requests that wanted them
-  std::uint64_t split_links = 0;   // requests whose ptxas ran on several threads (cores were free)
+  std::uint64_t split_links = 0;   // requests given several threads inside the unit (cores were free)
 };
 
 // Compiles requests on up to N worker processes, each driven by one thread of this process.
@@ -62,7 +62,7 @@ struct JitPoolStats {
 // when the family has more requests than workers free to run them at once, and a request waits for a
 // PCH being built only while waiting and compiling warm would finish before compiling cold. After the
 // requests, a worker left idle builds the PCH of a family compiled cold, for the next process. Where
-// cores are free, ptxas runs a unit's functions on several threads.
+// cores are free, ptxas (and, for a unit of many kernels, NVRTC's optimizer) runs on several threads.
 //
 // Futures rather than callbacks: the registry's single-flight shares one result among many waiters
 // (std::shared_future), ensure_warm waits with a timeout (wait_for), and exceptions travel with them.
