@@ -270,10 +270,8 @@ Row segmented_max_row(std::size_t n) {
   const std::size_t segments = std::max<std::size_t>(1, n / 1000);
   auto in = std::make_shared<DeviceVector<double>>(n);
   fill_random(*in, -1e6, 1e6);
-  std::vector<std::int32_t> host(segments + 1);
-  for (std::size_t s = 0; s <= segments; ++s) host[s] = std::int32_t(s * n / segments);
   auto offsets = std::make_shared<DeviceVector<std::int32_t>>(segments + 1);
-  offsets->upload(host);
+  offsets->upload(equal_offsets(n, segments));
   auto out = std::make_shared<DeviceVector<double>>(segments);
   const double init = -std::numeric_limits<double>::infinity();
   auto plan = std::make_shared<kiln::prim::SegmentedReduceWith<double>>(kiln::prim::Operator{kMaxDText});

@@ -36,13 +36,6 @@ std::vector<int> random_offsets(std::size_t n, std::size_t mean, unsigned seed =
   return offsets;
 }
 
-// `segments` segments of equal length covering n items.
-std::vector<int> equal_offsets(std::size_t n, std::size_t segments) {
-  std::vector<int> offsets;
-  for (std::size_t i = 0; i <= segments; ++i) offsets.push_back(int(n * i / segments));
-  return offsets;
-}
-
 template <typename K>
 Row segmented_sort_row(std::size_t n, const std::vector<int>& h_offsets, const char* layout) {
   auto in = std::make_shared<DeviceVector<K>>(n);

@@ -52,4 +52,11 @@ void fill_random(DeviceVector<T>& v, T lo, T hi, unsigned seed = 42) {
   v.upload(h);
 }
 
+// `segments` segments of equal length covering n items: their n + 1 offsets.
+inline std::vector<int> equal_offsets(std::size_t n, std::size_t segments) {
+  std::vector<int> offsets;
+  for (std::size_t i = 0; i <= segments; ++i) offsets.push_back(int(n * i / segments));
+  return offsets;
+}
+
 }  // namespace kiln::bench
