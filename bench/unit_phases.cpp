@@ -100,8 +100,15 @@ Round at_once(const CompileRequest& request, int copies) {
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < copies; ++i) {
     int fds[2];
-    if (pipe(fds) != 0) std::exit(1);
+    if (pipe(fds) != 0) {
+      std::perror("bench_unit_phases: pipe");
+      std::exit(1);
+    }
     const pid_t pid = fork();
+    if (pid < 0) {
+      std::perror("bench_unit_phases: fork (too many processes? try fewer --copies)");
+      std::exit(1);
+    }
     if (pid == 0) {
       close(fds[0]);
       const Times t = compile_once(request);
@@ -153,7 +160,13 @@ Round on_pool(const CompileRequest& request, int copies) {
     link.push_back(out.link_ms);
   }
   const double round = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  return {median(each), round, 0, median(nvrtc), median(link), pool.stats().spawned};
+  const auto workers = pool.stats().spawned;
+  if (workers == 0) {
+    std::fprintf(stderr, "bench_unit_phases: no kiln-jitd worker started, so the pool compiled in this process, where "
+                         "NVRTC runs one compile at a time: build runtime/kiln-jitd (ninja -C BUILD runtime/kiln-jitd) "
+                         "or set KILN_JITD to it\n");
+  }
+  return {median(each), round, 0, median(nvrtc), median(link), workers};
 }
 
 std::vector<int> parse_list(const char* text) {
