@@ -4,7 +4,8 @@
 // Options of the request select what it does (the first "fake:" option that answers wins), and so do
 // lines of its source that start with "fake:" (after the options): requests of one PCH family share
 // their options.
-//   (none)                   echo: ok, entry.cubin = source, entry.kernels = kernels, log = "pid=<its pid>"
+//   (none)                   echo: ok, entry.cubin = source, entry.kernels = kernels,
+//                            log = "pid=<its pid>\nthreads=<link_threads>"
 //   fake:gather=<dir>:<n>    marks <dir>/<pid>, waits until <n> marks exist (so n requests run at once), echoes
 //   fake:hang=<dir>:<k>      marks <dir>/<pid>; while at most <k> marks exist it hangs (for the test to kill
 //                            it), else echoes: the first k attempts hang, the next one answers
@@ -12,6 +13,7 @@
 // A request that asks for a PCH gets one as NVRTC would: create writes a small fake PCH file to the
 // request's path (outcome created); use reads it (used; failed when missing, rejected when not the
 // fake's). fake:sleep takes a quarter of its time with a PCH and 1.6 times as long creating one.
+//   fake:append=<file>       appends the unit's name and a newline to <file>, then goes on to the next control
 //   fake:wait=<file>         waits until <file> exists (at most 60 s), echoes
 //   fake:sleep=<ms>          sleeps <ms> milliseconds, echoes: a compile that takes a while, to be killed in
 #pragma once
@@ -62,7 +64,7 @@ inline detail::CompileOutcome fake_echo(const detail::CompileRequest& request) {
   entry.compiler = "fake";
   entry.cubin = request.source;
   o.entry = std::move(entry);
-  o.log = "pid=" + std::to_string(::getpid());
+  o.log = "pid=" + std::to_string(::getpid()) + "\nthreads=" + std::to_string(request.link_threads);
   return o;
 }
 
@@ -103,6 +105,10 @@ inline detail::CompileOutcome fake_compile_controls(const detail::CompileRequest
       while (count_files(dir) <= k) ::pause();  // until killed
       return fake_echo(request);
     }
+    if (o.starts_with("fake:append=")) {
+      std::ofstream(std::string(o.substr(12)), std::ios::app) << request.unit << '\n';
+      continue;
+    }
     if (o == "fake:throw") throw kiln::Error(kiln::Errc::driver, "fake: thrown in " + std::to_string(::getpid()));
     if (o.starts_with("fake:wait=")) {
       const std::filesystem::path file(o.substr(10));
@@ -142,6 +148,12 @@ inline detail::CompileOutcome fake_compile(const detail::CompileRequest& request
 // The pid in a fake outcome's log.
 inline long served_by(const detail::CompileOutcome& o) {
   return o.log.starts_with("pid=") ? std::stol(o.log.substr(4)) : -1;
+}
+
+// The threads the pool let the compilers use for a fake outcome's request (CompileRequest::link_threads).
+inline long threads_of(const detail::CompileOutcome& o) {
+  const std::size_t at = o.log.find("\nthreads=");
+  return at == std::string::npos ? -1 : std::stol(o.log.substr(at + 9));
 }
 
 }  // namespace kiln::test

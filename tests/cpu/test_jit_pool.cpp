@@ -538,6 +538,118 @@ TEST_CASE("requests that arrive together are weighed together: with more request
   FAIL("three tries, none built the PCH during the batch for the family's others: " << last);
 }
 
+namespace {
+
+// The lines of `file` (none when it is missing).
+std::vector<std::string> lines_of(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// A request of `kernels` kernels that appends its unit's name to `order` when it runs, then obeys `controls`.
+CompileRequest table_request(const std::string& unit, std::size_t kernels, const std::filesystem::path& order,
+                             std::vector<std::string> controls = {}) {
+  CompileRequest r = fake_request(unit);
+  r.kernels.clear();
+  r.expressions.clear();
+  for (std::size_t k = 0; k < kernels; ++k) {
+    r.kernels.push_back({numbered(unit + "_k", k), numbered("_Z" + unit, k)});
+    r.expressions.push_back(numbered(unit + "_k", k));
+  }
+  r.source += "\nfake:append=" + order.string();
+  for (const auto& c : controls) r.source += "\n" + c;
+  return r;
+}
+
+// Occupies `workers` workers of `pool` until `release` exists: each appends "blocker" to `order` once
+// it runs, and this waits until all have, so that what is submitted next queues up behind them.
+std::vector<std::future<CompileOutcome>> occupy(JitPool& pool, unsigned workers, const std::filesystem::path& order,
+                                                const std::filesystem::path& release) {
+  std::vector<std::future<CompileOutcome>> blockers;
+  for (unsigned i = 0; i < workers; ++i)
+    blockers.push_back(pool.submit(table_request(numbered("blocker", i), 1, order, {"fake:wait=" + release.string()}), {}, 1));
+  REQUIRE(eventually([&] { return lines_of(order).size() == workers; }));
+  return blockers;
+}
+
+}  // namespace
+
+TEST_CASE("queued requests run longest first, by their estimates; those without one keep their order after them") {
+  kiln::test::TempDir dir;
+  const auto order = dir.path() / "order", release = dir.path() / "release";
+  JitPool pool(fake_pool(1));
+  auto blockers = occupy(pool, 1, order, release);
+  // Before, the pool took them in the order they came: u1, c, b, u2, a.
+  std::vector<std::future<CompileOutcome>> futures;
+  futures.push_back(pool.submit(table_request("u1", 1, order)));
+  futures.push_back(pool.submit(table_request("c", 1, order), {}, 100));
+  futures.push_back(pool.submit(table_request("b", 1, order), {}, 300));
+  futures.push_back(pool.submit(table_request("u2", 1, order)));
+  futures.push_back(pool.submit(table_request("a", 1, order), {}, 5000));
+  std::ofstream(release).put('x');
+  for (auto& f : blockers) REQUIRE(f.get().entry.ok());
+  for (auto& f : futures) REQUIRE(f.get().entry.ok());
+  CHECK(lines_of(order) == std::vector<std::string>{"blocker0", "a", "b", "c", "u1", "u2"});
+}
+
+TEST_CASE("a unit of many kernels that would end last however the rest were spread runs on every core's threads beside the others; a long one that would not, and a short one, on one") {
+  kiln::test::TempDir dir;
+  const auto order = dir.path() / "order", release = dir.path() / "release";
+  const long cores = std::max(1u, std::thread::hardware_concurrency());
+  JitPool pool(fake_pool(2));
+  auto blockers = occupy(pool, 2, order, release);
+  // 8,200 ms of work on 2 workers: a (5,000 ms alone) ends last however the rest is spread; d (3,000)
+  // does not, once a runs; b has one kernel. a sleeps so that it still runs when d is taken.
+  auto b = pool.submit(table_request("b", 1, order), {}, 100);
+  auto a = pool.submit(table_request("a", 5, order, {"fake:sleep=500"}), {}, 5000);
+  auto d = pool.submit(table_request("d", 5, order), {}, 3000);
+  auto c = pool.submit(table_request("c", 1, order), {}, 100);
+  std::ofstream(release).put('x');
+  for (auto& f : blockers) REQUIRE(f.get().entry.ok());
+  const CompileOutcome oa = a.get(), ob = b.get(), oc = c.get(), od = d.get();
+  for (const auto* o : {&oa, &ob, &oc, &od}) REQUIRE(o->entry.ok());
+  // Before, each of them had one thread: the pool gave threads only to a request alone.
+  CHECK(kiln::test::threads_of(oa) == (cores > 1 ? cores : 1));
+  CHECK(kiln::test::threads_of(od) == 1);
+  CHECK(kiln::test::threads_of(ob) == 1);
+  CHECK(pool.stats().split_critical == (cores > 1 ? 1u : 0u));
+  const auto ran = lines_of(order);
+  REQUIRE(ran.size() == 6);
+  CHECK(std::vector<std::string>(ran.begin() + 2, ran.begin() + 4) == std::vector<std::string>{"a", "d"});
+}
+
+TEST_CASE("the unit on a table's critical path neither builds its family's PCH nor waits for it; a shorter one of the family builds it") {
+  if (std::thread::hardware_concurrency() < 2) {
+    MESSAGE("skipped: one core, so no unit is given threads");
+    return;
+  }
+  kiln::test::TempDir dir;
+  const auto order = dir.path() / "order", release = dir.path() / "release";
+  JitPool pool(fake_pool(2));
+  auto blockers = occupy(pool, 2, order, release);
+  // Four of one family on two workers: a PCH pays, and the first taken (the longest) would have built it.
+  auto a = pool.submit(table_request("a", 5, order, {"fake:sleep=300"}), family(dir.path()), 5000);
+  std::vector<std::future<CompileOutcome>> others;
+  for (std::size_t i = 0; i < 3; ++i)
+    others.push_back(pool.submit(table_request(numbered("f", i), 1, order, {"fake:sleep=50"}), family(dir.path()), 100));
+  std::ofstream(release).put('x');
+  for (auto& f : blockers) REQUIRE(f.get().entry.ok());
+  const CompileOutcome oa = a.get();
+  REQUIRE(oa.entry.ok());
+  CHECK(oa.pch == kiln::detail::PchResult::none);
+  CHECK(kiln::test::threads_of(oa) == static_cast<long>(std::thread::hardware_concurrency()));
+  std::size_t created = 0;
+  for (auto& f : others) {
+    const CompileOutcome o = f.get();
+    REQUIRE(o.entry.ok());
+    created += o.pch == kiln::detail::PchResult::created;
+  }
+  CHECK(created == 1);
+  CHECK(pool.stats().pch_created == 1);
+}
+
 TEST_CASE("a family no larger than the pool compiles cold at once; then an idle worker builds its PCH for the next process, which uses it") {
   kiln::test::TempDir dir;
   {

@@ -27,16 +27,37 @@ JitPool& pool() {
 
 }  // namespace
 
-CompileOutcome jit_compile(const CompileRequest& request, PchFamily family) {
-  return pool().compile(request, std::move(family));
+CompileOutcome jit_compile(const CompileRequest& request, PchFamily family, double estimate_ms) {
+  return pool().compile(request, std::move(family), estimate_ms);
 }
 
 JitPoolStats jit_pool_stats() { return pool().stats(); }
 
-CacheEntry jit_compile_entry(const CompileRequest& request, PchFamily family) {
-  CompileOutcome outcome = jit_compile(request, std::move(family));
+CacheEntry jit_compile_entry(const CompileRequest& request, PchFamily family, double estimate_ms) {
+  CompileOutcome outcome = jit_compile(request, std::move(family), estimate_ms);
   if (!outcome.entry) throw Error(Errc::compile, outcome.entry.error() + "\n" + outcome.log);
   return std::move(outcome.entry).value();
+}
+
+double compile_estimate_ms(const Catalog& catalog, std::uint32_t unit_index, bool from_ptx) {
+  // Fitted to one-thread compiles on the GPU machine (2026-11-25, bench_unit_phases; docs/DESIGN.md,
+  // "Scheduling a table"): a compile's fixed cost; NVRTC reading CCCL's 7-9 MiB of headers, ~1.3 s;
+  // the code, ~25 ms per KiB of cubin (segmented_sort's 326 KiB, 9.7 s; exclusive_scan's 27 KiB, 2.0 s)
+  // or ~11 per KiB of PTX (2.3 times a cubin's bytes); the PTX tier's ptxas alone, ~7 per KiB of cubin.
+  constexpr double kFixedMs = 40, kHeaderMsPerMiB = 150, kCubinMsPerKiB = 25, kPtxMsPerKiB = 11,
+                   kAssembleMsPerKiB = 7;
+  const UnitEntry& unit = catalog.units[unit_index];
+  double cubin = 0, ptx = 0;  // KiB of the largest of each kind
+  for (const BinaryEntry& b : catalog.binaries_of(unit)) {
+    if (b.kind == BinaryKind::cubin) cubin = std::max(cubin, b.size / 1024.0);
+    if (b.kind == BinaryKind::ptx) ptx = std::max(ptx, b.size / 1024.0);
+  }
+  if (from_ptx) return kFixedMs + (cubin > 0 ? cubin : ptx / 2.3) * kAssembleMsPerKiB;
+  double headers = 0;  // MiB
+  for (std::uint32_t i = 0; i < unit.header_count; ++i)
+    headers += catalog.headers[catalog.unit_headers[unit.first_header + i]].size / (1024.0 * 1024.0);
+  const double code = cubin > 0 ? cubin * kCubinMsPerKiB : ptx * kPtxMsPerKiB;
+  return kFixedMs + headers * kHeaderMsPerMiB + code;
 }
 
 CompileRequest make_request(const Catalog& catalog, std::uint32_t unit_index, unsigned arch) {
@@ -114,7 +135,7 @@ BuiltUnit build_into_cache(const Catalog& catalog, std::uint32_t unit, unsigned 
     } else {
       family = request_family(catalog, request, cache);
     }
-    CacheEntry entry = jit_compile_entry(request, std::move(family));
+    CacheEntry entry = jit_compile_entry(request, std::move(family), compile_estimate_ms(catalog, unit, !ptx.empty()));
     built.compiled = true;
     return entry;
   };

@@ -15,7 +15,14 @@ namespace kiln::detail {
 
 // Compiles on the process-wide pool of kiln-jitd workers (started on first use, sized by
 // KILN_JIT_WORKERS), or in this process when no worker can be started.
-CompileOutcome jit_compile(const CompileRequest& request, PchFamily family = {});
+// `estimate_ms`: compile_estimate_ms's, for the pool's order and threads (0: unknown).
+CompileOutcome jit_compile(const CompileRequest& request, PchFamily family = {}, double estimate_ms = 0);
+
+// How long compiling unit `unit` of `catalog` takes on one thread, roughly: from the bytes of the headers
+// it includes and of the code it makes (an embedded binary of another architecture), with `from_ptx`
+// the PTX tier's assembly alone. Only ever compared with other estimates: the pool takes the longest
+// compile first and gives it threads where it would finish last (docs/DESIGN.md, "Scheduling a table").
+double compile_estimate_ms(const Catalog& catalog, std::uint32_t unit, bool from_ptx = false);
 
 // The request that compiles unit `unit` of `catalog` for `arch`: its translation unit, options, kernels
 // and the headers it includes, from the catalog's bundle, in memory.
@@ -26,7 +33,7 @@ PchFamily request_family(const Catalog& catalog, const CompileRequest& request, 
 
 // jit_compile's entry, or Error(compile) carrying the outcome's error line and the compiler's full log:
 // what a build function handed to DiskCache::get_or_build wants (a throw stores nothing).
-CacheEntry jit_compile_entry(const CompileRequest& request, PchFamily family = {});
+CacheEntry jit_compile_entry(const CompileRequest& request, PchFamily family = {}, double estimate_ms = 0);
 
 // A unit built for an architecture, through the cache.
 struct BuiltUnit {

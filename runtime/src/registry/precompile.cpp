@@ -14,6 +14,8 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace kiln {
 
@@ -37,7 +39,12 @@ std::vector<PrecompileResult> precompile(
     throw Error(Errc::cache, "kiln: precompile fills the disk cache, which is not in use: " + cache.unusable_reason());
   RemoteCache& remote = default_remote();  // what others published is fetched; what is compiled, published
 
-  std::deque<std::uint32_t> todo(units.begin(), units.end());
+  // The longest compiles first (the pool orders what it sees; this orders what it sees first).
+  std::vector<std::pair<double, std::uint32_t>> by_cost;
+  for (const std::uint32_t u : units) by_cost.emplace_back(detail::compile_estimate_ms(catalog, u), u);
+  std::stable_sort(by_cost.begin(), by_cost.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::deque<std::uint32_t> todo;
+  for (const auto& [cost, u] : by_cost) todo.push_back(u);
   std::vector<PrecompileResult> done;
   std::mutex mutex;
   std::condition_variable finished;

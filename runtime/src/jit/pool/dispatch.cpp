@@ -7,9 +7,15 @@
 // the work). A request waits for a PCH being built while waiting plus a warm compile is expected to end
 // before a cold compile would, or while a request that needs no PCH can take its core instead. A
 // request that may build a PCH is decided on once its batch has arrived (kGather, pool_state.hpp).
+//
+// Scheduling a table (docs/DESIGN.md): queued requests are taken longest first, by their estimates, and a
+// unit of many kernels whose compile alone outlasts its share of everything queued and running (it would
+// end last however the rest were spread) runs on every core's thread beside the others, compiles cold
+// rather than build or wait for a PCH that does not pay for it, and so shortens the table's critical path.
 #include "jit/pool/pool_state.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <thread>
 
 namespace kiln::detail {
@@ -33,11 +39,25 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
     background_running = false;
   const unsigned capacity = max_workers > busy ? static_cast<unsigned>(max_workers - busy) : 0;
   const auto foreground = std::count_if(queue.begin(), queue.end(), [](const Job& j) { return !j.background; });
-  // Where no other request will need the cores, the compilers may use them for this one (docs/DESIGN.md,
-  // "Threads inside a unit").
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  // What the workers have to do, queued and running, on one thread each.
+  double load = 0;
+  for (const Job& j : queue)
+    if (!j.background) load += j.estimate();
+  for (const auto& s : slots)
+    if (s->busy) load += s->estimate_ms;
+  // The table's critical path: a unit whose compile alone outlasts the load's share of one worker, and
+  // which threads shorten (kSplitOptimizerKernels; not a linked unit).
+  const auto critical = [&](const Job& job) {
+    return !job.background && cores > 1 && job.estimate_ms * max_workers > load &&
+           job.request.kernels.size() >= kSplitOptimizerKernels && job.request.link_source.empty();
+  };
+  // Where no other request will need the cores, the compilers may use them for this one; beside others,
+  // the critical path's unit may (docs/DESIGN.md, "Threads inside a unit", "Scheduling a table").
   const auto threads_for = [&](const Job& job) -> unsigned {
-    if (job.background || foreground > 1 || capacity <= 1) return 1;
-    return std::min(capacity, std::max(1u, std::thread::hardware_concurrency()));
+    if (job.background) return 1;
+    if (foreground <= 1 && capacity > 1) return std::min(capacity, cores);
+    return critical(job) ? cores : 1;
   };
   // Whether a foreground request of another family than `key` would be taken at once (it waits for no PCH).
   const auto other_work = [&](const std::string& key) {
@@ -48,11 +68,17 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
       return it == families.end() || (it->second.pch != Family::Pch::building && it->second.pch != Family::Pch::verifying);
     });
   };
-  for (std::size_t i = 0; i < queue.size(); ++i) {
+  // Longest first; unknown estimates (0) and background builds keep their places after the rest.
+  std::vector<std::size_t> order(queue.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return queue[a].estimate_ms > queue[b].estimate_ms; });
+  for (const std::size_t i : order) {
     Job& job = queue[i];
     // A background build runs on a worker that is there already, and only when nothing else waits.
     if (job.background && (foreground > 0 || slot.pid == 0)) continue;
     Pick pick{i, PchMode::none, false, threads_for(job)};
+    pick.critical = pick.link_threads != 1 && foreground > 1;
     if (!pch_files || job.family.key.empty() || in_process_only) return pick;
     Family& f = families[job.family.key];
     if (f.pch == Family::Pch::unknown) {
@@ -77,8 +103,10 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
         const double left = std::max(0.0, f.ready_estimate() - elapsed);
         // No wait is unbounded: a build far past its estimate is not waited for.
         const bool overdue = elapsed > 2 * f.ready_estimate() + kOverdueMs;
-        // Waiting pays, or another request can use the core meanwhile: that one, or wait.
-        if (!overdue && (left + f.warm_estimate() < f.cold_estimate() || other_work(job.family.key))) {
+        // Waiting pays, or another request can use the core meanwhile: that one, or wait. The critical
+        // path's unit waits only where it pays.
+        const bool pays = left + f.warm_estimate() < f.cold_estimate();
+        if (!overdue && (pays || (!critical(job) && other_work(job.family.key)))) {
           job.waited = true;
           continue;
         }
@@ -95,8 +123,9 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
         });
         // More of the family than can run at once, or more requests than can run at once and more than
         // one of the family (or nobody waits: the background build): build it.
+        // Never by the critical path's unit: building a PCH makes a compile longer (kCreateFactor).
         const bool saturated = static_cast<unsigned>(foreground) > capacity && of_family > 1;
-        if (job.background || static_cast<unsigned>(of_family) > capacity || saturated) {
+        if (job.background || (!critical(job) && (static_cast<unsigned>(of_family) > capacity || saturated))) {
           f.pch = Family::Pch::building;
           f.since = now;
           pick.pch = PchMode::create;
@@ -119,6 +148,7 @@ void JitPool::State::verified(const PchFamily& family, bool good) {
 
 void JitPool::State::learn(const PchFamily& family, const Pick& pick, const CompileOutcome& outcome, double ms) {
   if (pick.link_threads != 1) ++stats.split_links;
+  if (pick.critical) ++stats.split_critical;
   if (family.key.empty() || !pch_files) return;
   Family& f = families[family.key];
   std::error_code ignored;

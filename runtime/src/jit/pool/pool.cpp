@@ -8,6 +8,7 @@
 
 #include <kiln/error.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace kiln::detail {
@@ -43,6 +44,7 @@ void JitPool::State::serve(Slot& slot) {
       job = std::move(queue[pick.index]);
       queue.erase(queue.begin() + static_cast<std::ptrdiff_t>(pick.index));
       slot.busy = true;
+      slot.estimate_ms = job.estimate();
       ++busy;
       if (job.waited) ++stats.pch_waits;
     }
@@ -63,6 +65,7 @@ void JitPool::State::serve(Slot& slot) {
         if (f.pch == Family::Pch::building) f.pch = Family::Pch::absent;
       }
       slot.busy = false;
+      slot.estimate_ms = 0;
       --busy;
       if (job.background) background_running = false;
     }
@@ -272,9 +275,10 @@ JitPool::~JitPool() {
   for (auto& t : s.threads) t.join();
 }
 
-std::future<CompileOutcome> JitPool::submit(CompileRequest request, PchFamily family) {
+std::future<CompileOutcome> JitPool::submit(CompileRequest request, PchFamily family, double estimate_ms) {
   State& s = *state_;
   State::Job job{std::move(request), {}, std::move(family), false};
+  job.estimate_ms = std::max(0.0, estimate_ms);
   auto future = job.promise.get_future();
   {
     const std::lock_guard lock(s.mutex);
@@ -298,8 +302,8 @@ std::future<CompileOutcome> JitPool::submit(CompileRequest request, PchFamily fa
   return future;
 }
 
-CompileOutcome JitPool::compile(const CompileRequest& request, PchFamily family) {
-  return submit(request, std::move(family)).get();
+CompileOutcome JitPool::compile(const CompileRequest& request, PchFamily family, double estimate_ms) {
+  return submit(request, std::move(family), estimate_ms).get();
 }
 
 unsigned JitPool::max_workers() const noexcept { return state_->max_workers; }

@@ -48,6 +48,7 @@ struct JitPoolStats {
   std::uint64_t pch_waits = 0;     // requests that waited for their family's PCH rather than compile cold
   std::uint64_t background = 0;    // PCH builds run on an idle worker after the requests that wanted them
   std::uint64_t split_links = 0;   // requests given several threads inside the unit (cores were free)
+  std::uint64_t split_critical = 0;  // of those, given them beside other requests (the table's longest)
 };
 
 // Compiles requests on up to N worker processes, each driven by one thread of this process.
@@ -61,8 +62,12 @@ struct JitPoolStats {
 // when one is in the cache. Otherwise the pool builds one (a request compiles while creating it) only
 // when the family has more requests than workers free to run them at once, and a request waits for a
 // PCH being built only while waiting and compiling warm would finish before compiling cold. After the
-// requests, a worker left idle builds the PCH of a family compiled cold, for the next process. Where
-// cores are free, ptxas (and, for a unit of many kernels, NVRTC's optimizer) runs on several threads.
+// requests, a worker left idle builds the PCH of a family compiled cold, for the next process.
+//
+// Queued requests run longest first (by their estimates). Where cores are free, ptxas (and, for a unit of
+// many kernels, NVRTC's optimizer) runs on several threads; so does a unit of many kernels that would
+// finish last however the rest is spread over the workers, beside the others (docs/DESIGN.md,
+// "Scheduling a table").
 //
 // Futures rather than callbacks: the registry's single-flight shares one result among many waiters
 // (std::shared_future), ensure_warm waits with a timeout (wait_for), and exceptions travel with them.
@@ -75,8 +80,10 @@ class JitPool {
 
   // The same contract as compile_unit: a compile problem or a worker that died twice is an outcome with
   // a failed entry; the future holds kiln::Error(no_compiler) when the worker could not load NVRTC.
-  std::future<CompileOutcome> submit(CompileRequest request, PchFamily family = {});
-  CompileOutcome compile(const CompileRequest& request, PchFamily family = {});  // submit(...).get()
+  // `estimate_ms`: how long the request takes on one thread (compile_estimate_ms; 0: unknown), for the
+  // order in which queued requests run and which runs on several threads though others wait.
+  std::future<CompileOutcome> submit(CompileRequest request, PchFamily family = {}, double estimate_ms = 0);
+  CompileOutcome compile(const CompileRequest& request, PchFamily family = {}, double estimate_ms = 0);  // submit(...).get()
 
   unsigned max_workers() const noexcept;
   bool uses_pch_files() const noexcept;  // asked for, and the workers run with ASLR off

@@ -58,6 +58,7 @@ struct Slot {
   // Under State::mutex:
   pid_t pid = 0;     // the worker's; 0 while it has none
   bool busy = false;  // its thread is running a request
+  double estimate_ms = 0;  // that request's Job::estimate()
 };
 
 // What the pool knows of a PCH family.
@@ -85,6 +86,8 @@ struct JitPool::State {
     bool background = false;  // a PCH build nobody waits for
     bool waited = false;      // the dispatch let it wait for its family's PCH
     Clock::time_point queued = Clock::now();
+    double estimate_ms = 0;  // on one thread (compile_estimate_ms); 0: unknown
+    double estimate() const { return estimate_ms > 0 ? estimate_ms : kColdGuessMs; }
   };
   // What a host thread takes: the job, and how it compiles.
   struct Pick {
@@ -92,6 +95,7 @@ struct JitPool::State {
     PchMode pch = PchMode::none;
     bool verify = false;  // check the family's PCH file first (this thread's turn to verify it)
     unsigned link_threads = 1;
+    bool critical = false;  // given threads beside other requests: the critical path's unit
   };
 
   JitPoolOptions options;

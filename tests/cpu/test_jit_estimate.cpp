@@ -1,0 +1,30 @@
+// The JIT tier's estimate of a unit's compile, by which the pool orders a table and finds its critical
+// path: a unit that includes CCCL estimates longer than one that includes nothing, and assembling its
+// PTX shorter than compiling its source.
+#include <doctest/doctest.h>
+
+#include "examples_catalog.hpp"
+#include "jit/jit_tier.hpp"
+#include "jit_test_util.hpp"
+
+namespace {
+
+double estimate(std::string_view unit, bool from_ptx = false) {
+  const kiln::Catalog& catalog = kiln::examples::catalog();
+  const auto index = static_cast<std::uint32_t>(&kiln::test::example_unit(unit) - catalog.units.data());
+  return kiln::detail::compile_estimate_ms(catalog, index, from_ptx);
+}
+
+}  // namespace
+
+TEST_CASE("a unit's compile estimate grows with the headers it includes and the code it makes") {
+  // vector_add includes nothing; block_sum_f32 includes CUB (7-9 MiB of headers: ~1 s of NVRTC's).
+  const double trivial = estimate("vector_add"), cub = estimate("block_sum_f32");
+  CHECK(trivial > 0);
+  CHECK(trivial < 200);
+  CHECK(cub > 800);
+  CHECK(cub < 3000);
+  CHECK(estimate("scale") > 0);
+  // The PTX tier assembles without headers or NVRTC.
+  CHECK(estimate("block_sum_f32", true) < cub / 4);
+}
