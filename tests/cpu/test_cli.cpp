@@ -42,6 +42,34 @@ TEST_CASE("kiln precompile of a kernel no registry has fails and names it") {
   CHECK(says(r, "no_such_kernel"));
 }
 
+TEST_CASE("kiln precompile compiles every registry at once, naming each unit with its registry; with --jobs, one after another") {
+  kiln::test::TempDir tmp;
+  // A unit of kiln's primitives and one of the examples: two registries, when this build has primitives.
+  const auto r = kiln_cli({"precompile", "--arch", "sm_80", "vector_add", "lower_bound_i32_for_each"}, tmp.path());
+  CAPTURE(r.output);
+  if (r.status == 2 && says(r, "no kernel 'lower_bound_i32_for_each'")) {
+    MESSAGE("skipped: this build has no primitives, so the kiln command has one registry");
+    return;
+  }
+  CHECK(r.status == 0);
+  // Both registries start before either reports a unit (before, the second started once the first was done).
+  const auto first_unit = r.output.find("compiled and cached");
+  CHECK(r.output.find("registry examples: compiling for sm_80\n") < first_unit);
+  CHECK(r.output.find("registry primitives: compiling for sm_80\n") < first_unit);
+  CHECK(says(r, "compiled and cached  examples.vector_add  "));
+  CHECK(says(r, "compiled and cached  primitives.lower_bound_i32  "));
+  CHECK(says(r, "registry examples, sm_80: 1 compiled and cached, 0 already cached"));
+  CHECK(says(r, "registry primitives, sm_80: 1 compiled and cached, 0 already cached"));
+  CHECK(entries(tmp.path()) == 2);
+
+  const auto bounded = kiln_cli({"precompile", "--arch", "sm_80", "--jobs", "1", "vector_add", "lower_bound_i32_for_each"},
+                                tmp.path());
+  CAPTURE(bounded.output);
+  CHECK(bounded.status == 0);
+  CHECK(says(bounded, "registry examples: compiling for sm_80\nalready cached  vector_add  "));
+  CHECK(says(bounded, "registry primitives: compiling for sm_80\nalready cached  lower_bound_i32  "));
+}
+
 TEST_CASE("kiln precompile says per unit whether the cache kept it, and fails when it did not") {
   kiln::test::TempDir tmp;
   SUBCASE("a cap smaller than the entry") {

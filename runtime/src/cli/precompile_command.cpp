@@ -1,6 +1,6 @@
 // `precompile [--arch sm_XX] [--jobs N] [KERNEL...]`: kiln::precompile over the registries, one line per
 // unit (a progress bar on a terminal), a count per registry, and an exit status that says whether every
-// unit asked for is in the disk cache.
+// unit asked for is in the disk cache. Registries compile at once unless --jobs bounds the units in flight.
 #include <kiln/kiln.hpp>
 
 #include "base/parse.hpp"         // the one parser of counts and architectures
@@ -11,7 +11,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <exception>
+#include <functional>
 #include <iostream>
+#include <mutex>
+#include <set>
+#include <thread>
 
 namespace kiln::cli {
 namespace {
@@ -20,11 +25,21 @@ struct Tally {
   std::size_t compiled_and_cached = 0, already_cached = 0, not_cached = 0, failed = 0;
 };
 
-// One unit's line: what happened to it, and why when the cache does not hold it now.
-std::string line(const PrecompileResult& r) {
-  if (r.ok) return (r.compiled ? "compiled and cached  " : "already cached  ") + r.unit + "  " + fixed1(r.ms) + " ms";
-  if (r.compiled) return "compiled, not cached  " + r.unit + "  " + fixed1(r.ms) + " ms: " + r.error;
-  return "FAILED  " + r.unit;
+// One unit's line, the unit called `unit`: what happened to it, and why when the cache does not hold it now.
+std::string line(const PrecompileResult& r, const std::string& unit) {
+  if (r.ok) return (r.compiled ? "compiled and cached  " : "already cached  ") + unit + "  " + fixed1(r.ms) + " ms";
+  if (r.compiled) return "compiled, not cached  " + unit + "  " + fixed1(r.ms) + " ms: " + r.error;
+  return "FAILED  " + unit;
+}
+
+// How many units kiln::precompile compiles of `catalog` for `names` (every unit it can when empty).
+std::size_t units_of(const Catalog& catalog, const std::vector<std::string>& names) {
+  std::set<std::uint32_t> units;
+  for (std::uint32_t u = 0; u < catalog.units.size(); ++u)
+    if (names.empty() && !catalog.units[u].linked) units.insert(u);
+  for (const auto& n : names)
+    if (const KernelEntry* k = catalog.find(n)) units.insert(k->unit);
+  return units.size();
 }
 
 }  // namespace
@@ -59,8 +74,16 @@ int precompile(const Invocation& in) {
     for (const Catalog* c : in.registries) std::cerr << unknown_kernel_message(*c, n) << '\n';
     return 2;
   }
-  const bool terminal = ::isatty(STDOUT_FILENO);
-  bool all_ok = true;
+  // Each registry asked for, its units' names and the architecture to compile them for.
+  struct Work {
+    const Catalog* catalog = nullptr;
+    std::vector<std::string> mine;
+    unsigned target = 0;
+    std::size_t units = 0;
+    Tally tally;
+    std::exception_ptr error;
+  };
+  std::vector<Work> work;
   for (const Catalog* catalog : in.registries) {
     std::vector<std::string> mine;  // the names that belong to this registry
     for (const auto& n : names)
@@ -77,23 +100,62 @@ int precompile(const Invocation& in) {
         return 1;
       }
     }
-    std::cout << "registry " << catalog->name << ": compiling for sm_" << target << '\n';
-    Tally tally;
-    kiln::precompile(*catalog, target, mine, jobs, [&](const PrecompileResult& r, std::size_t done, std::size_t total) {
-      if (r.ok) ++(r.compiled ? tally.compiled_and_cached : tally.already_cached);
-      else ++(r.compiled ? tally.not_cached : tally.failed);
-      if (terminal) {
-        const std::size_t width = 30, filled = width * done / total;
-        std::cout << "\r[" << std::string(filled, '#') << std::string(width - filled, ' ') << "] " << done << "/" << total
-                  << " " << r.unit << "\033[K" << std::flush;
-        if (!r.ok) std::cout << "\r" << line(r) << "\033[K\n";
-        else if (done == total) std::cout << '\n';
-      } else {
-        std::cout << line(r) << '\n';
-      }
-      if (!r.ok && !r.compiled) std::cerr << r.error << '\n';
-    });
-    std::cout << "registry " << catalog->name << ", sm_" << target << ": " << tally.compiled_and_cached
+    Work& w = work.emplace_back();
+    w.catalog = catalog;
+    w.units = units_of(*catalog, mine);
+    w.mine = std::move(mine);
+    w.target = target;
+  }
+  // Every registry at once, unless --jobs bounds the units in flight: the pool then sees them all and
+  // takes the longest first (docs/DESIGN.md, "Scheduling a table").
+  const bool together = jobs == 0 && work.size() > 1;
+  const bool terminal = ::isatty(STDOUT_FILENO);
+  std::mutex out;  // progress comes from each registry's thread
+  std::size_t done_all = 0, total_all = 0;
+  for (const Work& w : work) total_all += w.units;
+  const auto run = [&](Work& w) {
+    try {
+      kiln::precompile(*w.catalog, w.target, w.mine, jobs, [&](const PrecompileResult& r, std::size_t done, std::size_t total) {
+        const std::lock_guard lock(out);
+        Tally& tally = w.tally;
+        if (r.ok) ++(r.compiled ? tally.compiled_and_cached : tally.already_cached);
+        else ++(r.compiled ? tally.not_cached : tally.failed);
+        // Together, a unit is named with its registry, and the bar counts every registry's.
+        const std::string unit = together ? std::string(w.catalog->name) + "." + r.unit : r.unit;
+        if (together) {
+          done = ++done_all;
+          total = total_all;
+        }
+        if (terminal) {
+          const std::size_t width = 30, filled = width * std::min(done, total) / std::max<std::size_t>(total, 1);
+          std::cout << "\r[" << std::string(filled, '#') << std::string(width - filled, ' ') << "] " << done << "/"
+                    << total << " " << unit << "\033[K" << std::flush;
+          if (!r.ok) std::cout << "\r" << line(r, unit) << "\033[K\n";
+          else if (done == total) std::cout << '\n';
+        } else {
+          std::cout << line(r, unit) << '\n';
+        }
+        if (!r.ok && !r.compiled) std::cerr << r.error << '\n';
+      });
+    } catch (...) {
+      w.error = std::current_exception();
+    }
+  };
+  if (together) {
+    for (const Work& w : work) std::cout << "registry " << w.catalog->name << ": compiling for sm_" << w.target << '\n';
+    std::vector<std::thread> threads;
+    for (Work& w : work) threads.emplace_back(run, std::ref(w));
+    for (auto& t : threads) t.join();
+  }
+  bool all_ok = true;
+  for (Work& w : work) {
+    if (!together) {
+      std::cout << "registry " << w.catalog->name << ": compiling for sm_" << w.target << '\n';
+      run(w);
+    }
+    if (w.error) std::rethrow_exception(w.error);
+    const Tally& tally = w.tally;
+    std::cout << "registry " << w.catalog->name << ", sm_" << w.target << ": " << tally.compiled_and_cached
               << " compiled and cached, " << tally.already_cached << " already cached, " << tally.not_cached
               << " compiled but not cached, " << tally.failed << " failed\n";
     all_ok = all_ok && tally.not_cached == 0 && tally.failed == 0;
