@@ -240,3 +240,32 @@ TEST_CASE("where cores are free, a unit of several kernels runs NVRTC's optimize
   require_ok(out);
   CHECK(out.entry->kernels.size() == kiln::detail::kSplitOptimizerKernels);
 }
+
+TEST_CASE("a unit that includes nothing is compiled with NVRTC's -minimal first; one that needs the CUDA runtime's declarations compiles without it, and its log keeps no trace of the first try") {
+  using kiln::detail::nvrtc_options;
+  using kiln::detail::PchMode;
+  CompileRequest request;
+  request.registry = "test";
+  request.unit = "needs_runtime";
+  request.source_name = "needs_runtime.cu";
+  request.arch = 90;
+  // cudaError_t is among what -minimal leaves out (NVRTC then reports it undefined).
+  request.source = "extern \"C\" __global__ void kiln_needs_runtime(int* x) { cudaError_t e = cudaSuccess; x[0] = (int)e; }\n";
+  request.kernels = {{"kiln_needs_runtime", "kiln_needs_runtime"}};
+  request.expressions = {"kiln_needs_runtime"};
+  const auto options = nvrtc_options(request, PchMode::none, true);
+  CHECK(std::find(options.begin(), options.end(), "-minimal") != options.end());
+  CHECK(std::find(options.begin(), options.end(), "-default-device") != options.end());
+  const auto plain = nvrtc_options(request, PchMode::none);
+  CHECK(std::find(plain.begin(), plain.end(), "-minimal") == plain.end());
+
+  const CompileOutcome out = compile_unit(request);
+  require_ok(out);
+  CHECK(out.log.find("cudaError_t") == std::string::npos);
+  CHECK(out.nvrtc_ms > 0);
+
+  // The trivial example includes nothing: it compiles (with -minimal) to the AOT lowered name.
+  const CompileOutcome trivial = compile_unit(kiln::test::example_request(kiln::test::example_unit("vector_add"), 90));
+  require_ok(trivial);
+  CHECK(trivial.entry->kernels.at(0).lowered == "vector_add");
+}

@@ -167,9 +167,10 @@ class Linker {
 // without an execution space __device__ rather than rejected: nvcc accepts such functions in host-side
 // declarations that device code never calls (CUB's tuning headers have them), and the build-time
 // lowering (codegen/lowering.py) passes the same option.
-std::vector<std::string> nvrtc_options(const CompileRequest& request, PchMode pch) {
+std::vector<std::string> nvrtc_options(const CompileRequest& request, PchMode pch, bool minimal) {
   std::vector<std::string> options = request.options;
   options.push_back("-default-device");
+  if (minimal) options.push_back("-minimal");
   options.push_back("-arch=compute_" + std::to_string(request.code_arch != 0 ? request.code_arch : request.arch));
   if (!request.link_source.empty()) options.push_back("-dlto");  // -rdc=true is a linked row's own option
   // Where cores are free, NVVM's optimizer runs a unit of many kernels on several threads (docs/DESIGN.md,
@@ -209,9 +210,10 @@ struct Compiled {
   nvrtcResult result = NVRTC_SUCCESS;
   std::vector<std::string> options;
 };
-Compiled nvrtc_compile(const Nvrtc& api, const CompileRequest& request, PchMode pch, CompileOutcome& out) {
+Compiled nvrtc_compile(const Nvrtc& api, const CompileRequest& request, PchMode pch, CompileOutcome& out,
+                       bool minimal = false) {
   Compiled c;
-  c.options = nvrtc_options(request, pch);
+  c.options = nvrtc_options(request, pch, minimal);
   c.program = std::make_unique<Program>(api, request);
   const std::string what = subject(request) + ": NVRTC ";
   if (c.program->created() != NVRTC_SUCCESS) {
@@ -234,8 +236,21 @@ Compiled nvrtc_compile(const Nvrtc& api, const CompileRequest& request, PchMode 
 // NVRTC, with every name expression checked against the lowered name the catalog recorded. A PCH only
 // ever costs speed: one NVRTC cannot open is compiled without, one it rejects it compiles without by
 // itself (docs/DESIGN.md, "PCH across processes").
+//
+// A unit that includes nothing is compiled with NVRTC's -minimal first (no declarations of the CUDA
+// runtime's API, textures or device-side launch to parse: the trivial unit's NVRTC ~4-10 ms faster,
+// docs/DESIGN.md); one whose source needs them fails that compile and is compiled again without.
 Compiled compile_source(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out) {
-  Compiled c = nvrtc_compile(api, request, request.pch, out);
+  Compiled c;
+  bool compiled = false;
+  if (request.headers.empty() && request.pch == PchMode::none && request.link_source.empty()) {
+    CompileOutcome trial;
+    c = nvrtc_compile(api, request, PchMode::none, trial, true);
+    out.nvrtc_ms += trial.nvrtc_ms;
+    compiled = c.result == NVRTC_SUCCESS;
+    if (compiled) out.log += trial.log;
+  }
+  if (!compiled) c = nvrtc_compile(api, request, request.pch, out);
   if (request.pch == PchMode::use) {
     if (c.result != NVRTC_SUCCESS && contains(out.log, "cannot open precompiled header")) {
       out.pch = PchResult::failed;

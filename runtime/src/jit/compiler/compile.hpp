@@ -89,8 +89,9 @@ struct CompileOutcome {
 // but a unit of 2 kernels gained nothing and one of 1 lost 40 % (docs/DESIGN.md).
 inline constexpr std::size_t kSplitOptimizerKernels = 4;
 
-// NVRTC's options for `request` compiled with `pch`: the unit's own, then kiln's.
-std::vector<std::string> nvrtc_options(const CompileRequest& request, PchMode pch);
+// NVRTC's options for `request` compiled with `pch`: the unit's own, then kiln's; with `minimal`,
+// NVRTC's -minimal (tried first for a unit that includes nothing).
+std::vector<std::string> nvrtc_options(const CompileRequest& request, PchMode pch, bool minimal = false);
 
 // A compiler of whole units: compile_unit, or a test's fake.
 using CompileFunction = std::function<CompileOutcome(const CompileRequest&)>;
