@@ -14,6 +14,8 @@
 // request's path (outcome created); use reads it (used; failed when missing, rejected when not the
 // fake's). fake:sleep takes a quarter of its time with a PCH and 1.6 times as long creating one.
 //   fake:append=<file>       appends the unit's name and a newline to <file>, then goes on to the next control
+//   fake:span=<file>         appends "+<unit>" to <file>, goes on to the next control, and appends "-<unit>" once
+//                            that answered (so that a test sees which requests ran at the same time)
 //   fake:wait=<file>         waits until <file> exists (at most 60 s), echoes
 //   fake:sleep=<ms>          sleeps <ms> milliseconds, echoes: a compile that takes a while, to be killed in
 #pragma once
@@ -81,9 +83,24 @@ inline std::vector<std::string> fake_controls(const detail::CompileRequest& requ
   return controls;
 }
 
+// Appends "-<unit>" to its file when it goes out of scope (fake:span).
+struct SpanEnd {
+  std::string file, unit;
+  ~SpanEnd() {
+    if (!file.empty()) std::ofstream(file, std::ios::app) << '-' << unit << '\n';
+  }
+};
+
 inline detail::CompileOutcome fake_compile_controls(const detail::CompileRequest& request) {
+  SpanEnd span;
   for (const std::string& option : fake_controls(request)) {
     const std::string_view o = option;
+    if (o.starts_with("fake:span=")) {
+      span.file = std::string(o.substr(10));
+      span.unit = request.unit;
+      std::ofstream(span.file, std::ios::app) << '+' << request.unit << '\n';
+      continue;
+    }
     if (o.starts_with("fake:gather=")) {
       const auto [dir, n] = dir_and_count(o.substr(12));
       mark(dir);

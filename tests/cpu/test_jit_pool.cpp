@@ -627,6 +627,38 @@ TEST_CASE("a unit of many kernels that would end last however the rest were spre
   CHECK(others == std::vector<std::string>{"d", "b", "c"});
 }
 
+TEST_CASE("while the critical path's unit runs, the others leave it its cores where they still end before it") {
+  kiln::test::TempDir dir;
+  const auto order = dir.path() / "order", release = dir.path() / "release", spans = dir.path() / "spans",
+             a_release = dir.path() / "a-release";
+  JitPoolOptions options = fake_pool(4);
+  options.cores = 4;  // one critical unit keeps kCriticalCores (2): two cores for the others, not three
+  JitPool pool(options);
+  auto blockers = occupy(pool, 4, order, release);
+  const std::string span = "fake:span=" + spans.string();
+  auto a = pool.submit(table_request("a", 5, order, {"fake:wait=" + a_release.string()}), {}, 20'000);
+  std::vector<std::future<CompileOutcome>> others;
+  for (std::size_t i = 0; i < 5; ++i)
+    others.push_back(pool.submit(table_request(numbered("o", i), 1, order, {span, "fake:sleep=150"}), {}, 300));
+  std::ofstream(release).put('x');
+  for (auto& f : blockers) REQUIRE(f.get().entry.ok());
+  for (auto& f : others) REQUIRE(f.get().entry.ok());
+  std::ofstream(a_release).put('x');
+  const CompileOutcome oa = a.get();
+  REQUIRE(oa.entry.ok());
+  CHECK(kiln::test::threads_of(oa) == 4);
+  // a ran all along: at most two of the others at a time (before, three: one per free worker).
+  std::size_t running = 0, most = 0;
+  const auto lines = lines_of(spans);
+  CHECK(lines.size() == 10);
+  for (const std::string& line : lines) {
+    if (line[0] == '+') most = std::max(most, ++running);
+    else --running;
+  }
+  CHECK(most >= 1);
+  CHECK(most <= 2);
+}
+
 TEST_CASE("the unit on a table's critical path neither builds its family's PCH nor waits for it; a shorter one of the family builds it") {
   if (std::thread::hardware_concurrency() < 2) {
     MESSAGE("skipped: one core, so no unit is given threads");

@@ -11,7 +11,8 @@
 // Scheduling a table (docs/DESIGN.md): queued requests are taken longest first, by their estimates, and a
 // unit of many kernels whose compile alone outlasts its share of everything queued and running (it would
 // end last however the rest were spread) runs on every core's thread beside the others, compiles cold
-// rather than build or wait for a PCH that does not pay for it, and so shortens the table's critical path.
+// rather than build or wait for a PCH that does not pay for it, and so shortens the table's critical path;
+// while it runs, the other requests leave it kCriticalCores cores where they can still end before it.
 #include "jit/pool/pool_state.hpp"
 
 #include <algorithm>
@@ -39,7 +40,6 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
     background_running = false;
   const unsigned capacity = max_workers > busy ? static_cast<unsigned>(max_workers - busy) : 0;
   const auto foreground = std::count_if(queue.begin(), queue.end(), [](const Job& j) { return !j.background; });
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   // What the workers have to do, queued and running, on one thread each.
   double load = 0;
   for (const Job& j : queue)
@@ -52,6 +52,26 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
     return !job.background && cores > 1 && job.estimate_ms * max_workers > load &&
            job.request.kernels.size() >= kSplitOptimizerKernels && job.request.link_source.empty();
   };
+  // While critical units run, the others leave them their cores (kCriticalCores each), as long as the
+  // others' work still ends before the longest critical unit would: otherwise they slow it down.
+  unsigned critical_running = 0, others_running = 0;
+  double critical_ms = 0, others_ms = 0;
+  for (const auto& s : slots) {
+    if (!s->busy) continue;
+    if (s->critical) {
+      ++critical_running;
+      critical_ms = std::max(critical_ms, s->estimate_ms - ms_between(s->started, now));
+    } else {
+      ++others_running;
+      others_ms += s->estimate_ms;
+    }
+  }
+  for (const Job& j : queue)
+    if (!j.background && !critical(j)) others_ms += j.estimate();
+  const unsigned kept = critical_running * kCriticalCores;
+  const unsigned others_allowed = cores > kept ? cores - kept : 0;
+  const bool hold_others = critical_running > 0 && others_allowed > 0 && others_running >= others_allowed &&
+                           others_ms / others_allowed < critical_ms;
   // Where no other request will need the cores, the compilers may use them for this one; beside others,
   // the critical path's unit may (docs/DESIGN.md, "Threads inside a unit", "Scheduling a table").
   const auto threads_for = [&](const Job& job) -> unsigned {
@@ -79,6 +99,7 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
     if (job.background && (foreground > 0 || slot.pid == 0)) continue;
     Pick pick{i, PchMode::none, false, threads_for(job)};
     pick.critical = pick.link_threads != 1 && foreground > 1;
+    if (hold_others && !job.background && !pick.critical) continue;
     if (!pch_files || job.family.key.empty() || in_process_only) return pick;
     Family& f = families[job.family.key];
     if (f.pch == Family::Pch::unknown) {

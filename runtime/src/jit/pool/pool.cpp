@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <thread>
 
 namespace kiln::detail {
 
@@ -45,6 +46,8 @@ void JitPool::State::serve(Slot& slot) {
       queue.erase(queue.begin() + static_cast<std::ptrdiff_t>(pick.index));
       slot.busy = true;
       slot.estimate_ms = job.estimate();
+      slot.critical = pick.critical;
+      slot.started = Clock::now();
       ++busy;
       if (job.waited) ++stats.pch_waits;
     }
@@ -66,6 +69,7 @@ void JitPool::State::serve(Slot& slot) {
       }
       slot.busy = false;
       slot.estimate_ms = 0;
+      slot.critical = false;
       --busy;
       if (job.background) background_running = false;
     }
@@ -231,6 +235,7 @@ JitPool::JitPool(JitPoolOptions options) : state_(std::make_unique<State>()) {
     if (!workers) s.warn("workers", workers.error());
     s.max_workers = workers ? *workers : default_jit_workers();
   }
+  s.cores = s.options.cores > 0 ? s.options.cores : std::max(1u, std::thread::hardware_concurrency());
   if (s.options.timeout.count() > 0) {
     s.timeout = s.options.timeout;
   } else {

@@ -18,6 +18,7 @@ namespace kiln::detail {
 
 struct JitPoolOptions {
   unsigned workers = 0;                       // 0: KILN_JIT_WORKERS, else the number of cores, at most 16
+  unsigned cores = 0;                         // the cores the compiles share; 0: std::thread::hardware_concurrency()
   std::filesystem::path worker;               // empty: find_jit_worker()
   CompileFunction in_process = compile_unit;  // runs when no worker process can be started
   // How long one request may take on a worker before the worker is killed (and the request retried
@@ -66,8 +67,8 @@ struct JitPoolStats {
 //
 // Queued requests run longest first (by their estimates). Where cores are free, ptxas (and, for a unit of
 // many kernels, NVRTC's optimizer) runs on several threads; so does a unit of many kernels that would
-// finish last however the rest is spread over the workers, beside the others (docs/DESIGN.md,
-// "Scheduling a table").
+// finish last however the rest is spread over the workers, beside the others, which then leave it
+// cores where they can still end before it (docs/DESIGN.md, "Scheduling a table").
 //
 // Futures rather than callbacks: the registry's single-flight shares one result among many waiters
 // (std::shared_future), ensure_warm waits with a timeout (wait_for), and exceptions travel with them.

@@ -51,6 +51,9 @@ inline constexpr double kWarmFactor = 0.25;   // a warm compile, against a cold 
 inline constexpr double kVerifyGuessMs = 150;  // checking a PCH file's sum
 // A PCH build not done by twice its estimate plus this is not waited for any more (requests go cold).
 inline constexpr double kOverdueMs = 10'000;
+// The cores a critical path's unit keeps busy on average with its compilers' threads (docs/DESIGN.md,
+// "Scheduling a table": segmented_sort takes 9.7 s on one thread, 6.4-6.9 s with every core's).
+inline constexpr unsigned kCriticalCores = 2;
 
 // One host thread's worker, and what the dispatch knows of it.
 struct Slot {
@@ -59,6 +62,8 @@ struct Slot {
   pid_t pid = 0;     // the worker's; 0 while it has none
   bool busy = false;  // its thread is running a request
   double estimate_ms = 0;  // that request's Job::estimate()
+  bool critical = false;   // that request is the critical path's unit (Pick::critical)
+  Clock::time_point started;  // when its thread took that request
 };
 
 // What the pool knows of a PCH family.
@@ -100,6 +105,7 @@ struct JitPool::State {
 
   JitPoolOptions options;
   unsigned max_workers = 1;
+  unsigned cores = 1;  // options.cores, else the machine's
   bool pch_files = false;  // asked for (options, KILN_JIT_PCH); off once a worker says it cannot read them
   std::chrono::milliseconds timeout{kDefaultJitTimeout};
   std::filesystem::path worker_path;
