@@ -51,8 +51,8 @@ inline constexpr double kWarmFactor = 0.25;   // a warm compile, against a cold 
 inline constexpr double kVerifyGuessMs = 150;  // checking a PCH file's sum
 // A PCH build not done by twice its estimate plus this is not waited for any more (requests go cold).
 inline constexpr double kOverdueMs = 10'000;
-// The cores a critical path's unit keeps busy on average with its compilers' threads (docs/DESIGN.md,
-// "Scheduling a table": segmented_sort takes 9.7 s on one thread, 6.4-6.9 s with every core's).
+// The cores a critical path's unit keeps busy on average with its compilers' threads, rounded up
+// (docs/DESIGN.md, "Scheduling a table": segmented_sort takes 0.68 of its one-thread time with every core's).
 inline constexpr unsigned kCriticalCores = 2;
 
 // One host thread's worker, and what the dispatch knows of it.
