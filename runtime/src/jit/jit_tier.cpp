@@ -60,6 +60,13 @@ double compile_estimate_ms(const Catalog& catalog, std::uint32_t unit_index, boo
   return kFixedMs + headers * kHeaderMsPerMiB + code;
 }
 
+std::vector<std::uint32_t> longest_first(const Catalog& catalog, std::vector<std::uint32_t> units) {
+  std::vector<double> estimate(catalog.units.size());
+  for (const std::uint32_t u : units) estimate[u] = compile_estimate_ms(catalog, u);
+  std::stable_sort(units.begin(), units.end(), [&](std::uint32_t a, std::uint32_t b) { return estimate[a] > estimate[b]; });
+  return units;
+}
+
 CompileRequest make_request(const Catalog& catalog, std::uint32_t unit_index, unsigned arch) {
   const UnitEntry& unit = catalog.units[unit_index];
   CompileRequest request;

@@ -10,6 +10,7 @@
 #include <kiln/remote.hpp>
 
 #include <string_view>
+#include <vector>
 
 namespace kiln::detail {
 
@@ -23,6 +24,10 @@ CompileOutcome jit_compile(const CompileRequest& request, PchFamily family = {},
 // the PTX tier's assembly alone. Only ever compared with other estimates: the pool takes the longest
 // compile first and gives it threads where it would finish last (docs/DESIGN.md, "Scheduling a table").
 double compile_estimate_ms(const Catalog& catalog, std::uint32_t unit, bool from_ptx = false);
+
+// `units` of `catalog`, the longest compile first (compile_estimate_ms; ties keep their order): the order
+// in which kiln::precompile and warm-up hand them to the pool.
+std::vector<std::uint32_t> longest_first(const Catalog& catalog, std::vector<std::uint32_t> units);
 
 // The request that compiles unit `unit` of `catalog` for `arch`: its translation unit, options, kernels
 // and the headers it includes, from the catalog's bundle, in memory.

@@ -14,7 +14,6 @@
 #include <mutex>
 #include <set>
 #include <thread>
-#include <utility>
 #include <vector>
 
 namespace kiln {
@@ -40,11 +39,8 @@ std::vector<PrecompileResult> precompile(
   RemoteCache& remote = default_remote();  // what others published is fetched; what is compiled, published
 
   // The longest compiles first (the pool orders what it sees; this orders what it sees first).
-  std::vector<std::pair<double, std::uint32_t>> by_cost;
-  for (const std::uint32_t u : units) by_cost.emplace_back(detail::compile_estimate_ms(catalog, u), u);
-  std::stable_sort(by_cost.begin(), by_cost.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::deque<std::uint32_t> todo;
-  for (const auto& [cost, u] : by_cost) todo.push_back(u);
+  const std::vector<std::uint32_t> ordered = detail::longest_first(catalog, {units.begin(), units.end()});
+  std::deque<std::uint32_t> todo(ordered.begin(), ordered.end());
   std::vector<PrecompileResult> done;
   std::mutex mutex;
   std::condition_variable finished;

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <utility>
 #include <vector>
 
 namespace kiln {
@@ -106,12 +105,11 @@ void Registry::request_warmup(const std::vector<std::string>& names) {
   if (fresh.empty()) return;  // nothing to compile: no pool started
   std::map<std::uint32_t, std::vector<std::string>> by_unit;
   for (auto& name : fresh) by_unit[find(name)->unit].push_back(std::move(name));
-  // The longest compiles first, as kiln::precompile hands them in.
-  std::vector<std::pair<double, std::vector<std::string>>> by_cost;
-  for (auto& [unit, names] : by_unit) by_cost.emplace_back(detail::compile_estimate_ms(catalog_, unit), std::move(names));
-  std::stable_sort(by_cost.begin(), by_cost.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::uint32_t> units;
+  for (const auto& entry : by_unit) units.push_back(entry.first);
   std::lock_guard lock(w.mutex);
-  for (auto& [cost, names] : by_cost) w.queue.push_back(std::move(names));
+  // The longest compiles first, as kiln::precompile hands them in.
+  for (const std::uint32_t unit : detail::longest_first(catalog_, std::move(units))) w.queue.push_back(std::move(by_unit[unit]));
   w.start_threads(w.queue.size());
   w.changed.notify_all();
 }
