@@ -40,24 +40,13 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
     background_running = false;
   const unsigned capacity = max_workers > busy ? static_cast<unsigned>(max_workers - busy) : 0;
   const auto foreground = std::count_if(queue.begin(), queue.end(), [](const Job& j) { return !j.background; });
-  // What the workers have to do, queued and running, on one thread each.
-  double load = 0;
-  for (const Job& j : queue)
-    if (!j.background) load += j.estimate();
-  for (const auto& s : slots)
-    if (s->busy) load += s->estimate_ms;
-  // The table's critical path: a unit whose compile alone outlasts the load's share of one worker, and
-  // which threads shorten (kSplitOptimizerKernels; not a linked unit).
-  const auto critical = [&](const Job& job) {
-    return !job.background && cores > 1 && job.estimate_ms * max_workers > load &&
-           job.request.kernels.size() >= kSplitOptimizerKernels && job.request.link_source.empty();
-  };
-  // While critical units run, the others leave them their cores (kCriticalCores each), as long as the
-  // others' work still ends before the longest critical unit would: otherwise they slow it down.
+  // What the workers have to do, queued and running, on one thread each; of the running, the critical
+  // path's units (the longest one's time left) and the others.
   unsigned critical_running = 0, others_running = 0;
-  double critical_ms = 0, others_ms = 0;
+  double load = 0, critical_ms = 0, others_ms = 0;
   for (const auto& s : slots) {
     if (!s->busy) continue;
+    load += s->estimate_ms;
     if (s->critical) {
       ++critical_running;
       critical_ms = std::max(critical_ms, s->estimate_ms - ms_between(s->started, now));
@@ -66,6 +55,16 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
       others_ms += s->estimate_ms;
     }
   }
+  for (const Job& j : queue)
+    if (!j.background) load += j.estimate();
+  // The table's critical path: a unit whose compile alone outlasts the load's share of one worker, and
+  // which threads shorten (kSplitOptimizerKernels; not a linked unit).
+  const auto critical = [&](const Job& job) {
+    return !job.background && cores > 1 && job.estimate_ms * max_workers > load &&
+           job.request.kernels.size() >= kSplitOptimizerKernels && job.request.link_source.empty();
+  };
+  // While critical units run, the others leave them their cores (kCriticalCores each), as long as the
+  // others' work still ends before the longest critical unit would: otherwise they slow it down.
   for (const Job& j : queue)
     if (!j.background && !critical(j)) others_ms += j.estimate();
   const unsigned kept = critical_running * kCriticalCores;
