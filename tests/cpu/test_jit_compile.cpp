@@ -28,6 +28,16 @@ std::string embedded_cubin(const kiln::UnitEntry& unit, unsigned arch) {
   return {};
 }
 
+// A request written here rather than taken from a catalog: unit `unit` compiled for sm_90.
+CompileRequest hand_request(std::string unit) {
+  CompileRequest request;
+  request.registry = "test";
+  request.source_name = unit + ".cu";
+  request.unit = std::move(unit);
+  request.arch = 90;
+  return request;
+}
+
 void require_ok(const CompileOutcome& out) {
   INFO("error: " << out.entry.error());
   INFO("log: " << out.log);
@@ -197,11 +207,7 @@ TEST_CASE("the no_compiler error code has a name") {
 }
 
 TEST_CASE("where cores are free, a unit of several kernels runs NVRTC's optimizer on several threads") {
-  CompileRequest request;
-  request.registry = "test";
-  request.unit = "four_kernels";
-  request.source_name = "four_kernels.cu";
-  request.arch = 90;
+  CompileRequest request = hand_request("four_kernels");
   for (std::size_t k = 0; k < kiln::detail::kSplitOptimizerKernels; ++k) {
     const std::string name = "kiln_split_" + std::to_string(k);
     request.source += "extern \"C\" __global__ void " + name + "(float* x) { x[threadIdx.x] *= " +
@@ -244,11 +250,7 @@ TEST_CASE("where cores are free, a unit of several kernels runs NVRTC's optimize
 TEST_CASE("a unit that includes nothing is compiled with NVRTC's -minimal first; one that needs the CUDA runtime's declarations compiles without it, and its log keeps no trace of the first try") {
   using kiln::detail::nvrtc_options;
   using kiln::detail::PchMode;
-  CompileRequest request;
-  request.registry = "test";
-  request.unit = "needs_runtime";
-  request.source_name = "needs_runtime.cu";
-  request.arch = 90;
+  CompileRequest request = hand_request("needs_runtime");
   // cudaError_t is among what -minimal leaves out (NVRTC then reports it undefined).
   request.source = "extern \"C\" __global__ void kiln_needs_runtime(int* x) { cudaError_t e = cudaSuccess; x[0] = (int)e; }\n";
   request.kernels = {{"kiln_needs_runtime", "kiln_needs_runtime"}};
