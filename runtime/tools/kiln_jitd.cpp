@@ -8,11 +8,16 @@
 // one worker wrote is one every later worker (of any process) can read (docs/DESIGN.md, "PCH across
 // processes", says what that costs). KILN_JIT_PCH=0 keeps ASLR on; where the kernel refuses (a seccomp
 // profile), the worker runs with it on and says so in its hello: its units compile without PCH files.
+#include "jit/compiler/nvrtc_library.hpp"
 #include "jit/worker/serve.hpp"
 
 #include <unistd.h>
 
 int main(int, char** argv) {
   kiln::detail::relaunch_without_aslr(argv);
+  // The compilers before the hello, in every worker alike (so that each fresh worker's heap is laid out
+  // as every other's, which a PCH file needs): a worker the pool starts ahead of its first request
+  // (JitPool::start_ahead) has them ready when it comes. One that cannot be loaded fails that request.
+  kiln::detail::preload_compilers();
   return kiln::detail::serve_compile_requests(STDIN_FILENO, STDOUT_FILENO, kiln::detail::compile_unit);
 }

@@ -279,6 +279,77 @@ TEST_CASE("no worker starts before the first request; then requests run at once,
   CHECK(pool.stats().spawned == n);
 }
 
+TEST_CASE("start_ahead starts one worker before any request, which the first request then finds; never a second") {
+  {
+    JitPool pool(fake_pool(4));
+    pool.start_ahead();
+    pool.start_ahead();  // the pool has started one: nothing more
+    REQUIRE(eventually([&] { return pool.worker_pids().size() == 1; }));
+    const pid_t ahead = pool.worker_pids().front();
+    CHECK(pool.stats().started_ahead == 1);
+    const CompileOutcome o = pool.compile(fake_request("u"));
+    REQUIRE(o.entry.ok());
+    CHECK(served_by(o) == ahead);
+    CHECK(pool.stats().spawned == 1);
+  }
+  {
+    // A request right behind it, before the worker's hello, waits for that worker rather than start another.
+    JitPool pool(fake_pool(4));
+    pool.start_ahead();
+    const CompileOutcome o = pool.compile(fake_request("v"));
+    REQUIRE(o.entry.ok());
+    CHECK(pool.stats().spawned == 1);
+    CHECK(pool.worker_pids().size() == 1);
+  }
+  {
+    // Without a worker executable there is nothing to start: requests compile in this process as before.
+    JitPoolOptions o = fake_pool(2);
+    o.worker = "/nonexistent/kiln-jitd";
+    JitPool pool(o);
+    pool.start_ahead();
+    CHECK(pool.stats().started_ahead == 0);
+    CHECK(pool.worker_pids().empty());
+  }
+}
+
+TEST_CASE("KILN_JIT_TRACE: one JSON line per worker started and per request answered, with its worker and times") {
+  kiln::test::TempDir dir;
+  const auto path = dir.path() / "trace.jsonl";
+  {
+    kiln::test::ScopedEnv env("KILN_JIT_TRACE", path.c_str());
+    JitPool pool(fake_pool(2));
+    std::vector<std::future<CompileOutcome>> futures;
+    for (std::size_t i = 0; i < 3; ++i) futures.push_back(pool.submit(fake_request(numbered("t", i)), {}, 100.0 + i));
+    for (auto& f : futures) REQUIRE(f.get().entry.ok());
+    CHECK(pool.warnings().empty());
+  }
+  std::ifstream in(path);
+  std::vector<std::string> spawns, requests;
+  for (std::string line; std::getline(in, line);) {
+    CHECK(line.front() == '{');
+    CHECK(line.back() == '}');
+    (line.find("\"event\":\"spawn\"") != std::string::npos ? spawns : requests).push_back(line);
+  }
+  CHECK(spawns.size() >= 1);
+  CHECK(spawns.size() <= 2);
+  REQUIRE(requests.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::string unit = "\"unit\":\"tests/" + numbered("t", i) + "\"";
+    CHECK(std::count_if(requests.begin(), requests.end(), [&](const std::string& r) { return r.find(unit) != std::string::npos; }) == 1);
+  }
+  for (const auto& r : requests) {
+    CHECK(r.find("\"sm\":90") != std::string::npos);
+    CHECK(r.find("\"pch\":\"none\"") != std::string::npos);
+    CHECK(r.find("\"worker\":0,") == std::string::npos);  // a worker's pid, not this process's compile
+  }
+  // A file that cannot be opened: one warning, and the pool works without a trace.
+  kiln::test::ScopedEnv env("KILN_JIT_TRACE", (dir.path() / "no" / "such" / "dir" / "t.jsonl").c_str());
+  JitPool pool(fake_pool(1));
+  CHECK(pool.compile(fake_request("u")).entry.ok());
+  REQUIRE(pool.warnings().size() == 1);
+  CHECK(pool.warnings().front().find("KILN_JIT_TRACE") != std::string::npos);
+}
+
 TEST_CASE("a worker killed mid-request: the request is retried once on a new worker and succeeds") {
   kiln::test::TempDir marks;
   JitPool pool(fake_pool(1));

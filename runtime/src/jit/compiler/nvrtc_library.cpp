@@ -117,4 +117,15 @@ const NvJitLink& nvjitlink() {
   return table_or_throw(loaded);
 }
 
+void preload_compilers() noexcept {
+  try {
+    (void)nvrtc();
+  } catch (...) {  // remembered: the request that needs it says why
+  }
+  try {
+    (void)nvjitlink();
+  } catch (...) {
+  }
+}
+
 }  // namespace kiln::detail

@@ -67,4 +67,8 @@ struct NvJitLink {
 const Nvrtc& nvrtc();
 const NvJitLink& nvjitlink();
 
+// Loads both now if they can be (dlopen, RTLD_NOW: ~10-20 ms), and says nothing when they cannot: the
+// first nvrtc() or nvjitlink() then throws as usual. What a worker does before its first request.
+void preload_compilers() noexcept;
+
 }  // namespace kiln::detail

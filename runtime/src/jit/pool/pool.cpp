@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <system_error>
 #include <thread>
 
 namespace kiln::detail {
@@ -30,6 +31,13 @@ void JitPool::State::fail_job(Job& job, std::string error) {
 
 void JitPool::State::serve(Slot& slot) {
   block_sigpipe_in_this_thread();
+  if (slot.start_ahead) {
+    // Counted idle since add_slot: a request arriving meanwhile waits for this worker's hello rather
+    // than start another. A failed start is met again, and reported, by the first request.
+    (void)start(slot);
+    const std::lock_guard lock(mutex);
+    --idle;
+  }
   for (;;) {
     Job job;
     Pick pick;
@@ -144,6 +152,12 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
       return !stopping && !timed_out && !w.exited();
     });
     if (answer.answered) {
+      if (trace.on()) {
+        trace.request({request.registry + "/" + request.unit, request.arch, w.pid, job.queued, start_time, Clock::now(),
+                       answer.outcome.nvrtc_ms, answer.outcome.link_ms, job.estimate_ms, request.link_threads,
+                       request.pch == PchMode::create ? "create" : request.pch == PchMode::use ? "use" : "none",
+                       pick.critical});
+      }
       ++w.requests;
       const bool read = answer.outcome.pch == PchResult::created || answer.outcome.pch == PchResult::used;
       w.reads_pch = read ? job.family.key : std::string();
@@ -204,6 +218,7 @@ Status JitPool::State::start(Slot& slot) {
     const std::lock_guard lock(mutex);
     without_aslr = pch_files;
   }
+  const auto asked = Clock::now();
   Result<Worker> spawned = spawn_worker(worker_path, without_aslr);
   if (!spawned) return fail("cannot start the JIT worker " + worker_path.string() + ": " + spawned.error());
   Worker& w = slot.worker;
@@ -217,6 +232,7 @@ Status JitPool::State::start(Slot& slot) {
   const auto deadline = Clock::now() + kHelloTimeout;
   const Status hello = read_hello(w, [&] { return !stopping && !w.exited() && Clock::now() < deadline; });
   if (hello) {
+    trace.spawn(w.pid, asked, Clock::now());
     const std::lock_guard lock(mutex);
     started_one = true;
     return ok();
@@ -236,6 +252,7 @@ JitPool::JitPool(JitPoolOptions options) : state_(std::make_unique<State>()) {
     s.max_workers = workers ? *workers : default_jit_workers();
   }
   s.cores = s.options.cores > 0 ? s.options.cores : std::max(1u, std::thread::hardware_concurrency());
+  if (!s.trace.problem().empty()) s.warn("trace", s.trace.problem());
   if (s.options.timeout.count() > 0) {
     s.timeout = s.options.timeout;
   } else {
@@ -293,10 +310,7 @@ std::future<CompileOutcome> JitPool::submit(CompileRequest request, PchFamily fa
     }
     // Each idle thread takes one queued job; start another (and, through it, a worker) when none is free.
     const auto waiting = std::count_if(s.queue.begin(), s.queue.end(), [](const State::Job& j) { return !j.background; });
-    if (static_cast<std::size_t>(waiting) + 1 > s.idle && s.threads.size() < s.max_workers) {
-      Slot& slot = *s.slots.emplace_back(std::make_unique<Slot>());
-      s.threads.emplace_back([&s, &slot] { s.serve(slot); });
-    }
+    if (static_cast<std::size_t>(waiting) + 1 > s.idle && s.threads.size() < s.max_workers) s.add_slot(false);
     // Ahead of a background build: it runs only when nothing else waits.
     auto at = std::find_if(s.queue.begin(), s.queue.end(), [](const State::Job& j) { return j.background; });
     s.queue.insert(at, std::move(job));
@@ -305,6 +319,30 @@ std::future<CompileOutcome> JitPool::submit(CompileRequest request, PchFamily fa
   // All: a thread may pass over a job (its family's PCH is being built elsewhere), another take it.
   s.wake.notify_all();
   return future;
+}
+
+void JitPool::State::add_slot(bool ahead) {
+  Slot& slot = *slots.emplace_back(std::make_unique<Slot>());
+  slot.start_ahead = ahead;
+  try {
+    threads.emplace_back([this, &slot] { serve(slot); });
+  } catch (...) {
+    slots.pop_back();  // slots[i] belongs to threads[i]
+    throw;
+  }
+}
+
+void JitPool::start_ahead() {
+  State& s = *state_;
+  const std::lock_guard lock(s.mutex);
+  if (s.stopping || s.worker_path.empty() || s.in_process_only || !s.threads.empty()) return;
+  try {
+    s.add_slot(true);
+  } catch (const std::system_error&) {
+    return;  // no thread to be had now: the first request starts one, or says why not
+  }
+  ++s.idle;  // until its worker said hello (serve)
+  ++s.stats.started_ahead;
 }
 
 CompileOutcome JitPool::compile(const CompileRequest& request, PchFamily family, double estimate_ms) {

@@ -50,6 +50,7 @@ struct JitPoolStats {
   std::uint64_t background = 0;    // PCH builds run on an idle worker after the requests that wanted them
   std::uint64_t split_links = 0;   // requests given several threads inside the unit (cores were free)
   std::uint64_t split_critical = 0;  // of those, given them beside other requests (the table's longest)
+  std::uint64_t started_ahead = 0;   // workers started before any request (start_ahead)
 };
 
 // Compiles requests on up to N worker processes, each driven by one thread of this process.
@@ -85,6 +86,12 @@ class JitPool {
   // order in which queued requests run and which runs on several threads though others wait.
   std::future<CompileOutcome> submit(CompileRequest request, PchFamily family = {}, double estimate_ms = 0);
   CompileOutcome compile(const CompileRequest& request, PchFamily family = {}, double estimate_ms = 0);  // submit(...).get()
+
+  // Starts one worker now, unless the pool has started any, so that the first request finds it up and
+  // its compilers loaded (~20-40 ms of a cold get otherwise: the registry asks while its context comes
+  // up, when a unit will need a compile, registry/prefetch.cpp). Returns at once; a worker that cannot
+  // start is the first request's to meet and report, as without it.
+  void start_ahead();
 
   unsigned max_workers() const noexcept;
   bool uses_pch_files() const noexcept;  // asked for, and the workers run with ASLR off

@@ -7,6 +7,7 @@
 
 #include "base/warn_once.hpp"
 #include "jit/pool/pool.hpp"
+#include "jit/pool/trace.hpp"
 #include "jit/pool/worker_process.hpp"
 
 #include <atomic>
@@ -64,6 +65,7 @@ struct Slot {
   double estimate_ms = 0;  // that request's Job::estimate()
   bool critical = false;   // that request is the critical path's unit (Pick::critical)
   Clock::time_point started;  // when its thread took that request
+  bool start_ahead = false;    // set before its thread starts: start the worker before any request
 };
 
 // What the pool knows of a PCH family.
@@ -128,6 +130,7 @@ struct JitPool::State {
   std::set<pid_t> live;
   JitPoolStats stats;
   WarnOnce warnings;
+  PoolTrace trace;  // KILN_JIT_TRACE
 
   void warn(std::string_view kind, const std::string& message) { warnings.warn(kind, message); }
   template <typename F>
@@ -161,6 +164,9 @@ struct JitPool::State {
   void give_up_on_workers(Job& job, const std::string& why);
   // Starts the slot's worker and hears its hello.
   Status start(Slot& slot);
+  // Adds a slot and its thread, which serves it (throws std::system_error, adding none, when no thread
+  // can be started). Under `mutex`.
+  void add_slot(bool start_ahead);
 };
 
 }  // namespace kiln::detail

@@ -1,0 +1,75 @@
+// The JIT pool's trace: JSON lines appended to $KILN_JIT_TRACE.
+#include "jit/pool/trace.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace kiln::detail {
+
+namespace {
+
+// The unit names kiln writes are a registry's and a table's: letters, digits, '_', '.', '/', '-'.
+// Anything else is escaped all the same, so that every line parses.
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f", v);
+  return text;
+}
+
+}  // namespace
+
+PoolTrace::PoolTrace() {
+  const char* path = std::getenv("KILN_JIT_TRACE");
+  if (path == nullptr || *path == '\0') return;
+  file_ = std::fopen(path, "ae");
+  if (file_ == nullptr) problem_ = "cannot open KILN_JIT_TRACE=" + std::string(path) + ": " + std::strerror(errno);
+}
+
+PoolTrace::~PoolTrace() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+double PoolTrace::ms(Clock::time_point t) const {
+  return std::chrono::duration<double, std::milli>(t - origin_).count();
+}
+
+void PoolTrace::write(const std::string& line) {
+  const std::lock_guard lock(mutex_);
+  std::fputs(line.c_str(), file_);
+  std::fflush(file_);  // whole lines, also when the process ends without destroying the pool
+}
+
+void PoolTrace::spawn(pid_t worker, Clock::time_point asked, Clock::time_point ready) {
+  if (!on()) return;
+  write("{\"event\":\"spawn\",\"worker\":" + std::to_string(worker) + ",\"at\":" + number(ms(asked)) +
+        ",\"hello\":" + number(ms(ready)) + "}\n");
+}
+
+void PoolTrace::request(const Request& r) {
+  if (!on()) return;
+  write("{\"event\":\"request\",\"unit\":" + quoted(r.unit) + ",\"sm\":" + std::to_string(r.arch) +
+        ",\"worker\":" + std::to_string(r.worker) + ",\"queued\":" + number(ms(r.queued)) +
+        ",\"start\":" + number(ms(r.start)) + ",\"end\":" + number(ms(r.end)) + ",\"nvrtc\":" + number(r.nvrtc_ms) +
+        ",\"link\":" + number(r.link_ms) + ",\"threads\":" + std::to_string(r.threads) + ",\"pch\":\"" + r.pch +
+        "\",\"critical\":" + (r.critical ? "true" : "false") + ",\"estimate\":" + number(r.estimate_ms) + "}\n");
+}
+
+}  // namespace kiln::detail

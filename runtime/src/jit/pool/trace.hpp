@@ -1,0 +1,53 @@
+// The JIT pool's trace (KILN_JIT_TRACE): one JSON line per worker started and per request answered, to
+// see where a table's time went (which worker ran what, when, and how long it waited in the queue).
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <sys/types.h>
+
+namespace kiln::detail {
+
+class PoolTrace {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Appends to the file KILN_JIT_TRACE names, if set and not empty; otherwise traces nothing. A file
+  // that cannot be opened is `problem()` (the pool warns once) and nothing is traced.
+  PoolTrace();
+  ~PoolTrace();
+  PoolTrace(const PoolTrace&) = delete;
+  PoolTrace& operator=(const PoolTrace&) = delete;
+
+  bool on() const noexcept { return file_ != nullptr; }
+  const std::string& problem() const noexcept { return problem_; }
+
+  // {"event":"spawn","worker":PID,"at":MS,"hello":MS}: a worker asked for at `asked`, its hello by `ready`.
+  void spawn(pid_t worker, Clock::time_point asked, Clock::time_point ready);
+  // {"event":"request","unit":"REGISTRY/UNIT","sm":N,"worker":PID,"queued":MS,"start":MS,"end":MS,
+  //  "nvrtc":MS,"link":MS,"threads":N,"pch":"none|create|use","critical":BOOL,"estimate":MS}
+  struct Request {
+    std::string unit;
+    unsigned arch = 0;
+    pid_t worker = 0;
+    Clock::time_point queued, start, end;
+    double nvrtc_ms = 0, link_ms = 0, estimate_ms = 0;
+    unsigned threads = 1;
+    const char* pch = "none";
+    bool critical = false;
+  };
+  void request(const Request& r);
+
+ private:
+  double ms(Clock::time_point t) const;
+  void write(const std::string& line);
+
+  Clock::time_point origin_ = Clock::now();  // times are milliseconds since the pool was made
+  std::FILE* file_ = nullptr;
+  std::string problem_;
+  std::mutex mutex_;
+};
+
+}  // namespace kiln::detail
