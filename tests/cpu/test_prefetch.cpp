@@ -1,13 +1,18 @@
 // Prefetch: the images it unpacks ahead are exactly what the embedded tier fetches, each handed over
 // once; it keeps to its budget, unpacks nothing with the embedded tier off, stops when destroyed, and
-// opens the disk cache ahead (counting nothing) only when a unit will need it.
+// opens the disk cache ahead (counting nothing) only when a unit will need it; the disk entries it reads
+// ahead are what the disk tier fetches, counted as hits only when handed over; a unit on neither tier
+// has it ask the JIT tier to start a worker.
 #include <doctest/doctest.h>
 
 #include <kiln/catalog.hpp>
 #include <kiln/registry.hpp>
 #include <kiln/select.hpp>
 
-#include "registry/prefetch.hpp"  // runtime/src
+#include "disk/cache_internal.hpp"  // runtime/src
+#include "disk/unit_key.hpp"
+#include "registry/prefetch.hpp"
+#include "fake_cubin.hpp"
 #include "cache_test_util.hpp"
 #include "examples_catalog.hpp"
 
@@ -103,6 +108,8 @@ TEST_CASE("the disk cache is opened and a key made ahead only when some unit has
   kiln::RegistryOptions no_embedded;
   no_embedded.use_embedded = false;
   no_embedded.cache = &cache;
+  no_embedded.use_jit = false;  // the units miss the disk too: no JIT worker started from a test
+  no_embedded.allow_ptx = false;
   {
     kiln::detail::Prefetch prefetch(catalog(), arch, no_embedded);
     prefetch.wait();
@@ -111,6 +118,8 @@ TEST_CASE("the disk cache is opened and a key made ahead only when some unit has
   }
   kiln::RegistryOptions embedded;
   embedded.cache = &cache;
+  embedded.use_jit = false;
+  embedded.allow_ptx = false;
   {
     kiln::detail::Prefetch prefetch(catalog(), arch, embedded);  // every unit embedded for this arch
     prefetch.wait();
@@ -125,4 +134,78 @@ TEST_CASE("the disk cache is opened and a key made ahead only when some unit has
   CHECK(stats.hits == 0);
   CHECK(stats.misses == 0);
   CHECK(stats.stores == 0);
+}
+
+namespace {
+
+// A valid entry of unit `u` for `arch`, stored in `cache` under the unit's key.
+void store_unit_entry(kiln::DiskCache& cache, std::size_t u, unsigned arch) {
+  kiln::CacheEntry e;
+  e.arch = arch;
+  std::vector<std::string> lowered;
+  for (const auto& k : catalog().kernels) {
+    if (k.unit != u) continue;
+    e.kernels.push_back({std::string(catalog().str(k.name)), std::string(catalog().str(k.lowered))});
+    lowered.push_back(std::string(catalog().str(k.lowered)));
+  }
+  e.compiler = "nvrtc 13.0 + nvjitlink 13.0";
+  e.cubin = kiln::test::fake_cubin(arch, lowered, "code of unit " + std::to_string(u));
+  const auto key = kiln::detail::unit_cache_key(catalog(), catalog().units[u], arch, cache);
+  REQUIRE(kiln::detail::store_entry(cache, key, e).ok());
+}
+
+}  // namespace
+
+TEST_CASE("disk entries read ahead are what the disk tier fetches, counted as hits only when handed over") {
+  constexpr unsigned arch = 10;  // nothing embedded runs there: every unit goes to the disk tier
+  kiln::test::TempDir tmp;
+  kiln::DiskCache cache(kiln::test::config_at(tmp.path() / "kiln"));
+  for (std::size_t u = 0; u < catalog().units.size(); ++u) store_unit_entry(cache, u, arch);
+  const auto stored = cache.stats();
+  kiln::RegistryOptions options;
+  options.cache = &cache;
+  kiln::detail::Prefetch prefetch(catalog(), arch, options);
+  prefetch.wait();
+  CHECK(prefetch.read_from_disk() == catalog().units.size());
+  CHECK_FALSE(prefetch.jit_started());  // every unit is on disk: no compile will be needed
+  CHECK(cache.stats().hits == stored.hits);  // nothing counted yet
+  CHECK(cache.stats().misses == stored.misses);
+  for (std::size_t u = 0; u < catalog().units.size(); ++u) {
+    const auto before = cache.stats().hits;
+    auto ready = prefetch.take(u);
+    REQUIRE(ready.has_value());
+    CHECK(cache.stats().hits == before + 1);  // counted as it serves (the fetch below counts its own)
+    auto fetched = kiln::detail::fetch_disk(kiln::detail::UnitQuery{catalog(), kernel_of(u), arch, options});
+    REQUIRE(fetched.ok());
+    CHECK(ready->owned == fetched->owned);
+    CHECK(ready->label == fetched->label);
+    CHECK(ready->cache_key == fetched->cache_key);
+    CHECK(ready->source == kiln::Tier::disk);
+    CHECK(ready->served_by == kiln::Tier::disk);
+    const auto after = cache.stats().hits;
+    CHECK_FALSE(prefetch.take(u).has_value());
+    CHECK(cache.stats().hits == after);
+  }
+  CHECK(cache.stats().misses == stored.misses);
+}
+
+TEST_CASE("a unit on neither the embedded tier nor the disk has the prefetch start the JIT's worker; a miss is not counted") {
+  constexpr unsigned arch = 10;
+  kiln::test::TempDir tmp;
+  kiln::DiskCache cache(kiln::test::config_at(tmp.path() / "kiln"));
+  store_unit_entry(cache, 0, arch);  // the first unit is on disk, the others are not
+  REQUIRE(catalog().units.size() > 1);
+  const auto stored = cache.stats();
+  kiln::RegistryOptions options;
+  options.cache = &cache;
+  options.use_jit = false;  // no worker started from this test (start_jit_ahead looks at these): that the prefetch asked is what counts here
+  options.allow_ptx = false;
+  kiln::detail::Prefetch prefetch(catalog(), arch, options);
+  prefetch.wait();
+  CHECK(prefetch.read_from_disk() == 1);
+  CHECK(prefetch.jit_started());
+  CHECK(cache.stats().misses == stored.misses);
+  CHECK(cache.stats().hits == stored.hits);
+  CHECK(prefetch.take(0).has_value());
+  CHECK_FALSE(prefetch.take(1).has_value());
 }

@@ -73,7 +73,8 @@ std::string not_in_use(const CacheState& s) { return "the disk cache is not in u
 // that fails `check`. Misses are the caller's to count. Everything is opened relative to the version
 // directory, opened now under the private rule: nothing is read from a directory others could write
 // (it was private when the cache was opened, but may have been replaced or chmod'ed since).
-std::optional<CacheEntry> read_entry(CacheState& s, const CacheKey& key, const detail::EntryCheck& check) {
+std::optional<CacheEntry> read_entry(CacheState& s, const CacheKey& key, const detail::EntryCheck& check,
+                                     bool count_hit = true) {
   const auto dir = s.open(false);
   if (!dir) {
     s.warn("unsafe", "not loading from the kiln cache: " + dir.error() + " (kernels still work, from the other tiers)");
@@ -99,7 +100,7 @@ std::optional<CacheEntry> read_entry(CacheState& s, const CacheKey& key, const d
       const detail::Status fits = decoded && check ? check(*decoded) : detail::ok();
       if (decoded && fits) {
         detail::touch_mtime(fd, name);
-        ++s.hits;
+        if (count_hit) ++s.hits;
         return std::move(decoded).value();
       }
       problem = decoded ? "not this unit's entry: " + fits.error() : decoded.error();
@@ -132,6 +133,14 @@ std::optional<CacheEntry> load_checked(DiskCache& cache, const CacheKey& key, co
   if (!entry) ++s.misses;
   return entry;
 }
+
+std::optional<CacheEntry> read_ahead_checked(DiskCache& cache, const CacheKey& key, const EntryCheck& check) {
+  CacheState& s = CacheAccess::of(cache);
+  if (!s.unusable.empty() || !valid_key(key)) return std::nullopt;
+  return read_entry(s, key, check, false);
+}
+
+void count_hit(DiskCache& cache) { ++CacheAccess::of(cache).hits; }
 
 namespace {
 

@@ -21,12 +21,15 @@ Result<UnitProbe> probe_disk(const UnitQuery& q) {
   return fail("the disk cache " + q.cache().config().dir.string() + " has no entry for it (key " + key.hex + ")");
 }
 
-Result<UnitImage> fetch_disk(const UnitQuery& q) {
+namespace {
+
+// The unit's entry under its key, read by `load` (which says what is counted), as the chain hands it over.
+Result<UnitImage> disk_image(const UnitQuery& q, std::optional<CacheEntry> (*load)(DiskCache&, const CacheKey&, const EntryCheck&)) {
   if (!q.cache().usable()) return fail(not_in_use(q.cache()));
   CacheKey key = unit_cache_key(q.catalog, q.unit(), q.arch, q.cache());
   // An entry that is not this unit's (entry_serves_unit) is deleted and counted, as a corrupt one is.
   std::optional<CacheEntry> cached =
-      load_checked(q.cache(), key, [&](const CacheEntry& e) { return entry_serves_unit(q.catalog, q.unit_index(), e); });
+      load(q.cache(), key, [&](const CacheEntry& e) { return entry_serves_unit(q.catalog, q.unit_index(), e); });
   if (!cached) {
     return fail("the disk cache " + q.cache().config().dir.string() + " has no usable entry for it (key " + key.hex + ")");
   }
@@ -38,5 +41,13 @@ Result<UnitImage> fetch_disk(const UnitQuery& q) {
   image.label = binary_label(BinaryKind::cubin, q.arch) + " from the disk cache (" + image.cache_key + ")";
   return image;
 }
+
+}  // namespace
+
+Result<UnitImage> fetch_disk(const UnitQuery& q) { return disk_image(q, load_checked); }
+
+Result<UnitImage> read_disk_ahead(const UnitQuery& q) { return disk_image(q, read_ahead_checked); }
+
+void count_disk_hit(const UnitQuery& q) { count_hit(q.cache()); }
 
 }  // namespace kiln::detail

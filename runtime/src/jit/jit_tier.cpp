@@ -176,6 +176,11 @@ BuiltUnit build_linked_into_cache(const Catalog& catalog, std::uint32_t unit, un
 
 unsigned jit_parallelism() { return pool().max_workers(); }
 
+void start_jit_ahead(const UnitQuery& q) {
+  // The PTX tier assembles on the same workers.
+  if (q.options.use_jit || q.options.allow_ptx) pool().start_ahead();
+}
+
 // The tier's step: compiled on first get(), if NVRTC can be loaded then.
 Result<UnitProbe> probe_jit(const UnitQuery& q) {
   if (!q.options.use_jit) return fail("");

@@ -1,18 +1,23 @@
-// Prefetch: the embedded tier's own fetch, and the disk tier's first key, run ahead on a thread of its own.
+// Prefetch: the embedded tier's own fetch, the disk tier's, and the JIT's first worker, run ahead on a thread of its own.
 #include "registry/prefetch.hpp"
-
-#include "disk/unit_key.hpp"
 
 #include <kiln/select.hpp>
 
+#include <chrono>
 #include <exception>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 namespace kiln::detail {
 
 Prefetch::Prefetch(const Catalog& catalog, unsigned arch, const RegistryOptions& options, std::size_t budget)
-    : ready_(std::make_unique<std::atomic<UnitImage*>[]>(catalog.units.size())), units_(catalog.units.size()) {
+    : catalog_(catalog),
+      arch_(arch),
+      options_(options),
+      ready_(std::make_unique<std::atomic<UnitImage*>[]>(catalog.units.size())),
+      state_(std::make_unique<std::atomic<std::uint8_t>[]>(catalog.units.size())),
+      units_(catalog.units.size()) {
   if (units_ == 0) return;
   try {
     thread_ = std::thread([this, &catalog, arch, &options, budget] { run(catalog, arch, options, budget); });
@@ -33,9 +38,39 @@ void Prefetch::wait() {
 
 std::optional<UnitImage> Prefetch::take(std::size_t unit) {
   if (unit >= units_) return std::nullopt;
+  std::uint8_t seen = kOpen;
+  // Not begun: the thread leaves it to the caller. Being read: a read takes well under a millisecond,
+  // and two at once would count a corrupt entry twice; waited for, within bounds (a stuck file system
+  // costs the caller kTakeWait, then it reads the unit itself).
+  if (state_[unit].compare_exchange_strong(seen, kTaken, std::memory_order_acq_rel)) return std::nullopt;
+  const auto deadline = std::chrono::steady_clock::now() + kTakeWait;
+  while (seen == kWorking && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    seen = state_[unit].load(std::memory_order_acquire);
+  }
   std::unique_ptr<UnitImage> image(ready_[unit].exchange(nullptr, std::memory_order_acq_rel));
   if (!image) return std::nullopt;
+  if (image->served_by == Tier::disk) {
+    for (const KernelEntry& k : catalog_.kernels) {
+      if (k.unit != unit) continue;
+      count_disk_hit(UnitQuery{catalog_, k, arch_, options_});  // it serves now: the chain would have counted it
+      break;
+    }
+  }
   return std::move(*image);
+}
+
+bool Prefetch::claim(std::size_t unit) {
+  std::uint8_t open = kOpen;
+  return state_[unit].compare_exchange_strong(open, kWorking, std::memory_order_acq_rel);
+}
+
+void Prefetch::finish(std::size_t unit, std::optional<UnitImage> image, Tier tier) {
+  if (image) {
+    image->served_by = tier;
+    ready_[unit].store(new UnitImage(std::move(*image)), std::memory_order_release);
+  }
+  state_[unit].store(kDone, std::memory_order_release);
 }
 
 void Prefetch::run(const Catalog& catalog, unsigned arch, const RegistryOptions& options, std::size_t budget) {
@@ -45,36 +80,55 @@ void Prefetch::run(const Catalog& catalog, unsigned arch, const RegistryOptions&
     if (k.unit < units_ && kernel_of[k.unit] == nullptr) kernel_of[k.unit] = &k;
   }
   std::size_t spent = 0;
-  bool full = false;                     // the budget is spent: nothing more is unpacked
-  const KernelEntry* to_disk = nullptr;  // the first unit the embedded tier cannot serve
+  bool full = false;                 // the budget is spent: nothing more is read ahead
+  std::vector<std::size_t> to_disk;  // the units the embedded tier cannot serve
   for (std::size_t u = 0; u < units_ && !stop_.load(std::memory_order_relaxed); ++u) {
     // A linked unit is built with its operator (Registry::get with a LinkedSource), never by the tiers.
     if (kernel_of[u] == nullptr || catalog.units[u].linked) continue;
     const BinaryEntry* b = options.use_embedded ? select_binary(catalog, catalog.units[u], arch, false) : nullptr;
     if (b == nullptr) {
-      if (to_disk == nullptr) to_disk = kernel_of[u];
+      to_disk.push_back(u);
       continue;
     }
     if (full || b->size > budget - spent) {
       full = true;
       continue;
     }
+    if (!claim(u)) continue;  // asked for already
     spent += b->size;
     auto image = fetch_embedded_cubin(UnitQuery{catalog, *kernel_of[u], arch, options});
-    if (!image) continue;  // damaged: fetch_embedded_cubin has warned (once); the unit's load misses the same way
-    image->served_by = Tier::embedded;
-    ready_[u].store(new UnitImage(std::move(image).value()), std::memory_order_release);
-    unpacked_.fetch_add(1, std::memory_order_release);
+    // Damaged: fetch_embedded_cubin has warned (once); the unit's load misses the same way.
+    finish(u, image ? std::optional(std::move(image).value()) : std::nullopt, Tier::embedded);
+    if (image) unpacked_.fetch_add(1, std::memory_order_release);
   }
-  if (to_disk == nullptr || stop_.load(std::memory_order_relaxed)) return;
-  try {
-    const UnitQuery q{catalog, *to_disk, arch, options};
-    DiskCache& cache = q.cache();
-    if (!cache.usable()) return;
-    (void)unit_cache_key(catalog, q.unit(), arch, cache);
-    warmed_disk_.store(true, std::memory_order_release);
-  } catch (const std::exception&) {
-    // Whatever failed fails again, and is reported, when the disk tier is asked for the unit.
+  // The others' disk entries, read while the budget lasts (the cache directory opened and the compilers'
+  // record read on the way); the first the disk cannot serve has the JIT tier start a worker meanwhile.
+  for (const std::size_t u : to_disk) {
+    if (stop_.load(std::memory_order_relaxed)) return;
+    const UnitQuery q{catalog, *kernel_of[u], arch, options};
+    try {
+      if (q.cache().usable()) {
+        if (full) return;  // nothing more read, nothing more known
+        if (!claim(u)) continue;  // asked for already: the caller walks the tiers
+        Result<UnitImage> image = read_disk_ahead(q);
+        warmed_disk_.store(true, std::memory_order_release);
+        const bool hit = image.ok();
+        if (hit) {
+          spent += image->owned.size();
+          full = spent >= budget;
+          read_from_disk_.fetch_add(1, std::memory_order_release);
+        }
+        finish(u, hit ? std::optional(std::move(image).value()) : std::nullopt, Tier::disk);
+        if (hit) continue;
+      }
+      if (!jit_started_.load(std::memory_order_relaxed)) {
+        start_jit_ahead(q);  // it looks at the options: the JIT and PTX tiers' workers
+        jit_started_.store(true, std::memory_order_release);
+      }
+    } catch (const std::exception&) {
+      // Whatever failed fails again, and is reported, when the tiers are asked for the unit.
+      if (state_[u].load(std::memory_order_acquire) == kWorking) finish(u, std::nullopt, Tier::disk);
+    }
   }
 }
 

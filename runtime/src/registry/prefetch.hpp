@@ -1,7 +1,8 @@
 // Work a registry does on a thread while its context comes up (tens of milliseconds the first time in a
-// process): this device's embedded cubins unpacked, so that a unit's first load finds its image ready
-// instead of paying for zstd, and the disk cache opened and its first key made when a unit will need it
-// (docs/DESIGN.md, "Embedded fatbins" and "Tiers").
+// process): this device's embedded cubins unpacked, and the disk entries of the units that have none
+// read, so that a unit's first load finds its image ready instead of paying for zstd or the cache; and,
+// when a unit is on neither, the JIT tier's first worker started, its compilers loaded (docs/DESIGN.md,
+// "Embedded fatbins", "Tiers" and "A cold compile's first worker").
 #pragma once
 
 #include "registry/tier.hpp"
@@ -10,7 +11,9 @@
 #include <kiln/registry.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -24,10 +27,12 @@ class Prefetch {
   static constexpr std::size_t kBudgetBytes = std::size_t(16) << 20;
 
   // Starts a thread that unpacks, in table order, the cubin the embedded tier would pick for `arch` of
-  // each unit that has one, until `budget` bytes (none when the options turn the embedded tier off);
-  // then, if some unit has no such cubin, opens the disk cache the registry would ask and makes that
-  // unit's key (the cache directory walked, the compilers' record read): nothing is loaded or counted.
-  // `catalog` and `options` must outlive this object. When no thread can be started, nothing is done ahead.
+  // each unit that has one (none when the options turn the embedded tier off); then reads from the
+  // disk cache the registry would ask the entry of each unit that has no such cubin, as the disk tier
+  // would (nothing counted until take() hands it over), both until `budget` bytes; and has the JIT tier
+  // start a worker (start_jit_ahead) for the first of those the disk does not have, or all of them when
+  // the cache is not in use. Nothing is loaded into a context. `catalog` and `options` must outlive this
+  // object. When no thread can be started, nothing is done ahead.
   Prefetch(const Catalog& catalog, unsigned arch, const RegistryOptions& options,
                    std::size_t budget = kBudgetBytes);
   // Stops the thread between two units and joins it.
@@ -35,25 +40,40 @@ class Prefetch {
   Prefetch(const Prefetch&) = delete;
   Prefetch& operator=(const Prefetch&) = delete;
 
-  // The unit's image, exactly as fetch_embedded_cubin returns it, if the thread has unpacked it; each at
-  // most once. Otherwise nothing, and the caller asks the tiers as usual (a unit the thread is unpacking
-  // right now is unpacked twice, never waited for).
+  // The unit's image, exactly as the embedded or the disk tier's fetch returns it (served_by says which),
+  // if the thread has it; each at most once; a disk hit is counted now. Otherwise nothing, and the caller
+  // asks the tiers as usual: a unit the thread has not begun is then never read by it, and one it is
+  // reading right now is waited for, at most kTakeWait.
   std::optional<UnitImage> take(std::size_t unit);
-  // How many images the thread has unpacked so far (for tests).
+  static constexpr auto kTakeWait = std::chrono::seconds(1);
+  // How many images the thread has unpacked so far, and read from disk (for tests).
   std::size_t unpacked() const noexcept { return unpacked_.load(std::memory_order_acquire); }
-  // Whether the thread made a disk cache key ahead (for tests).
+  std::size_t read_from_disk() const noexcept { return read_from_disk_.load(std::memory_order_acquire); }
+  // Whether the thread asked the JIT tier to start a worker ahead (for tests).
+  bool jit_started() const noexcept { return jit_started_.load(std::memory_order_acquire); }
+  // Whether the thread asked the disk cache for an entry (for tests).
   bool warmed_disk() const noexcept { return warmed_disk_.load(std::memory_order_acquire); }
   // Blocks until the thread has ended (for tests).
   void wait();
 
  private:
   void run(const Catalog& catalog, unsigned arch, const RegistryOptions& options, std::size_t budget);
+  // A unit's state: open, then either the thread works on it and is done, or take() came first.
+  enum : std::uint8_t { kOpen, kWorking, kDone, kTaken };
+  bool claim(std::size_t unit);  // open -> working, for the thread
+  void finish(std::size_t unit, std::optional<UnitImage> image, Tier tier);  // working -> done
 
+  const Catalog& catalog_;
+  unsigned arch_;
+  const RegistryOptions& options_;
   std::unique_ptr<std::atomic<UnitImage*>[]> ready_;
+  std::unique_ptr<std::atomic<std::uint8_t>[]> state_;
   std::size_t units_;
   std::atomic<bool> stop_{false};
   std::atomic<std::size_t> unpacked_{0};
+  std::atomic<std::size_t> read_from_disk_{0};
   std::atomic<bool> warmed_disk_{false};
+  std::atomic<bool> jit_started_{false};
   std::thread thread_;
 };
 

@@ -197,7 +197,7 @@ Kernel Registry::load(const KernelEntry& entry, std::size_t index) {
 // mutex held, so threads of this process ask the tiers once per unit (and the JIT compiles it once).
 void Registry::load_unit(UnitState& unit, const KernelEntry& entry) {
   if (auto ready = prefetch_ ? prefetch_->take(entry.unit) : std::nullopt) {
-    unit.image = std::move(*ready);  // what the embedded tier, first in the chain, hands over
+    unit.image = std::move(*ready);  // what the embedded or the disk tier, first in the chain to have it, hands over
   } else {
     unit.image = detail::fetch_unit(query(entry));
   }
@@ -288,8 +288,8 @@ void Registry::ensure_device() {
     check(cu.cuDriverGetVersion(&version), "kiln: cuDriverGetVersion");
     DeviceInfo info{ordinal_, name, arch_of(major, minor), version, memory};
     // The context takes tens of milliseconds to come up the first time: this device's embedded images
-    // are unpacked meanwhile (and the disk cache opened, if a unit will need it), so that a unit's first
-    // load does not wait for zstd or the cache directory.
+    // are unpacked meanwhile, and the disk entries of units without one read (or, for a unit on neither,
+    // a JIT worker started), so that a unit's first load does not wait for zstd, the cache or a worker.
     prefetch_ = std::make_unique<detail::Prefetch>(catalog_, info.arch, options_);
     // Retained last, so that a failure above leaves nothing to release.
     CUcontext context = nullptr;

@@ -71,4 +71,12 @@ Result<UnitImage> fetch_ptx(const UnitQuery&);
 Result<UnitProbe> probe_jit(const UnitQuery&);
 Result<UnitImage> fetch_jit(const UnitQuery&);
 
+// What the registry's prefetch (registry/prefetch.hpp) does ahead, while the context comes up:
+// fetch_disk, counting neither the miss (the chain counts its own when it asks) nor the hit, which
+// count_disk_hit counts once the image serves a get();
+Result<UnitImage> read_disk_ahead(const UnitQuery&);
+void count_disk_hit(const UnitQuery&);
+// and the JIT tier's first worker started, its compilers loaded, for a unit the tiers before it missed.
+void start_jit_ahead(const UnitQuery&);
+
 }  // namespace kiln::detail
