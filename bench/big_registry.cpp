@@ -127,6 +127,54 @@ std::uint64_t tree_rss(pid_t root) {
   return total;
 }
 
+// What the pool's trace (KILN_JIT_TRACE, jit/pool/trace.hpp) says of one cold run: how busy its workers
+// were between the first request's start and the last one's end, and where a request's time went.
+struct TraceSummary {
+  double busy = 0;         // the workers' time on requests / (workers x span)
+  double compile_ms = 0;   // median NVRTC + nvJitLink of a request, as the worker measured them
+  double exchange_ms = 0;  // median of the rest of a request on its worker: transfer, decoding, stripping
+  double first_ms = 0;     // the first request's start, from the pool's making
+  double span_ms = 0;      // first start to last end
+  double spawn_ms = 0;     // median worker start: spawn to hello
+};
+
+double json_number(const std::string& line, const char* key) {
+  const std::string k = std::string("\"") + key + "\":";
+  const auto at = line.find(k);
+  return at == std::string::npos ? 0 : std::atof(line.c_str() + at + k.size());
+}
+
+TraceSummary summarize_trace(const std::string& path) {
+  std::ifstream in(path);
+  std::map<long, double> busy_of;
+  std::vector<double> compile, exchange, spawn;
+  double first = 1e300, last = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("\"event\":\"spawn\"") != std::string::npos) {
+      spawn.push_back(json_number(line, "hello") - json_number(line, "at"));
+      continue;
+    }
+    const double start = json_number(line, "start"), end = json_number(line, "end");
+    const double work = json_number(line, "nvrtc") + json_number(line, "link");
+    busy_of[static_cast<long>(json_number(line, "worker"))] += end - start;
+    compile.push_back(work);
+    exchange.push_back(end - start - work);
+    first = std::min(first, start);
+    last = std::max(last, end);
+  }
+  TraceSummary t;
+  if (compile.empty()) return t;
+  double busy = 0;
+  for (const auto& [worker, ms] : busy_of) busy += ms;
+  t.span_ms = last - first;
+  t.busy = busy / (static_cast<double>(busy_of.size()) * t.span_ms);
+  t.compile_ms = median(compile);
+  t.exchange_ms = median(exchange);
+  t.first_ms = first;
+  t.spawn_ms = spawn.empty() ? 0 : median(spawn);
+  return t;
+}
+
 std::uint64_t directory_bytes(const std::string& dir) {
   std::uint64_t bytes = 0;
   std::error_code ec;
@@ -228,9 +276,11 @@ int main(int argc, char** argv) {
   const unsigned most = *std::max_element(workers.begin(), workers.end());
   auto jit_row = [&](const std::string& what, std::vector<std::string> env, bool sample) {
     std::vector<double> wall;
+    std::vector<TraceSummary> traces;
     for (int r = 0; r < (jit_runs > 0 ? jit_runs : runs); ++r) {
       const std::string dir = make_temp_dir("big-jit");
       env.push_back("KILN_CACHE_DIR=" + dir);
+      env.push_back("KILN_JIT_TRACE=" + dir + "/trace.jsonl");
       std::uint64_t run_peak = 0;
       auto sampler = [&](pid_t pid) {
         if (!sample) return;
@@ -244,12 +294,29 @@ int main(int argc, char** argv) {
       };
       const auto one = run_children(argv[0], {"--jit-child", std::to_string(arch)}, 1, 2, env, sampler);
       env.pop_back();
+      env.pop_back();
       wall.push_back(one[1][0]);
+      traces.push_back(summarize_trace(dir + "/trace.jsonl"));
       peak = std::max(peak, run_peak);
       jit_cache_bytes = directory_bytes(dir);
       remove_tree(dir);
     }
     table.row(what, ms(median(wall)), "sm_" + std::to_string(arch) + ", empty cache, new process");
+    // The pool's trace of the same runs (medians over runs): where the wall time went.
+    const auto of = [&](double TraceSummary::*field) {
+      std::vector<double> v;
+      for (const auto& t : traces) v.push_back(t.*field);
+      return median(v);
+    };
+    if (of(&TraceSummary::span_ms) > 0) {
+      char note[320];
+      std::snprintf(note, sizeof note,
+                    "trace: workers busy %.0f%% of %.0f ms from the first request (at %.1f ms); a request: NVRTC + "
+                    "nvJitLink %.1f ms, the rest on its worker %.1f ms; worker start %.1f ms",
+                    100 * of(&TraceSummary::busy), of(&TraceSummary::span_ms), of(&TraceSummary::first_ms),
+                    of(&TraceSummary::compile_ms), of(&TraceSummary::exchange_ms), of(&TraceSummary::spawn_ms));
+      table.row("    where its time went", "", note);
+    }
   };
   for (unsigned w : workers) {
     jit_row("(c) all cold through JIT, " + std::to_string(w) + (w == 1 ? " worker process" : " worker processes"),

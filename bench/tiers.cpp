@@ -221,7 +221,7 @@ void export_sources(const std::string& path, unsigned arch, const std::string& b
     std::string expression;
     for (std::size_t k = 0; k < request.kernels.size(); ++k)
       if (request.kernels[k].name == s.kernel) expression = request.expressions[k];
-    out << "  {\"label\": " << json(s.label) << ", \"kernel\": " << json(s.kernel)
+    out << "  {\"label\": " << json(s.label) << ", \"registry\": " << json(s.registry) << ", \"kernel\": " << json(s.kernel)
         << ", \"expression\": " << json(expression) << ",\n   \"options\": " << json(request.options)
         << ", \"include_dirs\": " << json(std::vector<std::string>{dir.string()}) << ",\n   \"source\": " << json(request.source) << "}"
         << (i + 1 < std::size(kSubjects) ? ",\n" : "\n");

@@ -101,7 +101,14 @@ meson setup build-jit -Darchs=sm_80 -Dembed_ptx=false > "$out/build-jit.log" 2>&
   ninja -C build-jit >> "$out/build-jit.log" 2>&1 || { tail -40 "$out/build-jit.log"; exit 1; }
 # One process JIT-compiles every primitive at once (and prints how long that took), then the suite runs
 # in parallel on what it published: these processes load the JIT-built cubins from disk.
-build-jit/tests/test_prim -tc=none-just-warm-up 2>&1 | grep -E "^primitives:|warning"
+# The machine's CPU time meanwhile (/proc/stat: every process, the compile workers included), over its
+# cores: the least wall time any schedule of this work could take here. The pool's trace comes back.
+busy() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
+b0=$(busy)
+KILN_JIT_TRACE="$out/jit-trace.jsonl" build-jit/tests/test_prim -tc=none-just-warm-up 2>&1 | grep -E "^primitives:|warning"
+b1=$(busy)
+awk -v b="$((b1 - b0))" -v hz="$(getconf CLK_TCK)" -v n="$(nproc)" \
+  'BEGIN{printf "the machine'"'"'s CPU time during it: %.1f s; over %d cores: %.2f s at the least\n", b/hz, n, b/hz/n}'
 meson test -C build-jit --suite gpu --no-rebuild --print-errorlogs 2>&1 | grep -E "^ *[0-9]+/|^Ok|^Fail" | tee "$out/test-jit.log"
 unset KILN_CACHE_DIR
 fi
