@@ -760,6 +760,37 @@ TEST_CASE("the unit on a table's critical path neither builds its family's PCH n
   CHECK(pool.stats().pch_created == 1);
 }
 
+TEST_CASE("two long units of one family among many short ones: both go cold at once, ahead of the batch they came with, and neither builds the PCH") {
+  // The 200-unit registry's shape (docs/DESIGN.md, "Scheduling a table"): its two CUB units, one kernel
+  // each, are its critical path. Before, they waited for their batch, then one built the family's PCH
+  // (1.6 times a cold compile) while the other waited behind it: the table ended ~1.5 cold compiles later.
+  kiln::test::TempDir dir;
+  const auto spans = dir.path() / "spans";
+  const std::string span = "fake:span=" + spans.string();
+  JitPoolOptions o = fake_pool(4);
+  o.cores = 4;
+  JitPool pool(o);
+  std::vector<std::future<CompileOutcome>> shorts;
+  for (std::size_t i = 0; i < 12; ++i)
+    shorts.push_back(pool.submit(table_request(numbered("s", i), 1, dir.path() / "order", {"fake:sleep=30"}), {}, 20));
+  auto a = pool.submit(family_request("cub_a", {span, "fake:sleep=300"}), family(dir.path()), 5000);
+  auto b = pool.submit(family_request("cub_b", {span, "fake:sleep=300"}), family(dir.path()), 5000);
+  for (auto& f : shorts) REQUIRE(f.get().entry.ok());
+  const CompileOutcome oa = a.get(), ob = b.get();
+  REQUIRE(oa.entry.ok());
+  REQUIRE(ob.entry.ok());
+  CHECK(oa.pch == kiln::detail::PchResult::none);
+  CHECK(ob.pch == kiln::detail::PchResult::none);
+  CHECK(kiln::test::threads_of(oa) == 1);  // one kernel: threads would not shorten it
+  // Both ran at once: each started before either ended (an idle worker may build the PCH afterwards,
+  // for the next process: a later span).
+  const auto lines = lines_of(spans);
+  REQUIRE(lines.size() >= 4);
+  CHECK(lines[0].front() == '+');
+  CHECK(lines[1].front() == '+');
+  CHECK(lines[0] != lines[1]);
+}
+
 TEST_CASE("a family no larger than the pool compiles cold at once; then an idle worker builds its PCH for the next process, which uses it") {
   kiln::test::TempDir dir;
   {

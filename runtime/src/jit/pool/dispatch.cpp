@@ -8,11 +8,11 @@
 // before a cold compile would, or while a request that needs no PCH can take its core instead. A
 // request that may build a PCH is decided on once its batch has arrived (kGather, pool_state.hpp).
 //
-// Scheduling a table (docs/DESIGN.md): queued requests are taken longest first, by their estimates, and a
-// unit of many kernels whose compile alone outlasts its share of everything queued and running (it would
-// end last however the rest were spread) runs on every core's thread beside the others, compiles cold
-// rather than build or wait for a PCH that does not pay for it, and so shortens the table's critical path;
-// while it runs, the other requests leave it kCriticalCores cores where they can still end before it.
+// Scheduling a table (docs/DESIGN.md): queued requests are taken longest first, by their estimates; a
+// unit whose compile alone outlasts its share of everything queued and running (it would end last
+// however the rest were spread) goes at once and compiles cold rather than build or wait for a PCH that
+// does not pay for it; such a unit of many kernels also runs on every core's thread beside the others,
+// which then leave it kCriticalCores cores where they can still end before it.
 #include "jit/pool/pool_state.hpp"
 
 #include <algorithm>
@@ -57,11 +57,15 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
   }
   for (const Job& j : queue)
     if (!j.background) load += j.estimate();
-  // The table's critical path: a unit whose compile alone outlasts the load's share of one worker, and
-  // which threads shorten (kSplitOptimizerKernels; not a linked unit).
+  // The table's critical path: a unit whose compile alone outlasts the load's share of one worker, which
+  // no spreading of the rest can hide. It goes as soon as a worker is free (its batch is not gathered),
+  // never builds its family's PCH (a compile that builds one takes kCreateFactor as long, and the
+  // family's others would wait behind it) and waits for one only where waiting alone pays.
+  const auto on_critical_path = [&](const Job& job) { return !job.background && job.estimate_ms * max_workers > load; };
+  // Of those, a unit that threads shorten (kSplitOptimizerKernels; not a linked unit) runs on every core's.
   const auto critical = [&](const Job& job) {
-    return !job.background && cores > 1 && job.estimate_ms * max_workers > load &&
-           job.request.kernels.size() >= kSplitOptimizerKernels && job.request.link_source.empty();
+    return on_critical_path(job) && cores > 1 && job.request.kernels.size() >= kSplitOptimizerKernels &&
+           job.request.link_source.empty();
   };
   // While critical units run, the others leave them their cores (kCriticalCores each), as long as the
   // others' work still ends before the longest critical unit would: otherwise they slow it down.
@@ -126,15 +130,16 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
         // Waiting pays, or another request can use the core meanwhile: that one, or wait. The critical
         // path's unit waits only where it pays.
         const bool pays = left + f.warm_estimate() < f.cold_estimate();
-        if (!overdue && (pays || (!critical(job) && other_work(job.family.key)))) {
+        if (!overdue && (pays || (!on_critical_path(job) && other_work(job.family.key)))) {
           job.waited = true;
           continue;
         }
         return pick;  // cold is sooner, and nothing else would use the core
       }
       case Family::Pch::absent: {
-        // Still arriving: the batch decides whether a PCH pays. Meanwhile other requests may go.
-        if (!job.background && now - last_arrival < kGather && now - job.queued < kGatherMax) {
+        // Still arriving: the batch decides whether a PCH pays. Meanwhile other requests may go. The
+        // critical path's unit builds none, whatever the batch: it goes now.
+        if (!job.background && !on_critical_path(job) && now - last_arrival < kGather && now - job.queued < kGatherMax) {
           gathering = true;
           continue;
         }
@@ -145,7 +150,7 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
         // one of the family (or nobody waits: the background build): build it.
         // Never by the critical path's unit: building a PCH makes a compile longer (kCreateFactor).
         const bool saturated = static_cast<unsigned>(foreground) > capacity && of_family > 1;
-        if (job.background || (!critical(job) && (static_cast<unsigned>(of_family) > capacity || saturated))) {
+        if (job.background || (!on_critical_path(job) && (static_cast<unsigned>(of_family) > capacity || saturated))) {
           f.pch = Family::Pch::building;
           f.since = now;
           pick.pch = PchMode::create;
