@@ -59,7 +59,14 @@ TEST_CASE("every example unit JIT-compiles for sm_90 and sm_80 into a cubin with
       CHECK(out.entry->arch == arch);
       CHECK(out.entry->options == catalog.str(unit.options));
       CHECK(out.entry->compiler.rfind("nvrtc 13.", 0) == 0);
-      CHECK(out.entry->compiler.find("unreferenced globals stripped") != std::string::npos);
+      if (request.headers.empty()) {
+        // Nothing included, nothing of CCCL's to strip: NVRTC's own cubin, no nvJitLink step.
+        CHECK(out.entry->compiler.find("its own cubin") != std::string::npos);
+        CHECK(out.link_ms == 0);
+      } else {
+        CHECK(out.entry->compiler.find("unreferenced globals stripped") != std::string::npos);
+        CHECK(out.link_ms > 0);
+      }
       REQUIRE(out.entry->kernels.size() == request.kernels.size());
       for (std::size_t k = 0; k < request.kernels.size(); ++k) {
         CHECK(out.entry->kernels[k].name == request.kernels[k].name);
@@ -81,6 +88,19 @@ TEST_CASE("every example unit JIT-compiles for sm_90 and sm_80 into a cubin with
   }
 }
 
+TEST_CASE("a unit that includes nothing, given threads, has NVRTC run ptxas on them for its own cubin") {
+  CompileRequest request = kiln::test::example_request(kiln::test::example_unit("scale"), 90);
+  REQUIRE(request.headers.empty());
+  request.link_threads = 2;
+  const auto options = kiln::detail::nvrtc_options(request, kiln::detail::PchMode::none, false, true);
+  CHECK(std::find(options.begin(), options.end(), "-arch=sm_90") != options.end());
+  CHECK(std::find(options.begin(), options.end(), "-Xptxas=--split-compile=2") != options.end());
+  const CompileOutcome out = compile_unit(request);
+  require_ok(out);
+  CHECK(kiln::detail::read_cubin(out.entry->cubin).arch == 90);
+  CHECK(out.link_ms == 0);
+}
+
 TEST_CASE("a compile error names the unit, the arch and the options, and keeps NVRTC's log") {
   CompileRequest request = kiln::test::example_request(kiln::test::example_unit("vector_add"), 90);
   request.source += "\nthis_is_not_cpp kiln_broken_line;\n";
@@ -90,7 +110,7 @@ TEST_CASE("a compile error names the unit, the arch and the options, and keeps N
   CHECK(out.entry.error().find("examples/vector_add") != std::string::npos);
   CHECK(out.entry.error().find("sm_90") != std::string::npos);
   CHECK(out.entry.error().find("NVRTC") != std::string::npos);
-  CHECK(out.entry.error().find("-arch=compute_90") != std::string::npos);
+  CHECK(out.entry.error().find("-arch=sm_90") != std::string::npos);  // a unit that includes nothing: NVRTC's own cubin
   CHECK(out.log.find("this_is_not_cpp") != std::string::npos);
   CHECK(out.log.find("error") != std::string::npos);
 }

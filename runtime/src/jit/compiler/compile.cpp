@@ -104,6 +104,15 @@ class Program {
     return text;
   }
 
+  // The cubin of a program compiled for a real architecture (binary: no terminating NUL to drop).
+  std::string cubin() const {
+    std::size_t size = 0;
+    if (api_.nvrtcGetCUBINSize(program_, &size) != NVRTC_SUCCESS || size == 0) return {};
+    std::string bytes(size, '\0');
+    if (api_.nvrtcGetCUBIN(program_, bytes.data()) != NVRTC_SUCCESS) return {};
+    return bytes;
+  }
+
   // The LTO-IR of a program compiled with -dlto (binary: no terminating NUL to drop).
   std::string lto_ir() const {
     std::size_t size = 0;
@@ -167,11 +176,17 @@ class Linker {
 // without an execution space __device__ rather than rejected: nvcc accepts such functions in host-side
 // declarations that device code never calls (CUB's tuning headers have them), and the build-time
 // lowering (codegen/lowering.py) passes the same option.
-std::vector<std::string> nvrtc_options(const CompileRequest& request, PchMode pch, bool minimal) {
+std::vector<std::string> nvrtc_options(const CompileRequest& request, PchMode pch, bool minimal, bool cubin) {
   std::vector<std::string> options = request.options;
   options.push_back("-default-device");
   if (minimal) options.push_back("-minimal");
-  options.push_back("-arch=compute_" + std::to_string(request.code_arch != 0 ? request.code_arch : request.arch));
+  if (cubin) {
+    // NVRTC runs ptxas itself; on several threads where cores are free, as nvJitLink's would.
+    options.push_back("-arch=sm_" + std::to_string(request.arch));
+    if (request.link_threads != 1) options.push_back("-Xptxas=--split-compile=" + std::to_string(request.link_threads));
+  } else {
+    options.push_back("-arch=compute_" + std::to_string(request.code_arch != 0 ? request.code_arch : request.arch));
+  }
   if (!request.link_source.empty()) options.push_back("-dlto");  // -rdc=true is a linked row's own option
   // Where cores are free, NVVM's optimizer runs a unit of many kernels on several threads (docs/DESIGN.md,
   // "Threads inside a unit"); never beside a PCH, whose options must stay those it was built with.
@@ -211,9 +226,9 @@ struct Compiled {
   std::vector<std::string> options;
 };
 Compiled nvrtc_compile(const Nvrtc& api, const CompileRequest& request, PchMode pch, CompileOutcome& out,
-                       bool minimal = false) {
+                       bool minimal = false, bool cubin = false) {
   Compiled c;
-  c.options = nvrtc_options(request, pch, minimal);
+  c.options = nvrtc_options(request, pch, minimal, cubin);
   c.program = std::make_unique<Program>(api, request);
   const std::string what = subject(request) + ": NVRTC ";
   if (c.program->created() != NVRTC_SUCCESS) {
@@ -240,21 +255,21 @@ Compiled nvrtc_compile(const Nvrtc& api, const CompileRequest& request, PchMode 
 // A unit that includes nothing is compiled with NVRTC's -minimal first (no declarations of the CUDA
 // runtime's API, textures or device-side launch to parse: the trivial unit's NVRTC ~4-10 ms faster,
 // docs/DESIGN.md); one whose source needs them fails that compile and is compiled again without.
-Compiled compile_source(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out) {
+Compiled compile_source(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out, bool cubin = false) {
   Compiled c;
   bool compiled = false;
   if (request.headers.empty() && request.pch == PchMode::none && request.link_source.empty()) {
     CompileOutcome trial;
-    c = nvrtc_compile(api, request, PchMode::none, trial, true);
+    c = nvrtc_compile(api, request, PchMode::none, trial, true, cubin);
     out.nvrtc_ms += trial.nvrtc_ms;
     compiled = c.result == NVRTC_SUCCESS;
     if (compiled) out.log += trial.log;
   }
-  if (!compiled) c = nvrtc_compile(api, request, request.pch, out);
+  if (!compiled) c = nvrtc_compile(api, request, request.pch, out, false, cubin);
   if (request.pch == PchMode::use) {
     if (c.result != NVRTC_SUCCESS && contains(out.log, "cannot open precompiled header")) {
       out.pch = PchResult::failed;
-      c = nvrtc_compile(api, request, PchMode::none, out);
+      c = nvrtc_compile(api, request, PchMode::none, out, false, cubin);
     } else {
       out.pch = contains(out.log, "incompatible precompiled header") ? PchResult::rejected : PchResult::used;
     }
@@ -288,6 +303,14 @@ std::string compile_to_ptx(const Nvrtc& api, const CompileRequest& request, Comp
   std::string ptx = c.program->ptx();
   if (ptx.empty()) throw Failure{subject(request) + ": NVRTC produced no PTX; options: " + joined(c.options, " ")};
   return ptx;
+}
+
+// The unit's source straight to a cubin: NVRTC runs ptxas itself.
+std::string compile_to_cubin(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out) {
+  const Compiled c = compile_source(api, request, out, true);
+  std::string cubin = c.program->cubin();
+  if (cubin.empty()) throw Failure{subject(request) + ": NVRTC produced no cubin; options: " + joined(c.options, " ")};
+  return cubin;
 }
 
 // The unit's source to LTO-IR (its options carry -dlto).
@@ -404,6 +427,7 @@ CompileOutcome compile_unit(const CompileRequest& request) {
   const NvJitLink& link = nvjitlink();
   CacheEntry entry;
   bool embedded_ir = false;  // a linked unit's kernels came from the binary's LTO-IR
+  bool straight = false;     // NVRTC made the cubin itself
   try {
     if (request.expressions.size() != request.kernels.size()) {
       throw Failure{subject(request) + ": the request has " + std::to_string(request.kernels.size()) +
@@ -435,6 +459,12 @@ CompileOutcome compile_unit(const CompileRequest& request) {
         entry.cubin = link_to_cubin(
             link, request, {{NVJITLINK_INPUT_LTOIR, unit_ir, request.source_name + ".ltoir"}, linked_input}, out);
       }
+    } else if (!from_ptx && request.headers.empty()) {
+      // A unit that includes nothing has none of CCCL's unreferenced globals to strip (docs/DESIGN.md,
+      // "Lean cubins"): NVRTC makes its cubin itself, without PTX text written, read back and assembled
+      // by nvJitLink (docs/DESIGN.md, "A unit that includes nothing").
+      entry.cubin = compile_to_cubin(*rtc, request, out);
+      straight = true;
     } else {
       StrippedPtx stripped = strip_unreferenced_globals(
           from_ptx ? std::string_view(request.ptx) : std::string_view(compile_to_ptx(*rtc, request, out)));
@@ -449,11 +479,12 @@ CompileOutcome compile_unit(const CompileRequest& request) {
   entry.arch = request.arch;
   entry.kernels = request.kernels;
   entry.options = joined(request.options, "\n");  // as the catalog writes a unit's options
-  entry.compiler = (from_ptx ? "embedded PTX" : "nvrtc " + rtc->version) + " + nvjitlink " + link.version +
-                   (request.link_source.empty()
-                        ? ", " + std::to_string(out.globals_removed) + " unreferenced globals stripped"
-                        : ", LTO with " + request.link_source_name +
-                              (embedded_ir ? std::string(", the unit's embedded LTO-IR") : std::string()));
+  entry.compiler = straight ? "nvrtc " + rtc->version + ", its own cubin"
+                   : (from_ptx ? "embedded PTX" : "nvrtc " + rtc->version) + " + nvjitlink " + link.version +
+                         (request.link_source.empty()
+                              ? ", " + std::to_string(out.globals_removed) + " unreferenced globals stripped"
+                              : ", LTO with " + request.link_source_name +
+                                    (embedded_ir ? std::string(", the unit's embedded LTO-IR") : std::string()));
   out.entry = std::move(entry);
   return out;
 }

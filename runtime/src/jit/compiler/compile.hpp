@@ -90,14 +90,16 @@ struct CompileOutcome {
 inline constexpr std::size_t kSplitOptimizerKernels = 4;
 
 // NVRTC's options for `request` compiled with `pch`: the unit's own, then kiln's; with `minimal`,
-// NVRTC's -minimal (tried first for a unit that includes nothing).
-std::vector<std::string> nvrtc_options(const CompileRequest& request, PchMode pch, bool minimal = false);
+// NVRTC's -minimal (tried first for a unit that includes nothing); with `cubin`, for the real
+// architecture (NVRTC's own cubin, for a unit that includes nothing) rather than its PTX.
+std::vector<std::string> nvrtc_options(const CompileRequest& request, PchMode pch, bool minimal = false, bool cubin = false);
 
 // A compiler of whole units: compile_unit, or a test's fake.
 using CompileFunction = std::function<CompileOutcome(const CompileRequest&)>;
 
 // Compiles in this process: NVRTC to PTX (or the request's PTX), the module-scope globals nothing
-// references stripped, nvJitLink to a cubin, checked. Never throws for a compile problem (that is an
+// references stripped, nvJitLink to a cubin, checked; a unit that includes nothing (no headers, not
+// linked), NVRTC straight to its cubin, checked. Never throws for a compile problem (that is an
 // outcome); throws kiln::Error(no_compiler) when NVRTC (for a source) or nvJitLink cannot be loaded.
 CompileOutcome compile_unit(const CompileRequest& request);
 
