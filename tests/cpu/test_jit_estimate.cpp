@@ -3,6 +3,8 @@
 // PTX shorter than compiling its source.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "examples_catalog.hpp"
 #include "jit/jit_tier.hpp"
 #include "jit_test_util.hpp"
@@ -27,4 +29,22 @@ TEST_CASE("a unit's compile estimate grows with the headers it includes and the 
   CHECK(estimate("scale") > 0);
   // The PTX tier assembles without headers or NVRTC.
   CHECK(estimate("block_sum_f32", true) < cub / 4);
+}
+
+TEST_CASE("code that includes nothing costs 0.45 as much per KiB as code that includes CCCL") {
+  const kiln::Catalog& catalog = kiln::examples::catalog();
+  const auto largest_cubin_kib = [&](std::string_view unit) {
+    double kib = 0;
+    for (const auto& b : catalog.binaries_of(kiln::test::example_unit(unit)))
+      if (b.kind == kiln::BinaryKind::cubin) kib = std::max(kib, b.size / 1024.0);
+    return kib;
+  };
+  const double kib = largest_cubin_kib("vector_add");
+  REQUIRE(kiln::test::example_unit("vector_add").header_count == 0);
+  if (kib == 0) {
+    MESSAGE("skipped: this build embeds no cubin of vector_add");
+    return;
+  }
+  // 40 ms fixed, 25 ms per KiB of cubin for CCCL's code (the 200-unit registry's trace, 2026-11-27).
+  CHECK(estimate("vector_add") == doctest::Approx(40 + 0.45 * 25 * kib).epsilon(0.001));
 }

@@ -791,6 +791,30 @@ TEST_CASE("two long units of one family among many short ones: both go cold at o
   CHECK(lines[0] != lines[1]);
 }
 
+TEST_CASE("in a full pool, a family of two whose PCH build would make it end last compiles cold; one that would not builds it") {
+  // Family estimates 1000 ms each among others: a PCH build then warm compile (1.85 of a cold one, on
+  // one worker after another) outlasts the load's share of a worker in the first case, not the second.
+  for (const double others_each : {100.0, 400.0}) {
+    CAPTURE(others_each);
+    kiln::test::TempDir dir;
+    JitPoolOptions o = fake_pool(4);
+    o.cores = 4;
+    JitPool pool(o);
+    std::vector<std::future<CompileOutcome>> others;
+    for (std::size_t i = 0; i < 40; ++i)
+      others.push_back(pool.submit(table_request(numbered("s", i), 1, dir.path() / "order", {"fake:sleep=5"}), {}, others_each));
+    auto a = pool.submit(family_request("fa", {"fake:sleep=50"}), family(dir.path()), 1000);
+    auto b = pool.submit(family_request("fb", {"fake:sleep=50"}), family(dir.path()), 1000);
+    for (auto& f : others) REQUIRE(f.get().entry.ok());
+    const CompileOutcome oa = a.get(), ob = b.get();
+    REQUIRE(oa.entry.ok());
+    REQUIRE(ob.entry.ok());
+    const bool built = oa.pch == kiln::detail::PchResult::created || ob.pch == kiln::detail::PchResult::created;
+    // 40 x 100 + 2000 = 6000 ms of load: 1000 x 1.85 x 4 workers = 7400 would end last; 40 x 400 + 2000 would not.
+    CHECK(built == (others_each == 400.0));
+  }
+}
+
 TEST_CASE("a family no larger than the pool compiles cold at once; then an idle worker builds its PCH for the next process, which uses it") {
   kiln::test::TempDir dir;
   {
