@@ -6,7 +6,9 @@ source, bench/RESULTS.md) is larger than the targets' margins; side by side it c
 
 Each kiln process is `bench_tiers --child 0 jit REGISTRY KERNEL DIR` (the time from the context to a
 launchable kernel), each CuPy one `cupy_tiers.py --child` (the same, for RawModule). Prints, per kernel:
-the medians, their ratio, and the median and range of the pairs' own ratios.
+the medians, their ratio, the median and range of the pairs' own ratios, and the compilers' own part of
+kiln's get (NVRTC and nvJitLink on the worker, from the pool's trace) against CuPy's whole cold compile:
+the ratio no cold get from source can go below with these compilers and options.
 
     cold_interleaved.py BENCH_TIERS SOURCES.json [--rounds N] [--json OUT]
 """
@@ -23,13 +25,19 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def kiln_cold(bench_tiers: str, registry: str, kernel: str) -> float:
+def kiln_cold(bench_tiers: str, registry: str, kernel: str) -> tuple[float, float]:
+    """The cold get() (ms after the context), and the compilers' part of it: NVRTC and nvJitLink on the
+    worker, from the pool's trace (the worker's warm-up, done while the context came up, left out)."""
     with tempfile.TemporaryDirectory(prefix="kiln-bench-cold-") as cache:
+        trace = Path(cache) / "trace.jsonl"
         out = subprocess.run([bench_tiers, "--child", "0", "jit", registry, kernel, cache], capture_output=True,
-                             text=True, timeout=600)
+                             text=True, timeout=600, env=dict(os.environ, KILN_JIT_TRACE=str(trace)))
+        requests = [json.loads(line) for line in trace.read_text().splitlines()] if trace.exists() else []
     if out.returncode != 0:
         raise RuntimeError(f"kiln child exited {out.returncode}: {out.stderr.strip()[-1500:]}")
-    return float(out.stdout.split()[1])
+    compilers = sum(r["nvrtc"] + r["link"] for r in requests
+                    if r.get("event") == "request" and r.get("unit") != "kiln/warm-up")
+    return float(out.stdout.split()[1]), compilers
 
 
 def cupy_cold(python: str, sources: str, index: int) -> float:
@@ -53,28 +61,33 @@ def main() -> int:
     specs = json.loads(Path(args.sources).read_text())
     print(f"kiln cold JIT get() and CuPy's cold compile, {args.rounds} interleaved pairs of fresh processes per "
           "kernel; times after the context\n")
-    print("| kernel | kiln, median (range) | CuPy, median (range) | ratio of medians | pairs' ratios: median (range) |")
-    print("|---|---:|---:|---:|---:|", flush=True)
+    print("| kernel | kiln, median (range) | of which the compilers | CuPy, median (range) | ratio of medians "
+          "| pairs' ratios: median (range) | the compilers alone / CuPy |")
+    print("|---|---:|---:|---:|---:|---:|---:|", flush=True)
     results = []
     for index, spec in enumerate(specs):
-        kiln, cupy, pairs = [], [], []
+        kiln, compilers, cupy, pairs, floors = [], [], [], [], []
         for r in range(args.rounds):
             order = ("kiln", "cupy") if r % 2 == 0 else ("cupy", "kiln")
             got = {}
             for side in order:
                 got[side] = (kiln_cold(args.bench_tiers, spec["registry"], spec["kernel"]) if side == "kiln"
                              else cupy_cold(args.cupy_python, args.sources, index))
-            kiln.append(got["kiln"])
+            kiln.append(got["kiln"][0])
+            compilers.append(got["kiln"][1])
             cupy.append(got["cupy"])
-            pairs.append(got["kiln"] / got["cupy"])
+            pairs.append(got["kiln"][0] / got["cupy"])
+            floors.append(got["kiln"][1] / got["cupy"])
         row = {"kernel": spec["kernel"], "label": spec["label"], "kiln_ms": statistics.median(kiln),
-               "cupy_ms": statistics.median(cupy), "ratio": statistics.median(kiln) / statistics.median(cupy),
+               "compilers_ms": statistics.median(compilers), "cupy_ms": statistics.median(cupy),
+               "ratio": statistics.median(kiln) / statistics.median(cupy),
                "pair_ratio": statistics.median(pairs), "pair_min": min(pairs), "pair_max": max(pairs),
-               "kiln_all": kiln, "cupy_all": cupy}
+               "floor": statistics.median(floors), "kiln_all": kiln, "compilers_all": compilers, "cupy_all": cupy}
         results.append(row)
         print(f"| {spec['label']} | {row['kiln_ms']:.1f} ms ({min(kiln):.1f}-{max(kiln):.1f}) "
-              f"| {row['cupy_ms']:.1f} ms ({min(cupy):.1f}-{max(cupy):.1f}) | {row['ratio']:.3f} "
-              f"| {row['pair_ratio']:.3f} ({row['pair_min']:.3f}-{row['pair_max']:.3f}) |", flush=True)
+              f"| {row['compilers_ms']:.1f} ms | {row['cupy_ms']:.1f} ms ({min(cupy):.1f}-{max(cupy):.1f}) "
+              f"| {row['ratio']:.3f} | {row['pair_ratio']:.3f} ({row['pair_min']:.3f}-{row['pair_max']:.3f}) "
+              f"| {row['floor']:.3f} |", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"rounds": args.rounds, "rows": results}, indent=1))
     return 0

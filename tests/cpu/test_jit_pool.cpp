@@ -302,6 +302,21 @@ TEST_CASE("start_ahead starts one worker before any request, which the first req
     CHECK(pool.worker_pids().size() == 1);
   }
   {
+    // Warmed up for an architecture: it compiled a kernel of one line, so it is no longer fresh, and a
+    // request that reads a PCH file (which NVRTC refuses a used worker) gets a new one.
+    kiln::test::TempDir dir;
+    plant_pch(family(dir.path()).path, kiln::test::kFakePch);
+    JitPool pool(fake_pool(4));
+    pool.start_ahead(90);
+    REQUIRE(eventually([&] { return pool.stats().warmed_up == 1; }));
+    const pid_t warmed = pool.worker_pids().front();
+    const CompileOutcome o = pool.compile(family_request("w"), family(dir.path()));
+    REQUIRE(o.entry.ok());
+    CHECK(o.pch == kiln::detail::PchResult::used);
+    CHECK(served_by(o) != warmed);
+    CHECK(pool.stats().spawned == 2);
+  }
+  {
     // Without a worker executable there is nothing to start: requests compile in this process as before.
     JitPoolOptions o = fake_pool(2);
     o.worker = "/nonexistent/kiln-jitd";
@@ -865,6 +880,19 @@ TEST_CASE("a PCH file that fails its sum is deleted and never handed to the comp
   CHECK(r.pch == kiln::detail::PchResult::rejected);
   CHECK(pool2.stats().pch_rejected == 1);
   CHECK_FALSE(std::filesystem::exists(foreign));
+}
+
+TEST_CASE("the real kiln-jitd started ahead warms up with a kernel of one line, then compiles the first request") {
+  JitPool pool(real_pool(2));
+  pool.start_ahead(90);
+  // The request waits for the worker started ahead, which warms up first.
+  auto f = pool.submit(kiln::test::example_request(kiln::test::example_unit("vector_add"), 90));
+  const auto o = real_outcome(f);
+  if (!o) return;
+  REQUIRE_MESSAGE(o->entry.ok(), o->entry.error());
+  CHECK(pool.stats().warmed_up == 1);
+  CHECK(pool.stats().spawned == 1);
+  MESSAGE("vector_add after the warm-up: NVRTC " << o->nvrtc_ms << " ms");
 }
 
 TEST_CASE("the real kiln-jitd runs with ASLR off, unless KILN_JIT_PCH=0") {

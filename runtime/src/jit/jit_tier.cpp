@@ -181,7 +181,7 @@ unsigned jit_parallelism() { return pool().max_workers(); }
 
 void start_jit_ahead(const UnitQuery& q) {
   // The PTX tier assembles on the same workers.
-  if (q.options.use_jit || q.options.allow_ptx) pool().start_ahead();
+  if (q.options.use_jit || q.options.allow_ptx) pool().start_ahead(q.arch);
 }
 
 // The tier's step: compiled on first get(), if NVRTC can be loaded then.

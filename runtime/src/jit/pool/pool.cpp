@@ -32,9 +32,9 @@ void JitPool::State::fail_job(Job& job, std::string error) {
 void JitPool::State::serve(Slot& slot) {
   block_sigpipe_in_this_thread();
   if (slot.start_ahead) {
-    // Counted idle since add_slot: a request arriving meanwhile waits for this worker's hello rather
-    // than start another. A failed start is met again, and reported, by the first request.
-    (void)start(slot);
+    // Counted idle since add_slot: a request arriving meanwhile waits for this worker's hello (and
+    // warm-up) rather than start another. A failed start is met again, and reported, by the first request.
+    if (start(slot) && slot.warm_arch != 0) warm_up(slot, slot.warm_arch);
     const std::lock_guard lock(mutex);
     --idle;
   }
@@ -321,9 +321,34 @@ std::future<CompileOutcome> JitPool::submit(CompileRequest request, PchFamily fa
   return future;
 }
 
-void JitPool::State::add_slot(bool ahead) {
+void JitPool::State::warm_up(Slot& slot, unsigned arch) {
+  CompileRequest request;
+  request.registry = "kiln";
+  request.unit = "warm-up";
+  request.source_name = "kiln_warm_up.cu";
+  request.source = "extern \"C\" __global__ void kiln_warm_up() {}\n";
+  request.kernels = {{"kiln_warm_up", "kiln_warm_up"}};
+  request.expressions = {"kiln_warm_up"};
+  request.arch = arch;
+  Worker& w = slot.worker;
+  const auto start_time = Clock::now();
+  const auto deadline = start_time + kHelloTimeout;
+  const Answer answer = exchange(w, request, [&] { return !stopping && !w.exited() && Clock::now() < deadline; });
+  if (!answer.answered) {
+    (void)retire(slot, std::chrono::milliseconds(0));  // the first request starts another, and says why if it cannot
+    return;
+  }
+  // Its heap is no longer a fresh worker's: the PCH rules replace it before it builds or reads a PCH file.
+  ++w.requests;
+  trace.request({request.registry + "/" + request.unit, arch, w.pid, start_time, start_time, Clock::now(),
+                 answer.outcome.nvrtc_ms, answer.outcome.link_ms, 0, 1, "none", false});
+  if (answer.outcome.entry.ok()) count([](JitPoolStats& s) { ++s.warmed_up; });
+}
+
+void JitPool::State::add_slot(bool ahead, unsigned warm_arch) {
   Slot& slot = *slots.emplace_back(std::make_unique<Slot>());
   slot.start_ahead = ahead;
+  slot.warm_arch = warm_arch;
   try {
     threads.emplace_back([this, &slot] { serve(slot); });
   } catch (...) {
@@ -332,12 +357,12 @@ void JitPool::State::add_slot(bool ahead) {
   }
 }
 
-void JitPool::start_ahead() {
+void JitPool::start_ahead(unsigned warm_arch) {
   State& s = *state_;
   const std::lock_guard lock(s.mutex);
   if (s.stopping || s.worker_path.empty() || s.in_process_only || !s.threads.empty()) return;
   try {
-    s.add_slot(true);
+    s.add_slot(true, warm_arch);
   } catch (const std::system_error&) {
     return;  // no thread to be had now: the first request starts one, or says why not
   }

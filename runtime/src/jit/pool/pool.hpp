@@ -51,6 +51,7 @@ struct JitPoolStats {
   std::uint64_t split_links = 0;   // requests given several threads inside the unit (cores were free)
   std::uint64_t split_critical = 0;  // of those, given them beside other requests (the table's longest)
   std::uint64_t started_ahead = 0;   // workers started before any request (start_ahead)
+  std::uint64_t warmed_up = 0;       // of those, warmed up by a compile of one line
 };
 
 // Compiles requests on up to N worker processes, each driven by one thread of this process.
@@ -89,9 +90,11 @@ class JitPool {
 
   // Starts one worker now, unless the pool has started any, so that the first request finds it up and
   // its compilers loaded (~20-40 ms of a cold get otherwise: the registry asks while its context comes
-  // up, when a unit will need a compile, registry/prefetch.cpp). Returns at once; a worker that cannot
+  // up, when a unit will need a compile, registry/prefetch.cpp). With `warm_arch`, the worker then
+  // compiles a kernel of one line for it, so that the first request's is not the process's first
+  // compile (NVRTC's memory faulted in, its one-time setup done). Returns at once; a worker that cannot
   // start is the first request's to meet and report, as without it.
-  void start_ahead();
+  void start_ahead(unsigned warm_arch = 0);
 
   unsigned max_workers() const noexcept;
   bool uses_pch_files() const noexcept;  // asked for, and the workers run with ASLR off

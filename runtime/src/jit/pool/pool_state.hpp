@@ -65,7 +65,8 @@ struct Slot {
   double estimate_ms = 0;  // that request's Job::estimate()
   bool critical = false;   // that request is the critical path's unit (Pick::critical)
   Clock::time_point started;  // when its thread took that request
-  bool start_ahead = false;    // set before its thread starts: start the worker before any request
+  bool start_ahead = false;    // set before its thread starts: start the worker before any request,
+  unsigned warm_arch = 0;      // and warm it up with a compile for this architecture (0: none)
 };
 
 // What the pool knows of a PCH family.
@@ -166,7 +167,9 @@ struct JitPool::State {
   Status start(Slot& slot);
   // Adds a slot and its thread, which serves it (throws std::system_error, adding none, when no thread
   // can be started). Under `mutex`.
-  void add_slot(bool start_ahead);
+  void add_slot(bool start_ahead, unsigned warm_arch = 0);
+  // The slot's worker, just started, compiles a kernel of one line for `arch`; it is no longer fresh.
+  void warm_up(Slot& slot, unsigned arch);
 };
 
 }  // namespace kiln::detail
