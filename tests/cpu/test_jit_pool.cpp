@@ -662,6 +662,20 @@ std::vector<std::future<CompileOutcome>> occupy(JitPool& pool, unsigned workers,
 
 }  // namespace
 
+TEST_CASE("a request alone gets the free cores' threads when it has kernels to split among them; one of a single kernel keeps one") {
+  kiln::test::TempDir dir;
+  JitPoolOptions o = fake_pool(4);
+  o.cores = 4;
+  JitPool pool(o);
+  const CompileOutcome two = pool.compile(table_request("two", 2, dir.path() / "order"), {}, 100);
+  REQUIRE(two.entry.ok());
+  CHECK(kiln::test::threads_of(two) == 4);
+  // ptxas splits a unit by function: one kernel's compile only pays for the threads (1.22x, docs/DESIGN.md).
+  const CompileOutcome one = pool.compile(table_request("one", 1, dir.path() / "order"), {}, 100);
+  REQUIRE(one.entry.ok());
+  CHECK(kiln::test::threads_of(one) == 1);
+}
+
 TEST_CASE("queued requests run longest first, by their estimates; those without one keep their order after them") {
   kiln::test::TempDir dir;
   const auto order = dir.path() / "order", release = dir.path() / "release";

@@ -78,7 +78,7 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
   // Where no other request will need the cores, the compilers may use them for this one; beside others,
   // the critical path's unit may (docs/DESIGN.md, "Threads inside a unit", "Scheduling a table").
   const auto threads_for = [&](const Job& job) -> unsigned {
-    if (job.background) return 1;
+    if (job.background || job.request.kernels.size() < kSplitPtxasKernels) return 1;  // nothing to split
     if (foreground <= 1 && capacity > 1) return std::min(capacity, cores);
     return critical(job) ? cores : 1;
   };
