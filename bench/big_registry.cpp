@@ -130,7 +130,7 @@ std::uint64_t tree_rss(pid_t root) {
 // What the pool's trace (KILN_JIT_TRACE, jit/pool/trace.hpp) says of one cold run: how busy its workers
 // were between the first request's start and the last one's end, and where a request's time went.
 struct TraceSummary {
-  double busy = 0;         // the workers' time on requests / (workers x span)
+  double busy = 0;         // the workers' time on requests / (the pool's size x span)
   double compile_ms = 0;   // median NVRTC + nvJitLink of a request, as the worker measured them
   double exchange_ms = 0;  // median of the rest of a request on its worker: transfer, decoding, stripping
   double first_ms = 0;     // the first request's start, from the pool's making
@@ -144,7 +144,7 @@ double json_number(const std::string& line, const char* key) {
   return at == std::string::npos ? 0 : std::atof(line.c_str() + at + k.size());
 }
 
-TraceSummary summarize_trace(const std::string& path) {
+TraceSummary summarize_trace(const std::string& path, unsigned pool_size) {
   std::ifstream in(path);
   std::map<long, double> busy_of;
   std::vector<double> compile, exchange, spawn;
@@ -167,7 +167,8 @@ TraceSummary summarize_trace(const std::string& path) {
   double busy = 0;
   for (const auto& [worker, ms] : busy_of) busy += ms;
   t.span_ms = last - first;
-  t.busy = busy / (static_cast<double>(busy_of.size()) * t.span_ms);
+  // The pool's size, not the workers seen: a worker replaced (to build a PCH on a fresh one) is one slot.
+  t.busy = busy / (static_cast<double>(pool_size) * t.span_ms);
   t.compile_ms = median(compile);
   t.exchange_ms = median(exchange);
   t.first_ms = first;
@@ -274,7 +275,7 @@ int main(int argc, char** argv) {
   // (c) cold JIT: each run a new process and an empty cache.
   std::uint64_t peak = 0, jit_cache_bytes = 0;
   const unsigned most = *std::max_element(workers.begin(), workers.end());
-  auto jit_row = [&](const std::string& what, std::vector<std::string> env, bool sample) {
+  auto jit_row = [&](const std::string& what, std::vector<std::string> env, bool sample, unsigned pool_size) {
     std::vector<double> wall;
     std::vector<TraceSummary> traces;
     // The memory is sampled in a run of its own, after the timed ones: /proc read every 20 ms costs the
@@ -301,7 +302,7 @@ int main(int argc, char** argv) {
       env.pop_back();
       if (!sampling) {
         wall.push_back(one[1][0]);
-        traces.push_back(summarize_trace(dir + "/trace.jsonl"));
+        traces.push_back(summarize_trace(dir + "/trace.jsonl", pool_size));
       }
       peak = std::max(peak, run_peak);
       jit_cache_bytes = directory_bytes(dir);
@@ -326,10 +327,10 @@ int main(int argc, char** argv) {
   };
   for (unsigned w : workers) {
     jit_row("(c) all cold through JIT, " + std::to_string(w) + (w == 1 ? " worker process" : " worker processes"),
-            {"KILN_JIT_WORKERS=" + std::to_string(w)}, w == most);
+            {"KILN_JIT_WORKERS=" + std::to_string(w)}, w == most, w);
   }
   jit_row("(c) all cold through JIT, 16 in-process threads",
-          {"KILN_JIT_WORKERS=16", "KILN_JITD=/nonexistent/kiln-jitd"}, false);
+          {"KILN_JIT_WORKERS=16", "KILN_JITD=/nonexistent/kiln-jitd"}, false, 16);
 
   // Footprint.
   std::map<std::string, std::uint64_t> per_arch;
