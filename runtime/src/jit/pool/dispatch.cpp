@@ -4,9 +4,10 @@
 // without one would finish sooner. A family's PCH is built (by a request compiling while it creates it)
 // when the family has more requests than the pool can run at once, or when the pool has more requests
 // than it can run at once and the family more than one (then every core is busy anyway, and a PCH cuts
-// the work). A request waits for a PCH being built while waiting plus a warm compile is expected to end
-// before a cold compile would, or while a request that needs no PCH can take its core instead. A
-// request that may build a PCH is decided on once its batch has arrived (kGather, pool_state.hpp).
+// the work), in either case only where building it would not make the family end last. A request
+// waits for a PCH being built while waiting plus a warm compile is expected to end before a cold compile
+// would, or while a request that needs no PCH can take its core instead. A request that may build a PCH
+// is decided on once its batch has arrived (kGather, pool_state.hpp).
 //
 // Scheduling a table (docs/DESIGN.md): queued requests are taken longest first, by their estimates; a
 // unit whose compile alone outlasts its share of everything queued and running (it would end last
@@ -150,7 +151,7 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
         // one of the family (or nobody waits: the background build): build it, where the family would
         // not then end last: building it and compiling the others warm after it takes kCreateFactor +
         // kWarmFactor of a cold compile, while cold they run side by side (the 200-unit registry's two CUB
-        // units ended 0.9 s after the rest that way, 2026-11-27; its 19-unit set was faster without PCH
+        // units ended 0.9 s after the rest that way, 2026-11-27; the 19-unit set was faster without PCH
         // files too, 2026-11-25). Never by the critical path's unit, which that would lengthen.
         const bool would_end_last = job.estimate_ms * (kCreateFactor + kWarmFactor) * max_workers > load;
         const bool saturated = static_cast<unsigned>(foreground) > capacity && of_family > 1;

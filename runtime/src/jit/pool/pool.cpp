@@ -366,7 +366,7 @@ void JitPool::start_ahead(unsigned warm_arch) {
   } catch (const std::system_error&) {
     return;  // no thread to be had now: the first request starts one, or says why not
   }
-  ++s.idle;  // until its worker said hello (serve)
+  ++s.idle;  // until its worker said hello and warmed up (serve)
   ++s.stats.started_ahead;
 }
 

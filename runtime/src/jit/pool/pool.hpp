@@ -63,12 +63,13 @@ struct JitPoolStats {
 //
 // Precompiled headers (docs/DESIGN.md, "PCH across processes"): a family's requests use its PCH file
 // when one is in the cache. Otherwise the pool builds one (a request compiles while creating it) only
-// when the family has more requests than workers free to run them at once, and a request waits for a
+// when the family has more requests than workers free to run them at once and building it would not
+// make the family end last (a table's critical path compiles cold), and a request waits for a
 // PCH being built only while waiting and compiling warm would finish before compiling cold. After the
 // requests, a worker left idle builds the PCH of a family compiled cold, for the next process.
 //
-// Queued requests run longest first (by their estimates). Where cores are free, ptxas (and, for a unit of
-// many kernels, NVRTC's optimizer) runs on several threads; so does a unit of many kernels that would
+// Queued requests run longest first (by their estimates). Where cores are free, ptxas (for a unit of two
+// kernels or more) and NVRTC's optimizer (many kernels) run on several threads; so does a unit of many kernels that would
 // finish last however the rest is spread over the workers, beside the others, which then leave it
 // cores where they can still end before it (docs/DESIGN.md, "Scheduling a table").
 //
