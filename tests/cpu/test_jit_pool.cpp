@@ -868,6 +868,29 @@ TEST_CASE("a family no larger than the pool compiles cold at once; then an idle 
   CHECK(next.stats().pch_created == 0);
 }
 
+TEST_CASE("the background PCH build waits until no other request runs: it never slows a table's last units") {
+  kiln::test::TempDir dir;
+  const auto release = dir.path() / "release";
+  JitPool pool(fake_pool(4));
+  // A long unit of no family, still running when the family's units are done.
+  CompileRequest long_one = fake_request("long");
+  long_one.source += "\nfake:wait=" + release.string();
+  auto slow = pool.submit(std::move(long_one), {}, 1);
+  std::vector<std::future<CompileOutcome>> family_units;
+  for (std::size_t i = 0; i < 2; ++i) family_units.push_back(pool.submit(family_request(numbered("f", i)), family(dir.path())));
+  for (auto& f : family_units) {
+    const CompileOutcome o = f.get();
+    REQUIRE(o.entry.ok());
+    CHECK(o.pch == kiln::detail::PchResult::none);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // time enough for a build to have been queued and begun
+  CHECK(pool.stats().background == 0);
+  std::ofstream(release).put('x');
+  REQUIRE(slow.get().entry.ok());
+  CHECK(eventually([&] { return pool.stats().pch_created == 1; }));  // then, with the pool idle, for the next process
+  CHECK(pool.stats().background == 1);
+}
+
 TEST_CASE("a PCH file that fails its sum is deleted and never handed to the compiler; one the compiler rejects is deleted too") {
   kiln::test::TempDir dir;
   const auto path = family(dir.path()).path;

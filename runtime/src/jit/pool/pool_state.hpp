@@ -147,8 +147,10 @@ struct JitPool::State {
   // The queued request `slot`'s thread should run next, and how; nullopt to wait.
   std::optional<Pick> pick(const Slot& slot);
   // After a request of `family` ran: what it taught the pool of the family's PCH and costs, and a
-  // background PCH build if the pool is idle and a family compiled cold has none.
+  // background PCH build if the pool is idle (no other request queued or running) and a family
+  // compiled cold has none.
   void learn(const PchFamily& family, const Pick& pick, const CompileOutcome& outcome, double ms);
+  void learn_family(const PchFamily& family, const Pick& pick, const CompileOutcome& outcome, double ms);
   // A verification of the family's PCH file by `pick`'s thread ended.
   void verified(const PchFamily& family, bool good);
 
