@@ -38,9 +38,13 @@ export PATH="${KILN_TOOLKIT:-/usr/local/cuda}/bin:$PATH"
 # kiln's own primitives (27 CUB units) are embedded for this machine's GPU only, or, without one, not at
 # all (the JIT tier serves them): the first build on a 2-core box takes minutes, not half an hour.
 # Consumers' builds keep the common architectures (meson_options.txt); -Dprimitive_archs changes this.
+# The benchmarks need a GPU to run: without one they are not built (a third of the first build's
+# compile time there; scripts/gpu-check.sh builds them on the GPU machine). -Dbench=true builds them.
 if [ ! -f build/build.ninja ]; then
   prim_archs=$(scripts/local-gpu-arch.sh)
-  echo "kiln setup: the primitives' kernels embedded for: $prim_archs"
-  meson setup build -Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}" -Dprimitive_archs="$prim_archs"
+  bench=auto
+  [ "$prim_archs" = none ] && bench=false
+  echo "kiln setup: the primitives' kernels embedded for: $prim_archs; benchmarks: $([ $bench = false ] && echo 'not built (no GPU)' || echo built)"
+  meson setup build -Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}" -Dprimitive_archs="$prim_archs" -Dbench=$bench
 fi
 meson compile -C build
