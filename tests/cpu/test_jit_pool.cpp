@@ -868,6 +868,26 @@ TEST_CASE("a family no larger than the pool compiles cold at once; then an idle 
   CHECK(next.stats().pch_created == 0);
 }
 
+TEST_CASE("requests of a family that end at once still leave the idle pool its background PCH build") {
+  // Each request's end once asked "is the pool idle?" before its own thread left the busy count: when
+  // the last two ended together, each saw the other still busy and nobody built the PCH (CI, a loaded
+  // 2-core machine). Rounds of four ending on one release file, each bounded by eventually()'s 30 s.
+  for (int round = 0; round < 8; ++round) {
+    CAPTURE(round);
+    kiln::test::TempDir dir;
+    const auto release = dir.path() / "release";
+    JitPool pool(fake_pool(4));
+    std::vector<std::future<CompileOutcome>> futures;
+    for (std::size_t i = 0; i < 4; ++i)
+      futures.push_back(pool.submit(family_request(numbered("together", i), {"fake:wait=" + release.string()}),
+                                    family(dir.path())));
+    std::ofstream(release).put('x');
+    for (auto& f : futures) REQUIRE(f.get().entry.ok());
+    REQUIRE(eventually([&] { return pool.stats().pch_created == 1; }));
+    CHECK(pool.stats().background == 1);
+  }
+}
+
 TEST_CASE("the background PCH build waits until no other request runs: it never slows a table's last units") {
   kiln::test::TempDir dir;
   const auto release = dir.path() / "release";

@@ -180,11 +180,14 @@ void JitPool::State::learn(const PchFamily& family, const Pick& pick, const Comp
   if (pick.link_threads != 1) ++stats.split_links;
   if (pick.critical) ++stats.split_critical;
   if (!family.key.empty() && pch_files) learn_family(family, pick, outcome, ms);
-  // The pool is idle now (this request was the last one running), a family was compiled cold and has no
-  // PCH: build one for the next process. Not while other requests run: a PCH build (1.6 cold compiles,
-  // ~190 MB written) beside a table's last units slowed them (the 19-unit set, 3.7 s against 3.1 s
-  // without PCH files, 2026-11-27), for a file only a later process uses.
-  if (background_running || stopping || !pch_files || busy > 1) return;
+}
+
+void JitPool::State::queue_background_pch() {
+  // The pool is idle now (the request that ended was the last one running), a family was compiled cold
+  // and has no PCH: build one for the next process. Not while other requests run: a PCH build (1.6 cold
+  // compiles, ~190 MB written) beside a table's last units slowed them (the 19-unit set, 3.7 s against
+  // 3.1 s without PCH files, 2026-11-27), for a file only a later process uses.
+  if (background_running || stopping || !pch_files || busy > 0) return;
   if (std::any_of(queue.begin(), queue.end(), [](const Job& j) { return !j.background; })) return;
   for (auto& [key, candidate] : families) {
     if (candidate.pch != Family::Pch::absent || candidate.cold_compiles == 0 || !candidate.sample) continue;

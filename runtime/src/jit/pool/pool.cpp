@@ -80,6 +80,7 @@ void JitPool::State::serve(Slot& slot) {
       slot.critical = false;
       --busy;
       if (job.background) background_running = false;
+      queue_background_pch();
     }
     wake.notify_all();
   }
