@@ -42,9 +42,9 @@ export PATH="${KILN_TOOLKIT:-/usr/local/cuda}/bin:$PATH"
 # compile time there; scripts/gpu-check.sh builds them on the GPU machine). -Dbench=true builds them.
 if [ ! -f build/build.ninja ]; then
   prim_archs=$(scripts/local-gpu-arch.sh)
-  bench=auto
-  [ "$prim_archs" = none ] && bench=false
-  echo "kiln setup: the primitives' kernels embedded for: $prim_archs; benchmarks: $([ $bench = false ] && echo 'not built (no GPU)' || echo built)"
+  bench=auto benchmarks=built
+  [ "$prim_archs" = none ] && bench=false benchmarks="not built (no GPU)"
+  echo "kiln setup: the primitives' kernels embedded for: $prim_archs; benchmarks: $benchmarks"
   meson setup build -Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}" -Dprimitive_archs="$prim_archs" -Dbench=$bench
 fi
 meson compile -C build

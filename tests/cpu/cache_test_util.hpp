@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace kiln::test {
@@ -52,6 +54,14 @@ class TempDir {
 };
 
 // A configuration whose root is `root`, with the default cap unless given.
+// Waits (at most 30 s, polling every 5 ms) until `done` says so; returns what it says last.
+template <typename F>
+bool eventually(F&& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return done();
+}
+
 inline CacheConfig config_at(const std::filesystem::path& root, std::uint64_t max_bytes = std::uint64_t{1} << 30) {
   CacheConfig c;
   c.dir = root;

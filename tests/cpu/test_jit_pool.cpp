@@ -32,6 +32,7 @@ using kiln::detail::CompileOutcome;
 using kiln::detail::CompileRequest;
 using kiln::detail::JitPool;
 using kiln::detail::JitPoolOptions;
+using kiln::test::eventually;
 using kiln::test::sample_entry;
 using kiln::test::sample_key;
 using kiln::test::served_by;
@@ -109,14 +110,6 @@ void plant_pch(const std::filesystem::path& path, std::string_view content) {
   const std::filesystem::path temp = path.string() + ".tmp";
   std::ofstream(temp, std::ios::binary) << content;
   REQUIRE(kiln::detail::publish_pch(temp, path).ok());
-}
-
-// Waits (at most 30 s) until `done` says so.
-template <typename F>
-bool eventually(F&& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  return done();
 }
 
 // Fields of /proc/<pid>/stat after the command: [0] state, [1] ppid, ..., [11] utime, [12] stime; none

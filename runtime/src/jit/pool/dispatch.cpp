@@ -182,26 +182,6 @@ void JitPool::State::learn(const PchFamily& family, const Pick& pick, const Comp
   if (!family.key.empty() && pch_files) learn_family(family, pick, outcome, ms);
 }
 
-void JitPool::State::queue_background_pch() {
-  // The pool is idle now (the request that ended was the last one running), a family was compiled cold
-  // and has no PCH: build one for the next process. Not while other requests run: a PCH build (1.6 cold
-  // compiles, ~190 MB written) beside a table's last units slowed them (the 19-unit set, 3.7 s against
-  // 3.1 s without PCH files, 2026-11-27), for a file only a later process uses.
-  if (background_running || stopping || !pch_files || busy > 0) return;
-  if (std::any_of(queue.begin(), queue.end(), [](const Job& j) { return !j.background; })) return;
-  for (auto& [key, candidate] : families) {
-    if (candidate.pch != Family::Pch::absent || candidate.cold_compiles == 0 || !candidate.sample) continue;
-    Job job;
-    job.request = *candidate.sample;
-    job.family = PchFamily{key, candidate.path};
-    job.background = true;
-    queue.push_back(std::move(job));
-    background_running = true;
-    ++stats.background;
-    break;
-  }
-}
-
 void JitPool::State::learn_family(const PchFamily& family, const Pick& pick, const CompileOutcome& outcome, double ms) {
   Family& f = families[family.key];
   std::error_code ignored;
@@ -235,6 +215,26 @@ void JitPool::State::learn_family(const PchFamily& family, const Pick& pick, con
   }
   if (pick.pch == PchMode::create && outcome.pch != PchResult::created && f.pch == Family::Pch::building)
     f.pch = Family::Pch::unusable;
+}
+
+void JitPool::State::queue_background_pch() {
+  // The pool is idle now (the request that ended was the last one running), a family was compiled cold
+  // and has no PCH: build one for the next process. Not while other requests run: a PCH build (1.6 cold
+  // compiles, ~190 MB written) beside a table's last units slowed them (the 19-unit set, 3.7 s against
+  // 3.1 s without PCH files, 2026-11-27), for a file only a later process uses.
+  if (background_running || stopping || !pch_files || busy > 0) return;
+  if (std::any_of(queue.begin(), queue.end(), [](const Job& j) { return !j.background; })) return;
+  for (auto& [key, candidate] : families) {
+    if (candidate.pch != Family::Pch::absent || candidate.cold_compiles == 0 || !candidate.sample) continue;
+    Job job;
+    job.request = *candidate.sample;
+    job.family = PchFamily{key, candidate.path};
+    job.background = true;
+    queue.push_back(std::move(job));
+    background_running = true;
+    ++stats.background;
+    break;
+  }
 }
 
 }  // namespace kiln::detail

@@ -148,11 +148,11 @@ struct JitPool::State {
   std::optional<Pick> pick(const Slot& slot);
   // After a request of `family` ran: what it taught the pool of the family's PCH and costs.
   void learn(const PchFamily& family, const Pick& pick, const CompileOutcome& outcome, double ms);
+  void learn_family(const PchFamily& family, const Pick& pick, const CompileOutcome& outcome, double ms);
   // After a thread left the busy count: a background PCH build if the pool is idle (no request queued or
   // running) and a family compiled cold has none. Asked there, not in learn(): two requests ending
   // together each saw the other still busy, and neither queued it.
   void queue_background_pch();
-  void learn_family(const PchFamily& family, const Pick& pick, const CompileOutcome& outcome, double ms);
   // A verification of the family's PCH file by `pick`'s thread ended.
   void verified(const PchFamily& family, bool good);
 
