@@ -44,11 +44,14 @@ if ls .debs/*.deb > /dev/null 2>&1 && ! pkg-config --exists hiredis 2>/dev/null;
   # and their .pc files where pkg-config looks by default: the installed test sets PKG_CONFIG_PATH to
   # its prefix alone, and kiln.pc requires hiredis.
   mkdir -p /usr/local/lib/pkgconfig && cp "$libdir"/pkgconfig/*.pc /usr/local/lib/pkgconfig/
-  export CPATH="$root/usr/include${CPATH:+:$CPATH}"
-  export PATH="$root/usr/bin:$PATH"  # redis-server, for setup.sh's check
   # and where the tests look for it (tests/cpu/redis_server.hpp: /usr/bin, /usr/local/bin, /usr/sbin);
   # Redis runs as the server when argv[0] names redis-server.
   ln -sf "$root/usr/bin/redis-check-rdb" /usr/local/bin/redis-server
+fi
+# The headers and programs unpacked there, in this call and in any later one on the same machine.
+if [ -d /tmp/kiln-debs/usr/include ]; then
+  export CPATH="/tmp/kiln-debs/usr/include${CPATH:+:$CPATH}"
+  export PATH="/tmp/kiln-debs/usr/bin:$PATH"  # redis-server, for setup.sh's check
 fi
 
 if want suites; then
