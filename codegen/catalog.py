@@ -69,7 +69,8 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str) -> dic
     descs = [render.read_json(f.description) for f in files]
     # The first target's list (a JIT-only unit's own): the unit's digest.
     listed = [render.read_json(f.listed(d["targets"])) for f, d in zip(files, descs)]
-    bundle = header_bundle.bundle_of_lists([header_bundle.read_unit_list(f.bundle) for f in files])
+    read: dict[str, bytes] = {}  # each header file read once for the table
+    bundle = header_bundle.bundle_of_lists([header_bundle.read_unit_list(f.bundle, read) for f in files])
     bundle_path = directory / f"{spec.name}.headers.zst"
     bundle_size, bundle_digest = header_bundle.compress(bundle.raw, bundle_path) if bundle.raw else (0, "")
     unit_headers: list[int] = []

@@ -181,6 +181,11 @@ def write_unit_list(path: Path, headers: list[tuple[str, bytes]], read: list[str
     """A unit's headers as the lower step found them, for the catalog step: each name with the file nvcc
     read (a path into the source or toolkit tree, not a copy), and the bytes themselves only where the
     bundled copy differs from the file (a directive rewritten to a header's name)."""
+    write_unit_lists([path], headers, read)
+
+
+def write_unit_lists(paths: list[Path], headers: list[tuple[str, bytes]], read: list[str]) -> None:
+    """write_unit_list for units that share their headers (lowering.lower_group): the files read once."""
     by_content: dict[bytes, str] = {}
     for p in read:
         try:
@@ -192,14 +197,22 @@ def write_unit_list(path: Path, headers: list[tuple[str, bytes]], read: list[str
         file = by_content.get(hashlib.sha256(data).digest())
         rows.append({"name": name, "file": file} if file else
                     {"name": name, "bytes": base64.b64encode(data).decode("ascii")})
-    render.write_json(path, {"headers": rows})
+    for path in paths:
+        render.write_json(path, {"headers": rows})
 
 
-def read_unit_list(path: Path) -> list[tuple[str, bytes]]:
-    """What write_unit_list wrote, with the bytes read back."""
+def read_unit_list(path: Path, files: dict[str, bytes] | None = None) -> list[tuple[str, bytes]]:
+    """What write_unit_list wrote, with the bytes read back. `files` ({path: bytes}) keeps what was read
+    for the caller's next lists: a table's units share most of their headers."""
+    files = {} if files is None else files
     out = []
     for row in render.read_json(path)["headers"]:
-        data = Path(row["file"]).read_bytes() if "file" in row else base64.b64decode(row["bytes"])
+        if "file" in row:
+            if row["file"] not in files:
+                files[row["file"]] = Path(row["file"]).read_bytes()
+            data = files[row["file"]]
+        else:
+            data = base64.b64decode(row["bytes"])
         out.append((row["name"], data))
     return out
 

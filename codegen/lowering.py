@@ -20,6 +20,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -182,8 +183,7 @@ def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Pa
     named as the bundle names them, and no include directory. Writes those headers to `unit_list` for
     the catalog. Without `listed` (nvcc failed, so the unit fails anyway), NVRTC reads the build's include
     directories instead, only to say whether a name expression is at fault."""
-    lowest = desc["lower_arch"]
-    options = [*desc["options"], f"-arch=compute_{lowest}", *NVRTC_ONLY_OPTIONS, "-fdevice-syntax-only"]
+    options = lowering_options(desc)
     expressions = [k["expression"] for k in desc["kernels"]]
     text = source.read_text(encoding="utf-8")
     if not listed.is_file():
@@ -214,3 +214,61 @@ def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Pa
     render.write_json(output, dict(sorted(names.items())))
     if types is not None:
         render.write_json(types, dict(sorted(kinds.items())))
+
+
+def lowering_options(desc: dict) -> list[str]:
+    return [*desc["options"], f"-arch=compute_{desc['lower_arch']}", *NVRTC_ONLY_OPTIONS, "-fdevice-syntax-only"]
+
+
+# The block unit.cu.j2 ends a generated unit with: nvcc's references to the kernels, which NVRTC skips.
+NVCC_ONLY = re.compile(r"\n#ifndef __CUDACC_RTC__\n((?:[^\n]*\n)*?)#endif\n*\Z")
+IF = re.compile(r"^[ \t]*#[ \t]*if", re.M)
+LINE_COMMENT = re.compile(r"^[ \t]*//.*$", re.M)
+
+
+def nvrtc_view(text: str) -> str:
+    """A unit's text as far as its names go: without the nvcc-only block at its end and without the lines
+    that are comments alone (a generated unit's first names the unit). Units with the same view, options
+    and headers lower their name expressions alike, so one NVRTC run names them all (lower_group). A
+    line that starts with // is a comment, or inside one, unless a raw string or a line continuation
+    spans lines: such a text is its own view."""
+    if m := NVCC_ONLY.search(text):
+        if not IF.search(m.group(1)):
+            text = text[:m.start() + 1]
+    if 'R"' in text or "\\\n" in text:
+        return text
+    return "\n".join(line.rstrip() for line in LINE_COMMENT.sub("", text).splitlines() if line.strip())
+
+
+def lower_group(units: list[tuple[dict, Path, Path, Path, Path, Path | None]], nvrtc: str,
+                cuda_root: Path) -> dict[str, str | errors.GenError]:
+    """lower_unit for units (each: its arguments after nvrtc and cuda_root) of the same nvrtc_view,
+    options, include directories and headers read (table_build groups them): one NVRTC run holds every
+    unit's name expressions and probes, and each unit's files are written as lower_unit writes them.
+    Should that run fail, each unit is lowered on its own, for its own error. {unit: "" or the GenError}."""
+    desc, source, _, listed, _, _ = units[0]
+    expressions = list(dict.fromkeys(k["expression"] for d, *_ in units for k in d["kernels"]))
+    probes = {e: signature_expression(e) for e in expressions}
+    try:
+        read = render.read_json(listed)["headers"]
+        unit = header_bundle.UnitInput(source, desc["include_dirs"], read)
+        headers = header_bundle.unit_headers(unit, header_bundle.unit_roots(unit, cuda_root), desc["where"])
+        with empty_directory():
+            lowered = lower_names(str(nvrtc), source.read_text(encoding="utf-8") + SIGNATURE_PROBE, source.name,
+                                  [*expressions, *probes.values()], lowering_options(desc), headers)
+    except (OSError, ValueError, LoweringError, errors.GenError):
+        out: dict[str, str | errors.GenError] = {}
+        for args in units:
+            try:
+                lower_unit(args[0], args[1], nvrtc, cuda_root, *args[2:])
+                out[args[0]["unit"]] = ""
+            except errors.GenError as e:
+                out[args[0]["unit"]] = e
+        return out
+    header_bundle.write_unit_lists([unit_list for *_, unit_list, _ in units], headers, read)
+    for d, _, output, _, _, types in units:
+        mine = [k["expression"] for k in d["kernels"]]
+        render.write_json(output, {e: lowered[e] for e in sorted(mine)})
+        if types is not None:
+            render.write_json(types, {e: kernel_type(lowered[probes[e]]) for e in sorted(mine)})
+    return {d["unit"]: "" for d, *_ in units}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +78,47 @@ def list_headers(desc: dict, nvcc: str, source: Path, headers: Path, depfile: Pa
     return warnings
 
 
+# A preprocessor directive other than #line: with the options, include directories and architecture, what
+# decides which headers the preprocessor reads (the rest of a unit is text it only passes on).
+DIRECTIVE = re.compile(r"^[ \t]*#(?![ \t]*line\b).*$", re.M)
+
+
+def scan_key(desc: dict, source: Path, text: str) -> str:
+    """JIT-only units with the same key read the same headers, so one nvcc -M lists them for all: the same
+    directives (#line aside: it names a file, it does not open one), options, include directories,
+    architecture, and the same directory (where a quoted #include looks first)."""
+    h = hashlib.sha256(b"kiln scan key 1\0")
+    h.update(json.dumps([unit_source.compiler_options(desc), desc["include_dirs"], desc["lower_arch"],
+                         str(source.resolve().parent), DIRECTIVE.findall(text)]).encode())
+    return h.hexdigest()
+
+
+def list_headers_group(units: list[tuple[dict, Path, Path, Path]], nvcc: str) -> dict[str, str | errors.GenError]:
+    """list_headers for JIT-only units of one scan_key (each: desc, source, headers, depfile): nvcc's
+    preprocessor runs for the first, and each unit gets that list with its own digest and depfile.
+    Returns {unit: warnings or the GenError}. Should the first scan fail, every other unit is scanned on
+    its own, so that each error is its own unit's."""
+    desc, source, headers, depfile = units[0]
+    try:
+        warnings = list_headers(desc, nvcc, source, headers, depfile)
+    except errors.GenError as e:
+        out: dict[str, str | errors.GenError] = {desc["unit"]: e}
+        for d, s, h, f in units[1:]:
+            try:
+                out[d["unit"]] = list_headers(d, nvcc, s, h, f)
+            except errors.GenError as e2:
+                out[d["unit"]] = e2
+        return out
+    included = render.read_json(headers)["headers"]
+    hashes: dict[str, bytes] = {}
+    out = {desc["unit"]: warnings}
+    for d, s, h, f in units[1:]:
+        render.write_depfile(f, h, [str(s), *included])
+        render.write_json(h, {"digest": unit_digest(d, s.read_bytes(), included, hashes), "headers": included})
+        out[d["unit"]] = warnings
+    return out
+
+
 def record_headers(desc: dict, source: Path, depfile: Path, target: Path, headers: Path) -> list[str]:
     """The headers nvcc's depfile lists (the depfile rewritten for `target`), and the unit's digest.
     Returns the depfile's prerequisites."""
@@ -125,13 +167,18 @@ def resolve_depfile(path: Path, target: Path, include_dirs: list[str]) -> list[s
     return resolved
 
 
-def unit_digest(desc: dict, source: bytes, headers: list[str]) -> str:
+def unit_digest(desc: dict, source: bytes, headers: list[str], hashes: dict[str, bytes] | None = None) -> str:
     """SHA-256 over what decides a unit's binaries: its translation unit, the contents of every header it
     includes (not their paths, so the digest does not depend on where the toolkit is installed), its name
-    expressions and options. The disk cache's key is built on it."""
+    expressions and options. The disk cache's key is built on it. `hashes` ({path: SHA-256}) keeps each
+    header's hash for the caller's next units: one build's units include the same ~1000 headers."""
+    hashes = {} if hashes is None else hashes
+    for p in headers:
+        if p not in hashes:
+            hashes[p] = hashlib.sha256(Path(p).read_bytes()).digest()
     h = hashlib.sha256(b"kiln unit digest 1\0")
     h.update(hashlib.sha256(source).digest())
-    for content_hash in sorted(hashlib.sha256(Path(p).read_bytes()).digest() for p in headers):
+    for content_hash in sorted(hashes[p] for p in headers):
         h.update(content_hash)
     h.update(json.dumps([desc["kernels"], desc["options"]], sort_keys=True).encode())
     return h.hexdigest()

@@ -20,6 +20,10 @@ class Report:
     def warnings(self, where: str, text: str) -> None:
         pass
 
+    def shared(self, what: str, units: list[str]) -> None:
+        """One compiler run serves these units (table_build.compile_units): "headers listed" by one nvcc
+        -M, "names lowered" by one NVRTC run."""
+
     def finish(self) -> None:
         pass
 

@@ -57,17 +57,18 @@ def build(spec: specmod.Spec, toolkit: cuda_toolkit.Toolkit, ptx_strip: str, out
     inputs_common = {"version": STAMP_VERSION, "toolkit": toolkit.identity(), "codegen": codegen_identity(),
                      "ptx_strip": [str(strip), strip.stat().st_size, strip.stat().st_mtime_ns]}
     units, stale = [], []
+    hashes: dict[str, bytes] = {}  # each header's SHA-256, once for the table's ~1000 headers, not once per unit
     for unit in spec.units:
         files = unit_source.write_source(spec, unit, work)
         w = UnitWork(unit, render.read_json(files.description), files)
         units.append(w)
-        if not is_fresh(w, stamp_inputs(w, inputs_common)):
+        if not is_fresh(w, stamp_inputs(w, inputs_common), hashes):
             stale.append(w)
 
     failures = compile_units(stale, toolkit, ptx_strip, jobs, report)
     for w in stale:
         if w.unit.name not in failures:
-            write_stamp(w, stamp_inputs(w, inputs_common))
+            write_stamp(w, stamp_inputs(w, inputs_common), hashes)
     if failures:
         raise errors.GenError("\n\n".join(m for w in stale for m in failures.get(w.unit.name, {}).values()))
 
@@ -98,22 +99,22 @@ def stamp_inputs(w: UnitWork, common: dict) -> dict:
     return dict(common, description={k: v for k, v in w.desc.items() if k not in ("where", "paths")})
 
 
-def is_fresh(w: UnitWork, inputs: dict) -> bool:
+def is_fresh(w: UnitWork, inputs: dict, hashes: dict[str, bytes] | None = None) -> bool:
     """True when the unit's outputs exist and were built from the same translation unit, description,
     compilers and header contents (the digest the compile step computes, over the headers it listed)."""
     try:
         stamp = render.read_json(w.files.stamp)
         if stamp["inputs"] != inputs or not all(p.is_file() for p in w.outputs()):
             return False
-        return nvcc_compile.unit_digest(w.desc, w.files.source.read_bytes(), stamp["headers"]) == stamp["digest"]
+        return nvcc_compile.unit_digest(w.desc, w.files.source.read_bytes(), stamp["headers"], hashes) == stamp["digest"]
     except (OSError, ValueError, KeyError, TypeError):
         return False  # no stamp, an unreadable one, or a header that went away
 
 
-def write_stamp(w: UnitWork, inputs: dict) -> None:
+def write_stamp(w: UnitWork, inputs: dict, hashes: dict[str, bytes] | None = None) -> None:
     headers = stamped_headers(w)
     stamp = {"inputs": inputs, "headers": headers,
-             "digest": nvcc_compile.unit_digest(w.desc, w.files.source.read_bytes(), headers)}
+             "digest": nvcc_compile.unit_digest(w.desc, w.files.source.read_bytes(), headers, hashes)}
     render.write_json(w.files.stamp, stamp)
 
 
@@ -136,13 +137,25 @@ def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, ptx_stri
 
     A unit's lowering runs once its first target compiled (or, for a JIT-only unit, once nvcc's
     preprocessor listed its headers): it compiles the unit as the JIT will, from the headers that compile
-    read (lowering.py). Its fatbins are packed once every target compiled."""
-    first, later = [], []  # steps that can start now; lowering waits for its unit's first step
+    read (lowering.py). Its fatbins are packed once every target compiled.
+
+    JIT-only units share their compiler runs where the result is the same for all (a primitives table has
+    81 in 7 such groups; one unit's runs took 2 s of nvcc -M and 3 s of NVRTC on one core): one nvcc -M
+    lists the headers of units with the same directives (nvcc_compile.scan_key), and one NVRTC run names
+    the kernels of those among them whose text NVRTC reads alike (lowering.lower_group).
+
+    A task is (units, step, arguments); a step over several units returns {unit: outcome}."""
+    first, later = [], []  # tasks that can start now; lowering waits for its units' first step
     pending: dict[str, int] = {}  # compile steps of each unit not ended yet: packing waits for none
+    scans: dict[str, list[UnitWork]] = {}
     for w in stale:
         w.files.stamp.unlink(missing_ok=True)  # an interrupted build must not look finished
         targets = w.desc["targets"]
         w.files.listed(targets).unlink(missing_ok=True)  # lowering must not read an earlier build's list
+        if not targets:  # JIT-only: no binary, only the headers the JIT needs, from nvcc's preprocessor
+            key = nvcc_compile.scan_key(w.desc, w.files.source, w.files.source.read_text(encoding="utf-8"))
+            scans.setdefault(key, []).append(w)
+            continue
         steps = []
         for target in targets:
             arch, kind = specmod.parse_target(target)
@@ -152,79 +165,110 @@ def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, ptx_stri
             also = f"compute_{arch}" if kind == "sm" and f"compute_{arch}" in targets else None
             ptx_too = nvcc_compile.TargetFiles(w.files.binary(also), w.files.headers(also),
                                                w.files.compile_depfile(also)) if also else None
-            steps.append((w, nvcc_compile.compile_target, (w.desc, target, str(toolkit.nvcc), w.files.source,
-                                                           w.files.binary(target), w.files.headers(target),
-                                                           w.files.compile_depfile(target), ptx_strip, ptx_too)))
-        if not targets:  # JIT-only: no binary, only the headers the JIT needs, from nvcc's preprocessor
-            steps = [(w, nvcc_compile.list_headers, (w.desc, str(toolkit.nvcc), w.files.source, w.files.jit_headers,
-                                                     w.files.jit_depfile))]
-        else:
-            pending[w.unit.name] = len(steps)
+            steps.append(([w], nvcc_compile.compile_target, (w.desc, target, str(toolkit.nvcc), w.files.source,
+                                                             w.files.binary(target), w.files.headers(target),
+                                                             w.files.compile_depfile(target), ptx_strip, ptx_too)))
+        pending[w.unit.name] = len(steps)
         first.append(steps[0])
         later += steps[1:]
-    lower = {w.unit.name: (w, lowering.lower_unit, (w.desc, w.files.source, str(toolkit.nvrtc), toolkit.root,
-                                                     w.files.names, w.files.listed(w.desc["targets"]), w.files.bundle,
-                                                     w.files.types))
-             for w in stale}
+    for ws in scans.values():
+        first.append((ws, nvcc_compile.list_headers_group,
+                      ([(w.desc, w.files.source, w.files.jit_headers, w.files.jit_depfile) for w in ws], str(toolkit.nvcc))))
+        if len(ws) > 1:
+            report.shared("headers listed", [w.unit.name for w in ws])
     failures: dict[str, dict] = {}
-    report.start(len(first) + len(later) + len(lower) + len(pending))
+    # Each unit's steps: its first compile or scan, its other targets, its lowering, its packing.
+    report.start(len(stale) + len(later) + len(stale) + len(pending))
 
-    def finished(w: UnitWork, step, outcome) -> list:
-        """Records a step's end; returns the steps it lets start."""
-        if isinstance(outcome, BaseException):
-            message = (str(outcome) if isinstance(outcome, errors.GenError) else
-                       f"{w.desc['where']}: a compile process died ({outcome}); the build can be rerun")
-            failures.setdefault(w.unit.name, {}).setdefault(step.__name__, message)
-        elif outcome:
-            report.warnings(w.desc["where"], outcome)
-        report.step(w.unit.name, not isinstance(outcome, BaseException))
-        if step is not nvcc_compile.compile_target:
-            return []
-        pending[w.unit.name] -= 1
-        if pending[w.unit.name]:
-            return []
-        if "compile_target" in failures.get(w.unit.name, {}):
-            report.step(w.unit.name, False)  # its packing, which cannot run
-            return []
-        return [(w, fatbin.build_unit, (w.desc, str(toolkit.fatbinary), w.files))]
+    def lowering_args(w: UnitWork) -> tuple:
+        return (w.desc, w.files.source, w.files.names, w.files.listed(w.desc["targets"]), w.files.bundle, w.files.types)
 
-    if jobs == 1 or len(first) + len(later) <= 1:
-        queue = [*first, *later, *lower.values()]
+    def lowering_of(ws: list[UnitWork]) -> list:
+        """The lowering tasks of units whose first step ended: one for each unit, or one for those of a
+        listing that NVRTC reads alike."""
+        alike: dict[str, list[UnitWork]] = {}
+        tasks = []
+        for w in ws:
+            if w.desc["targets"] or failures.get(w.unit.name):
+                tasks.append(([w], lowering.lower_unit, (w.desc, w.files.source, str(toolkit.nvrtc), toolkit.root,
+                                                         *lowering_args(w)[2:])))
+            else:
+                view = lowering.nvrtc_view(w.files.source.read_text(encoding="utf-8"))
+                alike.setdefault(view + "\0" + "\0".join(w.desc["options"]), []).append(w)
+        for group in alike.values():
+            if len(group) == 1:
+                w = group[0]
+                tasks.append(([w], lowering.lower_unit, (w.desc, w.files.source, str(toolkit.nvrtc), toolkit.root,
+                                                         *lowering_args(w)[2:])))
+            else:
+                report.shared("names lowered", [w.unit.name for w in group])
+                tasks.append((group, lowering.lower_group, ([lowering_args(w) for w in group], str(toolkit.nvrtc),
+                                                            toolkit.root)))
+        return tasks
+
+    def finished(ws: list[UnitWork], step, outcome) -> list:
+        """Records a task's end; returns the tasks it lets start."""
+        outcomes = outcome if isinstance(outcome, dict) else {w.unit.name: outcome for w in ws}
+        ready = []
+        for w in ws:
+            o = outcomes[w.unit.name]
+            if isinstance(o, BaseException):
+                message = (str(o) if isinstance(o, errors.GenError) else
+                           f"{w.desc['where']}: a compile process died ({o}); the build can be rerun")
+                failures.setdefault(w.unit.name, {}).setdefault(step.__name__, message)
+            elif o:
+                report.warnings(w.desc["where"], o)
+            report.step(w.unit.name, not isinstance(o, BaseException))
+            if step is not nvcc_compile.compile_target:
+                continue
+            pending[w.unit.name] -= 1
+            if pending[w.unit.name]:
+                continue
+            if "compile_target" in failures.get(w.unit.name, {}):
+                report.step(w.unit.name, False)  # its packing, which cannot run
+                continue
+            ready.append(([w], fatbin.build_unit, (w.desc, str(toolkit.fatbinary), w.files)))
+        return ready
+
+    if jobs == 1 or len(stale) <= 1:
+        queue = [(task, True) for task in first] + [(task, False) for task in later]
         while queue:
-            w, step, args = queue.pop(0)
-            queue += finished(w, step, run_step(step, args))
+            (ws, step, args), was_first = queue.pop(0)
+            queue += [(task, False) for task in finished(ws, step, run_step(step, args))]
+            if was_first:
+                queue += [(task, False) for task in lowering_of(ws)]
         return failures
-    # spawn, not fork: the executor's own thread is running when it starts workers. As many steps run as
-    # there are processes, picked in this order: a unit's lowering or packing once the steps it needs
-    # ended (so a name or JIT error comes early), every unit's first step, then the other targets.
+    # spawn, not fork: the executor's own thread is running when it starts workers. As many tasks run as
+    # there are processes, picked in this order: lowering or packing once the steps they need ended (so a
+    # name or JIT error comes early), every first step, then the other targets.
     context = multiprocessing.get_context("spawn")
     ready: list = []
     first.reverse()
     later.reverse()
-    with concurrent.futures.ProcessPoolExecutor(min(jobs, len(first) + len(later)), mp_context=context) as pool:
+    with concurrent.futures.ProcessPoolExecutor(min(jobs, len(stale)), mp_context=context) as pool:
         running: dict = {}
         while True:
             while len(running) < jobs and (ready or first or later):
                 queue = ready or first or later
-                w, step, args = queue.pop()
+                ws, step, args = queue.pop()
                 try:
-                    running[pool.submit(run_step, step, args)] = (w, step, queue is first)
+                    running[pool.submit(run_step, step, args)] = (ws, step, queue is first)
                 except concurrent.futures.process.BrokenProcessPool as e:
-                    ready += finished(w, step, e)
+                    ready += finished(ws, step, e)
                     if queue is first:
-                        ready.append(lower.pop(w.unit.name))
+                        ready += lowering_of(ws)
             if not running:
                 break
             done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
             for future in done:
-                w, step, was_first = running.pop(future)
+                ws, step, was_first = running.pop(future)
                 try:
                     outcome = future.result()
                 except concurrent.futures.process.BrokenProcessPool as e:
                     outcome = e
-                ready += finished(w, step, outcome)
-                if was_first:  # the unit's headers are listed: its lowering can run
-                    ready.append(lower.pop(w.unit.name))
+                ready += finished(ws, step, outcome)
+                if was_first:  # the units' headers are listed: their lowering can run
+                    ready += lowering_of(ws)
     return failures
 
 

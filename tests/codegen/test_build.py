@@ -12,6 +12,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "codegen"))
 import cuda_toolkit  # noqa: E402
 import errors  # noqa: E402
+import progress  # noqa: E402
 import render  # noqa: E402
 import spec as specmod  # noqa: E402
 import table_build  # noqa: E402
@@ -286,6 +287,88 @@ class JitView(unittest.TestCase):
             (root / "g.cu").write_text(goto.replace("int y = 3;", "int y = undeclared;"))
             with self.assertRaisesRegex(errors.GenError, 'identifier "undeclared" is undefined'):
                 self.build(root, table + "jit_only = true\n")
+
+
+class SharedRuns(unittest.TestCase):
+    """JIT-only units share a compiler run where it gives each the same answer: one nvcc -M for units with
+    the same directives, one NVRTC run for those whose text NVRTC reads alike (kiln's primitives: 81 units,
+    7 such groups). Each unit still gets its own files, its own names and its own errors."""
+
+    HEADER = "#pragma once\ntemplate <typename T> __global__ void k(T* x) { *x = T(1); }\n"
+
+    class Recorder(progress.Report):
+        def __init__(self):
+            self.runs: list[tuple[str, list[str]]] = []
+
+        def shared(self, what: str, units: list[str]) -> None:
+            self.runs.append((what, sorted(units)))
+
+    def build(self, root: Path, kernels: dict[str, str], jobs=2):
+        """A JIT-only table: a unit per entry of `kernels` ({unit: name expression}) on s.cu, and `o` on o.cu,
+        whose #include is the same but whose text is not."""
+        rows = "".join(f'[[unit]]\nname = "{u}"\nsource = "s.cu"\nkernels = {{ {u}_k = "{e}" }}\njit_only = true\n\n'
+                       for u, e in kernels.items())
+        (root / "t.toml").write_text('[registry]\nname = "s"\ninclude_dirs = ["include"]\n\n' + rows +
+                                     '[[unit]]\nname = "o"\nsource = "o.cu"\nkernels = ["o"]\njit_only = true\n')
+        spec = specmod.load(root / "t.toml", (80,), embed_ptx=False)
+        report = self.Recorder()
+        built = table_build.build(spec, TOOLKIT, os.environ["KILN_PTX_STRIP"], root / "out", None, jobs, report)
+        return built, report.runs
+
+    def project(self, d: str) -> Path:
+        root = Path(d)
+        (root / "include").mkdir()
+        (root / "include" / "t.cuh").write_text(self.HEADER)
+        (root / "s.cu").write_text('#include "t.cuh"\n// one source, several instantiations\n')
+        (root / "o.cu").write_text('#include "t.cuh"\nextern "C" __global__ void o(int* x) { *x = 2; }\n')
+        return root
+
+    def test_units_alike_share_a_scan_and_a_lowering(self):
+        for jobs in (1, 2):
+            with self.subTest(jobs=jobs), tempfile.TemporaryDirectory() as d:
+                root = self.project(d)
+                built, runs = self.build(root, {"f": "k<float>", "i": "k<int>", "d": "k<double>"}, jobs)
+                self.assertEqual(built, ["f", "i", "d", "o"])
+                self.assertEqual(runs, [("headers listed", ["d", "f", "i", "o"]), ("names lowered", ["d", "f", "i"])])
+                work = root / "out" / "s.kiln"
+                for unit, mangled, kind in (("f", "_Z1kIfEvPT_", "void(float*)"), ("i", "_Z1kIiEvPT_", "void(int*)"),
+                                            ("d", "_Z1kIdEvPT_", "void(double*)")):
+                    expression = {"f": "k<float>", "i": "k<int>", "d": "k<double>"}[unit]
+                    self.assertEqual(render.read_json(work / f"s.{unit}.names.json"), {expression: mangled})
+                    self.assertEqual(render.read_json(work / f"s.{unit}.types.json"), {expression: kind})
+                    names = [row["name"] for row in render.read_json(work / f"s.{unit}.bundle.json")["headers"]]
+                    self.assertEqual(names, ["t.cuh"])
+                listed = {u: render.read_json(work / f"s.{u}.headers.json") for u in "fido"}
+                self.assertEqual(len({tuple(v["headers"]) for v in listed.values()}), 1, "one list for all")
+                self.assertEqual(listed["f"]["headers"][-1], str(root / "include" / "t.cuh"))
+                self.assertEqual(len({v["digest"] for v in listed.values()}), 4, "each unit its own digest")
+                self.assertEqual(render.read_json(work / "s.o.names.json"), {"o": "o"})
+                self.assertEqual(self.build(root, {"f": "k<float>", "i": "k<int>", "d": "k<double>"}, jobs)[0], [],
+                                 "and it is up to date")
+                (root / "include" / "t.cuh").write_text(self.HEADER + "// edited\n")
+                self.assertEqual(self.build(root, {"f": "k<float>", "i": "k<int>", "d": "k<double>"}, jobs)[0],
+                                 ["f", "i", "d", "o"], "a header they share changed")
+
+    def test_each_unit_keeps_its_own_errors(self):
+        with tempfile.TemporaryDirectory() as d:
+            root = self.project(d)
+            with self.assertRaises(errors.GenError) as ctx:
+                self.build(root, {"f": "k<float>", "bad": "k<flaot>", "i": "k<int>"})
+            message = str(ctx.exception)
+            self.assertIn("unit #2 'bad': field 'kernels'", message)
+            self.assertNotIn("unit #1", message)
+            self.assertNotIn("unit #3", message)
+            work = root / "out" / "s.kiln"
+            self.assertEqual(render.read_json(work / "s.i.names.json"), {"k<int>": "_Z1kIiEvPT_"}, "the others are kept")
+            self.assertEqual(self.build(root, {"f": "k<float>", "bad": "k<float>", "i": "k<int>"})[0], ["bad"])
+            # A header none of them finds: the shared scan fails, and each unit says so itself.
+            (root / "s.cu").write_text('#include "missing.cuh"\n')
+            with self.assertRaises(errors.GenError) as ctx:
+                self.build(root, {"f": "k<float>", "i": "k<int>"})
+            message = str(ctx.exception)
+            for row in ("unit #1 'f'", "unit #2 'i'"):
+                self.assertIn(f"{row}: nvcc failed for its headers", message)
+            self.assertNotIn("unit #3 'o'", message)
 
 
 if __name__ == "__main__":
