@@ -180,30 +180,28 @@ def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, ptx_stri
     # Each unit's steps: its first compile or scan, its other targets, its lowering, its packing.
     report.start(len(stale) + len(later) + len(stale) + len(pending))
 
-    def lowering_args(w: UnitWork) -> tuple:
-        return (w.desc, w.files.source, w.files.names, w.files.listed(w.desc["targets"]), w.files.bundle, w.files.types)
+    def lowering_files(w: UnitWork) -> tuple:
+        """lower_unit's arguments after NVRTC and the toolkit: what it reads and writes."""
+        return (w.files.names, w.files.listed(w.desc["targets"]), w.files.bundle, w.files.types)
 
     def lowering_of(ws: list[UnitWork]) -> list:
-        """The lowering tasks of units whose first step ended: one for each unit, or one for those of a
-        listing that NVRTC reads alike."""
-        alike: dict[str, list[UnitWork]] = {}
-        tasks = []
+        """The lowering tasks of units whose first step ended: one per unit, but one for the JIT-only
+        units of a scan whose text NVRTC reads alike (the scan made them share options and headers)."""
+        alike: dict[tuple[str, str], list[UnitWork]] = {}
         for w in ws:
-            if w.desc["targets"] or failures.get(w.unit.name):
-                tasks.append(([w], lowering.lower_unit, (w.desc, w.files.source, str(toolkit.nvrtc), toolkit.root,
-                                                         *lowering_args(w)[2:])))
-            else:
-                view = lowering.nvrtc_view(w.files.source.read_text(encoding="utf-8"))
-                alike.setdefault(view + "\0" + "\0".join(w.desc["options"]), []).append(w)
+            shared = not w.desc["targets"] and not failures.get(w.unit.name)
+            key = ("view", lowering.nvrtc_view(w.files.source.read_text(encoding="utf-8"))) if shared else ("unit", w.unit.name)
+            alike.setdefault(key, []).append(w)
+        tasks = []
         for group in alike.values():
             if len(group) == 1:
                 w = group[0]
                 tasks.append(([w], lowering.lower_unit, (w.desc, w.files.source, str(toolkit.nvrtc), toolkit.root,
-                                                         *lowering_args(w)[2:])))
+                                                         *lowering_files(w))))
             else:
                 report.shared("names lowered", [w.unit.name for w in group])
-                tasks.append((group, lowering.lower_group, ([lowering_args(w) for w in group], str(toolkit.nvrtc),
-                                                            toolkit.root)))
+                tasks.append((group, lowering.lower_group, ([(w.desc, w.files.source, *lowering_files(w)) for w in group],
+                                                            str(toolkit.nvrtc), toolkit.root)))
         return tasks
 
     def finished(ws: list[UnitWork], step, outcome) -> list:
