@@ -196,9 +196,7 @@ def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Pa
             if str(e).startswith("name expression") or NAME_MAP in e.log:
                 raise errors.GenError(f"{desc['where']}: field 'kernels': {e}\n{unit_source.log_with_paths(desc, e.log)}") from None
         return
-    read = render.read_json(listed)["headers"]
-    unit = header_bundle.UnitInput(source, desc["include_dirs"], read)
-    headers = header_bundle.unit_headers(unit, header_bundle.unit_roots(unit, cuda_root), desc["where"])
+    read, headers = listed_headers(desc, source, listed, cuda_root)
     try:
         with empty_directory():
             names, kinds = lower_with_types(str(nvrtc), text, source.name, expressions, options, headers)
@@ -214,6 +212,14 @@ def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Pa
     render.write_json(output, dict(sorted(names.items())))
     if types is not None:
         render.write_json(types, dict(sorted(kinds.items())))
+
+
+def listed_headers(desc: dict, source: Path, listed: Path, cuda_root: Path) -> tuple[list[str], list[tuple[str, bytes]]]:
+    """The headers nvcc read for the unit (`listed`, its compile or scan step's list), and the bundle NVRTC
+    gets of them in memory: (name, bytes) as the JIT tier will name them."""
+    read = render.read_json(listed)["headers"]
+    unit = header_bundle.UnitInput(source, desc["include_dirs"], read)
+    return read, header_bundle.unit_headers(unit, header_bundle.unit_roots(unit, cuda_root), desc["where"])
 
 
 def lowering_options(desc: dict) -> list[str]:
@@ -250,9 +256,7 @@ def lower_group(units: list[tuple[dict, Path, Path, Path, Path, Path | None]], n
     expressions = list(dict.fromkeys(k["expression"] for d, *_ in units for k in d["kernels"]))
     probes = {e: signature_expression(e) for e in expressions}
     try:
-        read = render.read_json(listed)["headers"]
-        unit = header_bundle.UnitInput(source, desc["include_dirs"], read)
-        headers = header_bundle.unit_headers(unit, header_bundle.unit_roots(unit, cuda_root), desc["where"])
+        read, headers = listed_headers(desc, source, listed, cuda_root)
         with empty_directory():
             lowered = lower_names(str(nvrtc), source.read_text(encoding="utf-8") + SIGNATURE_PROBE, source.name,
                                   [*expressions, *probes.values()], lowering_options(desc), headers)
