@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <fstream>
@@ -644,11 +645,14 @@ CompileRequest table_request(const std::string& unit, std::size_t kernels, const
 
 // Occupies `workers` workers of `pool` until `release` exists: each appends "blocker" to `order` once
 // it runs, and this waits until all have, so that what is submitted next queues up behind them.
+// Each blocker is estimated at `estimate_ms` (by default, long done when it is looked at: a worker about to
+// be free).
 std::vector<std::future<CompileOutcome>> occupy(JitPool& pool, unsigned workers, const std::filesystem::path& order,
-                                                const std::filesystem::path& release) {
+                                                const std::filesystem::path& release, double estimate_ms = 1) {
   std::vector<std::future<CompileOutcome>> blockers;
   for (unsigned i = 0; i < workers; ++i)
-    blockers.push_back(pool.submit(table_request(numbered("blocker", i), 1, order, {"fake:wait=" + release.string()}), {}, 1));
+    blockers.push_back(
+        pool.submit(table_request(numbered("blocker", i), 1, order, {"fake:wait=" + release.string()}), {}, estimate_ms));
   REQUIRE(eventually([&] { return lines_of(order).size() == workers; }));
   return blockers;
 }
@@ -750,6 +754,72 @@ TEST_CASE("while the critical path's unit runs, the others leave it its cores wh
   }
   CHECK(most >= 1);
   CHECK(most <= 2);
+}
+
+// Whether `unit` has run (appended itself to `order`) within `ms` milliseconds.
+bool runs_within(const std::filesystem::path& order, const std::string& unit, int ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  for (;;) {
+    const auto ran = lines_of(order);
+    if (std::find(ran.begin(), ran.end(), unit) != ran.end()) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+TEST_CASE("with every worker busy, a request that would wait long for one and then end last runs at once beyond them, up to one worker in eight more") {
+  kiln::test::TempDir dir;
+  const auto order = dir.path() / "order", release = dir.path() / "release";
+  JitPoolOptions options = fake_pool(8);
+  options.cores = 8;
+  JitPool pool(options);
+  // Eight requests of 10 s each run: the first worker frees in ~10 s, and x (10 s) would then end last.
+  auto blockers = occupy(pool, 8, order, release, 10'000);
+  auto x = pool.submit(table_request("x", 1, order, {"fake:wait=" + release.string()}), {}, 10'000);
+  // Before, x waited for a blocker to end: the 19-unit set's 17th CUB unit ended 0.3 s after the rest.
+  CHECK(runs_within(order, "x", 30'000));
+  // One in eight more at most: y waits, though it too would end last.
+  auto y = pool.submit(table_request("y", 1, order), {}, 10'000);
+  CHECK_FALSE(runs_within(order, "y", 300));
+  std::ofstream(release).put('x');
+  for (auto& f : blockers) REQUIRE(f.get().entry.ok());
+  REQUIRE(x.get().entry.ok());
+  REQUIRE(y.get().entry.ok());
+  CHECK(pool.stats().beyond >= 1);   // x; y too if a thread took it while 8 were still busy
+  CHECK(pool.stats().spawned == 9);  // never a tenth
+}
+
+TEST_CASE("with every worker busy, a request waits when a worker frees soon, when it would still end before the running ones, or in a pool of fewer than eight") {
+  kiln::test::TempDir dir;
+  const auto order = dir.path() / "order", release = dir.path() / "release";
+  // `workers` blockers estimated at `estimate_ms` each run; x (10 s) waits for one of them.
+  const auto x_waits = [&](unsigned workers, double estimate_ms) {
+    JitPool pool(fake_pool(workers));
+    auto blockers = occupy(pool, workers, order, release, estimate_ms);
+    auto x = pool.submit(table_request("x", 1, order), {}, 10'000);
+    CHECK_FALSE(runs_within(order, "x", 300));
+    std::ofstream(release).put('x');
+    for (auto& f : blockers) REQUIRE(f.get().entry.ok());
+    REQUIRE(x.get().entry.ok());
+    CHECK(pool.stats().beyond == 0);
+  };
+  SUBCASE("the running requests' estimates are spent: a worker is about to be free") { x_waits(8, 1); }
+  SUBCASE("four workers: none beyond them") { x_waits(4, 10'000); }
+  SUBCASE("waiting, it still ends before the longest running request") {
+    JitPool pool(fake_pool(8));
+    auto blockers = occupy(pool, 7, order, release, 20'000);
+    const auto short_release = dir.path() / "short-release";
+    blockers.push_back(pool.submit(table_request("short", 1, order, {"fake:wait=" + short_release.string()}), {}, 5'000));
+    REQUIRE(runs_within(order, "short", 30'000));
+    // The first worker frees in ~5 s; x (2 s) then ends by ~7 s, long before 20 s.
+    auto x = pool.submit(table_request("x", 1, order), {}, 2'000);
+    CHECK_FALSE(runs_within(order, "x", 300));
+    std::ofstream(short_release).put('x');
+    REQUIRE(x.get().entry.ok());
+    std::ofstream(release).put('x');
+    for (auto& f : blockers) REQUIRE(f.get().entry.ok());
+    CHECK(pool.stats().beyond == 0);
+  }
 }
 
 TEST_CASE("the unit on a table's critical path neither builds its family's PCH nor waits for it; a shorter one of the family builds it") {

@@ -13,10 +13,12 @@
 // unit whose compile alone outlasts its share of everything queued and running (it would end last
 // however the rest were spread) goes at once and compiles cold rather than build or wait for a PCH that
 // does not pay for it; such a unit of many kernels also runs on every core's thread beside the others,
-// which then leave it kCriticalCores cores where they can still end before it.
+// which then leave it kCriticalCores cores where they can still end before it. With every worker busy, a
+// table's tail runs beyond them (kBeyondShare, pool_state.hpp).
 #include "jit/pool/pool_state.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <thread>
 
@@ -45,8 +47,13 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
   // path's units (the longest one's time left) and the others.
   unsigned critical_running = 0, others_running = 0;
   double load = 0, critical_ms = 0, others_ms = 0;
+  // When the first running request is expected to end, and the last (their estimates less the time run).
+  double earliest_end = std::numeric_limits<double>::infinity(), latest_end = 0;
   for (const auto& s : slots) {
     if (!s->busy) continue;
+    const double left = std::max(0.0, s->estimate_ms - ms_between(s->started, now));
+    earliest_end = std::min(earliest_end, left);
+    latest_end = std::max(latest_end, left);
     load += s->estimate_ms;
     if (s->critical) {
       ++critical_running;
@@ -92,6 +99,13 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
       return it == families.end() || (it->second.pch != Family::Pch::building && it->second.pch != Family::Pch::verifying);
     });
   };
+  // Every worker busy: this thread runs one beyond the steady count, only for a table's tail (a few
+  // requests in flight more than the workers), and only a request that would wait long for a worker and
+  // then end after every running one (pool_state.hpp, kBeyondShare).
+  const bool beyond = busy >= max_workers;
+  const bool tail = beyond && static_cast<std::size_t>(foreground) + busy <= max_workers + beyond_workers &&
+                    earliest_end >= kBeyondMinWaitMs;
+  const auto would_end_last_waiting = [&](const Job& job) { return earliest_end + job.estimate() > latest_end; };
   // Longest first; unknown estimates (0) and background builds keep their places after the rest.
   std::vector<std::size_t> order(queue.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
@@ -101,7 +115,9 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
     Job& job = queue[i];
     // A background build runs on a worker that is there already, and only when nothing else waits.
     if (job.background && (foreground > 0 || slot.pid == 0)) continue;
+    if (beyond && (job.background || !tail || !would_end_last_waiting(job))) continue;
     Pick pick{i, PchMode::none, false, threads_for(job)};
+    pick.beyond = beyond;
     pick.critical = pick.link_threads != 1 && foreground > 1;
     if (hold_others && !job.background && !pick.critical) continue;
     if (!pch_files || job.family.key.empty() || in_process_only) return pick;

@@ -58,6 +58,7 @@ void JitPool::State::serve(Slot& slot) {
       slot.started = Clock::now();
       ++busy;
       if (job.waited) ++stats.pch_waits;
+      if (pick.beyond) ++stats.beyond;
     }
     if (pick.verify) {
       const Status good = verify_pch(job.family.path);
@@ -157,7 +158,7 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
         trace.request({request.registry + "/" + request.unit, request.arch, w.pid, job.queued, start_time, Clock::now(),
                        answer.outcome.nvrtc_ms, answer.outcome.link_ms, job.estimate_ms, request.link_threads,
                        request.pch == PchMode::create ? "create" : request.pch == PchMode::use ? "use" : "none",
-                       pick.critical});
+                       pick.critical, pick.beyond});
       }
       ++w.requests;
       const bool read = answer.outcome.pch == PchResult::created || answer.outcome.pch == PchResult::used;
@@ -252,6 +253,7 @@ JitPool::JitPool(JitPoolOptions options) : state_(std::make_unique<State>()) {
     if (!workers) s.warn("workers", workers.error());
     s.max_workers = workers ? *workers : default_jit_workers();
   }
+  s.beyond_workers = s.max_workers / kBeyondShare;
   s.cores = s.options.cores > 0 ? s.options.cores : std::max(1u, std::thread::hardware_concurrency());
   if (!s.trace.problem().empty()) s.warn("trace", s.trace.problem());
   if (s.options.timeout.count() > 0) {
@@ -311,7 +313,9 @@ std::future<CompileOutcome> JitPool::submit(CompileRequest request, PchFamily fa
     }
     // Each idle thread takes one queued job; start another (and, through it, a worker) when none is free.
     const auto waiting = std::count_if(s.queue.begin(), s.queue.end(), [](const State::Job& j) { return !j.background; });
-    if (static_cast<std::size_t>(waiting) + 1 > s.idle && s.threads.size() < s.max_workers) s.add_slot(false);
+    // Up to beyond_workers more threads wait too, for a table's tail (the dispatch keeps them idle otherwise).
+    if (static_cast<std::size_t>(waiting) + 1 > s.idle && s.threads.size() < s.max_workers + s.beyond_workers)
+      s.add_slot(false);
     // Ahead of a background build: it runs only when nothing else waits.
     auto at = std::find_if(s.queue.begin(), s.queue.end(), [](const State::Job& j) { return j.background; });
     s.queue.insert(at, std::move(job));

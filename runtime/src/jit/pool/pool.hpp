@@ -52,6 +52,7 @@ struct JitPoolStats {
   std::uint64_t split_critical = 0;  // of those, given them beside other requests (the table's longest)
   std::uint64_t started_ahead = 0;   // workers started before any request (start_ahead)
   std::uint64_t warmed_up = 0;       // of those, warmed up by a compile of one line
+  std::uint64_t beyond = 0;          // requests run on a worker beyond the steady count (a table's tail)
 };
 
 // Compiles requests on up to N worker processes, each driven by one thread of this process.
@@ -71,7 +72,9 @@ struct JitPoolStats {
 // Queued requests run longest first (by their estimates). Where cores are free, ptxas (for a unit of two
 // kernels or more) and NVRTC's optimizer (many kernels) run on several threads; so does a unit of many kernels that would
 // finish last however the rest is spread over the workers, beside the others, which then leave it
-// cores where they can still end before it (docs/DESIGN.md, "Scheduling a table").
+// cores where they can still end before it (docs/DESIGN.md, "Scheduling a table"). With every worker
+// busy, a table's tail (a request that would wait long for a worker and then end last) runs at once on
+// one of up to N/8 more workers, sharing the cores.
 //
 // Futures rather than callbacks: the registry's single-flight shares one result among many waiters
 // (std::shared_future), ensure_warm waits with a timeout (wait_for), and exceptions travel with them.

@@ -56,6 +56,15 @@ inline constexpr double kOverdueMs = 10'000;
 // (docs/DESIGN.md, "Scheduling a table": segmented_sort takes 0.68 of its one-thread time with every core's).
 inline constexpr unsigned kCriticalCores = 2;
 
+// A table's tail (docs/DESIGN.md, "Scheduling a table"): with every worker busy, a request that would
+// wait at least kBeyondMinWaitMs for one and then end after every running request runs at once on a
+// worker beyond the steady count, the cores then shared, while the requests in flight are at most one in
+// kBeyondShare more than the workers (the 19-unit set: 17 CUB units on 16 workers, the 17th waited 1.5 s
+// for a worker and ended 0.3 s after the rest). A worker's start and its compilers' loading take tens of
+// milliseconds: a shorter wait does not pay for one.
+inline constexpr unsigned kBeyondShare = 8;
+inline constexpr double kBeyondMinWaitMs = 250;
+
 // One host thread's worker, and what the dispatch knows of it.
 struct Slot {
   Worker worker;  // used by the slot's thread only
@@ -104,10 +113,12 @@ struct JitPool::State {
     bool verify = false;  // check the family's PCH file first (this thread's turn to verify it)
     unsigned link_threads = 1;
     bool critical = false;  // given threads beside other requests: the critical path's unit
+    bool beyond = false;    // on a worker beyond the steady count: the table's tail (kBeyondShare)
   };
 
   JitPoolOptions options;
-  unsigned max_workers = 1;
+  unsigned max_workers = 1;  // the steady count of workers
+  unsigned beyond_workers = 0;  // how many more may run a table's tail: max_workers / kBeyondShare
   unsigned cores = 1;  // options.cores, else the machine's
   bool pch_files = false;  // asked for (options, KILN_JIT_PCH); off once a worker says it cannot read them
   std::chrono::milliseconds timeout{kDefaultJitTimeout};

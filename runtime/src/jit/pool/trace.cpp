@@ -69,7 +69,8 @@ void PoolTrace::request(const Request& r) {
         ",\"worker\":" + std::to_string(r.worker) + ",\"queued\":" + number(ms(r.queued)) +
         ",\"start\":" + number(ms(r.start)) + ",\"end\":" + number(ms(r.end)) + ",\"nvrtc\":" + number(r.nvrtc_ms) +
         ",\"link\":" + number(r.link_ms) + ",\"threads\":" + std::to_string(r.threads) + ",\"pch\":\"" + r.pch +
-        "\",\"critical\":" + (r.critical ? "true" : "false") + ",\"estimate\":" + number(r.estimate_ms) + "}\n");
+        "\",\"critical\":" + (r.critical ? "true" : "false") + ",\"beyond\":" + (r.beyond ? "true" : "false") +
+        ",\"estimate\":" + number(r.estimate_ms) + "}\n");
 }
 
 }  // namespace kiln::detail

@@ -27,7 +27,7 @@ class PoolTrace {
   // {"event":"spawn","worker":PID,"at":MS,"hello":MS}: a worker asked for at `asked`, its hello by `ready`.
   void spawn(pid_t worker, Clock::time_point asked, Clock::time_point ready);
   // {"event":"request","unit":"REGISTRY/UNIT","sm":N,"worker":PID,"queued":MS,"start":MS,"end":MS,
-  //  "nvrtc":MS,"link":MS,"threads":N,"pch":"none|create|use","critical":BOOL,"estimate":MS}
+  //  "nvrtc":MS,"link":MS,"threads":N,"pch":"none|create|use","critical":BOOL,"beyond":BOOL,"estimate":MS}
   struct Request {
     std::string unit;
     unsigned arch = 0;
@@ -37,6 +37,7 @@ class PoolTrace {
     unsigned threads = 1;
     const char* pch = "none";
     bool critical = false;
+    bool beyond = false;  // on a worker beyond the steady count (the table's tail)
   };
   void request(const Request& r);
 
