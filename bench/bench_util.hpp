@@ -3,6 +3,7 @@
 #pragma once
 
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,6 +51,25 @@ inline std::string make_temp_dir(const std::string& what) {
   if (mkdtemp(pattern.data()) == nullptr)
     throw std::runtime_error("cannot create " + pattern + ": " + std::strerror(errno) + " (is /tmp writable?)");
   return pattern;
+}
+
+// CPU seconds (user + system) of every descendant reaped so far.
+inline double children_cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_CHILDREN, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// Reaps every descendant that has ended, waiting at most ~5 s for the others: with this process their
+// subreaper (prctl PR_SET_CHILD_SUBREAPER), JIT workers that outlive the process that started them come
+// here, and their CPU time counts. Only while no run_children call is in flight: it would take that
+// call's child.
+inline void reap_orphans() {
+  for (int i = 0; i < 500; ++i) {
+    const pid_t pid = ::waitpid(-1, nullptr, WNOHANG);
+    if (pid < 0) return;  // no children left (ECHILD)
+    if (pid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 inline double median(std::vector<double> v) {

@@ -17,8 +17,6 @@
 #include "redis_server.hpp"  // tests/cpu: a redis-server on a free 127.0.0.1 port
 
 #include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <chrono>
@@ -30,8 +28,10 @@
 
 namespace {
 
+using kiln::bench::children_cpu_seconds;
 using kiln::bench::make_temp_dir;
 using kiln::bench::median;
+using kiln::bench::reap_orphans;
 using kiln::bench::remove_tree;
 using kiln::bench::run_children;
 
@@ -98,23 +98,6 @@ int child_cold(const std::string& registry, const std::string& kernel) {
   const auto results = kiln::precompile(catalog_named(registry), kArch, {kernel}, 1);
   std::printf("%.3f\n", results.at(0).ms);
   return results.at(0).ok ? 0 : 1;
-}
-
-// CPU seconds (user + system) of every descendant reaped so far.
-double children_cpu_seconds() {
-  rusage u{};
-  ::getrusage(RUSAGE_CHILDREN, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-// Reaps every descendant that has ended: this process is their subreaper, so JIT workers that outlive
-// the process that started them come here, and their CPU time counts.
-void reap_orphans() {
-  for (int i = 0; i < 500; ++i) {
-    const pid_t pid = ::waitpid(-1, nullptr, WNOHANG);
-    if (pid < 0) return;  // no children left (ECHILD)
-    if (pid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
 }
 
 struct FleetRun {

@@ -123,13 +123,18 @@ def targets_table(kiln_json: Path, cupy_json: Path, cold_json: Path, rows: list[
         else:
             target(f"cold JIT get, {label}: kiln / CuPy", "<= 0.7", k["jit_ms"] / c["cold_ms"] if k and c else None, 0.7, "")
     scaling = "JIT scaling"
-    whole = find_row(rows, scaling, "16 worker processes")
-    target("19-unit set, 16 workers", "<= 2000 ms", cell_ms(whole[2]) if whole else None, 2000, "ms")
+    # The side-by-side median ("3366 ms (3094-3402)"), else the single run of the first table.
+    whole = find_row(rows, scaling, "kiln, 16 worker processes") or find_row(rows, scaling, "16 worker processes")
+    whole_ms = cell_ms(whole[2].split(" (")[0]) if whole else None
+    target("19-unit set, 16 workers", "<= 2000 ms", whole_ms, 2000, "ms")
     alone = find_row(rows, scaling, "the slowest unit alone")
-    if whole and alone and cell_ms(whole[2]) and cell_ms(alone[2]):
+    separate = find_row(rows, scaling, "each unit in a process of its own")
+    if whole_ms and alone and cell_ms(alone[2]):
         t = cell_ms(alone[2])
-        target("19-unit set, 16 workers, against its slowest unit alone (T)", "<= 1.2 T", cell_ms(whole[2]) / t, 1.2,
-               "", f"T = {t:.0f} ms ({alone[1].split('(')[-1].split(')')[0]})")
+        floor = cell_ms(separate[2].split(" (")[0]) if separate else None
+        target("19-unit set, 16 workers, against its slowest unit alone (T)", "<= 1.2 T", whole_ms / t, 1.2,
+               "", f"T = {t:.0f} ms ({alone[1].split('(')[-1].split(')')[0]})" +
+               (f"; every unit in a process of its own, all at once: {floor / t:.2f} T" if floor else ""))
     big = find_row(rows, "Start-up of a big registry", "(c) all cold through JIT, 16 worker processes")
     target("200-unit registry cold, 16 workers", "<= 2500 ms", cell_ms(big[2]) if big else None, 2500, "ms")
     k = kiln.get("block_sum_f32")
