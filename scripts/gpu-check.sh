@@ -88,6 +88,23 @@ grep -E "^test:|^\[doctest\] (test cases|assertions)" build-sm90/meson-logs/test
 grep -hE "MESSAGE|kills|forked worker" build-sm90/meson-logs/testlog.txt | head -20
 fi
 
+# A one-thread loop alone, then one per core at once: how much slower a core runs when every core is busy
+# (on the GPU machine 1.12-2.18x, 2026-11-27), which bounds a table of as many long units as cores
+# against its slowest unit alone (docs/DESIGN.md, "Scheduling a table").
+core_speed_under_load() {
+  local loop='import time
+t = time.perf_counter(); s = 0
+for i in range(20_000_000): s += i
+print(f"{(time.perf_counter() - t) * 1000:.0f}")'
+  local dir n
+  dir="$(mktemp -d)" n="$(nproc)"
+  echo "one core alone: $(python3 -c "$loop") ms"
+  for i in $(seq "$n"); do python3 -c "$loop" > "$dir/$i" & done
+  wait
+  echo "$n at once, each: $(sort -n "$dir"/* | tr '\n' ' ')ms"
+  rm -rf "$dir"
+}
+
 if want bench; then
 # BENCHES picks some: the three together ran past a 420 s device call on 2026-11-27 (in bench_prim's
 # latency tables, after its throughput table), so a call may run "prim" alone and the others in another.
@@ -105,7 +122,8 @@ ninja -C build-sm90 runtime/kiln-jitd $(for b in $benches; do echo "bench/bench_
 for bench in $benches; do
   case "$bench" in
     startup) build-sm90/bench/bench_startup 11 2>&1 | tee "$out/bench_startup.md" ;;
-    jit_scaling) build-sm90/bench/bench_jit_scaling 2>&1 | tee "$out/bench_jit_scaling.md" ;;
+    jit_scaling) core_speed_under_load | tee "$out/core_speed.txt"
+                 build-sm90/bench/bench_jit_scaling 2>&1 | tee "$out/bench_jit_scaling.md" ;;
     prim) build-sm90/bench/bench_prim 2>&1 | tee "$out/bench_prim.md" ;;
   esac
 done
