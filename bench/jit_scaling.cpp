@@ -72,10 +72,12 @@ int child() {
   std::printf("%.3f %d %d %llu %llu %llu\n", ms, units, failed, static_cast<unsigned long long>(pool.spawned),
               static_cast<unsigned long long>(pool.pch_created), static_cast<unsigned long long>(pool.pch_used));
   if (std::getenv("KILN_BENCH_VERBOSE"))
-    std::fprintf(stderr, "pool: rejected %llu, waits %llu, background %llu, split %llu (beside others %llu), deaths %llu\n",
+    std::fprintf(stderr, "pool: rejected %llu, waits %llu, background %llu, split %llu (beside others %llu), beyond the "
+                 "workers %llu, deaths %llu\n",
                  static_cast<unsigned long long>(pool.pch_rejected), static_cast<unsigned long long>(pool.pch_waits),
                  static_cast<unsigned long long>(pool.background), static_cast<unsigned long long>(pool.split_links),
-                 static_cast<unsigned long long>(pool.split_critical), static_cast<unsigned long long>(pool.deaths));
+                 static_cast<unsigned long long>(pool.split_critical), static_cast<unsigned long long>(pool.beyond),
+                 static_cast<unsigned long long>(pool.deaths));
   return failed ? 1 : 0;
 }
 
