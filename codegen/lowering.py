@@ -209,9 +209,16 @@ def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Pa
             f"cannot open was not read by nvcc for this unit (an #include under #ifdef __CUDACC_RTC__, an "
             f"#include_next) or is included by a name no include directory gives it.\n{unit_source.log_with_paths(desc, e.log)}") from None
     header_bundle.write_unit_list(unit_list, headers, read)
-    render.write_json(output, dict(sorted(names.items())))
+    write_lowered([k["expression"] for k in desc["kernels"]], names, kinds, output, types)
+
+
+def write_lowered(expressions: list[str], names: dict[str, str], kinds: dict[str, str | None], output: Path,
+                  types: Path | None) -> None:
+    """A unit's {name expression: mangled name} to `output` and {name expression: kernel type or null} to
+    `types` (if given), for its own expressions, sorted."""
+    render.write_json(output, {e: names[e] for e in sorted(expressions)})
     if types is not None:
-        render.write_json(types, dict(sorted(kinds.items())))
+        render.write_json(types, {e: kinds[e] for e in sorted(expressions)})
 
 
 def listed_headers(desc: dict, source: Path, listed: Path, cuda_root: Path) -> tuple[list[str], list[tuple[str, bytes]]]:
@@ -270,9 +277,7 @@ def lower_group(units: list[tuple[dict, Path, Path, Path, Path, Path | None]], n
                 out[args[0]["unit"]] = e
         return out
     header_bundle.write_unit_lists([unit_list for *_, unit_list, _ in units], headers, read)
+    kinds = {e: kernel_type(lowered[p]) for e, p in probes.items()}
     for d, _, output, _, _, types in units:
-        mine = [k["expression"] for k in d["kernels"]]
-        render.write_json(output, {e: lowered[e] for e in sorted(mine)})
-        if types is not None:
-            render.write_json(types, {e: kernel_type(lowered[probes[e]]) for e in sorted(mine)})
+        write_lowered([k["expression"] for k in d["kernels"]], lowered, kinds, output, types)
     return {d["unit"]: "" for d, *_ in units}
