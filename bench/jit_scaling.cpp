@@ -28,6 +28,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -46,6 +47,29 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 }
 
 const kiln::Catalog& registry(std::size_t i) { return i == 0 ? kiln::bench_cub::catalog() : kiln::examples::catalog(); }
+
+// A unit of the set: (registry index, unit index).
+using UnitRef = std::pair<std::size_t, std::size_t>;
+
+std::vector<UnitRef> every_unit() {
+  std::vector<UnitRef> units;
+  for (std::size_t i = 0; i < 2; ++i)
+    for (std::size_t u = 0; u < registry(i).units.size(); ++u) units.emplace_back(i, u);
+  return units;
+}
+
+// "registry/unit", as the pool's trace names it.
+std::string unit_label(UnitRef unit) {
+  const kiln::Catalog& c = registry(unit.first);
+  return std::string(c.name) + "/" + std::string(c.str(c.units[unit.second].name));
+}
+
+// `--alone`'s run of `unit` in a new process with `env` (and no other KILN_* variable): its wall ms and
+// the time it ended.
+std::vector<std::vector<double>> run_alone(const char* self, UnitRef unit, std::vector<std::string> env) {
+  return run_children(self, {"--alone", std::to_string(unit.first), std::to_string(unit.second)}, 1, 2, std::move(env),
+                      {}, true);
+}
 
 // `--child STAMP`: precompile both registries for sm_90 into $KILN_CACHE_DIR, every unit handed to the
 // pool at once (as `kiln precompile` does without --jobs: the pool sees the whole table, and
@@ -176,9 +200,7 @@ Run run_child(const char* self, std::vector<std::string> env) {
 // its unit, beside the others' compiles): no pool shares or orders anything. Wall time from the first spawn
 // to the last unit's end; the longest unit's own time.
 Run one_process_per_unit(const char* self) {
-  std::vector<std::pair<std::size_t, std::size_t>> units;
-  for (std::size_t i = 0; i < 2; ++i)
-    for (std::size_t u = 0; u < registry(i).units.size(); ++u) units.emplace_back(i, u);
+  const std::vector<UnitRef> units = every_unit();
   std::vector<std::string> dirs;
   for (std::size_t k = 0; k < units.size(); ++k) dirs.push_back(make_temp_dir("scaling"));
   std::vector<std::vector<std::vector<double>>> out(units.size());
@@ -190,8 +212,7 @@ Run one_process_per_unit(const char* self) {
   for (std::size_t k = 0; k < units.size(); ++k) {
     threads.emplace_back([&, k] {
       try {
-        out[k] = run_children(self, {"--alone", std::to_string(units[k].first), std::to_string(units[k].second)}, 1, 2,
-                              {"KILN_JIT_WORKERS=1", "KILN_JIT_PCH=0", "KILN_CACHE_DIR=" + dirs[k]}, {}, true);
+        out[k] = run_alone(self, units[k], {"KILN_JIT_WORKERS=1", "KILN_JIT_PCH=0", "KILN_CACHE_DIR=" + dirs[k]});
       } catch (const std::exception& e) {
         std::fprintf(stderr, "jit_scaling: a unit's own process failed: %s\n", e.what());
       }
@@ -208,9 +229,8 @@ Run one_process_per_unit(const char* self) {
     }
     run.ms = std::max(run.ms, out[k][1][0] - start);
     if (out[k][0][0] > run.trace.longest_ms) {
-      const kiln::Catalog& c = registry(units[k].first);
       run.trace.longest_ms = out[k][0][0];
-      run.trace.longest = std::string(c.name) + "/" + std::string(c.str(c.units[units[k].second].name));
+      run.trace.longest = unit_label(units[k]);
     }
   }
   if (!all) run.ms = -1;
@@ -249,18 +269,14 @@ void round_row(const std::string& how, std::vector<Run> runs, double t) {
 // One unit alone in a new process with an empty cache, `runs` times; its wall times. No PCH files: the
 // compile is cold either way, and the worker would build one in the background after it, beside the next
 // run; each run waits for the last worker to end.
-std::vector<double> unit_alone(const char* self, std::size_t registry_index, std::size_t unit, int runs,
-                               const std::string& workers) {
+std::vector<double> unit_alone(const char* self, UnitRef unit, int runs, const std::string& workers) {
   std::vector<double> times;
   for (int r = 0; r < runs; ++r) {
     const std::string dir = make_temp_dir("scaling");
     try {
-      times.push_back(run_children(self, {"--alone", std::to_string(registry_index), std::to_string(unit)}, 1, 2,
-                                   {workers, "KILN_JIT_PCH=0", "KILN_CACHE_DIR=" + dir}, {}, true)[0][0]);
+      times.push_back(run_alone(self, unit, {workers, "KILN_JIT_PCH=0", "KILN_CACHE_DIR=" + dir})[0][0]);
     } catch (const std::exception& e) {
-      const kiln::Catalog& c = registry(registry_index);
-      std::fprintf(stderr, "jit_scaling: unit %s of %s alone failed: %s\n", std::string(c.str(c.units[unit].name)).c_str(),
-                   std::string(c.name).c_str(), e.what());
+      std::fprintf(stderr, "jit_scaling: unit %s alone failed: %s\n", unit_label(unit).c_str(), e.what());
     }
     reap_orphans();
     remove_tree(dir);
@@ -332,19 +348,15 @@ int main(int argc, char** argv) {
   // T: each unit alone in a new process with an empty cache (ptxas may use the free cores); the whole set
   // cannot end before its slowest unit does. The slowest of one pass, then that unit again: the median.
   double first_pass = 0;
-  std::size_t slow_registry = 0, slow_unit = 0;
-  for (std::size_t i = 0; i < 2; ++i) {
-    for (std::size_t u = 0; u < registry(i).units.size(); ++u) {
-      const auto times = unit_alone(argv[0], i, u, 1, workers);
-      if (!times.empty() && times[0] > first_pass) {
-        first_pass = times[0];
-        slow_registry = i;
-        slow_unit = u;
-      }
+  UnitRef slow{0, 0};
+  for (const UnitRef& unit : every_unit()) {
+    const auto times = unit_alone(argv[0], unit, 1, workers);
+    if (!times.empty() && times[0] > first_pass) {
+      first_pass = times[0];
+      slow = unit;
     }
   }
-  const kiln::Catalog& sc = registry(slow_registry);
-  const std::string slowest = std::string(sc.name) + "/" + std::string(sc.str(sc.units[slow_unit].name));
+  const std::string slowest = unit_label(slow);
 
   // Side by side, `rounds` rounds: kiln with PCH files, without, and every unit in its own process at once
   // (no pool: what the machine gives 19 separate compiles started together).
@@ -354,8 +366,8 @@ int main(int argc, char** argv) {
     without_pch.push_back(run_child(argv[0], {workers, "KILN_JIT_PCH=0"}));
     separate.push_back(one_process_per_unit(argv[0]));
   }
-  const double t = median(unit_alone(argv[0], slow_registry, slow_unit, rounds, workers));
-  const double t1 = median(unit_alone(argv[0], slow_registry, slow_unit, rounds, "KILN_JIT_WORKERS=1"));
+  const double t = median(unit_alone(argv[0], slow, rounds, workers));
+  const double t1 = median(unit_alone(argv[0], slow, rounds, "KILN_JIT_WORKERS=1"));
   std::printf("\nSide by side, %d rounds (medians; the trace's columns from the median run, ms since its pool was made)\n\n"
               "| how | wall (range) | / T | CPU | PCH built / used | last request queued | last compile started | longest compile |\n"
               "|---|---:|---:|---:|---:|---:|---:|---|\n",

@@ -53,14 +53,16 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// A configuration whose root is `root`, with the default cap unless given.
-// Waits (at most 30 s, polling every 5 ms) until `done` says so; returns what it says last.
+// Waits (at most `within`, 30 s unless given, polling every 5 ms) until `done` says so; returns what it
+// says last.
 template <typename F>
-bool eventually(F&& done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+bool eventually(F&& done, std::chrono::milliseconds within = std::chrono::seconds(30)) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
   while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   return done();
 }
+
+// A configuration whose root is `root`, with the default cap unless given.
 
 inline CacheConfig config_at(const std::filesystem::path& root, std::uint64_t max_bytes = std::uint64_t{1} << 30) {
   CacheConfig c;

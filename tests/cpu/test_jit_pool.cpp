@@ -758,13 +758,10 @@ TEST_CASE("while the critical path's unit runs, the others leave it its cores wh
 
 // Whether `unit` has run (appended itself to `order`) within `ms` milliseconds.
 bool runs_within(const std::filesystem::path& order, const std::string& unit, int ms) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  for (;;) {
+  return eventually([&] {
     const auto ran = lines_of(order);
-    if (std::find(ran.begin(), ran.end(), unit) != ran.end()) return true;
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+    return std::find(ran.begin(), ran.end(), unit) != ran.end();
+  }, std::chrono::milliseconds(ms));
 }
 
 TEST_CASE("with every worker busy, a request that would wait long for one and then end last runs at once beyond them, up to one worker in eight more") {

@@ -103,7 +103,7 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
   // requests in flight more than the workers), and only a request that would wait long for a worker and
   // then end after every running one (pool_state.hpp, kBeyondShare).
   const bool beyond = busy >= max_workers;
-  const bool tail = beyond && static_cast<std::size_t>(foreground) + busy <= max_workers + beyond_workers &&
+  const bool tail = beyond && static_cast<std::size_t>(foreground) + busy <= max_workers + beyond_workers() &&
                     earliest_end >= kBeyondMinWaitMs;
   const auto would_end_last_waiting = [&](const Job& job) { return earliest_end + job.estimate() > latest_end; };
   // Longest first; unknown estimates (0) and background builds keep their places after the rest.

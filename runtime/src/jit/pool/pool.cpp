@@ -253,7 +253,6 @@ JitPool::JitPool(JitPoolOptions options) : state_(std::make_unique<State>()) {
     if (!workers) s.warn("workers", workers.error());
     s.max_workers = workers ? *workers : default_jit_workers();
   }
-  s.beyond_workers = s.max_workers / kBeyondShare;
   s.cores = s.options.cores > 0 ? s.options.cores : std::max(1u, std::thread::hardware_concurrency());
   if (!s.trace.problem().empty()) s.warn("trace", s.trace.problem());
   if (s.options.timeout.count() > 0) {
@@ -313,8 +312,8 @@ std::future<CompileOutcome> JitPool::submit(CompileRequest request, PchFamily fa
     }
     // Each idle thread takes one queued job; start another (and, through it, a worker) when none is free.
     const auto waiting = std::count_if(s.queue.begin(), s.queue.end(), [](const State::Job& j) { return !j.background; });
-    // Up to beyond_workers more threads wait too, for a table's tail (the dispatch keeps them idle otherwise).
-    if (static_cast<std::size_t>(waiting) + 1 > s.idle && s.threads.size() < s.max_workers + s.beyond_workers)
+    // Up to beyond_workers() more threads wait too, for a table's tail (the dispatch keeps them idle otherwise).
+    if (static_cast<std::size_t>(waiting) + 1 > s.idle && s.threads.size() < s.max_workers + s.beyond_workers())
       s.add_slot(false);
     // Ahead of a background build: it runs only when nothing else waits.
     auto at = std::find_if(s.queue.begin(), s.queue.end(), [](const State::Job& j) { return j.background; });

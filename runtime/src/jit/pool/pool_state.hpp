@@ -118,7 +118,6 @@ struct JitPool::State {
 
   JitPoolOptions options;
   unsigned max_workers = 1;  // the steady count of workers
-  unsigned beyond_workers = 0;  // how many more may run a table's tail: max_workers / kBeyondShare
   unsigned cores = 1;  // options.cores, else the machine's
   bool pch_files = false;  // asked for (options, KILN_JIT_PCH); off once a worker says it cannot read them
   std::chrono::milliseconds timeout{kDefaultJitTimeout};
@@ -144,6 +143,8 @@ struct JitPool::State {
   WarnOnce warnings;
   PoolTrace trace;  // KILN_JIT_TRACE
 
+  // How many more workers than max_workers may run a table's tail.
+  unsigned beyond_workers() const { return max_workers / kBeyondShare; }
   void warn(std::string_view kind, const std::string& message) { warnings.warn(kind, message); }
   template <typename F>
   void count(F&& update) {
