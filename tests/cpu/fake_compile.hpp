@@ -10,6 +10,7 @@
 //   fake:hang=<dir>:<k>      marks <dir>/<pid>; while at most <k> marks exist it hangs (for the test to kill
 //                            it), else echoes: the first k attempts hang, the next one answers
 //   fake:throw               throws kiln::Error(Errc::driver, "fake: thrown in <pid>")
+//   fake:env=<NAME>          echoes, with "\nenv=<its value in the worker>" added to the log ("(unset)" if unset)
 // A request that asks for a PCH gets one as NVRTC would: create writes a small fake PCH file to the
 // request's path (outcome created); use reads it (used; failed when missing, rejected when not the
 // fake's). fake:sleep takes a quarter of its time with a PCH and 1.6 times as long creating one.
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -125,6 +127,12 @@ inline detail::CompileOutcome fake_compile_controls(const detail::CompileRequest
     if (o.starts_with("fake:append=")) {
       std::ofstream(std::string(o.substr(12)), std::ios::app) << request.unit << '\n';
       continue;
+    }
+    if (o.starts_with("fake:env=")) {
+      detail::CompileOutcome o2 = fake_echo(request);
+      const char* value = std::getenv(std::string(o.substr(9)).c_str());
+      o2.log += "\nenv=" + std::string(value != nullptr ? value : "(unset)");
+      return o2;
     }
     if (o == "fake:throw") throw kiln::Error(kiln::Errc::driver, "fake: thrown in " + std::to_string(::getpid()));
     if (o.starts_with("fake:wait=")) {

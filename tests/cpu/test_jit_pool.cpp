@@ -181,7 +181,8 @@ CompileRequest cub_request(std::string unit = "block_sum_f32") {
   return r;
 }
 kiln::detail::PchFamily cub_family(const std::filesystem::path& dir) {
-  const std::string key = kiln::detail::pch_family(cub_request(), kiln::examples::catalog().header_bundle_digest);
+  const std::string key = kiln::detail::pch_family(cub_request(), kiln::examples::catalog().header_bundle_digest,
+                                                   kiln::detail::worker_glibc_tunables());
   REQUIRE_FALSE(key.empty());
   return {key, kiln::detail::pch_path(dir, key)};
 }
@@ -223,6 +224,42 @@ TEST_CASE("KILN_JIT_WORKERS: a whole number from 1 to 256, else the default and 
   CHECK(pool.max_workers() == fallback);
   REQUIRE(pool.warnings().size() == 1);
   CHECK(pool.warnings()[0].find("KILN_JIT_WORKERS='lots'") != std::string::npos);
+}
+
+TEST_CASE("workers run with glibc's malloc on huge pages: GLIBC_TUNABLES gains glibc.malloc.hugetlb=1, the host's own tunables kept") {
+  using kiln::detail::worker_glibc_tunables;
+  CHECK(worker_glibc_tunables(nullptr) == "glibc.malloc.hugetlb=1");
+  CHECK(worker_glibc_tunables("") == "glibc.malloc.hugetlb=1");
+  CHECK(worker_glibc_tunables("glibc.malloc.arena_max=2") == "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1");
+  // The host's own choice wins, wherever it stands.
+  CHECK(worker_glibc_tunables("glibc.malloc.hugetlb=0") == "glibc.malloc.hugetlb=0");
+  CHECK(worker_glibc_tunables("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=0") ==
+        "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=0");
+  CHECK(worker_glibc_tunables("glibc.malloc.hugetlb_x=1") == "glibc.malloc.hugetlb_x=1:glibc.malloc.hugetlb=1");
+
+  const char* host[] = {"A=1", "GLIBC_TUNABLES=glibc.malloc.arena_max=2", "B=2", nullptr};
+  CHECK(kiln::detail::worker_environment(host) ==
+        std::vector<std::string>{"A=1", "B=2", "GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"});
+
+  // A worker started by the pool runs with them (glibc reads them as it starts; what /proc/<pid>/environ
+  // shows, glibc 2.36 rewrote).
+  for (const auto& [host_value, worker_value] :
+       {std::pair<std::optional<std::string>, std::string>{std::nullopt, "glibc.malloc.hugetlb=1"},
+        {"glibc.malloc.arena_max=2", "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"},
+        {"glibc.malloc.hugetlb=0", "glibc.malloc.hugetlb=0"}}) {
+    CAPTURE(host_value.value_or("(unset)"));
+    kiln::test::ScopedEnv env("GLIBC_TUNABLES", host_value);
+    JitPool pool(fake_pool(1));
+    const CompileOutcome o = pool.compile(fake_request("u", {"fake:env=GLIBC_TUNABLES"}));
+    REQUIRE(o.entry.ok());
+    CHECK(served_by(o) != ::getpid());
+    CHECK(o.log.ends_with("\nenv=" + worker_value));
+  }
+
+  // NVRTC refuses a PCH written under another heap layout: the tunables are part of a family's key.
+  const std::string_view digest = kiln::examples::catalog().header_bundle_digest;
+  CHECK(kiln::detail::pch_family(cub_request(), digest, "glibc.malloc.hugetlb=1") !=
+        kiln::detail::pch_family(cub_request(), digest, "glibc.malloc.hugetlb=0"));
 }
 
 TEST_CASE("the worker is found next to libkiln in the build tree, or where KILN_JITD says") {

@@ -8,12 +8,14 @@
 #include "jit/headers.hpp"
 #include "jit/pch_store.hpp"
 #include "jit/pool/pool.hpp"
+#include "jit/pool/settings.hpp"  // worker_glibc_tunables
 #include "registry/tier.hpp"
 #include "remote/remote_tier.hpp"
 
 #include <kiln/error.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 
 namespace kiln::detail {
@@ -95,7 +97,8 @@ CompileRequest make_request(const Catalog& catalog, std::uint32_t unit_index, un
 
 PchFamily request_family(const Catalog& catalog, const CompileRequest& request, const DiskCache& cache) {
   if (!cache.usable()) return {};
-  std::string key = pch_family(request, catalog.header_bundle_digest);
+  std::string key =
+      pch_family(request, catalog.header_bundle_digest, worker_glibc_tunables());
   if (key.empty()) return {};
   // A path, not a descriptor: NVRTC opens the file itself. The directory is the cache's, vetted when
   // the cache was opened and before every store.

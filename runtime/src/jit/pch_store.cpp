@@ -76,11 +76,11 @@ std::string leading_directives(std::string_view source) {
   return out;
 }
 
-std::string pch_family(const CompileRequest& request, std::string_view headers_digest) {
+std::string pch_family(const CompileRequest& request, std::string_view headers_digest, std::string_view worker_tunables) {
   if (!request.ptx.empty()) return {};
   const std::string prefix = leading_directives(request.source);
   if (prefix.find("include") == std::string::npos) return {};
-  std::string key = "kiln pch 1\n";
+  std::string key = "kiln pch 2\n";
   field(key, std::to_string(CUDA_VERSION));
   field(key, std::to_string(request.arch));
   key += "options ";
@@ -88,6 +88,8 @@ std::string pch_family(const CompileRequest& request, std::string_view headers_d
   key += "prefix ";
   field(key, prefix);
   field(key, headers_digest);
+  key += "tunables ";
+  field(key, worker_tunables);
   return sha256_hex(key);
 }
 

@@ -25,8 +25,10 @@ std::string leading_directives(std::string_view source);
 
 // The PCH family of a request: sources whose include prefix and options are the same share one PCH.
 // Empty when the source's prefix includes nothing (a PCH would hold nothing) or it is assembled from PTX.
-// Its key covers the toolkit, the options, the architecture, the include prefix and the headers' bytes.
-std::string pch_family(const CompileRequest& request, std::string_view headers_digest);
+// Its key covers the toolkit, the options, the architecture, the include prefix, the headers' bytes
+// and the workers' malloc tunables (GLIBC_TUNABLES, jit/pool/settings.hpp): NVRTC refuses a PCH written
+// by a process whose heap was laid out otherwise.
+std::string pch_family(const CompileRequest& request, std::string_view headers_digest, std::string_view worker_tunables);
 
 // <entries>/<family>.pch: where a family's PCH lives in a cache whose entry directory is `entries`.
 std::filesystem::path pch_path(const std::filesystem::path& entries, std::string_view family);

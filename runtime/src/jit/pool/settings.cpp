@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string_view>
 #include <thread>
 
 namespace kiln::detail {
@@ -75,6 +76,31 @@ std::filesystem::path find_jit_worker() {
   for (const auto& p : jit_worker_candidates())
     if (is_executable_file(p)) return p;
   return {};
+}
+
+std::string worker_glibc_tunables(const char* host_value) {
+  const std::string host = host_value != nullptr ? host_value : "";
+  // name=value items, separated by ':'.
+  for (std::size_t at = 0; at <= host.size();) {
+    const std::size_t end = std::min(host.find(':', at), host.size());
+    if (std::string_view(host).substr(at, end - at).starts_with("glibc.malloc.hugetlb=")) return host;
+    at = end + 1;
+  }
+  return host.empty() ? kWorkerHugePages : host + ":" + kWorkerHugePages;
+}
+
+std::string worker_glibc_tunables() { return worker_glibc_tunables(std::getenv("GLIBC_TUNABLES")); }
+
+std::vector<std::string> worker_environment(const char* const* host) {
+  constexpr std::string_view name = "GLIBC_TUNABLES=";
+  std::vector<std::string> env;
+  const char* tunables = nullptr;
+  for (; host != nullptr && *host != nullptr; ++host) {
+    if (std::string_view(*host).starts_with(name)) tunables = *host + name.size();
+    else env.emplace_back(*host);
+  }
+  env.push_back(std::string(name) + worker_glibc_tunables(tunables));
+  return env;
 }
 
 }  // namespace kiln::detail

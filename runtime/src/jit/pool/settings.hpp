@@ -1,10 +1,12 @@
-// The JIT pool's settings from the environment (KILN_JIT_WORKERS, KILN_JIT_FORK, KILN_JITD).
+// The JIT pool's settings from the environment (KILN_JIT_WORKERS, KILN_JIT_FORK, KILN_JITD), and the
+// environment its workers run with.
 #pragma once
 
 #include "base/result.hpp"
 
 #include <chrono>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 namespace kiln::detail {
@@ -30,5 +32,16 @@ std::vector<std::filesystem::path> jit_worker_candidates();
 bool is_executable_file(const std::filesystem::path& path);
 // The first candidate that is an executable file, or empty.
 std::filesystem::path find_jit_worker();
+
+// Workers run with glibc's malloc on transparent huge pages (docs/DESIGN.md, "Huge pages in the
+// workers"): GLIBC_TUNABLES for a worker, given the host's value (null when unset), is the host's with
+// kWorkerHugePages added, unless the host's sets glibc.malloc.hugetlb itself (then it is kept as is).
+inline constexpr const char* kWorkerHugePages = "glibc.malloc.hugetlb=1";
+std::string worker_glibc_tunables(const char* host_value);
+// The same for this process's workers: of its GLIBC_TUNABLES.
+std::string worker_glibc_tunables();
+// A worker's environment: `host`'s (a null-terminated array, as environ), its GLIBC_TUNABLES replaced by
+// worker_glibc_tunables of it.
+std::vector<std::string> worker_environment(const char* const* host);
 
 }  // namespace kiln::detail

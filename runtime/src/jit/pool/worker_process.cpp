@@ -1,6 +1,8 @@
 // A kiln-jitd worker process from the host's side: spawn, hello, one request and its answer, retirement.
 #include "jit/pool/worker_process.hpp"
 
+#include "jit/pool/settings.hpp"  // worker_environment
+
 #include <kiln/error.hpp>
 
 #include <fcntl.h>
@@ -13,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 extern char** environ;
 
@@ -120,6 +123,11 @@ Result<Worker> spawn_worker(const std::filesystem::path& executable, bool withou
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
   std::string arg0 = executable.string();
   char* argv[] = {arg0.data(), nullptr};
+  // The host's environment, its malloc tunables amended: glibc reads them when the worker starts.
+  std::vector<std::string> env = worker_environment(environ);
+  std::vector<char*> envp;
+  for (std::string& variable : env) envp.push_back(variable.data());
+  envp.push_back(nullptr);
   pid_t pid = -1;
   // A personality is this thread's, and a child started from it inherits it: the worker then starts
   // with ASLR off, rather than executing itself again to turn it off (jit/worker/serve.hpp). This pool
@@ -127,7 +135,7 @@ Result<Worker> spawn_worker(const std::filesystem::path& executable, bool withou
   const int persona = without_aslr ? ::personality(0xffffffff) : -1;
   const bool switched = persona != -1 && (persona & ADDR_NO_RANDOMIZE) == 0 &&
                         ::personality(static_cast<unsigned long>(persona | ADDR_NO_RANDOMIZE)) != -1;
-  const int rc = ::posix_spawn(&pid, executable.c_str(), &actions, &attr, argv, environ);
+  const int rc = ::posix_spawn(&pid, executable.c_str(), &actions, &attr, argv, envp.data());
   if (switched) ::personality(static_cast<unsigned long>(persona));
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
