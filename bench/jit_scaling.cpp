@@ -1,9 +1,9 @@
 // The JIT tier's cold compile of 16 CUB-heavy units plus the example units for sm_90: wall and CPU time
 // with 1, 2, 4, 8 and 16 worker processes and with 16 in-process threads; then side by side, in rounds
-// (KILN_BENCH_ROUNDS, 3), 16 workers with and without PCH files (KILN_JIT_PCH=0) and every unit in a
-// process of its own started at once (no pool), against the slowest unit alone in a new process (T: the
-// whole set cannot end sooner; its median) and alone on one thread; per-unit NVRTC time without and with
-// a PCH file. Needs no GPU (NVRTC only). Prints Markdown tables. `bench_jit_scaling 1 2` runs only those
+// (KILN_BENCH_ROUNDS, 3), 16 workers with and without PCH files (KILN_JIT_PCH=0), with their malloc on
+// 4 KiB pages, and every unit in a process of its own started at once (no pool), against the slowest unit
+// alone in a new process (T: the whole set cannot end sooner; its median), alone on one thread and alone
+// on 4 KiB pages; per-unit NVRTC time without and with a PCH file. Needs no GPU (NVRTC only). Prints Markdown tables. `bench_jit_scaling 1 2` runs only those
 // worker counts (and the side-by-side rows for 2).
 #include <kiln/kiln.hpp>
 
@@ -12,6 +12,7 @@
 #include "jit/compiler/compile.hpp"
 #include "jit/pch_store.hpp"
 #include "jit/pool/pool.hpp"
+#include "jit/pool/settings.hpp"
 #include "jit/jit_tier.hpp"
 
 #include "bench_util.hpp"
@@ -266,15 +267,17 @@ void round_row(const std::string& how, std::vector<Run> runs, double t) {
   std::fflush(stdout);
 }
 
-// One unit alone in a new process with an empty cache, `runs` times; its wall times. No PCH files: the
-// compile is cold either way, and the worker would build one in the background after it, beside the next
-// run; each run waits for the last worker to end.
-std::vector<double> unit_alone(const char* self, UnitRef unit, int runs, const std::string& workers) {
+// One unit alone in a new process with an empty cache and `env` added, `runs` times; its wall times. No
+// PCH files: the compile is cold either way, and the worker would build one in the background after it,
+// beside the next run; each run waits for the last worker to end.
+std::vector<double> unit_alone(const char* self, UnitRef unit, int runs, std::vector<std::string> env) {
   std::vector<double> times;
   for (int r = 0; r < runs; ++r) {
     const std::string dir = make_temp_dir("scaling");
     try {
-      times.push_back(run_alone(self, unit, {workers, "KILN_JIT_PCH=0", "KILN_CACHE_DIR=" + dir})[0][0]);
+      std::vector<std::string> with = env;
+      with.insert(with.end(), {"KILN_JIT_PCH=0", "KILN_CACHE_DIR=" + dir});
+      times.push_back(run_alone(self, unit, with)[0][0]);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "jit_scaling: unit %s alone failed: %s\n", unit_label(unit).c_str(), e.what());
     }
@@ -295,7 +298,7 @@ std::vector<double> nvrtc_times(bool pch, const std::filesystem::path& base) {
   std::vector<std::future<kiln::detail::CompileOutcome>> futures;
   for (std::uint32_t u = 0; u < c.units.size(); ++u) {
     auto request = kiln::detail::make_request(c, u, kArch);
-    const std::string key = kiln::detail::pch_family(request, c.header_bundle_digest);
+    const std::string key = kiln::detail::pch_family(request, c.header_bundle_digest, kiln::detail::worker_glibc_tunables());
     futures.push_back(pool.submit(std::move(request), {key, kiln::detail::pch_path(base, key)}));
   }
   std::vector<double> times;
@@ -350,7 +353,7 @@ int main(int argc, char** argv) {
   double first_pass = 0;
   UnitRef slow{0, 0};
   for (const UnitRef& unit : every_unit()) {
-    const auto times = unit_alone(argv[0], unit, 1, workers);
+    const auto times = unit_alone(argv[0], unit, 1, {workers});
     if (!times.empty() && times[0] > first_pass) {
       first_pass = times[0];
       slow = unit;
@@ -358,25 +361,31 @@ int main(int argc, char** argv) {
   }
   const std::string slowest = unit_label(slow);
 
-  // Side by side, `rounds` rounds: kiln with PCH files, without, and every unit in its own process at once
-  // (no pool: what the machine gives 19 separate compiles started together).
-  std::vector<Run> with_pch, without_pch, separate;
+  // Side by side, `rounds` rounds: kiln with PCH files, without, with its workers' malloc on 4 KiB pages
+  // (kiln's workers use huge pages unless GLIBC_TUNABLES says otherwise, docs/DESIGN.md), and every unit
+  // in its own process at once (no pool: what the machine gives 19 separate compiles started together).
+  const std::string small_pages = "GLIBC_TUNABLES=glibc.malloc.hugetlb=0";
+  std::vector<Run> with_pch, without_pch, small, separate;
   for (int r = 0; r < rounds; ++r) {
     with_pch.push_back(run_child(argv[0], {workers}));
     without_pch.push_back(run_child(argv[0], {workers, "KILN_JIT_PCH=0"}));
+    small.push_back(run_child(argv[0], {workers, small_pages}));
     separate.push_back(one_process_per_unit(argv[0]));
   }
-  const double t = median(unit_alone(argv[0], slow, rounds, workers));
-  const double t1 = median(unit_alone(argv[0], slow, rounds, "KILN_JIT_WORKERS=1"));
+  const double t = median(unit_alone(argv[0], slow, rounds, {workers}));
+  const double t1 = median(unit_alone(argv[0], slow, rounds, {"KILN_JIT_WORKERS=1"}));
+  const double t_small = median(unit_alone(argv[0], slow, rounds, {workers, small_pages}));
   std::printf("\nSide by side, %d rounds (medians; the trace's columns from the median run, ms since its pool was made)\n\n"
               "| how | wall (range) | / T | CPU | PCH built / used | last request queued | last compile started | longest compile |\n"
               "|---|---:|---:|---:|---:|---:|---:|---|\n",
               rounds);
   round_row("kiln, " + std::to_string(most) + " worker processes", with_pch, t);
   round_row("kiln, " + std::to_string(most) + " worker processes, no PCH files (KILN_JIT_PCH=0)", without_pch, t);
+  round_row("kiln, " + std::to_string(most) + " worker processes, malloc on 4 KiB pages (" + small_pages + ")", small, t);
   round_row("each unit in a process of its own (one thread), all at once", separate, t);
   std::printf("| the slowest unit alone (%s), T | %.0f ms | 1.00 | | | | | |\n", slowest.c_str(), t);
   std::printf("| that unit alone on one thread (KILN_JIT_WORKERS=1) | %.0f ms | %.2f | | | | | |\n", t1, t > 0 ? t1 / t : 0);
+  std::printf("| that unit alone, malloc on 4 KiB pages | %.0f ms | %.2f | | | | | |\n", t_small, t > 0 ? t_small / t : 0);
 
   const std::filesystem::path base = make_temp_dir("pch");
   const auto without = nvrtc_times(false, base);
