@@ -22,6 +22,7 @@
 #include <fstream>
 #include <future>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -490,6 +491,48 @@ TEST_CASE("a worker that does not speak the protocol: in-process fallback, and t
   CHECK(pool.worker_pids().empty());
   CHECK(pool.compile(fake_request("again")).entry.ok());
   CHECK(pool.stats().spawned == 1);  // not tried again: it never worked
+}
+
+namespace {
+
+// This process's threads: id -> how often each gave up the CPU by itself (voluntary context switches).
+std::map<long, long> voluntary_switches() {
+  std::map<long, long> out;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/task", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    std::ifstream status(it->path() / "status");
+    for (std::string line; std::getline(status, line);)
+      if (line.starts_with("voluntary_ctxt_switches:")) out[std::stol(it->path().filename())] = std::stol(line.substr(24));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("an idle pool's threads sleep until a request comes: they do not wake on a timer while nothing is queued") {
+  const auto before = voluntary_switches();
+  kiln::test::TempDir marks;
+  JitPool pool(fake_pool(4));
+  std::vector<std::future<CompileOutcome>> futures;
+  for (std::size_t i = 0; i < 4; ++i)
+    futures.push_back(pool.submit(fake_request(numbered("u", i), {option("gather", marks.path(), 4)})));
+  for (auto& f : futures) REQUIRE(f.get().entry.ok());
+  // The pool's threads: those that were not there before it.
+  auto threads = voluntary_switches();
+  std::erase_if(threads, [&](const auto& t) { return before.count(t.first) != 0; });
+  REQUIRE(threads.size() >= 4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the last answers' bookkeeping
+  const auto idle_from = voluntary_switches();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto idle_to = voluntary_switches();
+  long woke = 0;
+  for (const auto& [tid, count] : threads)
+    if (idle_from.count(tid) && idle_to.count(tid)) woke += idle_to.at(tid) - idle_from.at(tid);
+  // Polling every 25 ms, four threads woke ~80 times in half a second.
+  CHECK(woke <= 4);
+  // And a request still finds them.
+  CHECK(pool.compile(fake_request("after")).entry.ok());
 }
 
 TEST_CASE("destruction reaps every worker, idle or busy, and fails what it did not compile") {

@@ -45,8 +45,13 @@ void JitPool::State::serve(Slot& slot) {
       std::unique_lock lock(mutex);
       std::optional<Pick> picked;
       ++idle;
-      // A thread whose requests all wait for a PCH looks again soon: waiting may stop paying.
-      while (!stopping && !(picked = this->pick(slot))) wake.wait_for(lock, gathering ? kGather : kRecheck);
+      // A thread whose requests all wait (for a PCH, their batch, a worker) looks again soon: waiting may
+      // stop paying. With nothing queued it sleeps until notified (a request, a shutdown): an idle pool
+      // in a long-running process costs no wake-ups.
+      while (!stopping && !(picked = this->pick(slot))) {
+        if (queue.empty()) wake.wait(lock);
+        else wake.wait_for(lock, gathering ? kGather : kRecheck);
+      }
       --idle;
       if (stopping) break;
       pick = *picked;

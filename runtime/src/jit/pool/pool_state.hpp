@@ -35,7 +35,8 @@ inline constexpr auto kHelloTimeout = std::chrono::seconds(30);
 // How long a worker may take to exit by itself before it is killed: after its output ended (so that
 // its own exit status is reported), and after its input was closed at shutdown.
 inline constexpr auto kExitGrace = std::chrono::milliseconds(300);
-// How often a thread with only requests that wait for a PCH looks again whether waiting still pays.
+// How often a thread whose queued requests all wait (for a PCH, their batch, a worker) looks again whether
+// waiting still pays. With none queued it sleeps until notified.
 inline constexpr auto kRecheck = std::chrono::milliseconds(25);
 // Requests that arrive together are weighed together: a request that may build its family's PCH is
 // taken only once none arrived for kGather (at most kGatherMax after it came), so that the dispatch sees
