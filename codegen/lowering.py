@@ -163,14 +163,17 @@ def kernel_type(probe_symbol: str) -> str | None:
 
 
 def lower_with_types(nvrtc: str, text: str, source_name: str, expressions: list[str], options: list[str],
-                     headers) -> tuple[dict[str, str], dict[str, str | None]]:
+                     headers, retry_without_probe: bool = True) -> tuple[dict[str, str], dict[str, str | None]]:
     """({expression: lowered name}, {expression: kernel type or None}) from one NVRTC run with the probe.
     Should the probe itself fail (an expression decltype cannot take), the unit is named without it
-    (a second run, only then) and its kernels get no type."""
+    (a second run, only then, and only with `retry_without_probe`; else the LoweringError is raised) and
+    its kernels get no type."""
     probes = {e: signature_expression(e) for e in expressions}
     try:
         lowered = lower_names(nvrtc, text + SIGNATURE_PROBE, source_name, [*expressions, *probes.values()], options, headers)
     except LoweringError:
+        if not retry_without_probe:
+            raise
         return lower_names(nvrtc, text, source_name, expressions, options, headers), dict.fromkeys(expressions)
     return ({e: lowered[e] for e in expressions}, {e: kernel_type(lowered[p]) for e, p in probes.items()})
 
@@ -261,12 +264,11 @@ def lower_group(units: list[tuple[dict, Path, Path, Path, Path, Path | None]], n
     Should that run fail, each unit is lowered on its own, for its own error. {unit: "" or the GenError}."""
     desc, source, _, listed, _, _ = units[0]
     expressions = list(dict.fromkeys(k["expression"] for d, *_ in units for k in d["kernels"]))
-    probes = {e: signature_expression(e) for e in expressions}
     try:
         read, headers = listed_headers(desc, source, listed, cuda_root)
         with empty_directory():
-            lowered = lower_names(str(nvrtc), source.read_text(encoding="utf-8") + SIGNATURE_PROBE, source.name,
-                                  [*expressions, *probes.values()], lowering_options(desc), headers)
+            names, kinds = lower_with_types(str(nvrtc), source.read_text(encoding="utf-8"), source.name, expressions,
+                                            lowering_options(desc), headers, retry_without_probe=False)
     except (OSError, ValueError, LoweringError, errors.GenError):
         out: dict[str, str | errors.GenError] = {}
         for args in units:
@@ -277,7 +279,6 @@ def lower_group(units: list[tuple[dict, Path, Path, Path, Path, Path | None]], n
                 out[args[0]["unit"]] = e
         return out
     header_bundle.write_unit_lists([unit_list for *_, unit_list, _ in units], headers, read)
-    kinds = {e: kernel_type(lowered[p]) for e, p in probes.items()}
     for d, _, output, _, _, types in units:
-        write_lowered([k["expression"] for k in d["kernels"]], lowered, kinds, output, types)
+        write_lowered([k["expression"] for k in d["kernels"]], names, kinds, output, types)
     return {d["unit"]: "" for d, *_ in units}

@@ -96,7 +96,8 @@ def scan_key(desc: dict, source: Path, text: str) -> str:
 def list_headers_group(units: list[tuple[dict, Path, Path, Path]], nvcc: str) -> dict[str, str | errors.GenError]:
     """list_headers for JIT-only units of one scan_key (each: desc, source, headers, depfile): nvcc's
     preprocessor runs for the first, and each unit gets that list with its own digest and depfile.
-    Returns {unit: warnings or the GenError}. Should the first scan fail, every other unit is scanned on
+    Returns {unit: warnings or the GenError}: the run's warnings are the first unit's alone (the others
+    share them; told once, not once per unit). Should the first scan fail, every other unit is scanned on
     its own, so that each error is its own unit's."""
     desc, source, headers, depfile = units[0]
     try:
@@ -115,7 +116,7 @@ def list_headers_group(units: list[tuple[dict, Path, Path, Path]], nvcc: str) ->
     for d, s, h, f in units[1:]:
         render.write_depfile(f, h, [str(s), *included])
         render.write_json(h, {"digest": unit_digest(d, s.read_bytes(), included, hashes), "headers": included})
-        out[d["unit"]] = warnings
+        out[d["unit"]] = ""
     return out
 
 

@@ -299,9 +299,13 @@ class SharedRuns(unittest.TestCase):
     class Recorder(progress.Report):
         def __init__(self):
             self.runs: list[tuple[str, list[str]]] = []
+            self.warned: list[str] = []  # where each warnings text was told
 
         def shared(self, what: str, units: list[str]) -> None:
             self.runs.append((what, sorted(units)))
+
+        def warnings(self, where: str, text: str) -> None:
+            self.warned.append(where)
 
     def build(self, root: Path, kernels: dict[str, str], jobs=2):
         """A JIT-only table: a unit per entry of `kernels` ({unit: name expression}) on s.cu, and `o` on o.cu,
@@ -311,9 +315,9 @@ class SharedRuns(unittest.TestCase):
         (root / "t.toml").write_text('[registry]\nname = "s"\ninclude_dirs = ["include"]\n\n' + rows +
                                      '[[unit]]\nname = "o"\nsource = "o.cu"\nkernels = ["o"]\njit_only = true\n')
         spec = specmod.load(root / "t.toml", (80,), embed_ptx=False)
-        report = self.Recorder()
-        built = table_build.build(spec, TOOLKIT, os.environ["KILN_PTX_STRIP"], root / "out", None, jobs, report)
-        return built, report.runs
+        self.report = self.Recorder()
+        built = table_build.build(spec, TOOLKIT, os.environ["KILN_PTX_STRIP"], root / "out", None, jobs, self.report)
+        return built, self.report.runs
 
     def project(self, d: str) -> Path:
         root = Path(d)
@@ -322,6 +326,16 @@ class SharedRuns(unittest.TestCase):
         (root / "s.cu").write_text('#include "t.cuh"\n// one source, several instantiations\n')
         (root / "o.cu").write_text('#include "t.cuh"\nextern "C" __global__ void o(int* x) { *x = 2; }\n')
         return root
+
+    def test_a_shared_scan_tells_its_warnings_once(self):
+        with tempfile.TemporaryDirectory() as d:
+            root = self.project(d)
+            (root / "include" / "t.cuh").write_text(self.HEADER + '#warning "kiln test: a shared header warns"\n')
+            built, runs = self.build(root, {"f": "k<float>", "i": "k<int>", "d": "k<double>"})
+            self.assertEqual(built, ["f", "i", "d", "o"])
+            self.assertEqual(runs[0], ("headers listed", ["d", "f", "i", "o"]))
+            # One nvcc -M for the four units: its warnings once, not once per unit (four times before).
+            self.assertEqual(len(self.report.warned), 1, self.report.warned)
 
     def test_units_alike_share_a_scan_and_a_lowering(self):
         for jobs in (1, 2):
