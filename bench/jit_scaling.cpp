@@ -3,8 +3,8 @@
 // (KILN_BENCH_ROUNDS, 3), 16 workers with and without PCH files (KILN_JIT_PCH=0), with their malloc on
 // 4 KiB pages, and every unit in a process of its own started at once (no pool), against the slowest unit
 // alone in a new process (T: the whole set cannot end sooner; its median), alone on one thread and alone
-// on 4 KiB pages; per-unit NVRTC time without and with a PCH file. Needs no GPU (NVRTC only). Prints Markdown tables. `bench_jit_scaling 1 2` runs only those
-// worker counts (and the side-by-side rows for 2).
+// on 4 KiB pages; per-unit NVRTC time without and with a PCH file. Needs no GPU (NVRTC only). Prints
+// Markdown tables. `bench_jit_scaling 1 2` runs only those worker counts (and the side-by-side rows for 2).
 #include <kiln/kiln.hpp>
 
 #include "bench_cub_catalog.hpp"

@@ -18,6 +18,7 @@ Usage: bench/nvrtc_schedules.py [--units N] [--rounds R] [--toolkit DIR]
 import argparse
 import ctypes
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -101,6 +102,12 @@ def main():
     if args.compile:
         mode, index, pch = args.compile
         return compile_one(args.toolkit, mode, int(index), pch)
+    for library in ("libnvrtc.so", "libnvJitLink.so"):
+        if not os.path.exists(os.path.join(args.toolkit, "lib64", library)):
+            sys.exit(f"nvrtc_schedules: no {library} under {args.toolkit}/lib64; install the CUDA toolkit or pass "
+                     "--toolkit (or KILN_TOOLKIT)")
+    if shutil.which("setarch") is None:
+        sys.exit("nvrtc_schedules: setarch is not installed (util-linux); it starts each compile with ASLR off")
     n = max(1, min(16, args.units))
     rows = {name: [] for name in ("T", "cold", "pch", "pch_build", "huge", "T_huge")}
     with tempfile.TemporaryDirectory() as tmp:

@@ -63,7 +63,6 @@ bool eventually(F&& done, std::chrono::milliseconds within = std::chrono::second
 }
 
 // A configuration whose root is `root`, with the default cap unless given.
-
 inline CacheConfig config_at(const std::filesystem::path& root, std::uint64_t max_bytes = std::uint64_t{1} << 30) {
   CacheConfig c;
   c.dir = root;

@@ -836,6 +836,8 @@ TEST_CASE("while the critical path's unit runs, the others leave it its cores wh
   CHECK(most <= 2);
 }
 
+namespace {
+
 // Whether `unit` has run (appended itself to `order`) within `ms` milliseconds.
 bool runs_within(const std::filesystem::path& order, const std::string& unit, int ms) {
   return eventually([&] {
@@ -843,6 +845,8 @@ bool runs_within(const std::filesystem::path& order, const std::string& unit, in
     return std::find(ran.begin(), ran.end(), unit) != ran.end();
   }, std::chrono::milliseconds(ms));
 }
+
+}  // namespace
 
 TEST_CASE("with every worker busy, a request that would wait long for one and then end last runs at once beyond them, up to one worker in eight more") {
   kiln::test::TempDir dir;

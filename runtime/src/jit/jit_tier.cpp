@@ -97,8 +97,7 @@ CompileRequest make_request(const Catalog& catalog, std::uint32_t unit_index, un
 
 PchFamily request_family(const Catalog& catalog, const CompileRequest& request, const DiskCache& cache) {
   if (!cache.usable()) return {};
-  std::string key =
-      pch_family(request, catalog.header_bundle_digest, worker_glibc_tunables());
+  std::string key = pch_family(request, catalog.header_bundle_digest, worker_glibc_tunables());
   if (key.empty()) return {};
   // A path, not a descriptor: NVRTC opens the file itself. The directory is the cache's, vetted when
   // the cache was opened and before every store.

@@ -83,10 +83,12 @@ std::string worker_glibc_tunables(const char* host_value) {
   // name=value items, separated by ':'.
   for (std::size_t at = 0; at <= host.size();) {
     const std::size_t end = std::min(host.find(':', at), host.size());
-    if (std::string_view(host).substr(at, end - at).starts_with("glibc.malloc.hugetlb=")) return host;
+    const std::string_view item = std::string_view(host).substr(at, end - at);
+    if (item.starts_with(kHugePagesTunable) && item.substr(kHugePagesTunable.size()).starts_with('=')) return host;
     at = end + 1;
   }
-  return host.empty() ? kWorkerHugePages : host + ":" + kWorkerHugePages;
+  const std::string huge_pages = std::string(kHugePagesTunable) + "=1";
+  return host.empty() ? huge_pages : host + ":" + huge_pages;
 }
 
 std::string worker_glibc_tunables() { return worker_glibc_tunables(std::getenv("GLIBC_TUNABLES")); }

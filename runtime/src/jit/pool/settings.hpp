@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kiln::detail {
@@ -35,8 +36,8 @@ std::filesystem::path find_jit_worker();
 
 // Workers run with glibc's malloc on transparent huge pages (docs/DESIGN.md, "Huge pages in the
 // workers"): GLIBC_TUNABLES for a worker, given the host's value (null when unset), is the host's with
-// kWorkerHugePages added, unless the host's sets glibc.malloc.hugetlb itself (then it is kept as is).
-inline constexpr const char* kWorkerHugePages = "glibc.malloc.hugetlb=1";
+// kHugePagesTunable=1 added, unless the host's sets kHugePagesTunable itself (then it is kept as is).
+inline constexpr std::string_view kHugePagesTunable = "glibc.malloc.hugetlb";
 std::string worker_glibc_tunables(const char* host_value);
 // The same for this process's workers: of its GLIBC_TUNABLES.
 std::string worker_glibc_tunables();
