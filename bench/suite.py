@@ -136,7 +136,10 @@ def targets_table(kiln_json: Path, cupy_json: Path, cold_json: Path, rows: list[
                "", f"T = {t:.0f} ms ({alone[1].split('(')[-1].split(')')[0]})" +
                (f"; every unit in a process of its own, all at once: {floor / t:.2f} T" if floor else ""))
     big = find_row(rows, "Start-up of a big registry", "(c) all cold through JIT, 16 worker processes")
-    target("200-unit registry cold, 16 workers", "<= 2500 ms", cell_ms(big[2]) if big else None, 2500, "ms")
+    big_alone = find_row(rows, "Start-up of a big registry", "(c) the unit it ended with alone (T)")
+    target("200-unit registry cold, 16 workers", "<= 2500 ms", cell_ms(big[2]) if big else None, 2500, "ms",
+           f"the unit it ended with alone (T, {big_alone[1].split(': ')[-1].split(',')[0]}): {big_alone[2]}"
+           if big_alone else "")
     k = kiln.get("block_sum_f32")
     target("embedded first get(), CUB example", "<= 0.15 ms", k["embedded_ms"] if k else None, 0.15, "ms")
     raw = find_row(rows, "Time to a launchable kernel", "lean, as embedded")

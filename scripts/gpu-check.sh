@@ -145,6 +145,31 @@ KILN_JIT_TRACE="$out/jit-trace.jsonl" build-jit/tests/test_prim -tc=none-just-wa
 b1=$(busy)
 awk -v b="$((b1 - b0))" -v hz="$(getconf CLK_TCK)" -v n="$(nproc)" \
   'BEGIN{printf "the machine'"'"'s CPU time during it: %.1f s; over %d cores: %.2f s at the least\n", b/hz, n, b/hz/n}'
+# The other bound: the unit the table ended with (the trace's last), alone in a new process (T), against
+# the whole table by the same command, alternating, each into an empty cache; `kiln precompile` for this
+# GPU's arch, the whole command timed (process, pool and workers started).
+kiln=build-jit/runtime/tools/kiln
+last_unit=$(python3 -c 'import json, sys
+done = [json.loads(l) for l in open(sys.argv[1]) if "\"request\"" in l]
+print(max(done, key=lambda r: r["end"])["unit"])' "$out/jit-trace.jsonl")
+last_kernel=$("$kiln" list --json | python3 -c 'import json, sys
+registry, unit = sys.argv[1].split("/")
+units = {u["name"]: u for r in json.load(sys.stdin)["registries"] if r["name"] == registry for u in r["units"]}
+print(units[unit]["kernels"][0]["name"])' "$last_unit")
+gpu_arch=$(scripts/local-gpu-arch.sh)
+timed_precompile() {
+  local dir start
+  dir=$(mktemp -d) start=$(date +%s%N)
+  KILN_CACHE_DIR="$dir" "$kiln" precompile --arch "$gpu_arch" "$@" > /dev/null || echo "kiln precompile $* failed" >&2
+  echo $(( ($(date +%s%N) - start) / 1000000 ))
+  rm -rf "$dir"
+}
+whole=() alone=()
+for round in 1 2 3; do
+  whole+=("$(timed_precompile)") alone+=("$(timed_precompile "$last_kernel")")
+done
+echo "kiln precompile --arch $gpu_arch, 3 rounds alternating: every unit ${whole[*]} ms; the unit it ended with" \
+  "($last_unit, kernel $last_kernel) alone, T: ${alone[*]} ms"
 meson test -C build-jit --suite gpu --no-rebuild --print-errorlogs 2>&1 | grep -E "^ *[0-9]+/|^Ok|^Fail" | tee "$out/test-jit.log"
 unset KILN_CACHE_DIR
 fi
