@@ -1,7 +1,8 @@
 // Start-up of a big registry: 200 generated units of realistic sizes
 // (big_registry/make_table.py), from process start until every kernel is ready, (a) all embedded, eager
 // and lazy, (b) all on disk, (c) all cold through the JIT tier with 1, 2, 4, 8 and 16 worker processes
-// and with 16 in-process threads; and the footprint: embedded bytes per architecture, the disk cache's
+// and with 16 in-process threads, and the unit the table ended with on the most workers alone (T, the
+// bound no schedule beats); and the footprint: embedded bytes per architecture, the disk cache's
 // size for the 200 units, and the peak host memory (all processes) of the cold JIT with the most workers.
 //
 // (a) and (b) need a GPU; (c) and the footprint do not (the JIT compiles for --arch, sm_90 by default).

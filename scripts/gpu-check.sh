@@ -7,7 +7,8 @@
 #          start-up, JIT scaling and primitives (against cub::Device*) benchmarks (BENCHES="prim" or
 #          "startup jit_scaling": some of them, as they do not fit one call together);
 #  jit:    a build whose arch list leaves out this GPU's (sm_80 only, no PTX): every primitive
-#          JIT-compiled at once, then the gpu suite on JIT-built kernels;
+#          JIT-compiled at once, against the unit it ended with alone (T), then the gpu suite on
+#          JIT-built kernels;
 #  ptx:    the same build with PTX (compute_80) embedded: every primitive assembled from PTX at once,
 #          then the gpu suite on PTX-tier kernels;
 #  suite:  the benchmark suite (bench/suite.py: tiers against CuPy, the 200-unit registry, JIT scaling,
