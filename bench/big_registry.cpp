@@ -146,6 +146,15 @@ double json_number(const std::string& line, const char* key) {
   return at == std::string::npos ? 0 : std::atof(line.c_str() + at + k.size());
 }
 
+// A string field of a trace line (no escapes in the pool's values); empty when absent.
+std::string json_string(const std::string& line, const char* key) {
+  const std::string k = std::string("\"") + key + "\":\"";
+  const auto at = line.find(k);
+  if (at == std::string::npos) return {};
+  const auto from = at + k.size();
+  return line.substr(from, line.find('"', from) - from);
+}
+
 TraceSummary summarize_trace(const std::string& path, unsigned pool_size) {
   std::ifstream in(path);
   std::map<long, double> busy_of;
@@ -163,10 +172,7 @@ TraceSummary summarize_trace(const std::string& path, unsigned pool_size) {
     compile.push_back(work);
     exchange.push_back(end - start - work);
     first = std::min(first, start);
-    if (end > last) {
-      const auto from = line.find("\"unit\":\"") + 8;
-      last_unit = line.substr(from, line.find('"', from) - from);
-    }
+    if (end > last) last_unit = json_string(line, "unit");
     last = std::max(last, end);
   }
   TraceSummary t;
@@ -348,9 +354,10 @@ int main(int argc, char** argv) {
   }
   // The bound no schedule beats: the unit the table ended with, alone in a new process with the same
   // workers (T). Every unit of the table has one kernel named as the unit (big_registry/make_table.py).
-  std::map<std::string, int> last_units;
-  for (const auto& t : most_traces) ++last_units[t.last_unit];
-  if (!last_units.empty() && !last_units.begin()->first.empty()) {
+  std::map<std::string, int> last_units;  // how many runs ended with each unit
+  for (const auto& t : most_traces)
+    if (!t.last_unit.empty()) ++last_units[t.last_unit];
+  if (!last_units.empty()) {
     const std::string unit = std::max_element(last_units.begin(), last_units.end(), [](const auto& a, const auto& b) {
                                return a.second < b.second;
                              })->first;
