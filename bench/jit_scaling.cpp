@@ -13,7 +13,8 @@
 #include "jit/pch_store.hpp"
 #include "jit/pool/pool.hpp"
 #include "jit/pool/settings.hpp"
-#include "jit/jit_tier.hpp"
+#include "jit/jit_pool.hpp"
+#include "jit/request.hpp"
 
 #include "bench_util.hpp"
 

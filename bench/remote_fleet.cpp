@@ -10,8 +10,8 @@
 
 #include "bench_cub_catalog.hpp"
 #include "examples_catalog.hpp"
-#include "disk/unit_key.hpp"
-#include "registry/tier_chain.hpp"
+#include "registry/query.hpp"  // unit_cache_key with a DiskCache
+#include "chain/tier_chain.hpp"
 
 #include "bench_util.hpp"
 #include "redis_server.hpp"  // tests/cpu: a redis-server on a free 127.0.0.1 port

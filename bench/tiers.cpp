@@ -30,7 +30,8 @@
 #include "bench_util.hpp"
 #include "examples_catalog.hpp"
 #include "fill_cache.hpp"
-#include "jit/jit_tier.hpp"
+#include "jit/jit_pool.hpp"
+#include "jit/request.hpp"
 #include "jit/pool/pool.hpp"
 
 #include <chrono>

@@ -18,7 +18,8 @@
 #include "examples_catalog.hpp"
 
 #include "jit/compiler/compile.hpp"
-#include "jit/jit_tier.hpp"
+#include "jit/jit_pool.hpp"
+#include "jit/request.hpp"
 #include "jit/pool/pool.hpp"
 
 #include "bench_util.hpp"

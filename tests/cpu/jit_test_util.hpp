@@ -5,7 +5,8 @@
 
 #include "examples_catalog.hpp"
 #include "jit/compiler/compile.hpp"  // runtime/src
-#include "jit/jit_tier.hpp"
+#include "jit/jit_pool.hpp"
+#include "jit/request.hpp"
 #include "jit/compiler/nvrtc_library.hpp"
 
 #include <fstream>

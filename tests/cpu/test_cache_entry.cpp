@@ -3,9 +3,9 @@
 
 #include <kiln/catalog.hpp>
 
-#include "disk/entry.hpp"
+#include "chain/entry.hpp"
 #include "cache_golden_input.hpp"
-#include "disk/key.hpp"
+#include "chain/key.hpp"
 #include "cache_test_util.hpp"
 #include "examples_catalog.hpp"
 

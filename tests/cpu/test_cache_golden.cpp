@@ -1,7 +1,7 @@
 // The committed golden entry pins the format: a change without a version bump fails here.
 #include <doctest/doctest.h>
 
-#include "disk/entry.hpp"
+#include "chain/entry.hpp"
 #include "cache_golden_input.hpp"
 #include "cache_test_util.hpp"
 

@@ -4,7 +4,7 @@
 #include <kiln/cache.hpp>
 
 #include "cache_golden_input.hpp"
-#include "disk/key.hpp"
+#include "chain/key.hpp"
 
 #include <set>
 #include <string>

@@ -4,8 +4,8 @@
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"
-#include "disk/entry.hpp"
-#include "disk/key.hpp"
+#include "chain/entry.hpp"
+#include "chain/key.hpp"
 #include "jit/protocol.hpp"
 #include "memory_limit.hpp"
 
@@ -41,7 +41,7 @@ void put(std::string& out, T value) {
   out.append(bytes, sizeof(T));
 }
 
-// An entry header (disk/entry.hpp) promising `key_size` and `frame_size` bytes, with the digest of `frame`.
+// An entry header (chain/entry.hpp) promising `key_size` and `frame_size` bytes, with the digest of `frame`.
 std::string entry_header(std::uint64_t key_size, std::uint64_t frame_size, std::string_view frame = {}) {
   std::string h(kiln::detail::kEntryMagic);
   put<std::uint32_t>(h, kiln::kCacheFormatVersion);

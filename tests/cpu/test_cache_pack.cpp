@@ -6,7 +6,7 @@
 #include <kiln/error.hpp>
 
 #include "cache_test_util.hpp"
-#include "disk/key.hpp"
+#include "chain/key.hpp"
 
 #include <cstring>
 

@@ -4,7 +4,7 @@
 
 #include "cache_test_util.hpp"
 #include "disk/files.hpp"
-#include "disk/summed_file.hpp"
+#include "base/summed_file.hpp"
 
 #include <chrono>
 #include <filesystem>

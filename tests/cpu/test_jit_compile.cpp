@@ -5,7 +5,7 @@
 
 #include "cache_test_util.hpp"
 #include "base/cubin_elf.hpp"
-#include "disk/entry.hpp"
+#include "chain/entry.hpp"
 #include "jit_test_util.hpp"
 
 #include <sys/stat.h>

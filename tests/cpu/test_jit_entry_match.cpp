@@ -7,9 +7,9 @@
 
 #include "cache_test_util.hpp"
 #include "base/cubin_elf.hpp"
-#include "disk/unit_key.hpp"
+#include "registry/query.hpp"  // unit_cache_key with a DiskCache
 #include "examples_catalog.hpp"
-#include "registry/tier.hpp"
+#include "chain/tier.hpp"
 
 TEST_CASE("a foreign entry planted under a unit's key between the disk miss and the JIT is deleted and rebuilt") {
   kiln::test::TempDir tmp;
@@ -21,7 +21,7 @@ TEST_CASE("a foreign entry planted under a unit's key between the disk miss and 
   options.cache = &cache;
   const kiln::detail::UnitQuery q{catalog, kernel, 80, options};
 
-  CHECK_FALSE(kiln::detail::fetch_disk(q).ok());  // the disk tier misses: nothing there yet
+  CHECK_FALSE(kiln::detail::kDiskStep.fetch(q).ok());  // the disk tier misses: nothing there yet
   // Now, before the JIT tier asks the cache again, an entry that decodes and checks out on its own (its
   // cubin defines the kernels it lists) but is not this unit's appears under the unit's key.
   kiln::CacheEntry foreign;
@@ -32,7 +32,7 @@ TEST_CASE("a foreign entry planted under a unit's key between the disk miss and 
   const kiln::CacheKey key = kiln::detail::unit_cache_key(catalog, catalog.units[kernel.unit], 80, cache);
   REQUIRE(cache.store(key, foreign));
 
-  const auto image = kiln::detail::fetch_jit(q);
+  const auto image = kiln::detail::kJitStep.fetch(q);
   REQUIRE(image.ok());
   CHECK(kiln::detail::read_cubin(image->owned).defines(lowered));  // the unit's own kernel, not 'other'
   CHECK(image->source == kiln::Tier::jit);                          // compiled, not taken from disk
@@ -40,5 +40,5 @@ TEST_CASE("a foreign entry planted under a unit's key between the disk miss and 
   REQUIRE(stored.has_value());
   CHECK(stored->kernels.at(0).name == "vector_add");  // the foreign entry is gone, the rebuilt one stored
   CHECK(cache.stats().corrupt == 1);                  // counted, as the disk tier counts a bad entry
-  CHECK(kiln::detail::fetch_disk(q).ok());            // and the disk tier now serves it
+  CHECK(kiln::detail::kDiskStep.fetch(q).ok());            // and the disk tier now serves it
 }

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "examples_catalog.hpp"
-#include "jit/jit_tier.hpp"
+#include "jit/request.hpp"
 #include "jit_test_util.hpp"
 
 namespace {

@@ -4,7 +4,7 @@
 
 #include "cache_test_util.hpp"
 #include "base/cubin_elf.hpp"
-#include "disk/entry.hpp"
+#include "chain/entry.hpp"
 #include "examples_catalog.hpp"
 #include "fake_compile.hpp"
 #include "jit/pch_store.hpp"

@@ -11,10 +11,11 @@
 #include "base/cubin_elf.hpp"
 #include "base/fatbin.hpp"
 #include "fatbin_checks.hpp"  // configured_archs
-#include "disk/unit_key.hpp"
+#include "registry/query.hpp"  // unit_cache_key with a DiskCache
 #include "jit/compiler/compile.hpp"
 #include "jit/compiler/nvrtc_library.hpp"
-#include "jit/jit_tier.hpp"
+#include "jit/jit_pool.hpp"
+#include "jit/request.hpp"
 
 #include <algorithm>
 #include <map>

@@ -10,7 +10,8 @@
 #include <kiln/select.hpp>
 
 #include "disk/cache_internal.hpp"  // runtime/src
-#include "disk/unit_key.hpp"
+#include "registry/query.hpp"  // unit_cache_key with a DiskCache
+#include "chain/tier_chain.hpp"  // served
 #include "registry/prefetch.hpp"
 #include "fake_cubin.hpp"
 #include "cache_test_util.hpp"
@@ -52,7 +53,7 @@ TEST_CASE("every unit's image unpacked ahead is what the embedded tier fetches, 
   for (std::size_t u = 0; u < catalog().units.size(); ++u) {
     auto ready = prefetch.take(u);
     REQUIRE(ready.has_value());
-    auto fetched = kiln::detail::fetch_embedded_cubin(kiln::detail::UnitQuery{catalog(), kernel_of(u), arch, options});
+    auto fetched = kiln::detail::kEmbeddedStep.fetch(kiln::detail::UnitQuery{catalog(), kernel_of(u), arch, options});
     REQUIRE(fetched.ok());
     CHECK(ready->owned == fetched->owned);
     CHECK(ready->arch == fetched->arch);
@@ -174,8 +175,11 @@ TEST_CASE("disk entries read ahead are what the disk tier fetches, counted as hi
     const auto before = cache.stats().hits;
     auto ready = prefetch.take(u);
     REQUIRE(ready.has_value());
-    CHECK(cache.stats().hits == before + 1);  // counted as it serves (the fetch below counts its own)
-    auto fetched = kiln::detail::fetch_disk(kiln::detail::UnitQuery{catalog(), kernel_of(u), arch, options});
+    CHECK(cache.stats().hits == before);  // taking it counts nothing; the chain counts it as it serves
+    const kiln::detail::UnitQuery q{catalog(), kernel_of(u), arch, options};
+    kiln::detail::served(q, *ready);
+    CHECK(cache.stats().hits == before + 1);  // (the fetch below counts its own)
+    auto fetched = kiln::detail::kDiskStep.fetch(q);
     REQUIRE(fetched.ok());
     CHECK(ready->owned == fetched->owned);
     CHECK(ready->label == fetched->label);

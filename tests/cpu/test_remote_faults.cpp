@@ -3,7 +3,7 @@
 // Each costs at most one warning of its kind and a bounded wait; kiln goes on, correct, without it.
 #include <doctest/doctest.h>
 
-#include "disk/entry.hpp"
+#include "chain/entry.hpp"
 #include "remote/remote_tier.hpp"
 #include "remote_test_util.hpp"
 

@@ -3,9 +3,9 @@
 #include <doctest/doctest.h>
 
 #include "catalog_builder.hpp"
-#include "disk/entry.hpp"
-#include "disk/unit_key.hpp"
-#include "registry/tier_chain.hpp"
+#include "chain/entry.hpp"
+#include "registry/query.hpp"  // unit_cache_key with a DiskCache
+#include "chain/tier_chain.hpp"
 #include "remote/config.hpp"
 #include "remote/redis_store.hpp"
 #include "remote/remote_tier.hpp"

@@ -3,7 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"
-#include "disk/entry.hpp"
+#include "chain/entry.hpp"
 #include "remote/hmac.hpp"
 #include "remote/sealed_entry.hpp"
 

@@ -22,10 +22,10 @@
 #include <kiln/kiln.hpp>
 
 #include "cache_test_util.hpp"
-#include "disk/unit_key.hpp"
+#include "registry/query.hpp"  // unit_cache_key with a DiskCache
 #include "examples_catalog.hpp"
 #include "redis_server.hpp"
-#include "registry/tier_chain.hpp"
+#include "chain/tier_chain.hpp"
 
 #include <fcntl.h>
 #include <spawn.h>

@@ -1,9 +1,9 @@
 // LibFuzzer target: the cache entry decoder, the parsers behind its checksum, and the file reader that
 // checks the header before reading (or allocating for) anything more.
-#include "disk/entry.hpp"
+#include "chain/entry.hpp"
 #include "cache_golden_input.hpp"
 #include "disk/files.hpp"
-#include "disk/key.hpp"
+#include "chain/key.hpp"
 #include "base/cubin_elf.hpp"
 
 #include <sys/mman.h>

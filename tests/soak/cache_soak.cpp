@@ -20,8 +20,9 @@
 
 #include "cache_test_util.hpp"
 #include "examples_catalog.hpp"
-#include "disk/unit_key.hpp"
-#include "jit/jit_tier.hpp"
+#include "registry/query.hpp"  // unit_cache_key with a DiskCache
+#include "jit/jit_pool.hpp"
+#include "jit/request.hpp"
 
 #include <fcntl.h>
 #include <spawn.h>

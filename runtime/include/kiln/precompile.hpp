@@ -16,6 +16,7 @@ struct PrecompileResult {
   std::string unit;
   bool ok = false;        // the unit is in the disk cache now, as asked
   bool cached = false;    // the disk cache had it already (or another process built it meanwhile), or the remote cache
+  bool from_remote = false;  // cached: fetched from the remote cache (another machine built it), not found on disk
   bool compiled = false;  // compiled by this call, whether the cache kept it or not
   double ms = 0;
   std::string error;      // !ok: the unit, options and the compiler's full log; or why the cache did not keep it

@@ -21,7 +21,7 @@ namespace kiln {
 class RemoteCache;  // kiln/remote.hpp
 
 namespace detail {
-struct UnitQuery;  // registry/tier.hpp: what the tier chain is asked
+struct UnitQuery;  // chain/tier.hpp: what the tier chain is asked
 class Prefetch;  // registry/prefetch.hpp: this device's images unpacked ahead
 }  // namespace detail
 
@@ -30,12 +30,16 @@ enum class Tier : std::uint8_t { memory, embedded, disk, remote, ptx, jit };
 
 std::string_view to_string(Tier tier) noexcept;
 
-struct Provenance {
-  Tier tier;        // the tier that served this call: memory for every get() after the first
-  Tier source;      // where the binary came from
-  unsigned arch;    // architecture of the binary loaded (90 = sm_90 or compute_90)
-  bool ptx;         // the binary was assembled by kiln's PTX tier from embedded PTX
-  double load_ms;   // wall time of the get() that made the kernel launchable
+// Where a unit's binary comes from: what a Plan foresees and a Provenance reports.
+struct Origin {
+  Tier source = Tier::embedded;  // the tier the binary came from
+  unsigned arch = 0;             // architecture of the binary's code (90 = sm_90 or compute_90)
+  bool ptx = false;              // assembled by kiln's PTX tier from embedded PTX
+};
+
+struct Provenance : Origin {
+  Tier tier = Tier::memory;    // the tier that served this call: memory for every get() after the first
+  double load_ms = 0;          // wall time of the get() that made the kernel launchable
   std::string_view cache_key;  // disk, remote and JIT tiers: the entry's key (hex); empty otherwise
 };
 
@@ -96,12 +100,10 @@ struct WarmupStatus {
   std::vector<PerKernel> kernels;  // every kernel asked for or loaded
 };
 
-// Where get() would take a kernel from, without loading anything.
-struct Plan {
+// Where get() would take a kernel from, without loading anything: `source` is memory when it is loaded
+// already, else embedded, disk, remote, ptx or jit.
+struct Plan : Origin {
   bool available = false;
-  Tier source = Tier::embedded;  // memory when already loaded, embedded, disk, ptx or jit
-  unsigned arch = 0;
-  bool ptx = false;
   std::string reason;  // why it is not available
 };
 
@@ -184,7 +186,7 @@ class Registry {
   DeviceInfo device();
   CUcontext context();
   RegistryStats stats() const noexcept;
-  const Catalog& catalog() const noexcept { return catalog_; }
+  const Catalog& catalog() const noexcept;
 
   // The disk-cache key of a kernel's unit for this device (or `arch`, when given): what the disk tier
   // looks up and what a compiler publishes under. Initialises the device when arch is 0.
@@ -201,43 +203,9 @@ class Registry {
   WarmupStatus status();
 
  private:
-  struct Warmup;
-  struct UnitState;
-  struct Slot;
-  struct Loaded;
-  struct LinkedUnits;
+  class Impl;  // runtime/src/registry/registry_impl.hpp
   void check_belongs(const Catalog& catalog, std::string_view name) const;
-  void ensure_device();
-  std::uint64_t live_context_id();
-  Kernel load(const KernelEntry& entry, std::size_t index);
-  void load_unit(UnitState& unit, const KernelEntry& entry);
-  detail::UnitQuery query(const KernelEntry& entry);
-  DiskCache& disk();
-
-  const KernelEntry* find(std::string_view name) const noexcept;  // through names_
-
-  const Catalog& catalog_;
-  std::vector<std::uint32_t> names_;  // the kernels by name, hashed (registry/name_index.hpp)
-  int ordinal_;
-  RegistryOptions options_;
-  std::once_flag device_once_;
-  CUdevice cu_device_ = 0;
-  CUcontext context_ = nullptr;
-  DeviceInfo info_;
-  std::unique_ptr<UnitState[]> units_;
-  std::unique_ptr<Slot[]> slots_;
-  std::atomic<std::uint64_t> unit_loads_{0};
-  std::atomic<std::uint64_t> kernel_loads_{0};
-  std::atomic<std::uint64_t> disk_loads_{0};
-  std::atomic<std::uint64_t> remote_loads_{0};
-  std::atomic<std::uint64_t> jit_compiles_{0};
-  std::atomic<std::uint64_t> context_reloads_{0};
-  std::mutex retired_mutex_;
-  std::vector<std::unique_ptr<const Loaded>> retired_;  // replaced after a context reset; readers may still hold them
-  std::unique_ptr<Warmup> warmup_;  // created on the first warm-up call
-  std::unique_ptr<detail::Prefetch> prefetch_;  // started when the device is first asked for
-  std::unique_ptr<LinkedUnits> linked_;  // units linked with run-time code (registry/linked_units.hpp)
-  std::mutex warmup_mutex_;
+  std::unique_ptr<Impl> impl_;
 };
 
 // Launch `kernel` in the current context; a thread with no current context gets the kernel's registry's

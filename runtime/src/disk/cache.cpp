@@ -1,9 +1,9 @@
 // DiskCache's entry path: load (validate, or delete as corrupt), store, and single-flight builds.
 #include "disk/cache_internal.hpp"
 #include "disk/cache_state.hpp"
-#include "disk/entry.hpp"
+#include "chain/entry.hpp"
 #include "disk/files.hpp"
-#include "disk/key.hpp"
+#include "chain/key.hpp"
 #include "disk/lock.hpp"
 
 #include <kiln/error.hpp>
@@ -195,45 +195,73 @@ Status store_entry(DiskCache& cache, const CacheKey& key, const CacheEntry& entr
   return publish_entry(s, key, bytes);
 }
 
-CacheEntry get_or_build_checked(DiskCache& cache, const CacheKey& key, const std::function<CacheEntry()>& build,
-                                const EntryCheck& check, BuildReport& report) {
-  CacheState& s = CacheAccess::of(cache);
-  if (auto entry = load_checked(cache, key, check)) return std::move(*entry);
-  const auto build_checked = [&] {
-    report.built = true;
-    CacheEntry built = build();
-    if (check) {
-      if (const Status fits = check(built); !fits)
-        throw Error(Errc::compile, "kiln: the entry built for " + describe_key(key) + " cannot serve it: " + fits.error());
+namespace {
+
+// The disk cache's hold on a key: its lock file (or none, when it could not be had: the unit is built and
+// stored anyway), held while this process builds the key.
+class DiskHold final : public StoreHold {
+ public:
+  DiskHold(DiskCache& cache, CacheKey key, std::optional<FileLock> lock)
+      : cache_(cache), key_(std::move(key)), lock_(std::move(lock)) {}
+  Status publish(const CacheEntry& entry) override {
+    Status stored = store_entry(cache_, key_, entry);
+    lock_.reset();
+    return stored;
+  }
+
+ private:
+  DiskCache& cache_;
+  const CacheKey key_;
+  std::optional<FileLock> lock_;
+};
+
+// The disk cache as a store a build goes through: the entry, or the key's lock file after a second look
+// (whoever held the lock may have stored it meanwhile).
+class DiskStore final : public UnitStore {
+ public:
+  explicit DiskStore(DiskCache& cache) : cache_(cache) {}
+  Tier tier() const noexcept override { return Tier::disk; }
+
+  Claim claim(const CacheKey& key, const EntryCheck& check) override {
+    CacheState& s = CacheAccess::of(cache_);
+    Claim claim;
+    if (auto entry = load_checked(cache_, key, check)) {
+      claim.found = std::move(entry);
+      return claim;
     }
-    return built;
-  };
-  if (!s.unusable.empty() || !valid_key(key)) {
-    CacheEntry built = build_checked();
-    report.stored = fail(s.unusable.empty() ? "a malformed key '" + key.hex + "'" : not_in_use(s));
-    return built;
+    if (!s.unusable.empty() || !valid_key(key)) {
+      claim.held = fail(s.unusable.empty() ? "a malformed key '" + key.hex + "'" : not_in_use(s));
+      return claim;
+    }
+    // The lock file needs the directory, as store() does: made again if it was deleted while in use.
+    const auto dir = s.open(true);
+    const std::string name = lock_file_name(key.hex);
+    FileLock::Refused refused{FileLock::Refusal::cannot_lock, dir ? std::string() : dir.error()};
+    std::optional<FileLock> lock =
+        dir ? FileLock::acquire((*dir)->fd.get(), name, (s.entries / name).string(),
+                                std::chrono::duration_cast<std::chrono::milliseconds>(s.config.lock_timeout), refused)
+            : std::nullopt;
+    // Without the lock, it is built anyway: one warning saying why.
+    if (!lock && refused.why == FileLock::Refusal::cannot_lock) {
+      s.warn(kWriteWarning, write_problem(refused.message));
+    } else if (!lock) {
+      s.warn("lock", "building " + describe_key(key) + " without waiting any longer for another process building it: " +
+                         refused.message + "; if that process is stuck, end it (kernels still work)");
+    } else if (auto entry = read_entry(s, key, check)) {
+      claim.found = std::move(entry);  // built by whoever held the lock while this process waited
+      return claim;
+    }
+    claim.hold = std::make_unique<DiskHold>(cache_, key, std::move(lock));
+    return claim;
   }
-  // The lock file needs the directory, as store() does: made again if it was deleted while in use.
-  const auto dir = s.open(true);
-  const std::string name = lock_file_name(key.hex);
-  FileLock::Refused refused{FileLock::Refusal::cannot_lock, dir ? std::string() : dir.error()};
-  const std::optional<FileLock> lock =
-      dir ? FileLock::acquire((*dir)->fd.get(), name, (s.entries / name).string(),
-                              std::chrono::duration_cast<std::chrono::milliseconds>(s.config.lock_timeout), refused)
-          : std::nullopt;
-  // Without the lock, it is built anyway: one warning saying why.
-  if (!lock && refused.why == FileLock::Refusal::cannot_lock) {
-    s.warn(kWriteWarning, write_problem(refused.message));
-  } else if (!lock) {
-    s.warn("lock", "building " + describe_key(key) + " without waiting any longer for another process building it: " +
-                       refused.message + "; if that process is stuck, end it (kernels still work)");
-  } else if (auto entry = read_entry(s, key, check)) {
-    return std::move(*entry);  // built by whoever held the lock while we waited
-  }
-  CacheEntry built = build_checked();
-  report.stored = store_entry(cache, key, built);
-  return built;
-}
+
+ private:
+  DiskCache& cache_;
+};
+
+}  // namespace
+
+std::unique_ptr<UnitStore> disk_store(DiskCache& cache) { return std::make_unique<DiskStore>(cache); }
 
 }  // namespace detail
 
@@ -280,8 +308,11 @@ bool DiskCache::store_file(const CacheKey& key, std::string_view file) {
 }
 
 CacheEntry DiskCache::get_or_build(const CacheKey& key, const std::function<CacheEntry()>& build) {
-  detail::BuildReport report;
-  return detail::get_or_build_checked(*this, key, build, {}, report);
+  detail::Claim claim = detail::disk_store(*this)->claim(key, {});
+  if (claim.found) return std::move(*claim.found);
+  CacheEntry built = build();  // a throw releases the lock, storing nothing
+  if (claim.hold) (void)claim.hold->publish(built);
+  return built;
 }
 
 }  // namespace kiln

@@ -5,21 +5,13 @@
 #include <kiln/cache.hpp>
 
 #include "base/result.hpp"
+#include "chain/store.hpp"
 
 #include <functional>
+#include <memory>
 #include <optional>
 
 namespace kiln::detail {
-
-// Whether an entry found under a key may serve what asked for it (disk/unit_key.hpp's entry_serves_unit:
-// the key covers the source, so an entry that does not is foreign). Empty: any valid entry serves.
-using EntryCheck = std::function<Status(const CacheEntry&)>;
-
-// What get_or_build did, for callers that report it (kiln precompile).
-struct BuildReport {
-  bool built = false;    // build() ran here: the cache did not have the entry
-  Status stored = ok();  // when built: published to the cache, or why not (the directory, the cap, ...)
-};
 
 // DiskCache::load, with `check`: an entry that decodes but fails it is counted, deleted and a miss.
 std::optional<CacheEntry> load_checked(DiskCache& cache, const CacheKey& key, const EntryCheck& check);
@@ -30,9 +22,8 @@ std::optional<CacheEntry> read_ahead_checked(DiskCache& cache, const CacheKey& k
 void count_hit(DiskCache& cache);
 // DiskCache::store, saying why the entry was not stored (also warned once per kind, and counted).
 Status store_entry(DiskCache& cache, const CacheKey& key, const CacheEntry& entry);
-// DiskCache::get_or_build, with `check` on every entry found, before and after the lock (one failing it
-// is deleted and built again), and on the entry built (one failing it is Error(compile), not stored).
-CacheEntry get_or_build_checked(DiskCache& cache, const CacheKey& key, const std::function<CacheEntry()>& build,
-                                const EntryCheck& check, BuildReport& report);
+// The disk cache as a store a build goes through (chain/store.hpp): every entry it finds passes `check`
+// (one that fails is deleted and built again); its hold is the key's lock file, and publishing stores.
+std::unique_ptr<UnitStore> disk_store(DiskCache& cache);
 
 }  // namespace kiln::detail

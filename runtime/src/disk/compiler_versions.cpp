@@ -5,7 +5,6 @@
 #include "base/unique_fd.hpp"
 #include "disk/cache_state.hpp"
 #include "disk/files.hpp"
-#include "jit/compiler/nvrtc_library.hpp"  // the JIT's loader: what is loaded is what the key names
 
 #include <kiln/error.hpp>
 
@@ -33,12 +32,6 @@ constexpr const char* kNvJitLinkSoname = "libnvJitLink.so.13";
 CompilerVersions toolkit_versions() {
   const std::string toolkit = std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10);
   return {toolkit, toolkit};
-}
-
-std::optional<FileIdentity> file_of(const void* symbol) {
-  Dl_info info{};
-  if (::dladdr(symbol, &info) == 0 || info.dli_fname == nullptr) return std::nullopt;
-  return identify_file(info.dli_fname);
 }
 
 std::string identity_line(std::string_view name, const FileIdentity& f) {
@@ -93,28 +86,6 @@ std::optional<std::string> read_record(int dir) {
 }
 
 }  // namespace
-
-std::optional<FileIdentity> identify_file(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
-  return FileIdentity{path, static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
-                      static_cast<std::uint64_t>(st.st_size),
-                      static_cast<std::uint64_t>(st.st_mtim.tv_sec) * 1'000'000'000ull +
-                          static_cast<std::uint64_t>(st.st_mtim.tv_nsec)};
-}
-
-Result<LoadedCompilers> load_compilers() {
-  try {
-    const Nvrtc& rtc = nvrtc();
-    const NvJitLink& link = nvjitlink();
-    const auto rtc_file = file_of(reinterpret_cast<const void*>(rtc.nvrtcVersion));
-    const auto link_file = file_of(reinterpret_cast<const void*>(link.nvJitLinkVersion));
-    if (!rtc_file || !link_file) return fail("cannot tell which files NVRTC and nvJitLink were loaded from (dladdr)");
-    return LoadedCompilers{{rtc.version, link.version}, *rtc_file, *link_file};
-  } catch (const Error& e) {
-    return fail(e.what());
-  }
-}
 
 LoaderSearch loader_search_now() {
   const char* path = std::getenv("LD_LIBRARY_PATH");
@@ -186,7 +157,7 @@ CompilerVersions compiler_versions_at(int dir, const std::function<Result<Loaded
   return record ? record->second.versions : toolkit_versions();
 }
 
-CompilerVersions compiler_versions(DiskCache& cache) {
+CompilerVersions compiler_versions(DiskCache& cache, LoadCompilers load) {
   // Leaked on purpose, like the library tables: keys may be computed during static destruction.
   static std::mutex& mutex = *new std::mutex;
   static std::optional<CompilerVersions>& known = *new std::optional<CompilerVersions>;
@@ -196,7 +167,7 @@ CompilerVersions compiler_versions(DiskCache& cache) {
   if (cache.usable()) {
     if (auto opened = CacheAccess::of(cache).open(false); opened && *opened) dir = std::move(**opened);
   }
-  known = compiler_versions_at(dir ? dir->fd.get() : -1, load_compilers);
+  known = compiler_versions_at(dir ? dir->fd.get() : -1, load);
   return *known;
 }
 

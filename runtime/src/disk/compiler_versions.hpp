@@ -11,7 +11,8 @@
 #pragma once
 
 #include "base/result.hpp"
-#include "disk/unit_key.hpp"
+#include "base/file_identity.hpp"
+#include "chain/unit_key.hpp"  // CompilerVersions, LoadedCompilers, LoadCompilers
 
 #include <kiln/cache.hpp>
 
@@ -23,23 +24,6 @@
 #include <string>
 
 namespace kiln::detail {
-
-// What changes when a file is replaced, by a package upgrade or by hand.
-struct FileIdentity {
-  std::string path;
-  std::uint64_t device = 0, inode = 0, size = 0, mtime_ns = 0;
-  friend bool operator==(const FileIdentity&, const FileIdentity&) = default;
-};
-// The file at `path` now (stat, following symlinks as the loader does); nullopt when there is none.
-std::optional<FileIdentity> identify_file(const std::string& path);
-
-// What loading the compilers found.
-struct LoadedCompilers {
-  CompilerVersions versions;
-  FileIdentity nvrtc, nvjitlink;
-};
-// Loads NVRTC and nvJitLink (jit/compiler/nvrtc_library), or says why not.
-Result<LoadedCompilers> load_compilers();
 
 // What the dynamic loader's search depends on, besides the library files themselves.
 struct LoaderSearch {
@@ -59,7 +43,8 @@ std::optional<std::pair<LoaderSearch, LoadedCompilers>> decode_compilers_record(
 // anew when `dir` is given); when nothing can be loaded, the record's, else the toolkit kiln was built with.
 CompilerVersions compiler_versions_at(int dir, const std::function<Result<LoadedCompilers>()>& load);
 
-// compiler_versions_at with `cache`'s directory and load_compilers, once per process.
-CompilerVersions compiler_versions(DiskCache& cache);
+// compiler_versions_at with `cache`'s directory and `load` (the JIT's loader, jit/compiler/nvrtc_library.hpp:
+// what is loaded is what the key names), once per process.
+CompilerVersions compiler_versions(DiskCache& cache, LoadCompilers load);
 
 }  // namespace kiln::detail

@@ -1,6 +1,8 @@
 // The cache directory and its version directory, opened under the one rule of base/private_dir.hpp.
 #include "disk/directory.hpp"
 
+#include "chain/entry.hpp"  // entries_path
+
 #include <kiln/cache.hpp>
 
 #include <string>
@@ -11,15 +13,9 @@ namespace {
 
 constexpr std::string_view kElsewhere = "point KILN_CACHE_DIR at a directory of your own";
 
-std::string version_dir_name() {
-  std::string name = "v";
-  name += std::to_string(kCacheFormatVersion);
-  return name;
-}
+std::string version_dir_name() { return entries_path({}).filename().string(); }
 
 }  // namespace
-
-std::filesystem::path entries_path(const std::filesystem::path& root) { return root / version_dir_name(); }
 
 Result<std::optional<PrivateDir>> open_cache_dir(const std::filesystem::path& root, bool create) {
   if (root.empty()) return fail("no cache directory: neither KILN_CACHE_DIR, XDG_CACHE_HOME nor HOME is set");

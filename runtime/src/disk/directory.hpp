@@ -17,7 +17,4 @@ namespace kiln::detail {
 // misses, with nothing to warn about. The refusal says which directory, what is wrong and what to do.
 Result<std::optional<PrivateDir>> open_cache_dir(const std::filesystem::path& root, bool create);
 
-// <root>/v<format version>, for messages and for the tests.
-std::filesystem::path entries_path(const std::filesystem::path& root);
-
 }  // namespace kiln::detail

@@ -1,8 +1,7 @@
 // The disk tier: the cache's entry for this unit and architecture, validated, and checked against the catalog.
-#include "registry/tier.hpp"
+#include "chain/tier.hpp"
 
 #include "disk/cache_internal.hpp"
-#include "disk/unit_key.hpp"
 
 #include <kiln/select.hpp>
 
@@ -12,21 +11,17 @@ namespace {
 
 std::string not_in_use(const DiskCache& cache) { return "the disk cache is not in use (" + cache.unusable_reason() + ")"; }
 
-}  // namespace
-
-Result<UnitProbe> probe_disk(const UnitQuery& q) {
+Result<Origin> probe_disk(const UnitQuery& q) {
   if (!q.cache().usable()) return fail(not_in_use(q.cache()));
-  const CacheKey key = unit_cache_key(q.catalog, q.unit(), q.arch, q.cache());
-  if (q.cache().contains(key)) return UnitProbe{Tier::disk, q.arch, false};  // a probe: read when asked for
+  const CacheKey key = q.key();
+  if (q.cache().contains(key)) return Origin{Tier::disk, q.arch, false};  // a probe: read when asked for
   return fail("the disk cache " + q.cache().config().dir.string() + " has no entry for it (key " + key.hex + ")");
 }
-
-namespace {
 
 // The unit's entry under its key, read by `load` (which says what is counted), as the chain hands it over.
 Result<UnitImage> disk_image(const UnitQuery& q, std::optional<CacheEntry> (*load)(DiskCache&, const CacheKey&, const EntryCheck&)) {
   if (!q.cache().usable()) return fail(not_in_use(q.cache()));
-  CacheKey key = unit_cache_key(q.catalog, q.unit(), q.arch, q.cache());
+  CacheKey key = q.key();
   // An entry that is not this unit's (entry_serves_unit) is deleted and counted, as a corrupt one is.
   std::optional<CacheEntry> cached =
       load(q.cache(), key, [&](const CacheEntry& e) { return entry_serves_unit(q.catalog, q.unit_index(), e); });
@@ -42,12 +37,14 @@ Result<UnitImage> disk_image(const UnitQuery& q, std::optional<CacheEntry> (*loa
   return image;
 }
 
+Result<UnitImage> fetch_disk(const UnitQuery& q) { return disk_image(q, load_checked); }
+// Read ahead of a get(), counting neither the miss (the chain counts its own when it asks) nor the hit,
+// which served() counts once the image serves a get().
+Result<UnitImage> read_disk_ahead(const UnitQuery& q) { return disk_image(q, read_ahead_checked); }
+void count_disk_hit(const UnitQuery& q) { count_hit(q.cache()); }
+
 }  // namespace
 
-Result<UnitImage> fetch_disk(const UnitQuery& q) { return disk_image(q, load_checked); }
-
-Result<UnitImage> read_disk_ahead(const UnitQuery& q) { return disk_image(q, read_ahead_checked); }
-
-void count_disk_hit(const UnitQuery& q) { count_hit(q.cache()); }
+const TierStep kDiskStep{Tier::disk, probe_disk, fetch_disk, read_disk_ahead, count_disk_hit, nullptr};
 
 }  // namespace kiln::detail

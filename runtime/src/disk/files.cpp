@@ -3,7 +3,7 @@
 
 #include "base/private_dir.hpp"
 #include "base/unique_fd.hpp"
-#include "disk/entry.hpp"
+#include "chain/entry.hpp"
 
 #include <fcntl.h>
 #include <sys/random.h>
@@ -152,7 +152,7 @@ EntryFile read_entry_fd(int fd, const std::filesystem::path& shown) {
     f.problem = whole.error();
     return f;
   }
-  // Then exactly what it promises, which the caps bound (disk/entry.hpp).
+  // Then exactly what it promises, which the caps bound (chain/entry.hpp).
   f.bytes.resize(static_cast<std::size_t>(sizes->file()));
   std::memcpy(f.bytes.data(), header, sizeof header);
   const ssize_t rest = read_full(fd, f.bytes.data() + sizeof header, f.bytes.size() - sizeof header);

@@ -14,7 +14,7 @@
 namespace kiln::detail {
 
 // <hex>.kiln an entry; <hex>.lock a build lock; <family>.pch a precompiled header NVRTC wrote and
-// <family>.pch.sum its sum (disk/summed_file.hpp); <name>.tmp.<pid>.<random> one of those being written
+// <family>.pch.sum its sum (base/summed_file.hpp); <name>.tmp.<pid>.<random> one of those being written
 // (<name> ending .kiln, .pch or .pch.sum).
 enum class CacheFileKind { entry, temp, lock, pch, pch_sum, other };
 
@@ -30,7 +30,7 @@ std::string lock_file_name(std::string_view hex);
 std::string temp_file_name(std::string_view hex);  // unique per process and call
 
 // The bytes of an entry file, or why not. Symlinks are not followed and FIFOs do not block. The header
-// is read and checked first (disk/entry.hpp: magic, version, sizes within the caps), then exactly the
+// is read and checked first (chain/entry.hpp: magic, version, sizes within the caps), then exactly the
 // bytes it promises: a file costs at most its 64 bytes until its header checks out.
 struct EntryFile {
   enum class Status {

@@ -2,11 +2,11 @@
 // They cover the precompiled headers the JIT pool keeps beside the entries (<family>.pch and its .sum,
 // jit/pch_store.hpp) as well: counted in the bytes, evicted by age like entries, checked, cleared.
 #include "disk/cache_state.hpp"
-#include "disk/entry.hpp"
+#include "chain/entry.hpp"
 #include "disk/files.hpp"
-#include "disk/key.hpp"
+#include "chain/key.hpp"
 #include "disk/lock.hpp"
-#include "disk/summed_file.hpp"
+#include "base/summed_file.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

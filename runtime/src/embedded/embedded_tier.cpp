@@ -1,5 +1,5 @@
 // The embedded tier: the cubin built for this device, read out of the unit's fatbin in the binary.
-#include "registry/tier.hpp"
+#include "chain/tier.hpp"
 
 #include "base/fatbin.hpp"
 #include "base/warn_once.hpp"
@@ -12,6 +12,7 @@ namespace {
 
 // What the kernel's error says first when no tier has its unit: what is embedded, and what to do.
 std::string embedded_miss(const UnitQuery& q) {
+  if (q.link != nullptr) return "";  // a linked unit is never embedded: its run-time code is what it needs
   if (q.options.use_embedded) return no_binary_message(q.catalog, q.kernel, q.arch, q.options.allow_ptx);
   return "kiln: no binary for kernel '" + std::string(q.catalog.str(q.kernel.name)) + "' on sm_" +
          std::to_string(q.arch) + ": the embedded tier is off (RegistryOptions::use_embedded)";
@@ -20,7 +21,8 @@ std::string embedded_miss(const UnitQuery& q) {
 // Chosen from the catalog's table alone, before anything is read: the image the GPU will run is known
 // without asking the driver (docs/DESIGN.md, "Embedded fatbins").
 const BinaryEntry* cubin(const UnitQuery& q) {
-  return q.options.use_embedded ? select_binary(q.catalog, q.unit(), q.arch, false) : nullptr;
+  // A linked unit is built with its run-time code: nothing embedded serves it.
+  return q.options.use_embedded && q.link == nullptr ? select_binary(q.catalog, q.unit(), q.arch, false) : nullptr;
 }
 
 WarnOnce& warnings() {
@@ -28,10 +30,8 @@ WarnOnce& warnings() {
   return once;
 }
 
-}  // namespace
-
-Result<UnitProbe> probe_embedded_cubin(const UnitQuery& q) {
-  if (const BinaryEntry* b = cubin(q)) return UnitProbe{Tier::embedded, b->arch, false};
+Result<Origin> probe_embedded_cubin(const UnitQuery& q) {
+  if (const BinaryEntry* b = cubin(q)) return Origin{Tier::embedded, b->arch, false};
   return fail(embedded_miss(q));
 }
 
@@ -52,5 +52,11 @@ Result<UnitImage> fetch_embedded_cubin(const UnitQuery& q) {
   image.owned = std::move(bytes).value();
   return image;
 }
+
+}  // namespace
+
+// Read ahead as a get() reads it: nothing is counted for an embedded cubin.
+const TierStep kEmbeddedStep{Tier::embedded, probe_embedded_cubin, fetch_embedded_cubin, fetch_embedded_cubin,
+                             nullptr, nullptr};
 
 }  // namespace kiln::detail

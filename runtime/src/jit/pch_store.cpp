@@ -1,8 +1,8 @@
 // PCH families and their files in the cache: keys, publishing (worker) and verification (host).
 #include "jit/pch_store.hpp"
 
-#include "disk/key.hpp"  // sha256
-#include "disk/summed_file.hpp"
+#include "chain/key.hpp"  // sha256
+#include "base/summed_file.hpp"
 
 #include <cuda.h>
 #include <fcntl.h>

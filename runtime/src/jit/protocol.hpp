@@ -12,7 +12,7 @@
 // crash or a huge allocation.
 #pragma once
 
-#include "disk/entry.hpp"  // Result<T>
+#include "chain/entry.hpp"  // Result<T>
 #include "jit/compiler/compile.hpp"
 
 #include <cstdint>
@@ -33,7 +33,7 @@ inline constexpr std::uint32_t kJitMagic = 0x54494A4B;  // "KJIT" in file order
 inline constexpr std::uint32_t kJitProtocolVersion = 8;
 inline constexpr std::size_t kFrameHeaderSize = 16;
 inline constexpr std::size_t kFrameTrailerSize = 8;
-// The largest message: an outcome holds an entry's payload (at most kMaxPayloadBytes, 64 MiB, disk/entry.hpp)
+// The largest message: an outcome holds an entry's payload (at most kMaxPayloadBytes, 64 MiB, chain/entry.hpp)
 // and the compiler's log; a request a unit's source (a 2,000-line unit is ~100 KB) and, passed in memory,
 // its headers (CUB's bundle: 9.1 MB). 128 MiB covers both with room; a larger size is refused from the
 // header, and read_frame allocates as bytes arrive, so a header alone costs nothing (docs/DESIGN.md).

@@ -2,9 +2,7 @@
 // per (unit, link source), loaded once and kept for the registry's life.
 #pragma once
 
-#include <kiln/registry.hpp>
-
-#include "registry/tier.hpp"
+#include "registry/registry_impl.hpp"
 
 #include <cstdint>
 #include <map>
@@ -16,7 +14,7 @@
 
 namespace kiln {
 
-struct Registry::LinkedUnits {
+struct Registry::Impl::LinkedUnits {
   struct Unit {
     CUlibrary library = nullptr;
     detail::UnitImage image;  // the cubin the library was loaded from, its tier and cache key

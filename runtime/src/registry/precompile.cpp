@@ -1,11 +1,14 @@
-// Kiln::precompile: the JIT tier for an architecture, straight into the disk cache.
+// kiln::precompile: the tier chain for an architecture, into the disk cache.
 #include <kiln/cache.hpp>
 #include <kiln/error.hpp>
 #include <kiln/precompile.hpp>
 #include <kiln/remote.hpp>
 #include <kiln/select.hpp>
 
-#include "jit/jit_tier.hpp"
+#include "chain/tier_chain.hpp"
+#include "jit/jit_pool.hpp"  // kMaxJitRequestsInFlight
+#include "jit/request.hpp"   // longest_first
+#include "registry/query.hpp"  // first_kernel_of
 
 #include <algorithm>
 #include <chrono>
@@ -37,6 +40,11 @@ std::vector<PrecompileResult> precompile(
   if (!cache.usable())
     throw Error(Errc::cache, "kiln: precompile fills the disk cache, which is not in use: " + cache.unusable_reason());
   RemoteCache& remote = default_remote();  // what others published is fetched; what is compiled, published
+  RegistryOptions options;
+  options.use_embedded = false;
+  options.allow_ptx = false;
+  options.cache = &cache;
+  options.remote = &remote;
 
   // The longest compiles first (the pool orders what it sees; this orders what it sees first).
   const std::vector<std::uint32_t> ordered = detail::longest_first(catalog, {units.begin(), units.end()});
@@ -57,11 +65,14 @@ std::vector<PrecompileResult> precompile(
       r.unit = std::string(catalog.str(catalog.units[u].name));
       const auto start = std::chrono::steady_clock::now();
       try {
-        const detail::BuiltUnit built = detail::build_into_cache(catalog, u, arch, cache, &remote);
-        r.compiled = built.compiled;
-        r.cached = !built.compiled;
-        r.ok = r.cached || built.stored.ok();
-        if (!r.ok) r.error = "the disk cache did not keep it: " + built.stored.error();
+        // The chain, for an architecture this machine may not have: the disk cache, the fleet's, then the
+        // JIT (never what is embedded, nor the PTX tier: the cache gets the unit compiled from source).
+        const detail::UnitImage image = detail::fetch_unit(detail::UnitQuery{catalog, *detail::first_kernel_of(catalog, u), arch, options});
+        r.compiled = image.source == Tier::jit;
+        r.cached = !r.compiled;
+        r.from_remote = image.source == Tier::remote;
+        r.ok = r.cached || image.stored.ok();
+        if (!r.ok) r.error = "the disk cache did not keep it: " + image.stored.error();
       } catch (const std::exception& e) {
         r.error = e.what();
       }

@@ -1,5 +1,8 @@
-// Prefetch: the embedded tier's own fetch, the disk tier's, and the JIT's first worker, run ahead on a thread of its own.
+// Prefetch: the chain asked ahead, on a thread of its own: the embedded and disk tiers' reads, and the
+// first worker of the tier that builds.
 #include "registry/prefetch.hpp"
+
+#include "chain/tier_chain.hpp"
 
 #include <kiln/select.hpp>
 
@@ -50,13 +53,6 @@ std::optional<UnitImage> Prefetch::take(std::size_t unit) {
   }
   std::unique_ptr<UnitImage> image(ready_[unit].exchange(nullptr, std::memory_order_acq_rel));
   if (!image) return std::nullopt;
-  if (image->served_by == Tier::disk) {
-    for (const KernelEntry& k : catalog_.kernels) {
-      if (k.unit != unit) continue;
-      count_disk_hit(UnitQuery{catalog_, k, arch_, options_});  // it serves now: the chain would have counted it
-      break;
-    }
-  }
   return std::move(*image);
 }
 
@@ -65,11 +61,8 @@ bool Prefetch::claim(std::size_t unit) {
   return state_[unit].compare_exchange_strong(open, kWorking, std::memory_order_acq_rel);
 }
 
-void Prefetch::finish(std::size_t unit, std::optional<UnitImage> image, Tier tier) {
-  if (image) {
-    image->served_by = tier;
-    ready_[unit].store(new UnitImage(std::move(*image)), std::memory_order_release);
-  }
+void Prefetch::finish(std::size_t unit, std::optional<UnitImage> image) {
+  if (image) ready_[unit].store(new UnitImage(std::move(*image)), std::memory_order_release);
   state_[unit].store(kDone, std::memory_order_release);
 }
 
@@ -85,6 +78,7 @@ void Prefetch::run(const Catalog& catalog, unsigned arch, const RegistryOptions&
   for (std::size_t u = 0; u < units_ && !stop_.load(std::memory_order_relaxed); ++u) {
     // A linked unit is built with its operator (Registry::get with a LinkedSource), never by the tiers.
     if (kernel_of[u] == nullptr || catalog.units[u].linked) continue;
+    // The embedded tier's choice, from the catalog's table alone; its compressed size counts against the budget.
     const BinaryEntry* b = options.use_embedded ? select_binary(catalog, catalog.units[u], arch, false) : nullptr;
     if (b == nullptr) {
       to_disk.push_back(u);
@@ -96,10 +90,11 @@ void Prefetch::run(const Catalog& catalog, unsigned arch, const RegistryOptions&
     }
     if (!claim(u)) continue;  // asked for already
     spent += b->size;
-    auto image = fetch_embedded_cubin(UnitQuery{catalog, *kernel_of[u], arch, options});
-    // Damaged: fetch_embedded_cubin has warned (once); the unit's load misses the same way.
-    finish(u, image ? std::optional(std::move(image).value()) : std::nullopt, Tier::embedded);
+    const UnitQuery q{catalog, *kernel_of[u], arch, options};
+    auto image = fetch_ahead(q, Tier::embedded);
+    // Damaged: the embedded tier has warned (once); the unit's load misses the same way.
     if (image) unpacked_.fetch_add(1, std::memory_order_release);
+    finish(u, std::move(image));
   }
   // The others' disk entries, read while the budget lasts (the cache directory opened and the compilers'
   // record read on the way); the first the disk cannot serve has the JIT tier start a worker meanwhile.
@@ -110,24 +105,24 @@ void Prefetch::run(const Catalog& catalog, unsigned arch, const RegistryOptions&
       if (q.cache().usable()) {
         if (full) return;  // nothing more read, nothing more known
         if (!claim(u)) continue;  // asked for already: the caller walks the tiers
-        Result<UnitImage> image = read_disk_ahead(q);
+        std::optional<UnitImage> image = fetch_ahead(q, Tier::disk);
         warmed_disk_.store(true, std::memory_order_release);
-        const bool hit = image.ok();
+        const bool hit = image.has_value();
         if (hit) {
           spent += image->owned.size();
           full = spent >= budget;
           read_from_disk_.fetch_add(1, std::memory_order_release);
         }
-        finish(u, hit ? std::optional(std::move(image).value()) : std::nullopt, Tier::disk);
+        finish(u, std::move(image));
         if (hit) continue;
       }
       if (!jit_started_.load(std::memory_order_relaxed)) {
-        start_jit_ahead(q);  // it looks at the options: the JIT and PTX tiers' workers
+        prepare_build(q, Tier::disk);  // the tier that builds after the disk: the PTX and JIT tiers' workers
         jit_started_.store(true, std::memory_order_release);
       }
     } catch (const std::exception&) {
       // Whatever failed fails again, and is reported, when the tiers are asked for the unit.
-      if (state_[u].load(std::memory_order_acquire) == kWorking) finish(u, std::nullopt, Tier::disk);
+      if (state_[u].load(std::memory_order_acquire) == kWorking) finish(u, std::nullopt);
     }
   }
 }

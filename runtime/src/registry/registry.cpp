@@ -3,27 +3,18 @@
 #include <kiln/registry.hpp>
 #include <kiln/select.hpp>
 
-#include "disk/unit_key.hpp"
-#include "memory/slot.hpp"
+#include "chain/tier_chain.hpp"
 #include "registry/linked_units.hpp"
 #include "registry/name_index.hpp"
 #include "registry/prefetch.hpp"
-#include "registry/tier_chain.hpp"
+#include "registry/query.hpp"  // unit_cache_key with a DiskCache
+#include "registry/registry_impl.hpp"
 #include "registry/warmup.hpp"
 
 #include <chrono>
 #include <string>
 
 namespace kiln {
-
-// Per unit: the library loaded from one of its binaries, and that binary as its tier handed it over
-// (owned here for the library's life). Guarded by `mutex`, which also serialises the first loads of the
-// unit's kernels.
-struct Registry::UnitState {
-  std::mutex mutex;
-  CUlibrary library = nullptr;
-  detail::UnitImage image;
-};
 
 namespace {
 
@@ -73,7 +64,7 @@ std::string_view to_string(Tier tier) noexcept {
   return "unknown";
 }
 
-Registry::Registry(const Catalog& catalog, int device, RegistryOptions options)
+Registry::Impl::Impl(const Catalog& catalog, int device, RegistryOptions options)
     : catalog_(catalog),
       names_(detail::build_name_index(catalog)),
       ordinal_(device),
@@ -82,7 +73,7 @@ Registry::Registry(const Catalog& catalog, int device, RegistryOptions options)
       slots_(std::make_unique<Slot[]>(catalog.kernels.size())),
       linked_(std::make_unique<LinkedUnits>()) {}
 
-Registry::~Registry() {
+Registry::Impl::~Impl() {
   warmup_.reset();  // joins the background threads before anything they use goes away
   prefetch_.reset();
   for (std::size_t i = 0; i < catalog_.kernels.size(); ++i) delete slots_[i].loaded.load(std::memory_order_relaxed);
@@ -98,11 +89,11 @@ Registry::~Registry() {
   cu.cuDevicePrimaryCtxRelease(cu_device_);
 }
 
-const KernelEntry* Registry::find(std::string_view name) const noexcept {
+const KernelEntry* Registry::Impl::find(std::string_view name) const noexcept {
   return detail::find_by_name(catalog_, names_, name);
 }
 
-Kernel Registry::get(std::string_view name) {
+Kernel Registry::Impl::get(std::string_view name) {
   const KernelEntry* entry = find(name);
   if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
   const std::size_t index = static_cast<std::size_t>(entry - catalog_.kernels.data());
@@ -120,7 +111,7 @@ Kernel Registry::get(std::string_view name) {
 // context but keeps the handle and this registry's retain on it; until someone uses it again it is dead
 // (CUDA_ERROR_CONTEXT_IS_DESTROYED), and retaining it makes a new context behind the same handle, with a
 // new id (measured: docs/DESIGN.md's GPU machine, CUDA 13.0).
-std::uint64_t Registry::live_context_id() {
+std::uint64_t Registry::Impl::live_context_id() {
   const Driver& cu = driver();
   unsigned long long id = 0;
   CUresult result = cu.cuCtxGetId(context_, &id);
@@ -143,7 +134,7 @@ std::uint64_t Registry::live_context_id() {
   return id;
 }
 
-Kernel Registry::load(const KernelEntry& entry, std::size_t index) {
+Kernel Registry::Impl::load(const KernelEntry& entry, std::size_t index) {
   const auto start = std::chrono::steady_clock::now();
   ensure_device();
   const Driver& cu = driver();
@@ -177,7 +168,7 @@ Kernel Registry::load(const KernelEntry& entry, std::size_t index) {
           kernel,
           function,
           context_,
-          Provenance{unit.image.source, unit.image.source, unit.image.arch, unit.image.ptx, load_ms, unit.image.cache_key},
+          Provenance{unit.image, unit.image.source, load_ms, unit.image.cache_key},
       },
       context_id,
   };
@@ -195,15 +186,15 @@ Kernel Registry::load(const KernelEntry& entry, std::size_t index) {
 
 // The unit's binary from the first tier of the chain that has one, loaded. Called with the unit's
 // mutex held, so threads of this process ask the tiers once per unit (and the JIT compiles it once).
-void Registry::load_unit(UnitState& unit, const KernelEntry& entry) {
+void Registry::Impl::load_unit(UnitState& unit, const KernelEntry& entry) {
+  const detail::UnitQuery q = query(entry);
   if (auto ready = prefetch_ ? prefetch_->take(entry.unit) : std::nullopt) {
-    unit.image = std::move(*ready);  // what the embedded or the disk tier, first in the chain to have it, hands over
+    unit.image = std::move(*ready);  // what the embedded or the disk tier, first in the chain to have it, read ahead
+    detail::served(q, unit.image);
   } else {
-    unit.image = detail::fetch_unit(query(entry));
+    unit.image = detail::fetch_unit(q);
   }
-  if (unit.image.served_by == Tier::disk) disk_loads_.fetch_add(1, std::memory_order_relaxed);
-  if (unit.image.served_by == Tier::remote) remote_loads_.fetch_add(1, std::memory_order_relaxed);
-  if (unit.image.served_by == Tier::jit && unit.image.source == Tier::jit) jit_compiles_.fetch_add(1, std::memory_order_relaxed);
+  count_served(unit.image);
   CUlibrary library = nullptr;
   check_load(driver().cuLibraryLoadData(&library, unit.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
              "cuLibraryLoadData", catalog_, entry, unit.image.label);
@@ -211,13 +202,19 @@ void Registry::load_unit(UnitState& unit, const KernelEntry& entry) {
   unit_loads_.fetch_add(1, std::memory_order_relaxed);
 }
 
-detail::UnitQuery Registry::query(const KernelEntry& entry) {
-  return detail::UnitQuery{catalog_, entry, info_.arch, options_};
+detail::UnitQuery Registry::Impl::query(const KernelEntry& entry, const LinkedSource* link) {
+  return detail::UnitQuery{catalog_, entry, info_.arch, options_, link};
 }
 
-DiskCache& Registry::disk() { return options_.cache ? *options_.cache : default_cache(); }
+void Registry::Impl::count_served(const detail::UnitImage& image) {
+  if (image.served_by == Tier::disk) disk_loads_.fetch_add(1, std::memory_order_relaxed);
+  if (image.served_by == Tier::remote) remote_loads_.fetch_add(1, std::memory_order_relaxed);
+  if (image.served_by == Tier::jit && image.source == Tier::jit) jit_compiles_.fetch_add(1, std::memory_order_relaxed);
+}
 
-CacheKey Registry::cache_key(std::string_view name, unsigned arch) {
+DiskCache& Registry::Impl::disk() { return options_.cache ? *options_.cache : default_cache(); }
+
+CacheKey Registry::Impl::cache_key(std::string_view name, unsigned arch) {
   const KernelEntry* entry = find(name);
   if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
   if (arch == 0) {
@@ -227,7 +224,7 @@ CacheKey Registry::cache_key(std::string_view name, unsigned arch) {
   return detail::unit_cache_key(catalog_, catalog_.units[entry->unit], arch, disk());
 }
 
-Plan Registry::plan(std::string_view name) {
+Plan Registry::Impl::plan(std::string_view name) {
   const KernelEntry* entry = find(name);
   if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
   Plan plan;
@@ -255,13 +252,11 @@ Plan Registry::plan(std::string_view name) {
     return plan;
   }
   plan.available = true;
-  plan.source = probe->source;
-  plan.arch = probe->arch;
-  plan.ptx = probe->ptx;
+  static_cast<Origin&>(plan) = *probe;
   return plan;
 }
 
-void Registry::ensure_device() {
+void Registry::Impl::ensure_device() {
   // If this throws, the flag stays unset and a later call tries again (driver() itself fails fast).
   std::call_once(device_once_, [this] {
     const Driver& cu = driver();
@@ -301,29 +296,49 @@ void Registry::ensure_device() {
   });
 }
 
-DeviceInfo Registry::device() {
+DeviceInfo Registry::Impl::device() {
   ensure_device();
   return info_;
 }
 
-CUcontext Registry::context() {
+CUcontext Registry::Impl::context() {
   ensure_device();
   live_context_id();  // a context reset since: make it live again, so the caller can push it
   return context_;
 }
 
-RegistryStats Registry::stats() const noexcept {
+RegistryStats Registry::Impl::stats() const noexcept {
   return {unit_loads_.load(std::memory_order_relaxed), kernel_loads_.load(std::memory_order_relaxed),
           disk_loads_.load(std::memory_order_relaxed), remote_loads_.load(std::memory_order_relaxed),
           jit_compiles_.load(std::memory_order_relaxed), context_reloads_.load(std::memory_order_relaxed)};
 }
 
 void Registry::check_belongs(const Catalog& catalog, std::string_view name) const {
+  const Catalog& catalog_ = impl_->catalog_;
   if (&catalog == &catalog_) return;
   throw Error(Errc::unknown_kernel, "kiln: kernel '" + std::string(name) + "' is registry '" + std::string(catalog.name) +
                                         "''s; this registry is '" + std::string(catalog_.name) +
                                         "': get it from a Registry of its own catalog");
 }
+
+Registry::Registry(const Catalog& catalog, int device, RegistryOptions options)
+    : impl_(std::make_unique<Impl>(catalog, device, options)) {}
+Registry::~Registry() = default;
+
+Kernel Registry::get(std::string_view name) { return impl_->get(name); }
+Kernel Registry::get(std::string_view name, const LinkedSource& link) { return impl_->get(name, link); }
+Plan Registry::plan(std::string_view name) { return impl_->plan(name); }
+DeviceInfo Registry::device() { return impl_->device(); }
+CUcontext Registry::context() { return impl_->context(); }
+RegistryStats Registry::stats() const noexcept { return impl_->stats(); }
+const Catalog& Registry::catalog() const noexcept { return impl_->catalog_; }
+CacheKey Registry::cache_key(std::string_view name, unsigned arch) { return impl_->cache_key(name, arch); }
+void Registry::request_warmup(const std::vector<std::string>& names) { impl_->request_warmup(names); }
+std::vector<std::string> Registry::ensure_warm(const std::vector<std::string>& names, std::chrono::milliseconds timeout) {
+  return impl_->ensure_warm(names, timeout);
+}
+void Registry::precompile_all() { impl_->precompile_all(); }
+WarmupStatus Registry::status() { return impl_->status(); }
 
 void launch(const Kernel& kernel, Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream, void** args) {
   const Driver& cu = driver();

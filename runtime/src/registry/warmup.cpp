@@ -1,8 +1,8 @@
 // Demand-driven warm-up: request_warmup, ensure_warm, precompile_all, status.
 #include "registry/warmup.hpp"
 
-#include "jit/jit_tier.hpp"
-#include "memory/slot.hpp"
+#include "jit/jit_pool.hpp"  // kMaxJitRequestsInFlight
+#include "jit/request.hpp"   // longest_first
 
 #include <kiln/error.hpp>
 #include <kiln/select.hpp>
@@ -22,7 +22,7 @@ bool background_allowed() {
 
 }  // namespace
 
-Registry::Warmup::~Warmup() {
+Registry::Impl::Warmup::~Warmup() {
   {
     std::lock_guard lock(mutex);
     stopping = true;
@@ -32,14 +32,14 @@ Registry::Warmup::~Warmup() {
   for (auto& t : threads) t.join();
 }
 
-void Registry::Warmup::start_threads(std::size_t wanted) {
+void Registry::Impl::Warmup::start_threads(std::size_t wanted) {
   // Each blocks in get() while a worker compiles; more threads than workers, so that the pool sees the
   // backlog it schedules (which units wait for a PCH, which builds one).
   const std::size_t limit = detail::kMaxJitRequestsInFlight;
   while (threads.size() < std::min(wanted, limit)) threads.emplace_back([this] { run(); });
 }
 
-void Registry::Warmup::run() {
+void Registry::Impl::Warmup::run() {
   std::unique_lock lock(mutex);
   for (;;) {
     changed.wait(lock, [&] { return stopping || !queue.empty(); });
@@ -68,7 +68,7 @@ void Registry::Warmup::run() {
   }
 }
 
-void Registry::request_warmup(const std::vector<std::string>& names) {
+void Registry::Impl::request_warmup(const std::vector<std::string>& names) {
   for (const auto& name : names) {
     const KernelEntry* entry = find(name);
     if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
@@ -114,7 +114,7 @@ void Registry::request_warmup(const std::vector<std::string>& names) {
   w.changed.notify_all();
 }
 
-std::vector<std::string> Registry::ensure_warm(const std::vector<std::string>& names,
+std::vector<std::string> Registry::Impl::ensure_warm(const std::vector<std::string>& names,
                                                std::chrono::milliseconds timeout) {
   request_warmup(names);
   std::vector<std::string> cold;
@@ -144,7 +144,7 @@ std::vector<std::string> Registry::ensure_warm(const std::vector<std::string>& n
   return cold;
 }
 
-void Registry::precompile_all() {
+void Registry::Impl::precompile_all() {
   std::vector<std::string> names;
   for (const auto& k : catalog_.kernels) {
     if (!catalog_.units[k.unit].linked) names.emplace_back(catalog_.str(k.name));  // built only with their operator
@@ -152,7 +152,7 @@ void Registry::precompile_all() {
   request_warmup(names);
 }
 
-WarmupStatus Registry::status() {
+WarmupStatus Registry::Impl::status() {
   WarmupStatus s;
   std::lock_guard guard(warmup_mutex_);
   for (std::size_t i = 0; i < catalog_.kernels.size(); ++i) {

@@ -1,7 +1,7 @@
 // The registry's warm-up state: background threads that get() what needs compiling.
 #pragma once
 
-#include <kiln/registry.hpp>
+#include "registry/registry_impl.hpp"
 
 #include <condition_variable>
 #include <deque>
@@ -16,7 +16,7 @@
 
 namespace kiln {
 
-struct Registry::Warmup {
+struct Registry::Impl::Warmup {
   enum class State { deferred, pending, loaded, failed };
   struct Record {
     State state = State::pending;
@@ -24,13 +24,13 @@ struct Registry::Warmup {
     std::string error;
   };
 
-  explicit Warmup(Registry& registry) : registry(registry) {}
+  explicit Warmup(Registry::Impl& registry) : registry(registry) {}
   ~Warmup();  // stops taking work and joins the threads (a compile in progress finishes first)
 
   void start_threads(std::size_t wanted);  // called with `mutex` held
   void run();
 
-  Registry& registry;
+  Registry::Impl& registry;
   std::mutex mutex;
   std::condition_variable changed;
   std::deque<std::vector<std::string>> queue;  // one entry per unit: the names asked for of its kernels

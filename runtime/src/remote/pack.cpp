@@ -14,8 +14,8 @@
 #include <kiln/cache_pack.hpp>
 #include <kiln/error.hpp>
 
-#include "disk/entry.hpp"
-#include "disk/key.hpp"
+#include "chain/entry.hpp"
+#include "chain/key.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,8 +1,8 @@
 // RemoteCache: configuration, the circuit breaker, fetching and publishing verified entries, push.
 #include "remote/remote_state.hpp"
 
-#include "disk/entry.hpp"
-#include "disk/key.hpp"
+#include "chain/entry.hpp"
+#include "chain/key.hpp"
 #include "remote/config.hpp"
 #include "remote/redis_store.hpp"
 

@@ -71,7 +71,7 @@ struct RemoteEntry {
 enum class Count { lookup, poll };
 Result<RemoteEntry> fetch_entry(RemoteState& s, const CacheKey& key, Count count = Count::lookup);
 
-// Publishes an entry file (as disk/entry.hpp encodes it) under `key`, sealed. Not in read-only mode, not
+// Publishes an entry file (as chain/entry.hpp encodes it) under `key`, sealed. Not in read-only mode, not
 // when larger than max_value_bytes (counted). Whether the store took it.
 bool publish_file(RemoteState& s, const CacheKey& key, std::string_view entry_file);
 // The same for an entry, checked first as DiskCache::store checks one.

@@ -1,7 +1,6 @@
 // The remote tier's step in the chain: the fleet's entry, verified, written to the local disk cache, loaded.
-#include "registry/tier.hpp"
+#include "chain/tier.hpp"
 
-#include "disk/unit_key.hpp"
 #include "remote/remote_state.hpp"
 #include "remote/remote_tier.hpp"
 
@@ -25,22 +24,20 @@ Result<RemoteState*> remote_for(const UnitQuery& q) {
   return &s;
 }
 
-}  // namespace
-
-Result<UnitProbe> probe_remote(const UnitQuery& q) {
+Result<Origin> probe_remote(const UnitQuery& q) {
   auto s = remote_for(q);
   if (!s) return fail(s.error());
-  const CacheKey key = unit_cache_key(q.catalog, q.unit(), q.arch, q.cache());
+  const CacheKey key = q.key();
   const auto there = guarded(**s, "EXISTS of an entry", [&] { return (*s)->store->contains(entry_key(key)); });
   if (!there) return fail(there.error());
-  if (*there) return UnitProbe{Tier::remote, q.arch, false};  // a probe: verified when fetched
+  if (*there) return Origin{Tier::remote, q.arch, false};  // a probe: verified when fetched
   return fail("the remote cache " + (*s)->where + " has no entry for it (key " + key.hex + ")");
 }
 
 Result<UnitImage> fetch_remote(const UnitQuery& q) {
   auto s = remote_for(q);
   if (!s) return fail(s.error());
-  CacheKey key = unit_cache_key(q.catalog, q.unit(), q.arch, q.cache());
+  CacheKey key = q.key();
   auto got = fetch_entry(**s, key);
   if (!got) return fail(got.error());
   if (const Status matches = entry_serves_unit(q.catalog, q.unit_index(), got->entry); !matches) {
@@ -58,5 +55,9 @@ Result<UnitImage> fetch_remote(const UnitQuery& q) {
                 " (" + image.cache_key + ")";
   return image;
 }
+
+}  // namespace
+
+const TierStep kRemoteStep{Tier::remote, probe_remote, fetch_remote, nullptr, nullptr, nullptr};
 
 }  // namespace kiln::detail

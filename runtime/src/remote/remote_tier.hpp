@@ -1,12 +1,15 @@
 // What the rest of the runtime asks of the remote tier: which remote cache a registry uses, and the
-// fleet-wide single-flight the JIT's build goes through (the chain's step is in registry/tier.hpp).
+// fleet-wide single-flight the JIT's build goes through (the chain's step is in chain/tier.hpp).
 #pragma once
+
+#include "chain/store.hpp"
 
 #include <kiln/cache.hpp>
 #include <kiln/registry.hpp>
 #include <kiln/remote.hpp>
 
 #include <functional>
+#include <memory>
 
 namespace kiln::detail {
 
@@ -24,6 +27,9 @@ struct FleetBuild {
 // holds the lease, waits for its entry — polling, at most lease_wait, after which it builds itself. A
 // read-only remote never takes a lease or publishes, but waits on one another holds. build()'s
 // exceptions propagate (the lease is released first); the store's failures never do.
+// The remote cache as a store a build goes through: its claim is build_once_in_fleet's steps before build().
+std::unique_ptr<UnitStore> fleet_store(RemoteCache& remote);
+
 FleetBuild build_once_in_fleet(RemoteCache* remote, const CacheKey& key, const std::function<CacheEntry()>& build);
 
 }  // namespace kiln::detail

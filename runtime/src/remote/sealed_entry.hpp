@@ -1,7 +1,7 @@
 // A remote cache's value: a disk-cache entry file sealed with an HMAC-SHA-256 tag under the fleet key.
 //
 // Layout: magic "\x89KILN-R1" (8 bytes; the 1 is this layout's version), the fleet key's id (8 bytes),
-// the tag (32 bytes), then the entry file exactly as the disk cache writes it (disk/entry.hpp): already
+// the tag (32 bytes), then the entry file exactly as the disk cache writes it (chain/entry.hpp): already
 // zstd-compressed, so the value is no larger than needed. The tag covers a domain label and the entry
 // file; the entry file holds its key text, which the reader compares with the key it asked for, so a
 // value moved to another key is refused too.

@@ -1,6 +1,8 @@
 // Loads NVRTC and nvJitLink at run time and resolves kiln's tables from them.
 #include "jit/compiler/nvrtc_library.hpp"
 
+#include "base/file_identity.hpp"
+
 #include <kiln/error.hpp>
 
 #include <dlfcn.h>
@@ -125,6 +127,19 @@ void preload_compilers() noexcept {
   try {
     (void)nvjitlink();
   } catch (...) {
+  }
+}
+
+Result<LoadedCompilers> load_compilers() {
+  try {
+    const Nvrtc& rtc = nvrtc();
+    const NvJitLink& link = nvjitlink();
+    const auto rtc_file = file_of(reinterpret_cast<const void*>(rtc.nvrtcVersion));
+    const auto link_file = file_of(reinterpret_cast<const void*>(link.nvJitLinkVersion));
+    if (!rtc_file || !link_file) return fail("cannot tell which files NVRTC and nvJitLink were loaded from (dladdr)");
+    return LoadedCompilers{{rtc.version, link.version}, *rtc_file, *link_file};
+  } catch (const Error& e) {
+    return fail(e.what());
   }
 }
 

@@ -7,6 +7,8 @@
 #include <nvJitLink.h>
 #include <nvrtc.h>
 
+#include "chain/unit_key.hpp"  // LoadedCompilers
+
 #include <string>
 
 namespace kiln::detail {
@@ -70,5 +72,9 @@ const NvJitLink& nvjitlink();
 // Loads both now if they can be (dlopen, RTLD_NOW: ~10-20 ms), and says nothing when they cannot: the
 // first nvrtc() or nvjitlink() then throws as usual. What a worker does before its first request.
 void preload_compilers() noexcept;
+
+// Loads NVRTC and nvJitLink and says which versions and files they are, or why they cannot be loaded:
+// what the disk cache records for cache keys (disk/compiler_versions.hpp).
+Result<LoadedCompilers> load_compilers();
 
 }  // namespace kiln::detail

@@ -1,7 +1,7 @@
-// One cache entry file: header, key text, zstd frame; see disk/entry.hpp for the layout.
-#include "disk/entry.hpp"
+// One cache entry file: header, key text, zstd frame; see chain/entry.hpp for the layout.
+#include "chain/entry.hpp"
 
-#include "disk/key.hpp"
+#include "chain/key.hpp"
 #include "base/cubin_elf.hpp"
 #include "base/zstd_context.hpp"
 
@@ -248,6 +248,10 @@ Result<CacheEntry> decode_entry(std::string_view file, const CacheKey& key) {
   if (!entry) return entry;
   if (const Status checked = check_entry(*entry, key.arch); !checked) return fail(checked.error());
   return entry;
+}
+
+std::filesystem::path entries_path(const std::filesystem::path& root) {
+  return root / ("v" + std::to_string(kCacheFormatVersion));
 }
 
 }  // namespace kiln::detail

@@ -19,6 +19,7 @@
 #include "base/result.hpp"
 
 #include <cstddef>
+#include <filesystem>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -72,5 +73,9 @@ std::string compress_frame(std::string_view payload);
 Result<std::string> decompress_frame(std::string_view frame);
 // Whether `entry` may reach the driver as a binary for `arch`; if not, what is wrong with it.
 Status check_entry(const CacheEntry& entry, unsigned arch);
+
+// <root>/v<format version>: where the entries of this format (and the PCH files and locks beside them)
+// live under a cache directory `root`.
+std::filesystem::path entries_path(const std::filesystem::path& root);
 
 }  // namespace kiln::detail

@@ -1,5 +1,5 @@
 // The cache key: readable key text and its SHA-256, the name of the entry file.
-#include "disk/key.hpp"
+#include "chain/key.hpp"
 
 // OpenSSL's one-shot SHA-256, not EVP: EVP's first call initialises providers (and reads openssl.cnf),
 // ~1 ms, which is the whole budget of a disk-tier get in a new process; SHA256() costs ~10 us on its

@@ -1,8 +1,7 @@
 // A unit's disk-cache key from its catalog entry: registry, unit, build-time digest, arch, loaded compilers.
-#include "disk/unit_key.hpp"
+#include "chain/unit_key.hpp"
 
-#include "disk/compiler_versions.hpp"
-#include "disk/key.hpp"
+#include "chain/key.hpp"
 
 namespace kiln::detail {
 
@@ -23,24 +22,22 @@ CacheKeyFields unit_key_fields(const Catalog& catalog, const UnitEntry& unit, un
 
 }  // namespace
 
-CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, const CompilerVersions& compilers) {
-  return CacheKey::from(unit_key_fields(catalog, unit, arch, compilers));
-}
-
-CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, DiskCache& cache,
+CacheKey unit_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, const CompilerVersions& compilers,
                         unsigned code_arch) {
-  CacheKeyFields fields = unit_key_fields(catalog, unit, arch, compiler_versions(cache));
+  CacheKeyFields fields = unit_key_fields(catalog, unit, arch, compilers);
   fields.code_arch = code_arch;
   return CacheKey::from(fields);
 }
 
-CacheKey linked_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, DiskCache& cache,
+CacheKey linked_cache_key(const Catalog& catalog, const UnitEntry& unit, unsigned arch, const CompilerVersions& compilers,
                           std::string_view linked_source, unsigned code_arch) {
-  CacheKeyFields fields = unit_key_fields(catalog, unit, arch, compiler_versions(cache));
+  CacheKeyFields fields = unit_key_fields(catalog, unit, arch, compilers);
   fields.linked = sha256_hex(linked_source);
   fields.code_arch = code_arch;
   return CacheKey::from(fields);
 }
+
+std::string link_identity(const LinkedSource& link) { return link.lto_ir ? "lto-ir\n" + link.source : link.source; }
 
 Status entry_serves_unit(const Catalog& catalog, std::uint32_t unit, const CacheEntry& entry) {
   for (const KernelEntry& k : catalog.kernels) {

@@ -1,5 +1,5 @@
-// Files with a sum beside them: publishing and verifying (disk/summed_file.hpp).
-#include "disk/summed_file.hpp"
+// Files with a sum beside them: publishing and verifying (base/summed_file.hpp).
+#include "base/summed_file.hpp"
 
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/sha.h>

@@ -1,0 +1,95 @@
+// What a tier is asked and what it answers: the interface every tier implements, and the one question
+// (UnitQuery) the registry, the prefetch, warm-up and precompile put to the chain.
+//
+// The tiers (embedded/, disk/, remote/, jit/ with the PTX tier) include this folder and base/ only, never
+// each other or the registry: what one tier needs of another (the compilers a key names, the stores a
+// build goes through) the query provides, and the registry, which knows every tier, wires it
+// (registry/query.cpp; docs/DESIGN.md, "Folders").
+#pragma once
+
+#include "base/result.hpp"
+#include "chain/store.hpp"
+#include "chain/unit_key.hpp"
+
+#include <kiln/cache.hpp>
+#include <kiln/catalog.hpp>
+#include <kiln/registry.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kiln::detail {
+
+// The question: the unit of `kernel` (named in messages), for a device of architecture `arch`, under a
+// registry's options and disk cache; with `link`, that unit linked with code given at run time
+// (Registry::get with a LinkedSource), which only the disk, remote and JIT tiers serve, under a key of its own.
+struct UnitQuery {
+  const Catalog& catalog;
+  const KernelEntry& kernel;
+  unsigned arch;
+  const RegistryOptions& options;
+  const LinkedSource* link = nullptr;
+
+  // The disk cache, made on first use: a unit the embedded tier serves never opens the cache directory.
+  DiskCache& cache() const { return options.cache ? *options.cache : default_cache(); }
+
+  std::uint32_t unit_index() const noexcept { return kernel.unit; }
+  const UnitEntry& unit() const noexcept { return catalog.units[kernel.unit]; }
+
+  // The unit's cache key for `arch`, built by compilers(); `code_arch`, when not 0: the binary is built from
+  // code of that older virtual architecture (embedded PTX or LTO-IR), which gets a key of its own. A
+  // linked query's key adds the link's digest (linked_cache_key).
+  CacheKey key(unsigned code_arch = 0) const;
+
+  // Wired by the registry (registry/query.cpp):
+  // the NVRTC and nvJitLink this process would load, as keys name them: known from the disk cache's
+  // record without loading them, while it holds (disk/compiler_versions.hpp);
+  CompilerVersions compilers() const;
+  // the stores a build goes through, fastest first: the disk cache, then the remote cache when the
+  // options use one (chain/store.hpp).
+  std::vector<std::unique_ptr<UnitStore>> stores() const;
+};
+
+// A unit's binary, as a tier hands it over: where it came from (Origin: the tier, the architecture of its
+// code, whether the PTX tier assembled it) and the bytes.
+struct UnitImage : Origin {
+  Tier served_by = Tier::embedded;  // the tier of the chain that answered (set by the chain); `source` is
+                                    // where the binary came from: the JIT tier says disk when another
+                                    // process built the unit while this one waited for it, remote when
+                                    // another machine did
+  std::string label;                // for errors: "sm_90", "sm_90 from the disk cache (<key>)"
+  std::string cache_key;            // a disk, remote or JIT entry's key (hex)
+  std::string owned;                // the binary (a cubin), as the driver gets it
+  Status stored = ok();             // built by this process: whether the disk cache kept it, or why not
+
+  const void* data() const noexcept { return owned.data(); }
+};
+
+// One tier's part in the chain. A miss is a failed Result whose reason (possibly empty) goes into the
+// error raised when every tier misses; a tier that cannot do what it must (a compile that fails) throws.
+//   probe   where the unit would come from, without loading anything (a directory probe, or one bounded
+//           EXISTS in the remote cache, at most);
+//   fetch   the unit's image (the JIT and PTX tiers build it, once across threads, processes and machines);
+//   ahead   (tiers that read without side effects: embedded, disk) the image read ahead of a get(),
+//           counting nothing: `served` counts it once it serves (registry/prefetch.hpp);
+//   prepare (tiers that build) get ready for a build the prefetch sees coming: a worker started.
+struct TierStep {
+  Tier tier;
+  Result<Origin> (*probe)(const UnitQuery&);
+  Result<UnitImage> (*fetch)(const UnitQuery&);
+  Result<UnitImage> (*ahead)(const UnitQuery&) = nullptr;
+  void (*served)(const UnitQuery&) = nullptr;
+  void (*prepare)(const UnitQuery&) = nullptr;
+};
+
+// The tiers' steps, one each (chain/tier_chain.cpp lists them in order).
+extern const TierStep kEmbeddedStep;
+extern const TierStep kDiskStep;
+extern const TierStep kRemoteStep;
+extern const TierStep kPtxStep;
+extern const TierStep kJitStep;
+
+}  // namespace kiln::detail

@@ -1,0 +1,114 @@
+// build_unit, step by step: claim the stores, compile, check, publish.
+#include "jit/build.hpp"
+
+#include "base/fatbin.hpp"
+#include "chain/key.hpp"  // describe_key
+#include "jit/jit_pool.hpp"
+#include "jit/request.hpp"
+
+#include <kiln/error.hpp>
+#include <kiln/select.hpp>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace kiln::detail {
+namespace {
+
+// The holds a build has taken, fastest store first (null where a store held nothing), released the
+// slowest first, as they nest: the disk cache's lock is let go last.
+class Holds {
+ public:
+  ~Holds() {
+    while (!held_.empty()) held_.pop_back();
+  }
+  void add(Claim& claim) {
+    if (held_.empty()) first_ = claim.held;
+    held_.push_back(std::move(claim.hold));
+  }
+  // Publishes `entry` to every store held and releases it; what the first store (the disk cache) said.
+  Status publish(const CacheEntry& entry) {
+    Status first = first_;
+    for (std::size_t i = held_.size(); i-- > 0;) {
+      if (!held_[i]) continue;
+      Status published = held_[i]->publish(entry);
+      if (i == 0) first = std::move(published);
+    }
+    held_.clear();
+    return first;
+  }
+
+ private:
+  std::vector<std::unique_ptr<StoreHold>> held_;
+  Status first_ = ok();
+};
+
+// 1. Claim: each store, fastest first. The first that has the entry serves it, and the stores held
+// before it keep a copy (the next process here needs no network).
+std::optional<UnitImage> claim_stores(const UnitQuery& q, const CacheKey& key, Holds& holds) {
+  const EntryCheck check = [&](const CacheEntry& e) { return entry_serves_unit(q.catalog, q.unit_index(), e); };
+  for (const auto& store : q.stores()) {
+    Claim claim = store->claim(key, check);
+    if (claim.found) {
+      UnitImage image;
+      image.source = store->tier();
+      image.stored = holds.publish(*claim.found);
+      image.owned = std::move(claim.found->cubin);
+      return image;
+    }
+    holds.add(claim);
+  }
+  return std::nullopt;
+}
+
+// 2. Compile: the unit's request on the process-wide pool, the PCH family of its includes with it.
+CacheEntry compile(const UnitQuery& q, const BuildInput& in) {
+  CompileRequest request = make_request(q.catalog, q.unit_index(), q.arch);
+  if (!in.ptx.empty()) {
+    request.ptx.assign(in.ptx.substr(0, in.ptx.find('\0')));
+    request.headers.clear();
+    return jit_compile_entry(request, {}, compile_estimate_ms(q.catalog, q.unit_index(), true));
+  }
+  if (q.link != nullptr) {
+    // The unit's kernels as the binary embeds them (LTO-IR) for the device or an older architecture: then
+    // the code, CUB's policies included, is that architecture's, and the key says so (UnitQuery::key).
+    if (const BinaryEntry* lto_ir = select_lto_ir(q.catalog, q.unit(), q.arch)) {
+      request.code_arch = lto_ir->arch;
+      // A damaged image is compiled from the unit's source instead, for the same architecture.
+      if (auto image = embedded_image_fatbin(q.catalog, *lto_ir)) request.unit_lto_ir = std::move(*image);
+    }
+    request.link_source = q.link->source;
+    request.link_source_name = q.link->name.empty() ? "linked source" : q.link->name;
+    request.link_lto_ir = q.link->lto_ir;
+    return jit_compile_entry(request);
+  }
+  PchFamily family = request_family(q.catalog, request, q.cache());
+  return jit_compile_entry(request, std::move(family), compile_estimate_ms(q.catalog, q.unit_index()));
+}
+
+// 3. Check: an entry that does not name every kernel of the unit would be foreign to every later reader.
+void check_built(const UnitQuery& q, const CacheKey& key, const CacheEntry& entry) {
+  if (const Status fits = entry_serves_unit(q.catalog, q.unit_index(), entry); !fits)
+    throw Error(Errc::compile, "kiln: the entry built for " + describe_key(key) + " cannot serve it: " + fits.error());
+}
+
+}  // namespace
+
+UnitImage build_unit(const UnitQuery& q, const BuildInput& in) {
+  const CacheKey key = q.key(in.ptx.empty() ? 0 : in.ptx_arch);
+  Holds holds;
+  std::optional<UnitImage> image = claim_stores(q, key, holds);  // 1
+  if (!image) {
+    CacheEntry entry = compile(q, in);                           // 2
+    check_built(q, key, entry);                                  // 3
+    image.emplace();
+    image->source = in.tier;
+    image->stored = holds.publish(entry);                        // 4
+    image->owned = std::move(entry.cubin);
+  }
+  image->cache_key = key.hex;
+  return std::move(*image);
+}
+
+}  // namespace kiln::detail

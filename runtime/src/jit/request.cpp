@@ -1,0 +1,77 @@
+// A catalog unit's compile request, its PCH family, and its estimated compile time.
+#include "jit/request.hpp"
+
+#include "chain/entry.hpp"  // entries_path
+#include "jit/headers.hpp"
+#include "jit/pch_store.hpp"
+#include "jit/pool/settings.hpp"  // worker_glibc_tunables
+
+#include <algorithm>
+
+namespace kiln::detail {
+
+double compile_estimate_ms(const Catalog& catalog, std::uint32_t unit_index, bool from_ptx) {
+  // Fitted to one-thread compiles on the GPU machine (2026-11-25, bench_unit_phases; docs/DESIGN.md,
+  // "Scheduling a table"): a compile's fixed cost; NVRTC reading CCCL's 7-9 MiB of headers, ~1.3 s;
+  // the code, ~25 ms per KiB of cubin (segmented_sort's 326 KiB, 9.7 s; exclusive_scan's 27 KiB, 2.0 s)
+  // or ~11 per KiB of PTX (2.3 times a cubin's bytes); the PTX tier's ptxas alone, ~7 per KiB of cubin.
+  // Code that includes nothing (no CCCL templates to instantiate) costs 0.45 of that per KiB: the
+  // 200-unit registry's 198 generated units, 6-89 KiB of cubin, took 12.4 ms per KiB on 16 busy
+  // workers against 25-27 for its CUB units (2026-11-27, the pool's trace).
+  constexpr double kFixedMs = 40, kHeaderMsPerMiB = 150, kCubinMsPerKiB = 25, kPtxMsPerKiB = 11,
+                   kAssembleMsPerKiB = 7, kPlainCodeFactor = 0.45;
+  const UnitEntry& unit = catalog.units[unit_index];
+  double cubin = 0, ptx = 0;  // KiB of the largest of each kind
+  for (const BinaryEntry& b : catalog.binaries_of(unit)) {
+    if (b.kind == BinaryKind::cubin) cubin = std::max(cubin, b.size / 1024.0);
+    if (b.kind == BinaryKind::ptx) ptx = std::max(ptx, b.size / 1024.0);
+  }
+  if (from_ptx) return kFixedMs + (cubin > 0 ? cubin : ptx / 2.3) * kAssembleMsPerKiB;
+  double headers = 0;  // MiB
+  for (std::uint32_t i = 0; i < unit.header_count; ++i)
+    headers += catalog.headers[catalog.unit_headers[unit.first_header + i]].size / (1024.0 * 1024.0);
+  const double code = (cubin > 0 ? cubin * kCubinMsPerKiB : ptx * kPtxMsPerKiB) * (unit.header_count == 0 ? kPlainCodeFactor : 1);
+  return kFixedMs + headers * kHeaderMsPerMiB + code;
+}
+
+std::vector<std::uint32_t> longest_first(const Catalog& catalog, std::vector<std::uint32_t> units) {
+  std::vector<double> estimate(catalog.units.size());
+  for (const std::uint32_t u : units) estimate[u] = compile_estimate_ms(catalog, u);
+  std::stable_sort(units.begin(), units.end(), [&](std::uint32_t a, std::uint32_t b) { return estimate[a] > estimate[b]; });
+  return units;
+}
+
+CompileRequest make_request(const Catalog& catalog, std::uint32_t unit_index, unsigned arch) {
+  const UnitEntry& unit = catalog.units[unit_index];
+  CompileRequest request;
+  request.registry = std::string(catalog.name);
+  request.unit = std::string(catalog.str(unit.name));
+  request.source_name = std::string(catalog.str(unit.source_name));
+  request.source = std::string(catalog.str(unit.source));
+  const std::string_view options = catalog.str(unit.options);
+  for (std::size_t start = 0; start < options.size();) {
+    const std::size_t end = std::min(options.find('\n', start), options.size());
+    request.options.emplace_back(options.substr(start, end - start));
+    start = end + 1;
+  }
+  request.headers = unit_headers(catalog, unit);
+  for (const KernelEntry& k : catalog.kernels) {
+    if (k.unit != unit_index) continue;
+    request.kernels.push_back({std::string(catalog.str(k.name)), std::string(catalog.str(k.lowered))});
+    request.expressions.emplace_back(catalog.str(k.expression));
+  }
+  request.arch = arch;
+  return request;
+}
+
+PchFamily request_family(const Catalog& catalog, const CompileRequest& request, const DiskCache& cache) {
+  if (!cache.usable()) return {};
+  std::string key = pch_family(request, catalog.header_bundle_digest, worker_glibc_tunables());
+  if (key.empty()) return {};
+  // A path, not a descriptor: NVRTC opens the file itself. The directory is the cache's, vetted when
+  // the cache was opened and before every store.
+  std::filesystem::path path = pch_path(entries_path(cache.config().dir), key);
+  return {std::move(key), std::move(path)};
+}
+
+}  // namespace kiln::detail

@@ -1,0 +1,33 @@
+// What the JIT tier asks its pool for a catalog unit: the compile request, its PCH family, and how long
+// it will take (the pool's order).
+#pragma once
+
+#include "jit/compiler/compile.hpp"
+#include "jit/pool/pool.hpp"  // PchFamily
+
+#include <kiln/cache.hpp>
+#include <kiln/catalog.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace kiln::detail {
+
+// The request that compiles unit `unit` of `catalog` for `arch`: its translation unit, options, kernels
+// and the headers it includes, from the catalog's bundle, in memory.
+CompileRequest make_request(const Catalog& catalog, std::uint32_t unit, unsigned arch);
+
+// The PCH family of a catalog's request, with its file in `cache` (empty when the cache is not usable).
+PchFamily request_family(const Catalog& catalog, const CompileRequest& request, const DiskCache& cache);
+
+// How long compiling unit `unit` of `catalog` takes on one thread, roughly: from the bytes of the headers
+// it includes and of the code it makes (an embedded binary of another architecture), with `from_ptx`
+// the PTX tier's assembly alone. Only ever compared with other estimates: the pool takes the longest
+// compile first and gives it threads where it would finish last (docs/DESIGN.md, "Scheduling a table").
+double compile_estimate_ms(const Catalog& catalog, std::uint32_t unit, bool from_ptx = false);
+
+// `units` of `catalog`, the longest compile first (compile_estimate_ms; ties keep their order): the order
+// in which kiln::precompile and warm-up hand them to the pool.
+std::vector<std::uint32_t> longest_first(const Catalog& catalog, std::vector<std::uint32_t> units);
+
+}  // namespace kiln::detail

@@ -1,0 +1,103 @@
+// What a Registry holds: its catalog and device, a library per unit, a published slot per kernel, its
+// counters, and what is made on first use (the prefetch, warm-up, units linked with run-time code).
+#pragma once
+
+#include "chain/tier.hpp"
+
+#include <kiln/cache.hpp>
+#include <kiln/catalog.hpp>
+#include <kiln/driver.hpp>
+#include <kiln/registry.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln {
+
+namespace detail {
+class Prefetch;  // registry/prefetch.hpp: this device's images read ahead
+}  // namespace detail
+
+class Registry::Impl {
+ public:
+  Impl(const Catalog& catalog, int device, RegistryOptions options);
+  ~Impl();
+
+  Kernel get(std::string_view name);
+  Kernel get(std::string_view name, const LinkedSource& link);  // registry/linked.cpp
+  Plan plan(std::string_view name);
+  DeviceInfo device();
+  CUcontext context();
+  RegistryStats stats() const noexcept;
+  CacheKey cache_key(std::string_view name, unsigned arch);
+  // registry/warmup.cpp
+  void request_warmup(const std::vector<std::string>& names);
+  std::vector<std::string> ensure_warm(const std::vector<std::string>& names, std::chrono::milliseconds timeout);
+  void precompile_all();
+  WarmupStatus status();
+
+  const Catalog& catalog_;
+
+ private:
+  struct Warmup;       // registry/warmup.hpp
+  struct LinkedUnits;  // registry/linked_units.hpp
+
+  // A kernel made launchable, and the context (its cuCtxGetId) its CUfunction belongs to. Immutable.
+  struct Loaded {
+    Kernel kernel;
+    std::uint64_t context_id = 0;  // never 0 for a live context
+  };
+  // Per kernel: the published Loaded. Written under the unit's mutex (once, and again after a context
+  // reset, the old one kept until the registry ends), read without a lock.
+  struct Slot {
+    std::atomic<const Loaded*> loaded{nullptr};
+  };
+  // Per unit: the library loaded from one of its binaries, and that binary as its tier handed it over
+  // (owned here for the library's life). Guarded by `mutex`, which also serialises the first loads of the
+  // unit's kernels.
+  struct UnitState {
+    std::mutex mutex;
+    CUlibrary library = nullptr;
+    detail::UnitImage image;
+  };
+
+  void ensure_device();
+  std::uint64_t live_context_id();
+  Kernel load(const KernelEntry& entry, std::size_t index);
+  void load_unit(UnitState& unit, const KernelEntry& entry);
+  detail::UnitQuery query(const KernelEntry& entry, const LinkedSource* link = nullptr);
+  DiskCache& disk();
+  void count_served(const detail::UnitImage& image);
+
+  const KernelEntry* find(std::string_view name) const noexcept;  // through names_
+
+  std::vector<std::uint32_t> names_;  // the kernels by name, hashed (registry/name_index.hpp)
+  int ordinal_;
+  RegistryOptions options_;
+  std::once_flag device_once_;
+  CUdevice cu_device_ = 0;
+  CUcontext context_ = nullptr;
+  DeviceInfo info_;
+  std::unique_ptr<UnitState[]> units_;
+  std::unique_ptr<Slot[]> slots_;
+  std::atomic<std::uint64_t> unit_loads_{0};
+  std::atomic<std::uint64_t> kernel_loads_{0};
+  std::atomic<std::uint64_t> disk_loads_{0};
+  std::atomic<std::uint64_t> remote_loads_{0};
+  std::atomic<std::uint64_t> jit_compiles_{0};
+  std::atomic<std::uint64_t> context_reloads_{0};
+  std::mutex retired_mutex_;
+  std::vector<std::unique_ptr<const Loaded>> retired_;  // replaced after a context reset; readers may still hold them
+  std::unique_ptr<Warmup> warmup_;  // created on the first warm-up call
+  std::unique_ptr<detail::Prefetch> prefetch_;  // started when the device is first asked for
+  std::unique_ptr<LinkedUnits> linked_;  // units linked with run-time code (registry/linked_units.hpp)
+  std::mutex warmup_mutex_;
+};
+
+}  // namespace kiln
