@@ -488,8 +488,9 @@ class _Validator:
         Only there: the generated translation unit names its source relative to the table (`#line`), so
         that the unit's text, digest and cache key are the same wherever the project is checked out; a
         file elsewhere is reached through an include directory and a small source in the tree, or a family.
-        The check is on the path as written (`..` resolved, symlinks kept): a link in the tree is the
-        table's own choice."""
+        The check is on the path as written (`..` resolved) and on the file it leads to (links followed): a
+        link in the tree that leads out of it is refused like `../x.cu`, since the generator and the
+        compilers read the file it leads to."""
         if not isinstance(value, str) or not value:
             self.fail(where, f"expected the path of a .cu file relative to the table, got {value!r}")
         if Path(value).is_absolute():
@@ -501,7 +502,12 @@ class _Validator:
                              "the table's directory tree; move it there, or #include it from a source that does")
         if p in self.sources_read:  # rows sharing a source: checked once
             return p
-        if why := nvcc_unsafe(str(p.resolve().parent)):
+        target = p.resolve()
+        if not target.is_relative_to(self.base):
+            self.fail(where, f"{value!r} is a link to {target}, outside the table's directory {self.base}: a "
+                             "source must lie in the table's directory tree; move it there, or #include it from "
+                             "a source that does")
+        if why := nvcc_unsafe(str(target.parent)):
             self.fail(where, f"{value!r}: its directory cannot be handed to nvcc as an include directory: {why}")
         try:
             p.read_text(encoding="utf-8")  # as the generator and NVRTC will read it

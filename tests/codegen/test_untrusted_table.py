@@ -85,6 +85,22 @@ class UntrustedTable(TableCase):
         s = self.load(HEADER + '[[unit]]\nname = "u"\nsource = "sub/../k.cu"\nkernels = ["k"]\n')
         self.assertIn('#line 1 "k.cu"', unit_source.render_unit(s, s.units[0]))
 
+    def test_a_link_out_of_the_tables_tree_is_refused_by_name(self):
+        outside = Path(self.dir.name) / "outside"
+        outside.mkdir()
+        (outside / "x.cu").write_text(KERNEL)
+        (self.root / "x.cu").symlink_to(outside / "x.cu")
+        (self.root / "linked_dir").symlink_to(outside)
+        for value in ("x.cu", "linked_dir/x.cu"):
+            with self.subTest(value=value):
+                message = self.refused(HEADER + '[[unit]]\nname = "u"\nsource = "%s"\nkernels = ["k"]\n' % value,
+                                       "unit #1 'u'", "field 'source'", "outside", "the table's directory")
+                self.assertEqual(len(message.splitlines()), 1, message)
+        # A link that stays in the tree is the table's own choice.
+        (self.root / "in.cu").symlink_to(self.root / "k.cu")
+        s = self.load(HEADER + '[[unit]]\nname = "u"\nsource = "in.cu"\nkernels = ["k"]\n')
+        self.assertIn('#line 1 "in.cu"', unit_source.render_unit(s, s.units[0]))
+
 
 class LinearValidation(unittest.TestCase):
     """Validation must do work proportional to the rows. Counted, not timed: the lines the validator
