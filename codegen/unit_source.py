@@ -10,6 +10,7 @@ from pathlib import Path
 
 import jinja2
 
+import bounded
 import errors
 import render
 import spec as specmod
@@ -100,14 +101,21 @@ class UnitFiles:
 
 
 def unit_body(spec: specmod.Spec, unit: specmod.Unit) -> str:
+    """A hand-written source's text, or a family's template rendered with the row's params: compiled and
+    rendered within bounds of time, memory and length (bounded.py), as a family is the table's text."""
     if unit.source:
         return unit.source.read_text(encoding="utf-8")
     env = render.environment(unit.family_path.parent)
+
+    def describe(e: BaseException) -> str:  # the sandbox's SecurityError among them; a syntax error in an {% include %}
+        return specmod.template_error(e, unit.family_path) if isinstance(e, jinja2.TemplateError) else specmod.one_line(e)
+
     try:
-        return env.get_template(unit.family_path.name).render(unit.params)
-    except jinja2.TemplateError as e:  # the sandbox's SecurityError among them; a syntax error in an {% include %}
-        raise errors.GenError(f"{specmod.unit_where(spec.path, unit.row, unit.line, unit.name)}: family "
-                              f"'{unit.family}': cannot render: {specmod.template_error(e, unit.family_path)}") from None
+        return bounded.run([lambda: env.get_template(unit.family_path.name).render(unit.params)],
+                           bounded.UNIT_CHARS, describe)[0]
+    except bounded.Failed as e:
+        raise errors.GenError(f"{specmod.unit_where(spec.path, unit.row, unit.line, unit.name)}: field 'family': "
+                              f"family '{unit.family}': cannot render: {specmod.one_line(e)}") from None
 
 
 HOISTED = re.compile(r"\s*(#\s*(include|pragma|define|undef)\b.*|//.*|)$")
