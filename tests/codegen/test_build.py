@@ -149,7 +149,31 @@ class Errors(unittest.TestCase):
         code, err = self.run_with_table_edit("b<float>", "b<flaot>")
         self.assertEqual(code, 1)
         self.assertIn("t.toml:11: unit #2 'b': field 'kernels'", err)
-        self.assertIn("flaot", err)  # NVRTC's log
+        self.assertIn("flaot", err)
+        self.assertEqual(err.count('"flaot" is undefined'), 1, "reported once, not by nvcc and by NVRTC")
+
+    def test_misspelt_kernel_name_is_reported_once_with_the_close_names(self):
+        # nvcc's error on the unit's reference to the kernel, then NVRTC's on the name expression, said the
+        # same twice, without naming what the source defines.
+        source = ('extern "C" __global__ void brighten(float* x) { *x += 1; }\n'
+                  'extern "C" __global__ void __launch_bounds__(64) darken(float* x) { *x -= 1; }\n')
+        for jit_only in ("", "jit_only = true\n"):
+            with self.subTest(jit_only=bool(jit_only)), tempfile.TemporaryDirectory() as d:
+                root = Path(d)
+                (root / "k.cu").write_text(source)
+                (root / "t.toml").write_text('[registry]\nname = "k"\n\n[[unit]]\nname = "k"\nsource = "k.cu"\n'
+                                             'kernels = ["brigten", "darken", "zzz"]\n' + jit_only)
+                code, err = self.run_main(root)
+                self.assertEqual(code, 1)
+                self.assertIn("t.toml:4: unit #1 'k': field 'kernels': kernel 'brigten': the source defines no "
+                              "kernel named 'brigten'; did you mean 'brighten'?", err)
+                self.assertIn("kernel 'zzz': the source defines no kernel named 'zzz' (its kernels: brighten, darken)",
+                              err)
+                self.assertNotIn("kernel 'darken'", err)
+                self.assertNotIn("nvcc failed", err)
+                self.assertLessEqual(err.count('"brigten" is undefined'), 1, err)
+                if not jit_only:  # nvcc's log, which cites the row's `kernels` in the table
+                    self.assertRegex(err, r"/t\.toml\(7\): error: identifier \"brigten\" is undefined")
 
     def test_bad_table(self):
         code, err = self.run_with_table_edit('"a.cu"', '"missing.cu"')
