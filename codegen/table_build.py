@@ -95,9 +95,9 @@ def codegen_identity() -> str:
 
 
 def stamp_inputs(w: UnitWork, common: dict) -> dict:
-    # `where` names the table as the caller spelled its path, `paths` where its files lie: not inputs of
-    # the binaries.
-    return dict(common, description={k: v for k, v in w.desc.items() if k not in ("where", "paths")})
+    # `where` names the table as the caller spelled its path, `paths` where its files lie, `hoisted` which
+    # lines logs cite in the source: not inputs of the binaries.
+    return dict(common, description={k: v for k, v in w.desc.items() if k not in ("where", "paths", "hoisted")})
 
 
 def is_fresh(w: UnitWork, inputs: dict, hashes: dict[str, bytes] | None = None) -> bool:
