@@ -520,8 +520,12 @@ class _Validator:
         return opts
 
     def directory(self, value: str, where: str) -> Path:
-        p = (self.base / value).resolve()
-        if not p.is_dir():
+        try:
+            p = (self.base / value).resolve()
+            is_dir = p.is_dir()
+        except (OSError, ValueError) as e:  # a NUL, a name too long, a loop of links
+            self.fail(where, f"{value!r} is not a directory one can open: {path_error(e)}")
+        if not is_dir:
             self.fail(where, f"{value!r} is not a directory (relative to {self.base})")
         if why := nvcc_unsafe(str(p)):
             self.fail(where, f"{value!r} ({p}) cannot be handed to nvcc as an include directory: {why}")
@@ -538,6 +542,8 @@ class _Validator:
         compilers read the file it leads to."""
         if not isinstance(value, str) or not value:
             self.fail(where, f"expected the path of a .cu file relative to the table, got {value!r}")
+        if "\0" in value:
+            self.fail(where, f"{value!r} contains a NUL character, which no path may contain")
         if Path(value).is_absolute():
             self.fail(where, f"{value!r} is an absolute path, outside the table's directory tree: give the path "
                              f"relative to the table's directory {self.base} (a source must lie in that tree)")
@@ -547,7 +553,10 @@ class _Validator:
                              "the table's directory tree; move it there, or #include it from a source that does")
         if p in self.sources_read:  # rows sharing a source: checked once
             return p
-        target = p.resolve()
+        try:
+            target = p.resolve()
+        except (OSError, RuntimeError) as e:  # a loop of links (RuntimeError before Python 3.13)
+            self.fail(where, f"cannot read {value!r} ({p}): {path_error(e)}")
         if not target.is_relative_to(self.base):
             self.fail(where, f"{value!r} is a link to {target}, outside the table's directory {self.base}: a "
                              "source must lie in the table's directory tree; move it there, or #include it from "
@@ -582,6 +591,10 @@ def render_expression(env: jinja2.Environment, compiled: dict, expr: str, params
     if expr not in compiled:
         compiled[expr] = env.from_string(expr)
     return compiled[expr].render(params)
+
+
+def path_error(e: BaseException) -> str:
+    return e.strerror if isinstance(e, OSError) and e.strerror else one_line(e)
 
 
 def one_line(e: BaseException) -> str:

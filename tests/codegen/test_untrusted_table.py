@@ -90,6 +90,21 @@ class UntrustedTable(TableCase):
         self.one_line_refusal(HEADER + '[[unit]]\nname = "d"\nfamily = "deep"\nkernels = ["k"]\n',
                               "unit #1 'd'", "field 'family'", "nests too deeply")
 
+    def test_a_path_no_file_can_have_is_one_line(self):
+        # A NUL, a name longer than the system takes, a loop of links: a ValueError traceback, or an OSError
+        # naming no row or field, before.
+        (self.root / "loop1.cu").symlink_to(self.root / "loop2.cu")
+        (self.root / "loop2.cu").symlink_to(self.root / "loop1.cu")
+        long = "a" * 5000
+        unit = '[[unit]]\nname = "u"\nsource = "%s"\nkernels = ["k"]\n'
+        for field, table in (("include_dirs", HEADER + 'include_dirs = ["a\\u0000b"]\n' + unit % "k.cu"),
+                             ("template_dirs", '[registry]\nname = "t"\ntemplate_dirs = ["a\\u0000b"]\n' + unit % "k.cu"),
+                             ("include_dirs", HEADER + 'include_dirs = ["%s"]\n' % long + unit % "k.cu"),
+                             ("source", HEADER + unit % "a\\u0000.cu"), ("source", HEADER + unit % (long + ".cu")),
+                             ("source", HEADER + unit % "loop1.cu")):
+            with self.subTest(field=field, table=table[-60:]):
+                self.one_line_refusal(table, f"field '{field}'")
+
     def test_a_family_is_rendered_within_bounds(self):
         (self.root / "fam" / "loop.cu.j2").write_text(
             "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}" + KERNEL)
