@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import difflib
 import os
 import re
 import tempfile
@@ -37,6 +38,16 @@ import unit_source
 NVRTC_ONLY_OPTIONS = ("-default-device",)
 # Where NVRTC's log places an error in a name expression (nvrtcAddNameExpression): a file it makes up.
 NAME_MAP = "__nv_name_map("
+
+
+class NameExpressionError(errors.GenError):
+    """A name expression of the unit's `kernels` names nothing NVRTC can instantiate: the table's mistake,
+    which nvcc's failure on the same unit repeats (table_build reports it once). `summary`: the message
+    without NVRTC's log."""
+
+    def __init__(self, message: str, summary: str = ""):
+        super().__init__(message)
+        self.summary = summary or message
 
 
 class LoweringError(Exception):
@@ -197,7 +208,7 @@ def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Pa
             lower_names(str(nvrtc), text, source.name, expressions, options)
         except LoweringError as e:
             if str(e).startswith("name expression") or NAME_MAP in e.log:
-                raise errors.GenError(f"{desc['where']}: field 'kernels': {e}\n{unit_source.log_with_paths(desc, e.log)}") from None
+                raise name_expression_error(desc, text, e) from None
         return
     read, headers = listed_headers(desc, source, listed, cuda_root)
     try:
@@ -205,7 +216,7 @@ def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Pa
             names, kinds = lower_with_types(str(nvrtc), text, source.name, expressions, options, headers)
     except LoweringError as e:
         if str(e).startswith("name expression") or NAME_MAP in e.log:  # NVRTC's errors in a name expression
-            raise errors.GenError(f"{desc['where']}: field 'kernels': {e}\n{unit_source.log_with_paths(desc, e.log)}") from None
+            raise name_expression_error(desc, text, e) from None
         raise errors.GenError(
             f"{desc['where']}: nvcc compiled this unit, but the JIT tier could not: {e} with the {len(headers)} "
             f"headers bundled for it in memory and no include directory, as the JIT runs it. A header NVRTC "
@@ -213,6 +224,64 @@ def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Pa
             f"#include_next) or is included by a name no include directory gives it.\n{unit_source.log_with_paths(desc, e.log)}") from None
     header_bundle.write_unit_list(unit_list, headers, read)
     write_lowered([k["expression"] for k in desc["kernels"]], names, kinds, output, types)
+
+
+GLOBAL = re.compile(r"\b__global__\b")
+# What may stand between __global__ and a kernel's name with parentheses of its own.
+KERNEL_ATTRIBUTE = re.compile(r"\b(?:__launch_bounds__|__maxnreg__|__cluster_dims__|__attribute__|alignas)\s*"
+                              r"\((?:[^()]|\([^()]*\))*\)")
+NAME_BEFORE_PARENTHESIS = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+EXPRESSION_NAME = re.compile(r"\s*&?\s*(?:::\s*)?((?:[A-Za-z_][A-Za-z0-9_]*\s*::\s*)*[A-Za-z_][A-Za-z0-9_]*)")
+
+# An error NVRTC's log places in a file (the unit, a header), not in its name expressions.
+SOURCE_ERROR = re.compile(r"^(?!__nv_name_map\()\S[^\n]*\([0-9]+\): (?:catastrophic )?error\b", re.M)
+
+
+def defined_kernels(text: str) -> list[str]:
+    """The names of the __global__ functions a translation unit declares (read from its text, not
+    compiled), in order, each once."""
+    names = []
+    for m in GLOBAL.finditer(text):
+        declaration = KERNEL_ATTRIBUTE.sub(" ", text[m.end():m.end() + 1000])
+        if (name := NAME_BEFORE_PARENTHESIS.search(declaration)) is not None:
+            names.append(name.group(1))
+    return list(dict.fromkeys(names))
+
+
+def unknown_names(desc: dict, text: str) -> list[str]:
+    """For each kernel whose name expression starts with a name no kernel of the source has: one line
+    saying so, with the source's kernels closest to it (difflib)."""
+    defined = defined_kernels(text)
+    lines = []
+    for k in desc["kernels"]:
+        m = EXPRESSION_NAME.match(k["expression"])
+        if m is None:
+            continue
+        name = re.split(r"\s*::\s*", m.group(1))[-1]
+        if name in defined:
+            continue
+        close = difflib.get_close_matches(name, defined, n=3)
+        hint = (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else
+                f" (its kernels: {', '.join(defined)})" if defined else " (it declares no __global__ function)")
+        kernel = f"kernel '{k['name']}'" + (f" = {k['expression']!r}" if k["expression"] != k["name"] else "")
+        lines.append(f"{kernel}: the source defines no kernel named '{name}'{hint}")
+    return lines
+
+
+def name_expression_error(desc: dict, text: str, e: LoweringError) -> NameExpressionError:
+    """The unit's field 'kernels' is at fault: which name the source lacks (and what is close to it), and
+    NVRTC's log when it says more than that (an error of the source itself, a wrong template argument)."""
+    where = f"{desc['where']}: field 'kernels'"
+    unknown = unknown_names(desc, text)
+    errors_elsewhere = SOURCE_ERROR.search(e.log) is not None
+    log = f"\n{unit_source.log_with_paths(desc, e.log)}" if errors_elsewhere or not unknown else ""
+    if unknown:
+        summary = "\n".join(f"{where}: {line}" for line in unknown)
+    elif str(e).startswith("name expression"):
+        summary = f"{where}: {e}"
+    else:
+        summary = f"{where}: a name expression names no kernel the source can instantiate ({e})"
+    return NameExpressionError(summary + log, summary)
 
 
 def write_lowered(expressions: list[str], names: dict[str, str], kinds: dict[str, str | None], output: Path,

@@ -150,10 +150,24 @@ def run_tool(desc: dict, target: str, cmd: list[str]) -> str:
     output = unit_source.log_with_paths(desc, result.stdout)
     if result.returncode != 0:
         raise errors.GenError(f"{desc['where']}: {name} failed for {target} (exit {result.returncode})\n"
-                              f"command: {' '.join(cmd)}\n{output}")
+                              f"command: {' '.join(cmd)}\n{output}{include_hint(desc, output)}")
     return output if output.strip() else ""
 
 
+# How nvcc says an #include found no file: its front end, and the gcc preprocessor it runs first.
+MISSING_INCLUDE = re.compile(r'cannot open source file "([^"\n]+)"|fatal error: ([^:\n]+): No such file or directory')
+
+
+def include_hint(desc: dict, log: str) -> str:
+    """For a log where an #include found no file: one line saying where nvcc looked and which field of the
+    table adds a directory; else ""."""
+    m = MISSING_INCLUDE.search(log)
+    if m is None:
+        return ""
+    header = m.group(1) or m.group(2)
+    searched = ", ".join(desc["include_dirs"]) or "no directory"
+    return (f"hint: nvcc looked for '{header}' in {searched} and the toolkit's headers; add the directory it "
+            f"is in to the table's `include_dirs` (under [registry], relative to the table)\n")
 def resolve_depfile(path: Path, target: Path, include_dirs: list[str]) -> list[str]:
     """The depfile's prerequisites as existing paths, and the depfile rewritten with them. nvcc also
     lists the name a `#line` directive gives (the hand-written source, relative to its own directory):

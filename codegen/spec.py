@@ -6,6 +6,8 @@ and say what was expected.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import re
 import tomllib
@@ -14,8 +16,10 @@ from pathlib import Path
 
 import jinja2
 import jinja2.meta
+import jinja2.nodes
 import jinja2.sandbox
 
+import bounded
 import errors
 import kiln_families
 import render
@@ -197,6 +201,8 @@ def load(path: str | Path, archs: tuple[int, ...], embed_ptx: bool, jit_only: bo
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:  # tomllib reads nested arrays and inline tables recursively
+        raise SpecError(f"{path}: not valid TOML for kiln: its arrays or inline tables nest too deeply") from None
     return _Validator(path, text, archs, embed_ptx, jit_only).spec(data)
 
 
@@ -210,7 +216,10 @@ class _Validator:
         # Kernel expressions are table text: rendered in Jinja2's sandbox, so that they reach no Python
         # internals (`{{ cycler.__init__.__globals__.os }}`), with one environment for every row.
         self.expressions = render.sandbox()
-        self.compiled: dict[str, jinja2.Template] = {}  # rows of a family share their expressions' text
+        self.parsed: set[str] = set()  # expressions checked; rows of a family share their expressions' text
+        # Expressions to render, all in one bounded run once every row is read (bounded.py):
+        # {(expression, params): [(row, kernel's position, where, kernel name)]}.
+        self.to_render: dict[tuple, list[tuple[int, int, str, str]]] = {}
         self.family_params = {}  # family template path -> the parameters it takes, parsed once
         self.declarations = {}   # kiln family declaration path -> kiln_families.Declaration, read once
         self.sources_read: set[Path] = set()  # sources already checked
@@ -257,7 +266,7 @@ class _Validator:
                               f"kernel name '{k.name}' is already exported by {kernel_rows[k.name]}")
                 kernel_rows[k.name] = f"unit '{unit.name}'"
             units.append(unit)
-        return Spec(self.path, name, namespace, tuple(units), self.template_dirs)
+        return Spec(self.path, name, namespace, self.rendered(units), self.template_dirs)
 
     # -- [[unit]] --------------------------------------------------------------------------------
 
@@ -311,7 +320,7 @@ class _Validator:
                                                        f"({', '.join(declared)}): remove 'kernels'")
             include_dirs += declaration.include_dirs
             kernels_field = dict(zip(declared, declaration.kernels.values()))
-        kernels = self.kernels(kernels_field, params, f"{where}: field 'kernels'")
+        kernels = self.kernels(kernels_field, params, f"{where}: field 'kernels'", index)
         options = self.registry_options + self.options(row, where) + (LINKED_OPTIONS if linked else ())
         if not any(o.startswith("-std=") for o in options):
             options = (DEFAULT_STD,) + options
@@ -405,7 +414,9 @@ class _Validator:
         full = {k: params.get(k, declaration.params[k].default) for k in wanted}
         return family, template, dict(sorted(full.items())), declaration
 
-    def kernels(self, value, params: dict, where: str) -> tuple[Kernel, ...]:
+    def kernels(self, value, params: dict, where: str, row: int) -> tuple[Kernel, ...]:
+        """The row's kernels; an expression with Jinja2 syntax is parsed here (its syntax checked) and
+        compiled and rendered with the others by `rendered`."""
         if isinstance(value, list) and value:
             pairs = []
             for v in value:
@@ -427,17 +438,51 @@ class _Validator:
                                  f"of that name (kernels::{name}): choose another")
             if not isinstance(expr, str) or not expr.strip():
                 self.fail(where, f"kernel '{name}': expected a C++ name expression string, got {expr!r}")
-            try:
-                if "{" not in expr:  # no Jinja2 syntax: nothing to render
-                    rendered = expr
-                else:
-                    if expr not in self.compiled:
-                        self.compiled[expr] = self.expressions.from_string(expr)
-                    rendered = self.compiled[expr].render(params)
-            except jinja2.TemplateError as e:
-                self.fail(where, f"kernel '{name}': cannot render {expr!r}: {e}")
-            kernels.append(Kernel(name, " ".join(rendered.split())))
+            if "{" in expr:  # Jinja2 syntax: rendered once every row is read
+                self.parse_expression(expr, f"{where}: kernel '{name}'")
+                key = (expr, tuple(sorted(params.items())))
+                self.to_render.setdefault(key, []).append((row, len(kernels), where, name))
+            kernels.append(Kernel(name, " ".join(expr.split())))
         return tuple(kernels)
+
+    def parse_expression(self, expr: str, where: str) -> None:
+        """Parse a name expression once, refusing what would load another template: an expression is
+        rendered alone, with its row's params. Not compiled here: Jinja2 computes constant parts while
+        compiling (`{{ 10 ** (10 ** 10) }}`), so compiling is bounded too (`rendered`)."""
+        if expr in self.parsed:
+            return
+        try:
+            tree = self.expressions.parse(expr)
+            for node in tree.find_all((jinja2.nodes.Include, jinja2.nodes.Import, jinja2.nodes.FromImport,
+                                       jinja2.nodes.Extends)):
+                tag = {"FromImport": "from ... import", "Include": "include", "Import": "import",
+                       "Extends": "extends"}[type(node).__name__]
+                self.fail(where, f"cannot render {expr!r}: {{% {tag} %}} is not allowed in a name expression, "
+                                 f"which is rendered alone with its row's params (a family's template may use it)")
+            self.parsed.add(expr)
+        except jinja2.TemplateError as e:
+            self.fail(where, f"cannot render {expr!r}: {one_line(e)}")
+        except (RecursionError, MemoryError):
+            self.fail(where, f"cannot render {expr!r}: it nests too deeply")
+
+    def rendered(self, units: list[Unit]) -> tuple[Unit, ...]:
+        """`units` with their name expressions rendered, all in one run bounded in time, memory and
+        length (bounded.py); the first that fails is the error, naming its row and kernel."""
+        keys = list(self.to_render)
+        compiled: dict[str, jinja2.Template] = {}  # filled in the child that renders them
+        jobs = [functools.partial(render_expression, self.expressions, compiled, expr, dict(params))
+                for expr, params in keys]
+        try:
+            texts = bounded.run(jobs, bounded.EXPRESSION_CHARS, one_line)
+        except bounded.Failed as e:
+            expr = keys[e.index][0]
+            _, _, where, name = self.to_render[keys[e.index]][0]
+            self.fail(where, f"kernel '{name}': cannot render {expr!r}: {one_line(e)}")
+        kernels: dict[int, list[Kernel]] = {}  # {row: its kernels}, of rows with a rendered expression
+        for key, text in zip(keys, texts):
+            for row, position, _, name in self.to_render[key]:
+                kernels.setdefault(row, list(units[row - 1].kernels))[position] = Kernel(name, " ".join(text.split()))
+        return tuple(dataclasses.replace(u, kernels=tuple(kernels[u.row])) if u.row in kernels else u for u in units)
 
     # -- field helpers ---------------------------------------------------------------------------
 
@@ -475,8 +520,12 @@ class _Validator:
         return opts
 
     def directory(self, value: str, where: str) -> Path:
-        p = (self.base / value).resolve()
-        if not p.is_dir():
+        try:
+            p = (self.base / value).resolve()
+            is_dir = p.is_dir()
+        except (OSError, ValueError) as e:  # a NUL, a name too long, a loop of links
+            self.fail(where, f"{value!r} is not a directory one can open: {path_error(e)}")
+        if not is_dir:
             self.fail(where, f"{value!r} is not a directory (relative to {self.base})")
         if why := nvcc_unsafe(str(p)):
             self.fail(where, f"{value!r} ({p}) cannot be handed to nvcc as an include directory: {why}")
@@ -488,10 +537,13 @@ class _Validator:
         Only there: the generated translation unit names its source relative to the table (`#line`), so
         that the unit's text, digest and cache key are the same wherever the project is checked out; a
         file elsewhere is reached through an include directory and a small source in the tree, or a family.
-        The check is on the path as written (`..` resolved, symlinks kept): a link in the tree is the
-        table's own choice."""
+        The check is on the path as written (`..` resolved) and on the file it leads to (links followed): a
+        link in the tree that leads out of it is refused like `../x.cu`, since the generator and the
+        compilers read the file it leads to."""
         if not isinstance(value, str) or not value:
             self.fail(where, f"expected the path of a .cu file relative to the table, got {value!r}")
+        if "\0" in value:
+            self.fail(where, f"{value!r} contains a NUL character, which no path may contain")
         if Path(value).is_absolute():
             self.fail(where, f"{value!r} is an absolute path, outside the table's directory tree: give the path "
                              f"relative to the table's directory {self.base} (a source must lie in that tree)")
@@ -501,7 +553,15 @@ class _Validator:
                              "the table's directory tree; move it there, or #include it from a source that does")
         if p in self.sources_read:  # rows sharing a source: checked once
             return p
-        if why := nvcc_unsafe(str(p.resolve().parent)):
+        try:
+            target = p.resolve()
+        except (OSError, RuntimeError) as e:  # a loop of links (RuntimeError before Python 3.13)
+            self.fail(where, f"cannot read {value!r} ({p}): {path_error(e)}")
+        if not target.is_relative_to(self.base):
+            self.fail(where, f"{value!r} is a link to {target}, outside the table's directory {self.base}: a "
+                             "source must lie in the table's directory tree; move it there, or #include it from "
+                             "a source that does")
+        if why := nvcc_unsafe(str(target.parent)):
             self.fail(where, f"{value!r}: its directory cannot be handed to nvcc as an include directory: {why}")
         try:
             p.read_text(encoding="utf-8")  # as the generator and NVRTC will read it
@@ -521,8 +581,26 @@ def family_params(path: Path, where: str) -> set[str]:
         return set(jinja2.meta.find_undeclared_variables(render.sandbox().parse(text, filename=str(path))))
     except jinja2.TemplateSyntaxError as e:
         raise SpecError(f"{where}: field 'family': {template_error(e, path)}") from None
+    except (RecursionError, MemoryError):
+        raise SpecError(f"{where}: field 'family': {path}: the template nests too deeply") from None
     except (OSError, UnicodeDecodeError) as e:
         raise SpecError(f"{where}: field 'family': cannot read {path}: {e}") from None
+
+
+def render_expression(env: jinja2.Environment, compiled: dict, expr: str, params: dict) -> str:
+    if expr not in compiled:
+        compiled[expr] = env.from_string(expr)
+    return compiled[expr].render(params)
+
+
+def path_error(e: BaseException) -> str:
+    return e.strerror if isinstance(e, OSError) and e.strerror else one_line(e)
+
+
+def one_line(e: BaseException) -> str:
+    """An error's message on one line (a template's own words, without Python's traceback)."""
+    text = " ".join(str(e).split())
+    return text if isinstance(e, (jinja2.TemplateError, bounded.Failed)) else f"{type(e).__name__}: {text}"
 
 
 def template_error(e: jinja2.TemplateError, path: Path) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import multiprocessing
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,7 +66,7 @@ def build(spec: specmod.Spec, toolkit: cuda_toolkit.Toolkit, ptx_strip: str, out
         if not is_fresh(w, stamp_inputs(w, inputs_common), hashes):
             stale.append(w)
 
-    failures = compile_units(stale, toolkit, ptx_strip, jobs, report)
+    failures = compile_units(stale, toolkit, ptx_strip, jobs, report, spec.path.resolve())
     for w in stale:
         if w.unit.name not in failures:
             write_stamp(w, stamp_inputs(w, inputs_common), hashes)
@@ -94,9 +95,9 @@ def codegen_identity() -> str:
 
 
 def stamp_inputs(w: UnitWork, common: dict) -> dict:
-    # `where` names the table as the caller spelled its path, `paths` where its files lie: not inputs of
-    # the binaries.
-    return dict(common, description={k: v for k, v in w.desc.items() if k not in ("where", "paths")})
+    # `where` names the table as the caller spelled its path, `paths` where its files lie, `hoisted` which
+    # lines logs cite in the source: not inputs of the binaries.
+    return dict(common, description={k: v for k, v in w.desc.items() if k not in ("where", "paths", "hoisted")})
 
 
 def is_fresh(w: UnitWork, inputs: dict, hashes: dict[str, bytes] | None = None) -> bool:
@@ -129,11 +130,14 @@ def stamped_headers(w: UnitWork) -> list[str]:
 # -- compiling ----------------------------------------------------------------------------------------
 
 def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, ptx_strip: str, jobs: int,
-                  report: "progress.Report") -> dict[str, dict]:
+                  report: "progress.Report", table: Path | None = None) -> dict[str, dict]:
     """Compile every target and lower the names of each stale unit, then pack each unit whose targets all
     compiled into its fatbins. Returns the failures as {unit: {step: message}}: a unit's first failed
     compile (the other targets' logs say the same), its failed lowering (NVRTC's view, which names the
-    field when a name expression is wrong) and a failed packing.
+    field when a name expression is wrong) and a failed packing. A name expression at fault is reported
+    once: when every error nvcc gave is in the unit's references to its kernels (placed in `table`, the
+    spec table, at the row's `kernels`), as the lowering's words (which name, and what is close to it)
+    with nvcc's log, which cites the table's line; NVRTC's log would say the same again.
 
     A unit's lowering runs once its first target compiled (or, for a JIT-only unit, once nvcc's
     preprocessor listed its headers): it compiles the unit as the JIT will, from the headers that compile
@@ -177,6 +181,7 @@ def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, ptx_stri
         if len(ws) > 1:
             report.shared("headers listed", [w.unit.name for w in ws])
     failures: dict[str, dict] = {}
+    names_at_fault: dict[str, lowering.NameExpressionError] = {}  # units whose lowering blamed a name expression
     # Each unit's steps: its first compile or scan, its other targets, its lowering, its packing.
     report.start(len(stale) + len(later) + len(stale) + len(pending))
 
@@ -210,6 +215,8 @@ def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, ptx_stri
         ready = []
         for w in ws:
             o = outcomes[w.unit.name]
+            if isinstance(o, lowering.NameExpressionError):
+                names_at_fault[w.unit.name] = o
             if isinstance(o, BaseException):
                 message = (str(o) if isinstance(o, errors.GenError) else
                            f"{w.desc['where']}: a compile process died ({o}); the build can be rerun")
@@ -235,7 +242,7 @@ def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, ptx_stri
             queue += [(task, False) for task in finished(ws, step, run_step(step, args))]
             if was_first:
                 queue += [(task, False) for task in lowering_of(ws)]
-        return failures
+        return reported(failures, names_at_fault, table)
     # spawn, not fork: the executor's own thread is running when it starts workers. As many tasks run as
     # there are processes, picked in this order: lowering or packing once the steps they need ended (so a
     # name or JIT error comes early), every first step, then the other targets.
@@ -267,6 +274,26 @@ def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, ptx_stri
                 ready += finished(ws, step, outcome)
                 if was_first:  # the units' headers are listed: their lowering can run
                     ready += lowering_of(ws)
+    return reported(failures, names_at_fault, table)
+
+
+# Where nvcc's log places an error: `file(line): error` (its front end), `file:line:col: fatal error` (gcc's
+# preprocessor).
+NVCC_ERROR = re.compile(r"^(\S[^\n]*?)(?:\([0-9]+\)|:[0-9]+:[0-9]+): (?:catastrophic |fatal )?error\b", re.M)
+
+
+def reported(failures: dict[str, dict], names_at_fault: dict, table: Path | None) -> dict[str, dict]:
+    """`failures` with one message per unit whose name expressions are at fault, where nvcc's errors are
+    all in the table (the references to the kernels, whose #line names the row's `kernels`): the
+    lowering's summary, then nvcc's log."""
+    for unit, fault in names_at_fault.items():
+        compiled = failures[unit].get("compile_target")
+        if compiled is None or table is None:
+            continue
+        log = compiled.split("\n", 2)[-1]  # after the line naming the unit and the command's
+        found = NVCC_ERROR.findall(log)
+        if found and all(Path(f) == table for f in found):
+            failures[unit] = {"lower_unit": f"{fault.summary}\n{log}"}
     return failures
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import jinja2
 
+import bounded
 import errors
 import render
 import spec as specmod
@@ -100,14 +101,21 @@ class UnitFiles:
 
 
 def unit_body(spec: specmod.Spec, unit: specmod.Unit) -> str:
+    """A hand-written source's text, or a family's template rendered with the row's params: compiled and
+    rendered within bounds of time, memory and length (bounded.py), as a family is the table's text."""
     if unit.source:
         return unit.source.read_text(encoding="utf-8")
     env = render.environment(unit.family_path.parent)
+
+    def describe(e: BaseException) -> str:  # the sandbox's SecurityError among them; a syntax error in an {% include %}
+        return specmod.template_error(e, unit.family_path) if isinstance(e, jinja2.TemplateError) else specmod.one_line(e)
+
     try:
-        return env.get_template(unit.family_path.name).render(unit.params)
-    except jinja2.TemplateError as e:  # the sandbox's SecurityError among them; a syntax error in an {% include %}
-        raise errors.GenError(f"{specmod.unit_where(spec.path, unit.row, unit.line, unit.name)}: family "
-                              f"'{unit.family}': cannot render: {specmod.template_error(e, unit.family_path)}") from None
+        return bounded.run([lambda: env.get_template(unit.family_path.name).render(unit.params)],
+                           bounded.UNIT_CHARS, describe)[0]
+    except bounded.Failed as e:
+        raise errors.GenError(f"{specmod.unit_where(spec.path, unit.row, unit.line, unit.name)}: field 'family': "
+                              f"family '{unit.family}': cannot render: {specmod.one_line(e)}") from None
 
 
 HOISTED = re.compile(r"\s*(#\s*(include|pragma|define|undef)\b.*|//.*|)$")
@@ -128,6 +136,16 @@ def leading_lines(body: str) -> int:
 def render_unit(spec: specmod.Spec, unit: specmod.Unit) -> str:
     """The translation unit. A hand-written source's leading #includes come before the #line that names
     it: NVRTC builds no precompiled header after a #line, so units of one include prefix share one."""
+    return render_unit_hoisting(spec, unit)[0]
+
+
+HEAD_MARK = "\0kiln: the hoisted lines\0"
+
+
+def render_unit_hoisting(spec: specmod.Spec, unit: specmod.Unit) -> tuple[str, dict | None]:
+    """The translation unit, and where the lines hoisted above its first #line are: {"first": the line
+    of the unit they start at, "count", "file": the source they come from, as its #line names it}, or
+    None. Compilers cite those lines in the unit; log_with_paths cites them in the source."""
     body = unit_body(spec, unit)
     head = ""
     if unit.source:
@@ -137,9 +155,14 @@ def render_unit(spec: specmod.Spec, unit: specmod.Unit) -> str:
         if head:
             head += "\n"
         first_line = hoisted + 1
-    return render.environment().get_template("unit.cu.j2").render(
-        spec_name=spec.path.name, registry=spec.name, unit=unit, head=head, body=body,
+    text = render.environment().get_template("unit.cu.j2").render(
+        spec_name=spec.path.name, registry=spec.name, unit=unit, head=HEAD_MARK if head else "", body=body,
         line_file=line_file(spec, unit), first_line=first_line if unit.source else 1, kernels_line=unit.kernels_line)
+    if not head:
+        return text, None
+    before, _, after = text.partition(HEAD_MARK)
+    return before + head + after, {"first": before.count("\n") + 1, "count": head.count("\n"),
+                                   "file": line_file(spec, unit)}
 
 
 def line_file(spec: specmod.Spec, unit: specmod.Unit) -> str:
@@ -148,8 +171,9 @@ def line_file(spec: specmod.Spec, unit: specmod.Unit) -> str:
     return unit.source.relative_to(spec.path.resolve().parent).as_posix() if unit.source else ""
 
 
-def unit_description(spec: specmod.Spec, unit: specmod.Unit) -> dict:
-    """Everything later steps (and, later, the JIT tier) need to compile and name the unit."""
+def unit_description(spec: specmod.Spec, unit: specmod.Unit, hoisted: dict | None = None) -> dict:
+    """Everything later steps (and, later, the JIT tier) need to compile and name the unit. `hoisted`:
+    render_unit_hoisting's, for compiler logs."""
     return {
         "registry": spec.name,
         "unit": unit.name,
@@ -163,15 +187,55 @@ def unit_description(spec: specmod.Spec, unit: specmod.Unit) -> dict:
         # shown with the paths (nvcc_compile.py, lowering.py). Not an input of the binaries.
         "paths": {k: v for k, v in ((line_file(spec, unit), str(unit.source)), (spec.path.name, str(spec.path.resolve())))
                   if k},
+        # The source's lines above its #line, as the unit's: logs cite them in the source (log_with_paths).
+        # Not an input of the binaries either.
+        "hoisted": dict(hoisted, unit=source_name(spec.name, unit.name)) if hoisted else None,
     }
 
 
 def log_with_paths(desc: dict, log: str) -> str:
     """A compiler's log with the files the unit's #line directives name (relative, so that the unit's text
-    does not depend on where the project lies: `poly.cu(4)`, `geo.toml(12)`) given as paths one can open."""
+    does not depend on where the project lies: `poly.cu(4)`, `geo.toml(12)`) given as paths one can open,
+    and the lines hoisted above the first #line cited in the source they come from, not in the unit
+    (`t.u.cu:3:10` -> `kernels/poly.cu:1:10`): NVRTC builds no precompiled header past a #line, so none
+    can name them in the unit's text."""
+    if hoisted := desc.get("hoisted"):
+        log = hoisted_in_source(hoisted, log)
     for short, full in desc.get("paths", {}).items():
-        log = re.sub(rf"(?<![\w./-]){re.escape(short)}\(", lambda _: f"{full}(", log)
+        log = re.sub(rf"(?<![\w./-]){re.escape(short)}(?=[(:][0-9])", lambda _: full, log)
     return log
+
+
+# gcc's quote of a line under its error (`    3 | #include "x.h"`), which nvcc's preprocessor prints.
+QUOTED_LINE = re.compile(r"^( *)([0-9]+)( \| )")
+
+
+def hoisted_in_source(hoisted: dict, log: str) -> str:
+    """`log` with the unit's hoisted lines cited in their source (a line number gcc quotes after such a
+    citation too)."""
+    first, last = hoisted["first"], hoisted["first"] + hoisted["count"] - 1
+    unit = re.compile(rf"""(?<![\w.-])([^\s:()"']*/)?{re.escape(hoisted["unit"])}([(:])([0-9]+)""")
+    shift = None  # how far the lines gcc quotes after a hoisted citation are moved
+
+    def in_source(m: re.Match) -> str:
+        nonlocal shift
+        line = int(m.group(3))
+        if not first <= line <= last:
+            return m.group(0)
+        shift = first - 1
+        return f"{hoisted['file']}{m.group(2)}{line - shift}"
+
+    lines = []
+    for text in log.split("\n"):
+        quoted = QUOTED_LINE.match(text)
+        if quoted and shift is not None:
+            number = str(int(quoted.group(2)) - shift)
+            text = f"{quoted.group(1)}{number.rjust(len(quoted.group(2)))}{quoted.group(3)}{text[quoted.end():]}"
+        elif not quoted:
+            shift = None
+            text = unit.sub(in_source, text)
+        lines.append(text)
+    return "\n".join(lines)
 
 
 def compiler_options(desc: dict) -> list[str]:
@@ -182,8 +246,9 @@ def compiler_options(desc: dict) -> list[str]:
 def write_source(spec: specmod.Spec, unit: specmod.Unit, directory: Path) -> UnitFiles:
     """Render a unit's translation unit and description into `directory`; returns where its files are."""
     files = UnitFiles(directory, spec.name, unit.name)
-    render.write_if_different(files.source, render_unit(spec, unit))
-    render.write_json(files.description, unit_description(spec, unit))
+    text, hoisted = render_unit_hoisting(spec, unit)
+    render.write_if_different(files.source, text)
+    render.write_json(files.description, unit_description(spec, unit, hoisted))
     return files
 
 

@@ -149,7 +149,54 @@ class Errors(unittest.TestCase):
         code, err = self.run_with_table_edit("b<float>", "b<flaot>")
         self.assertEqual(code, 1)
         self.assertIn("t.toml:11: unit #2 'b': field 'kernels'", err)
-        self.assertIn("flaot", err)  # NVRTC's log
+        self.assertIn("flaot", err)
+        self.assertEqual(err.count('"flaot" is undefined'), 1, "reported once, not by nvcc and by NVRTC")
+
+    def test_misspelt_kernel_name_is_reported_once_with_the_close_names(self):
+        # nvcc's error on the unit's reference to the kernel, then NVRTC's on the name expression, said the
+        # same twice, without naming what the source defines.
+        source = ('extern "C" __global__ void brighten(float* x) { *x += 1; }\n'
+                  'extern "C" __global__ void __launch_bounds__(64) darken(float* x) { *x -= 1; }\n')
+        for jit_only in ("", "jit_only = true\n"):
+            with self.subTest(jit_only=bool(jit_only)), tempfile.TemporaryDirectory() as d:
+                root = Path(d)
+                (root / "k.cu").write_text(source)
+                (root / "t.toml").write_text('[registry]\nname = "k"\n\n[[unit]]\nname = "k"\nsource = "k.cu"\n'
+                                             'kernels = ["brigten", "darken", "zzz"]\n' + jit_only)
+                code, err = self.run_main(root)
+                self.assertEqual(code, 1)
+                self.assertIn("t.toml:4: unit #1 'k': field 'kernels': kernel 'brigten': the source defines no "
+                              "kernel named 'brigten'; did you mean 'brighten'?", err)
+                self.assertIn("kernel 'zzz': the source defines no kernel named 'zzz' (its kernels: brighten, darken)",
+                              err)
+                self.assertNotIn("kernel 'darken'", err)
+                self.assertNotIn("nvcc failed", err)
+                self.assertLessEqual(err.count('"brigten" is undefined'), 1, err)
+                if not jit_only:  # nvcc's log, which cites the row's `kernels` in the table
+                    self.assertRegex(err, r"/t\.toml\(7\): error: identifier \"brigten\" is undefined")
+
+    def test_a_missing_header_is_cited_in_the_users_file_with_a_hint(self):
+        # The leading #includes sit above the unit's #line (NVRTC's precompiled header): nvcc cited them at
+        # the generated unit's line (k.k.cu:4), and said nothing of include_dirs.
+        kernel = 'extern "C" __global__ void brighten(float* x) { *x += 1; }\n'
+        for source, line in (('// brighten\n#include "missing.h"\n' + kernel, 2), (kernel + '#include "missing.h"\n', 2)):
+            with self.subTest(line=line, hoisted=source.startswith("//")), tempfile.TemporaryDirectory() as d:
+                root = Path(d)
+                (root / "kernels").mkdir()
+                (root / "kernels" / "brighten.cu").write_text(source)
+                (root / "t.toml").write_text('[registry]\nname = "k"\n\n[[unit]]\nname = "k"\n'
+                                             'source = "kernels/brighten.cu"\nkernels = ["brighten"]\n')
+                code, err = self.run_main(root)
+                self.assertEqual(code, 1)
+                self.assertIn(f"{root / 'kernels' / 'brighten.cu'}:{line}:10: fatal error: missing.h: No such file", err)
+                if source.startswith("//"):  # gcc quotes the line, numbered as in the source
+                    self.assertRegex(err, rf"\n +{line} \| #include \"missing.h\"")
+                self.assertNotRegex(err, r"k\.k\.cu[:(][0-9]", "no line of the generated unit")
+                self.assertRegex(err, r"\nhint: nvcc looked for 'missing.h' in .*/kernels and the toolkit's headers; "
+                                      r"add the directory it is in to the table's `include_dirs`")
+                unit = (root / "out" / "k.kiln" / "k.k.cu").read_text()
+                self.assertIn('"kernels/brighten.cu"', unit)
+                self.assertNotIn(str(root), unit, "the unit's text (its digest, the cache key) names no absolute path")
 
     def test_bad_table(self):
         code, err = self.run_with_table_edit('"a.cu"', '"missing.cu"')

@@ -145,6 +145,36 @@ class Determinism(unittest.TestCase):
         self.assertEqual("".join(t.chunks()), 'a\\"b\\\\c\\nd\\077\\001\\303\\251')
 
 
+class CompilerLogs(unittest.TestCase):
+    """Compiler logs as kiln-gen shows them: every file a #line names as a path, and the lines hoisted
+    above the unit's first #line cited in their source."""
+
+    def test_hoisted_lines_are_cited_in_their_source(self):
+        with tempfile.TemporaryDirectory() as d:
+            root = Path(d)
+            (root / "kernels").mkdir()
+            (root / "kernels" / "b.cu").write_text('// b\n#include "x.h"\n\nextern "C" __global__ void b() {}\n')
+            (root / "t.toml").write_text('[registry]\nname = "t"\n[[unit]]\nname = "u"\nsource = "kernels/b.cu"\n'
+                                         'kernels = ["b"]\n')
+            spec = specmod.load(root / "t.toml", (80,), embed_ptx=False)
+            files = unit_source.write_source(spec, spec.units[0], root)
+            desc = render.read_json(files.description)
+            lines = files.source.read_text().split("\n")
+            at = lines.index('#include "x.h"') + 1  # its line in the unit
+            self.assertGreater(at, 2)
+            source = str(root / "kernels" / "b.cu")
+            for log, shown in (
+                    (f't.u.cu({at}): catastrophic error: cannot open source file "x.h"',  # NVRTC's
+                     f'{source}(2): catastrophic error: cannot open source file "x.h"'),
+                    (f'{files.source}:{at}:10: fatal error: x.h: No such file\n {at:3} | #include "x.h"\n',  # gcc's
+                     f'{source}:2:10: fatal error: x.h: No such file\n   2 | #include "x.h"\n'),
+                    ("kernels/b.cu:4:1: error: late\nkernels/b.cu(4): error: late",  # after the #line
+                     f"{source}:4:1: error: late\n{source}(4): error: late"),
+                    (f"t.u.cu({len(lines)}): error: past the hoisted lines", f"t.u.cu({len(lines)}): error: past the hoisted lines")):
+                with self.subTest(log=log):
+                    self.assertEqual(unit_source.log_with_paths(desc, log), shown)
+
+
 class BinaryChecks(unittest.TestCase):
     """The catalog's checks run on the fatbins' contents; fatbinary itself refuses some binaries first."""
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "codegen"))
+import lowering  # noqa: E402
 import render  # noqa: E402
 import spec as specmod  # noqa: E402
 import unit_source  # noqa: E402
@@ -75,6 +76,23 @@ class Lowering(unittest.TestCase):
         self.assertEqual(code, 1)
         self.assertIn("t.toml:4: unit #1 's': field 'kernels'", err)
         self.assertIn("flaot", err)  # NVRTC's log, naming the bad identifier
+
+
+
+class KernelNames(unittest.TestCase):
+    """What a "did you mean" is drawn from: the __global__ functions a unit's text declares."""
+
+    def test_kernels_declared_by_the_source(self):
+        text = ('extern "C" __global__ void brighten(float* x) {}\n'
+                "template <typename T> __global__ __launch_bounds__(256, 2) void darken(T* x) {}\n"
+                "__global__ void __attribute__((used)) blur ( int ) ;\n__device__ int helper(int);\n")
+        self.assertEqual(lowering.defined_kernels(text), ["brighten", "darken", "blur"])
+        desc = {"kernels": [{"name": "b", "expression": "brigten"}, {"name": "d", "expression": "ns::darkn<float>"},
+                            {"name": "z", "expression": "zzz"}, {"name": "t", "expression": "darken<flaot>"}]}
+        self.assertEqual(lowering.unknown_names(desc, text), [
+            "kernel 'b' = 'brigten': the source defines no kernel named 'brigten'; did you mean 'brighten'?",
+            "kernel 'd' = 'ns::darkn<float>': the source defines no kernel named 'darkn'; did you mean 'darken'?",
+            "kernel 'z' = 'zzz': the source defines no kernel named 'zzz' (its kernels: brighten, darken, blur)"])
 
 
 if __name__ == "__main__":

@@ -12,10 +12,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "codegen"))
+import bounded  # noqa: E402
 import errors  # noqa: E402
 import nvcc_compile  # noqa: E402
 import spec  # noqa: E402
 import unit_source  # noqa: E402
+from run_kiln_gen import run_kiln_gen  # noqa: E402
 from table_case import TableCase  # noqa: E402
 
 NVCC = Path(os.environ.get("KILN_TOOLKIT", "/usr/local/cuda")) / "bin" / "nvcc"
@@ -35,6 +37,94 @@ class UntrustedTable(TableCase):
         table = HEADER + '[[unit]]\nname = "u"\nsource = "k.cu"\nkernels = { k = "%s" }\n' % attack
         self.refused(table, "unit #1 'u'", "field 'kernels'", "kernel 'k'", "unsafe")
         self.assertFalse(self.marker.exists(), "the expression ran a shell command")
+
+    def one_line_refusal(self, table: str, *fragments: str) -> str:
+        """`kiln-gen units` on `table`: exit 1 and one line naming the file and `fragments`, no traceback."""
+        (self.root / "table.toml").write_text(table)
+        code, out, err = run_kiln_gen("units", "--spec", self.root / "table.toml", "--archs", "sm_80")
+        self.assertEqual(code, 1, out)
+        self.assertEqual(len(err.splitlines()), 1, err)
+        for f in ("kiln: error: ", "table.toml", *fragments):
+            self.assertIn(f, err)
+        return err
+
+    def expression_table(self, expression: str) -> str:
+        return HEADER + '[[unit]]\nname = "u"\nsource = "k.cu"\nkernels = { k = "%s" }\n' % expression
+
+    def test_a_kernel_expression_loads_no_template(self):
+        # An expression is rendered alone: {% include %}, {% import %}, {% extends %} are refused by name (a
+        # Python traceback before: "no loader for this environment specified").
+        (self.root / "fam" / "x").write_text("k")
+        for tag, expression in (("include", "{% include 'x' %}"), ("import", "{% import 'x' as y %}"),
+                                ("from ... import", "{% from 'x' import y %}"), ("extends", "{% extends 'x' %}")):
+            with self.subTest(tag=tag):
+                self.one_line_refusal(self.expression_table(expression), "unit #1 'u'", "field 'kernels'",
+                                      "kernel 'k'", "{%% %s %%} is not allowed" % tag)
+
+    def test_a_kernel_expression_is_bounded(self):
+        # Memory (a MemoryError traceback before), time (the build hung: a nested loop, a power Jinja2 computes
+        # while compiling), length, depth: each one line naming file, row and field.
+        saved = bounded.SECONDS
+        bounded.SECONDS = 1
+        try:
+            for expression, why in (("{{ 'a' * 10**11 }}", "memory"), ("{{ 'x' | center(10**10) }}", "memory"),
+                                    ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+                                     "did not finish within 1 s"),
+                                    ("{{ 10 ** (10 ** 10) }}", "did not finish within 1 s"),
+                                    ("{{ 'a' * 100000 }}", "more than 65,536 characters"),
+                                    ("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", "too deeply"),
+                                    ("{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}", "too deeply")):
+                with self.subTest(expression=expression[:40]):
+                    self.one_line_refusal(self.expression_table(expression), "unit #1 'u'", "field 'kernels'",
+                                          "kernel 'k'", why)
+        finally:
+            bounded.SECONDS = saved
+        # Within the bounds, every row renders with its own params.
+        s = self.load(HEADER + '[[unit]]\nname = "a"\nsource = "k.cu"\nkernels = { a = "k{{ \'<int>\' if 1 else \'\' }}" }\n'
+                      '[[unit]]\nname = "b"\nsource = "k.cu"\nkernels = { b = "k" }\n')
+        self.assertEqual([k.expression for u in s.units for k in u.kernels], ["k<int>", "k"])
+
+    def test_a_table_that_nests_too_deeply_is_one_line(self):
+        self.one_line_refusal(HEADER + "x = " + "[" * 100000 + "]" * 100000 + "\n", "nest too deeply")
+        (self.root / "fam" / "deep.cu.j2").write_text("{{ " + "(" * 100000 + "1" + ")" * 100000 + " }}\n")
+        self.one_line_refusal(HEADER + '[[unit]]\nname = "d"\nfamily = "deep"\nkernels = ["k"]\n',
+                              "unit #1 'd'", "field 'family'", "nests too deeply")
+
+    def test_a_path_no_file_can_have_is_one_line(self):
+        # A NUL, a name longer than the system takes, a loop of links: a ValueError traceback, or an OSError
+        # naming no row or field, before.
+        (self.root / "loop1.cu").symlink_to(self.root / "loop2.cu")
+        (self.root / "loop2.cu").symlink_to(self.root / "loop1.cu")
+        long = "a" * 5000
+        unit = '[[unit]]\nname = "u"\nsource = "%s"\nkernels = ["k"]\n'
+        for field, table in (("include_dirs", HEADER + 'include_dirs = ["a\\u0000b"]\n' + unit % "k.cu"),
+                             ("template_dirs", '[registry]\nname = "t"\ntemplate_dirs = ["a\\u0000b"]\n' + unit % "k.cu"),
+                             ("include_dirs", HEADER + 'include_dirs = ["%s"]\n' % long + unit % "k.cu"),
+                             ("source", HEADER + unit % "a\\u0000.cu"), ("source", HEADER + unit % (long + ".cu")),
+                             ("source", HEADER + unit % "loop1.cu")):
+            with self.subTest(field=field, table=table[-60:]):
+                self.one_line_refusal(table, f"field '{field}'")
+
+    def test_a_family_is_rendered_within_bounds(self):
+        (self.root / "fam" / "loop.cu.j2").write_text(
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}" + KERNEL)
+        (self.root / "fam" / "big.cu.j2").write_text("{{ 'a' * 10**11 }}" + KERNEL)
+        table = HEADER + '[[unit]]\nname = "l"\nfamily = "loop"\nkernels = ["k"]\n'
+        saved = bounded.SECONDS
+        bounded.SECONDS = 1
+        try:
+            for family, why in (("loop", "did not finish within 1 s"), ("big", "memory")):
+                with self.subTest(family=family):
+                    (self.root / "table.toml").write_text(table.replace('"loop"', '"%s"' % family))
+                    code, _, err = run_kiln_gen("source", "--spec", self.root / "table.toml", "--archs", "sm_80",
+                                                "--unit", "l", "--outdir", self.dir.name, "--depfile",
+                                                Path(self.dir.name) / "l.d")
+                    self.assertEqual(code, 1)
+                    self.assertEqual(len(err.splitlines()), 1, err)
+                    for f in ("table.toml", "unit #1 'l'", "field 'family'", f"family '{family}'", why):
+                        self.assertIn(f, err)
+        finally:
+            bounded.SECONDS = saved
 
     def test_a_family_template_cannot_reach_python(self):
         (self.root / "fam" / "evil.cu.j2").write_text(
@@ -84,6 +174,22 @@ class UntrustedTable(TableCase):
         (self.root / "sub").mkdir()
         s = self.load(HEADER + '[[unit]]\nname = "u"\nsource = "sub/../k.cu"\nkernels = ["k"]\n')
         self.assertIn('#line 1 "k.cu"', unit_source.render_unit(s, s.units[0]))
+
+    def test_a_link_out_of_the_tables_tree_is_refused_by_name(self):
+        outside = Path(self.dir.name) / "outside"
+        outside.mkdir()
+        (outside / "x.cu").write_text(KERNEL)
+        (self.root / "x.cu").symlink_to(outside / "x.cu")
+        (self.root / "linked_dir").symlink_to(outside)
+        for value in ("x.cu", "linked_dir/x.cu"):
+            with self.subTest(value=value):
+                message = self.refused(HEADER + '[[unit]]\nname = "u"\nsource = "%s"\nkernels = ["k"]\n' % value,
+                                       "unit #1 'u'", "field 'source'", "outside", "the table's directory")
+                self.assertEqual(len(message.splitlines()), 1, message)
+        # A link that stays in the tree is the table's own choice.
+        (self.root / "in.cu").symlink_to(self.root / "k.cu")
+        s = self.load(HEADER + '[[unit]]\nname = "u"\nsource = "in.cu"\nkernels = ["k"]\n')
+        self.assertIn('#line 1 "in.cu"', unit_source.render_unit(s, s.units[0]))
 
 
 class LinearValidation(unittest.TestCase):
