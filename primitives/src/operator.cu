@@ -94,8 +94,8 @@ std::unique_ptr<Plan> make_linked(const std::vector<LinkedCall>& calls, Registry
   const bool given_ir = calls.size() == 1 && !calls.front().op.lto_ir.empty();
   for (const LinkedCall& c : calls) {
     if (!c.op.lto_ir.empty() && !given_ir) {
-      throw std::invalid_argument("kiln::prim::" + name + ": operators given as LTO-IR link one at a time; give "
-                                  "these as text");
+      throw Error(Errc::invalid_argument, "kiln::prim::" + name + ": operators given as LTO-IR link one at a time; give "
+                                          "these as text");
     }
   }
   const LinkedSource link = given_ir ? LinkedSource{"LTO-IR operator '" + calls.front().op.name + "' of kiln::prim::" +

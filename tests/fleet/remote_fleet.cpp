@@ -19,7 +19,10 @@
 // cache, within the scenario's time bound; a process warns at most once per kind (the circuit breaker
 // makes a dead or mute server cost one failed call per process). Prints one table row per scenario.
 // Exits 0 when all held, 1 otherwise, 77 when redis-server is not installed (scripts/setup.sh installs it).
+#include <kiln/cache.hpp>
+#include <kiln/catalog.hpp>
 #include <kiln/kiln.hpp>
+#include <kiln/remote.hpp>
 
 #include "cache_test_util.hpp"
 #include "registry/query.hpp"  // unit_cache_key with a DiskCache

@@ -1,4 +1,6 @@
-// The one error type of the library: an exception with a code and a message that carries context.
+// The one error type of the library: an exception with a code and a message that carries context. Every
+// public call throws this and no other exception (std::bad_alloc aside); inside, a step that can fail
+// returns a Result with its reason (docs/DESIGN.md, "Errors").
 #pragma once
 
 #include <stdexcept>
@@ -20,6 +22,7 @@ enum class Errc {
   catalog,         // a generated catalog lacks what was asked of it, or is damaged (its header bundle, an image)
   remote,          // the remote cache cannot do what was asked (`kiln cache push`, a store's call): which
                    // server, why, and what to do; the remote tier itself never throws it to get()
+  invalid_argument,  // what the caller passed cannot be used: which argument, and what is accepted
 };
 
 std::string_view to_string(Errc code) noexcept;

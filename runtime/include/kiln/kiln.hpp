@@ -1,12 +1,10 @@
-// Everything a user of kiln includes.
+// What a user of kiln's registries includes: the registry, kernels and their launch, and errors.
+//
+// The rest is included by whoever needs it: <kiln/catalog.hpp> (a generated catalog's tables),
+// <kiln/cache.hpp> and <kiln/cache_pack.hpp> (the disk cache and packs), <kiln/remote.hpp> (the remote
+// cache), <kiln/precompile.hpp> (filling the cache for an architecture), <kiln/cli.hpp> (a project's
+// command-line tool), <kiln/driver.hpp> (the CUDA driver, loaded with dlopen).
 #pragma once
 
-#include <kiln/cache.hpp>
-#include <kiln/cache_pack.hpp>
-#include <kiln/catalog.hpp>
-#include <kiln/driver.hpp>
 #include <kiln/error.hpp>
-#include <kiln/precompile.hpp>
 #include <kiln/registry.hpp>
-#include <kiln/remote.hpp>
-#include <kiln/select.hpp>

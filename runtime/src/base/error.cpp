@@ -15,6 +15,7 @@ std::string_view to_string(Errc code) noexcept {
     case Errc::cache: return "cache";
     case Errc::catalog: return "catalog";
     case Errc::remote: return "remote";
+    case Errc::invalid_argument: return "invalid_argument";
   }
   return "unknown";
 }

@@ -5,6 +5,7 @@
 #include "base/cubin_elf.hpp"
 #include "base/zstd_context.hpp"
 
+#include <kiln/error.hpp>
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -41,7 +42,7 @@ void put(std::string& out, T value) {
 }
 
 void put_str(std::string& out, std::string_view s) {
-  if (s.size() > UINT32_MAX) throw std::length_error("kiln: a cache entry field is larger than 4 GiB");
+  if (s.size() > UINT32_MAX) throw Error(Errc::invalid_argument, "kiln: a cache entry field is larger than 4 GiB");
   put(out, static_cast<std::uint32_t>(s.size()));
   out += s;
 }
@@ -135,7 +136,7 @@ std::string compress_frame(std::string_view payload) {
   ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_contentSizeFlag, 1);
   std::string frame(ZSTD_compressBound(payload.size()), '\0');
   const std::size_t size = ZSTD_compress2(cctx.get(), frame.data(), frame.size(), payload.data(), payload.size());
-  if (ZSTD_isError(size)) throw std::runtime_error("kiln: compressing a cache entry failed: " + zstd_error(size));
+  if (ZSTD_isError(size)) throw Error(Errc::cache, "kiln: compressing a cache entry failed: " + zstd_error(size));
   frame.resize(size);
   return frame;
 }

@@ -5,6 +5,7 @@
 // ~1 ms, which is the whole budget of a disk-tier get in a new process; SHA256() costs ~10 us on its
 // first call. It is deprecated in OpenSSL 3 in favour of EVP but still part of its API.
 #define OPENSSL_SUPPRESS_DEPRECATED
+#include <kiln/error.hpp>
 #include <openssl/sha.h>
 
 #include <charconv>
@@ -68,7 +69,7 @@ std::array<unsigned char, 32> sha256(std::string_view bytes) {
   SHA256_CTX context;
   if (SHA256_Init(&context) != 1 || SHA256_Update(&context, bytes.data(), bytes.size()) != 1 ||
       SHA256_Final(digest.data(), &context) != 1)
-    throw std::runtime_error("kiln: SHA-256 failed in OpenSSL (SHA256_Init/Update/Final); is libcrypto usable?");
+    throw Error(Errc::cache, "kiln: SHA-256 failed in OpenSSL (SHA256_Init/Update/Final); is libcrypto usable?");
   return digest;
 }
 

@@ -1,7 +1,11 @@
 // The command line's entry point (kiln::cli_main): usage, dispatch, and the commands that report on the
 // registries: list, info, status.
+#include <kiln/cache.hpp>
+#include <kiln/catalog.hpp>
 #include <kiln/cli.hpp>
 #include <kiln/kiln.hpp>
+#include <kiln/remote.hpp>
+#include <kiln/select.hpp>
 
 #include "cli/commands.hpp"
 #include "cli/output.hpp"

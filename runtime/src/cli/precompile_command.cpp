@@ -1,7 +1,10 @@
 // `precompile [--arch sm_XX] [--jobs N] [KERNEL...]`: kiln::precompile over the registries, one line per
 // unit (a progress bar on a terminal), a count per registry, and an exit status that says whether every
 // unit asked for is in the disk cache. Registries compile at once unless --jobs bounds the units in flight.
+#include <kiln/catalog.hpp>
 #include <kiln/kiln.hpp>
+#include <kiln/precompile.hpp>
+#include <kiln/select.hpp>
 
 #include "base/parse.hpp"         // the one parser of counts and architectures
 #include "cli/commands.hpp"

@@ -69,32 +69,34 @@ std::string write_problem(const std::string& why) {
 
 std::string not_in_use(const CacheState& s) { return "the disk cache is not in use (" + s.unusable + ")"; }
 
-// The validated entry, or nullopt; a bad file is deleted (when kiln may) and counted, and so is an entry
-// that fails `check`. Misses are the caller's to count. Everything is opened relative to the version
-// directory, opened now under the private rule: nothing is read from a directory others could write
-// (it was private when the cache was opened, but may have been replaced or chmod'ed since).
-std::optional<CacheEntry> read_entry(CacheState& s, const CacheKey& key, const detail::EntryCheck& check,
-                                     bool count_hit = true) {
+// The validated entry, or why there is none: absent, unreadable, refused (not the user's own file),
+// corrupt, or foreign (it fails `check`); a bad file is deleted (when kiln may) and counted. Misses are
+// the caller's to count. Everything is opened relative to the version directory, opened now under the
+// private rule: nothing is read from a directory others could write (it was private when the cache was
+// opened, but may have been replaced or chmod'ed since).
+detail::Result<CacheEntry> read_entry(CacheState& s, const CacheKey& key, const detail::EntryCheck& check,
+                                      bool count_hit = true) {
   const auto dir = s.open(false);
   if (!dir) {
     s.warn("unsafe", "not loading from the kiln cache: " + dir.error() + " (kernels still work, from the other tiers)");
-    return std::nullopt;
+    return detail::fail("refused: " + dir.error());
   }
-  if (!*dir) return std::nullopt;  // gone: nothing to load from what is not there
+  if (!*dir) return detail::fail("absent: the cache directory is gone");
   const int fd = (*dir)->fd.get();
   const std::string name = detail::entry_file_name(key.hex);
   const auto path = s.entries / name;
   const detail::EntryFile file = detail::read_entry_file(fd, name, path);
   std::string problem = file.problem;
+  bool foreign = false;  // a valid entry, but not for what asked
   switch (file.status) {
-    case detail::EntryFile::Status::missing: return std::nullopt;
+    case detail::EntryFile::Status::missing: return detail::fail("absent");
     case detail::EntryFile::Status::unreadable:
       s.warn("read", "cannot read cache entry " + path.string() + " (" + problem + "); treating it as a miss");
-      return std::nullopt;
+      return detail::fail("unreadable: " + problem);
     case detail::EntryFile::Status::refused:
       s.warn("refused", "not loading cache entry of " + describe_key(key) + ": " + problem +
                             " (it is rebuilt and replaced; kernels still work)");
-      return std::nullopt;
+      return detail::fail("refused: " + problem);
     case detail::EntryFile::Status::ok: {
       auto decoded = detail::decode_entry(file.bytes, key);
       const detail::Status fits = decoded && check ? check(*decoded) : detail::ok();
@@ -104,6 +106,7 @@ std::optional<CacheEntry> read_entry(CacheState& s, const CacheKey& key, const d
         return std::move(decoded).value();
       }
       problem = decoded ? "not this unit's entry: " + fits.error() : decoded.error();
+      if (decoded) foreign = true;
       break;
     }
     case detail::EntryFile::Status::bad: break;
@@ -119,24 +122,35 @@ std::optional<CacheEntry> read_entry(CacheState& s, const CacheKey& key, const d
     s.warn("corrupt", "corrupt cache entry " + path.string() + " of " + describe_key(key) + ": " + problem +
                           " (not deleted: it changed meanwhile, or the directory is read-only; treated as a miss)");
   }
-  return std::nullopt;
+  return detail::fail((foreign ? "foreign: " : "corrupt: ") + problem);
 }
 
 }  // namespace
 
 namespace detail {
 
-std::optional<CacheEntry> load_checked(DiskCache& cache, const CacheKey& key, const EntryCheck& check) {
+namespace {
+
+// Why nothing can be read under `key` at all, before any file is looked at.
+Status readable(const CacheState& s, const CacheKey& key) {
+  if (!s.unusable.empty()) return fail(not_in_use(s));
+  if (!valid_key(key)) return fail("a malformed key '" + key.hex + "'");
+  return ok();
+}
+
+}  // namespace
+
+Result<CacheEntry> load_checked(DiskCache& cache, const CacheKey& key, const EntryCheck& check) {
   CacheState& s = CacheAccess::of(cache);
-  std::optional<CacheEntry> entry;
-  if (s.unusable.empty() && valid_key(key)) entry = read_entry(s, key, check);
+  const Status usable = readable(s, key);
+  Result<CacheEntry> entry = usable ? read_entry(s, key, check) : Result<CacheEntry>(fail(usable.error()));
   if (!entry) ++s.misses;
   return entry;
 }
 
-std::optional<CacheEntry> read_ahead_checked(DiskCache& cache, const CacheKey& key, const EntryCheck& check) {
+Result<CacheEntry> read_ahead_checked(DiskCache& cache, const CacheKey& key, const EntryCheck& check) {
   CacheState& s = CacheAccess::of(cache);
-  if (!s.unusable.empty() || !valid_key(key)) return std::nullopt;
+  if (const Status usable = readable(s, key); !usable) return fail(usable.error());
   return read_entry(s, key, check, false);
 }
 
@@ -226,7 +240,7 @@ class DiskStore final : public UnitStore {
     CacheState& s = CacheAccess::of(cache_);
     Claim claim;
     if (auto entry = load_checked(cache_, key, check)) {
-      claim.found = std::move(entry);
+      claim.found = std::move(entry).value();
       return claim;
     }
     if (!s.unusable.empty() || !valid_key(key)) {
@@ -248,7 +262,7 @@ class DiskStore final : public UnitStore {
       s.warn("lock", "building " + describe_key(key) + " without waiting any longer for another process building it: " +
                          refused.message + "; if that process is stuck, end it (kernels still work)");
     } else if (auto entry = read_entry(s, key, check)) {
-      claim.found = std::move(entry);  // built by whoever held the lock while this process waited
+      claim.found = std::move(entry).value();  // built by whoever held the lock while this process waited
       return claim;
     }
     claim.hold = std::make_unique<DiskHold>(cache_, key, std::move(lock));
@@ -293,7 +307,11 @@ bool DiskCache::contains(const CacheKey& key) const {
          S_ISREG(st.st_mode);
 }
 
-std::optional<CacheEntry> DiskCache::load(const CacheKey& key) { return detail::load_checked(*this, key, {}); }
+std::optional<CacheEntry> DiskCache::load(const CacheKey& key) {
+  auto entry = detail::load_checked(*this, key, {});
+  if (!entry) return std::nullopt;
+  return std::move(entry).value();
+}
 
 bool DiskCache::store(const CacheKey& key, const CacheEntry& entry) { return detail::store_entry(*this, key, entry).ok(); }
 

@@ -14,11 +14,12 @@
 namespace kiln::detail {
 
 // DiskCache::load, with `check`: an entry that decodes but fails it is counted, deleted and a miss.
-std::optional<CacheEntry> load_checked(DiskCache& cache, const CacheKey& key, const EntryCheck& check);
+// The miss says why: absent, unreadable, refused, corrupt, foreign, or the cache not in use.
+Result<CacheEntry> load_checked(DiskCache& cache, const CacheKey& key, const EntryCheck& check);
 // load_checked for a read ahead (registry/prefetch.cpp): neither a miss nor a hit is counted (the tier
 // chain counts its own miss when it asks; count_hit counts the hit once the entry serves a get()). A bad
 // entry is deleted and counted as load_checked does.
-std::optional<CacheEntry> read_ahead_checked(DiskCache& cache, const CacheKey& key, const EntryCheck& check);
+Result<CacheEntry> read_ahead_checked(DiskCache& cache, const CacheKey& key, const EntryCheck& check);
 void count_hit(DiskCache& cache);
 // DiskCache::store, saying why the entry was not stored (also warned once per kind, and counted).
 Status store_entry(DiskCache& cache, const CacheKey& key, const CacheEntry& entry);

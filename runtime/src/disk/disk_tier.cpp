@@ -19,14 +19,15 @@ Result<Origin> probe_disk(const UnitQuery& q) {
 }
 
 // The unit's entry under its key, read by `load` (which says what is counted), as the chain hands it over.
-Result<UnitImage> disk_image(const UnitQuery& q, std::optional<CacheEntry> (*load)(DiskCache&, const CacheKey&, const EntryCheck&)) {
+Result<UnitImage> disk_image(const UnitQuery& q, Result<CacheEntry> (*load)(DiskCache&, const CacheKey&, const EntryCheck&)) {
   if (!q.cache().usable()) return fail(not_in_use(q.cache()));
   CacheKey key = q.key();
   // An entry that is not this unit's (entry_serves_unit) is deleted and counted, as a corrupt one is.
-  std::optional<CacheEntry> cached =
+  Result<CacheEntry> cached =
       load(q.cache(), key, [&](const CacheEntry& e) { return entry_serves_unit(q.catalog, q.unit_index(), e); });
   if (!cached) {
-    return fail("the disk cache " + q.cache().config().dir.string() + " has no usable entry for it (key " + key.hex + ")");
+    return fail("the disk cache " + q.cache().config().dir.string() + " has no usable entry for it (key " + key.hex +
+                ": " + cached.error() + ")");
   }
   UnitImage image;
   image.source = Tier::disk;

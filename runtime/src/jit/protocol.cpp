@@ -1,6 +1,7 @@
 // Encoding, checked decoding and pipe I/O of kiln-jitd frames; see jit/protocol.hpp.
 #include "jit/protocol.hpp"
 
+#include <kiln/error.hpp>
 #include <poll.h>
 #include <unistd.h>
 
@@ -36,7 +37,7 @@ class Writer {
   }
   void u32(std::uint32_t v) { put(v); }
   void str(std::string_view s) {
-    if (s.size() > kMaxFramePayload) throw std::length_error("kiln: a JIT message field is larger than kMaxFramePayload");
+    if (s.size() > kMaxFramePayload) throw Error(Errc::compile, "kiln: a JIT message field is larger than kMaxFramePayload");
     u32(static_cast<std::uint32_t>(s.size()));
     payload_ += s;
   }
@@ -46,7 +47,7 @@ class Writer {
   }
 
   std::string frame() && {
-    if (payload_.size() > kMaxFramePayload) throw std::length_error("kiln: a JIT message is larger than kMaxFramePayload");
+    if (payload_.size() > kMaxFramePayload) throw Error(Errc::compile, "kiln: a JIT message is larger than kMaxFramePayload");
     std::string out;
     out.reserve(kFrameHeaderSize + payload_.size() + kFrameTrailerSize);
     Writer header_writer;

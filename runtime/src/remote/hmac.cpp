@@ -2,6 +2,7 @@
 #include "remote/hmac.hpp"
 
 #define OPENSSL_SUPPRESS_DEPRECATED  // SHA256_Init/Update/Final: deprecated in OpenSSL 3, still its API
+#include <kiln/error.hpp>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
@@ -28,7 +29,7 @@ class Sha256 {
 
  private:
   static void check(int ok) {
-    if (ok != 1) throw std::runtime_error("kiln: SHA-256 failed in OpenSSL (SHA256_Init/Update/Final); is libcrypto usable?");
+    if (ok != 1) throw Error(Errc::remote, "kiln: SHA-256 failed in OpenSSL (SHA256_Init/Update/Final); is libcrypto usable?");
   }
   SHA256_CTX context_;
 };

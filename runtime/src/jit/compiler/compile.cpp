@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <filesystem>
 #include <string_view>
 #include <system_error>
@@ -209,15 +210,8 @@ void add_line(std::string& log, const std::string& line) {
   log += line;
 }
 
-struct Failure {
-  std::string error;
-};
-// nvJitLink refused one of its inputs (nvJitLinkAddData): which one.
-struct Refused : Failure {
-  std::size_t input = 0;
-};
-// The linked cubin lacks a kernel the catalog names.
-struct MissingKernel : Failure {};
+// Each step below returns its product or why it failed (base/result.hpp); compile_unit turns the first
+// failure into the outcome's error.
 
 // One NVRTC compile of the request's source with `pch`; the program, for its PTX and names.
 struct Compiled {
@@ -225,18 +219,18 @@ struct Compiled {
   nvrtcResult result = NVRTC_SUCCESS;
   std::vector<std::string> options;
 };
-Compiled nvrtc_compile(const Nvrtc& api, const CompileRequest& request, PchMode pch, CompileOutcome& out,
-                       bool minimal = false, bool cubin = false) {
+Result<Compiled> nvrtc_compile(const Nvrtc& api, const CompileRequest& request, PchMode pch, CompileOutcome& out,
+                               bool minimal = false, bool cubin = false) {
   Compiled c;
   c.options = nvrtc_options(request, pch, minimal, cubin);
   c.program = std::make_unique<Program>(api, request);
   const std::string what = subject(request) + ": NVRTC ";
   if (c.program->created() != NVRTC_SUCCESS) {
-    throw Failure{what + "could not create the program (" + api.nvrtcGetErrorString(c.program->created()) + ")"};
+    return fail(what + "could not create the program (" + api.nvrtcGetErrorString(c.program->created()) + ")");
   }
   for (const std::string& expression : request.expressions) {
     if (const nvrtcResult r = api.nvrtcAddNameExpression(c.program->get(), expression.c_str()); r != NVRTC_SUCCESS) {
-      throw Failure{what + "rejected the name expression '" + expression + "' (" + api.nvrtcGetErrorString(r) + ")"};
+      return fail(what + "rejected the name expression '" + expression + "' (" + api.nvrtcGetErrorString(r) + ")");
     }
   }
   std::vector<const char*> argv;
@@ -255,21 +249,30 @@ Compiled nvrtc_compile(const Nvrtc& api, const CompileRequest& request, PchMode 
 // A unit that includes nothing is compiled with NVRTC's -minimal first (no declarations of the CUDA
 // runtime's API, textures or device-side launch to parse: the trivial unit's NVRTC ~4-10 ms faster,
 // docs/DESIGN.md); one whose source needs them fails that compile and is compiled again without.
-Compiled compile_source(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out, bool cubin = false) {
+Result<Compiled> compile_source(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out,
+                                bool cubin = false) {
   Compiled c;
   bool compiled = false;
   if (request.headers.empty() && request.pch == PchMode::none && request.link_source.empty()) {
     CompileOutcome trial;
-    c = nvrtc_compile(api, request, PchMode::none, trial, true, cubin);
+    Result<Compiled> minimal = nvrtc_compile(api, request, PchMode::none, trial, true, cubin);
+    if (!minimal) return fail(minimal.error());
+    c = std::move(minimal).value();
     out.nvrtc_ms += trial.nvrtc_ms;
     compiled = c.result == NVRTC_SUCCESS;
     if (compiled) out.log += trial.log;
   }
-  if (!compiled) c = nvrtc_compile(api, request, request.pch, out, false, cubin);
+  if (!compiled) {
+    Result<Compiled> full = nvrtc_compile(api, request, request.pch, out, false, cubin);
+    if (!full) return fail(full.error());
+    c = std::move(full).value();
+  }
   if (request.pch == PchMode::use) {
     if (c.result != NVRTC_SUCCESS && contains(out.log, "cannot open precompiled header")) {
       out.pch = PchResult::failed;
-      c = nvrtc_compile(api, request, PchMode::none, out, false, cubin);
+      Result<Compiled> without = nvrtc_compile(api, request, PchMode::none, out, false, cubin);
+      if (!without) return fail(without.error());
+      c = std::move(without).value();
     } else {
       out.pch = contains(out.log, "incompatible precompiled header") ? PchResult::rejected : PchResult::used;
     }
@@ -279,57 +282,60 @@ Compiled compile_source(const Nvrtc& api, const CompileRequest& request, Compile
   const std::string what = subject(request) + ": NVRTC ";
   const std::string with_options = "; options: " + joined(c.options, " ");
   if (c.result != NVRTC_SUCCESS) {
-    throw Failure{what + "failed (" + api.nvrtcGetErrorString(c.result) + ")" + with_options};
+    return fail(what + "failed (" + api.nvrtcGetErrorString(c.result) + ")" + with_options);
   }
   for (std::size_t k = 0; k < request.expressions.size(); ++k) {
     const std::string& expression = request.expressions[k];
     const char* lowered = nullptr;
     if (const nvrtcResult r = api.nvrtcGetLoweredName(c.program->get(), expression.c_str(), &lowered);
         r != NVRTC_SUCCESS || !lowered) {
-      throw Failure{what + "has no lowered name for '" + expression + "' (" + api.nvrtcGetErrorString(r) + ")" +
-                    with_options};
+      return fail(what + "has no lowered name for '" + expression + "' (" + api.nvrtcGetErrorString(r) + ")" +
+                  with_options);
     }
     if (request.kernels[k].lowered != lowered) {
-      throw Failure{subject(request) + ": NVRTC lowers " + expression + " to " + lowered +
-                    ", the catalog recorded " + request.kernels[k].lowered + with_options};
+      return fail(subject(request) + ": NVRTC lowers " + expression + " to " + lowered + ", the catalog recorded " +
+                  request.kernels[k].lowered + with_options);
     }
   }
   return c;
 }
 
 // The unit's source to PTX.
-std::string compile_to_ptx(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out) {
-  const Compiled c = compile_source(api, request, out);
-  std::string ptx = c.program->ptx();
-  if (ptx.empty()) throw Failure{subject(request) + ": NVRTC produced no PTX; options: " + joined(c.options, " ")};
+Result<std::string> compile_to_ptx(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out) {
+  const Result<Compiled> c = compile_source(api, request, out);
+  if (!c) return fail(c.error());
+  std::string ptx = c->program->ptx();
+  if (ptx.empty()) return fail(subject(request) + ": NVRTC produced no PTX; options: " + joined(c->options, " "));
   return ptx;
 }
 
 // The unit's source straight to a cubin: NVRTC runs ptxas itself.
-std::string compile_to_cubin(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out) {
-  const Compiled c = compile_source(api, request, out, true);
-  std::string cubin = c.program->cubin();
-  if (cubin.empty()) throw Failure{subject(request) + ": NVRTC produced no cubin; options: " + joined(c.options, " ")};
+Result<std::string> compile_to_cubin(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out) {
+  const Result<Compiled> c = compile_source(api, request, out, true);
+  if (!c) return fail(c.error());
+  std::string cubin = c->program->cubin();
+  if (cubin.empty()) return fail(subject(request) + ": NVRTC produced no cubin; options: " + joined(c->options, " "));
   return cubin;
 }
 
 // The unit's source to LTO-IR (its options carry -dlto).
-std::string compile_to_lto_ir(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out) {
-  const Compiled c = compile_source(api, request, out);
-  std::string ir = c.program->lto_ir();
-  if (ir.empty()) throw Failure{subject(request) + ": NVRTC produced no LTO-IR; options: " + joined(c.options, " ")};
+Result<std::string> compile_to_lto_ir(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out) {
+  const Result<Compiled> c = compile_source(api, request, out);
+  if (!c) return fail(c.error());
+  std::string ir = c->program->lto_ir();
+  if (ir.empty()) return fail(subject(request) + ": NVRTC produced no LTO-IR; options: " + joined(c->options, " "));
   return ir;
 }
 
 // The link source to LTO-IR, with the unit's options and headers. Its text goes into the failure: it is
 // the caller's (an operator given at run time), short, and what NVRTC's log points into.
-std::string compile_link_source(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out) {
+Result<std::string> compile_link_source(const Nvrtc& api, const CompileRequest& request, CompileOutcome& out) {
   std::vector<std::string> options = nvrtc_options(request, PchMode::none);
   Program program(api, request, true);
   const std::string what = subject(request) + ": NVRTC ";
   if (program.created() != NVRTC_SUCCESS) {
-    throw Failure{what + "could not create the program " + request.link_source_name + " (" +
-                  api.nvrtcGetErrorString(program.created()) + ")"};
+    return fail(what + "could not create the program " + request.link_source_name + " (" +
+                api.nvrtcGetErrorString(program.created()) + ")");
   }
   std::vector<const char*> argv;
   for (const std::string& option : options) argv.push_back(option.c_str());
@@ -338,12 +344,12 @@ std::string compile_link_source(const Nvrtc& api, const CompileRequest& request,
   out.nvrtc_ms += ms_since(start);
   add_line(out.log, program.log());
   if (result != NVRTC_SUCCESS) {
-    throw Failure{what + "failed on " + request.link_source_name + " (" + api.nvrtcGetErrorString(result) +
-                  "); options: " + joined(options, " ") + "\n--- " + request.link_source_name + " ---\n" +
-                  request.link_source + "\n--- NVRTC's log follows ---"};
+    return fail(what + "failed on " + request.link_source_name + " (" + api.nvrtcGetErrorString(result) +
+                "); options: " + joined(options, " ") + "\n--- " + request.link_source_name + " ---\n" +
+                request.link_source + "\n--- NVRTC's log follows ---");
   }
   std::string ir = program.lto_ir();
-  if (ir.empty()) throw Failure{what + "produced no LTO-IR for " + request.link_source_name};
+  if (ir.empty()) return fail(what + "produced no LTO-IR for " + request.link_source_name);
   return ir;
 }
 
@@ -355,8 +361,10 @@ struct LinkInput {
 };
 
 // nvJitLink assembles the (stripped) PTX, or links the LTO-IR, into a cubin for the real architecture.
-std::string link_to_cubin(const NvJitLink& api, const CompileRequest& request, const std::vector<LinkInput>& inputs,
-                          CompileOutcome& out) {
+// `refused`, when given, says which input nvJitLink refused (nvJitLinkAddData), if that is why it failed.
+Result<std::string> link_to_cubin(const NvJitLink& api, const CompileRequest& request,
+                                  const std::vector<LinkInput>& inputs, CompileOutcome& out,
+                                  std::optional<std::size_t>* refused = nullptr) {
   std::vector<std::string> options = {"-arch=sm_" + std::to_string(request.arch)};
   if (!request.link_source.empty()) {
     // Relocatable code keeps every global it defines; LTO may drop all but the unit's kernels and what
@@ -373,7 +381,7 @@ std::string link_to_cubin(const NvJitLink& api, const CompileRequest& request, c
   Linker linker(api, options);
   if (linker.created() != NVJITLINK_SUCCESS) {
     out.log += linker.log();
-    throw Failure{what + "could not start (" + link_result_name(linker.created()) + ")" + with_options};
+    return fail(what + "could not start (" + link_result_name(linker.created()) + ")" + with_options);
   }
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const LinkInput& input = inputs[i];
@@ -382,10 +390,8 @@ std::string link_to_cubin(const NvJitLink& api, const CompileRequest& request, c
     if (added != NVJITLINK_SUCCESS) {
       out.link_ms += ms_since(start);
       add_line(out.log, linker.log());
-      Refused refused;
-      refused.error = what + "refused " + input.name + " (" + link_result_name(added) + ")" + with_options;
-      refused.input = i;
-      throw refused;
+      if (refused != nullptr) *refused = i;
+      return fail(what + "refused " + input.name + " (" + link_result_name(added) + ")" + with_options);
     }
   }
   nvJitLinkResult result = api.nvJitLinkComplete(linker.get());
@@ -396,25 +402,82 @@ std::string link_to_cubin(const NvJitLink& api, const CompileRequest& request, c
   out.link_ms += ms_since(start);
   add_line(out.log, linker.log());
   if (result != NVJITLINK_SUCCESS) {
-    throw Failure{what + "failed (" + link_result_name(result) + ")" + with_options};
+    return fail(what + "failed (" + link_result_name(result) + ")" + with_options);
   }
   return cubin;
 }
 
 // The cubin must be for the requested architecture and define every kernel, or the registry could
 // not use it: better an error naming the unit now than a failed load later.
-void check_cubin(const CompileRequest& request, const std::string& cubin) {
+// `missing_kernel`, when given, says whether a kernel was what it lacked.
+Status check_cubin(const CompileRequest& request, const std::string& cubin, bool* missing_kernel = nullptr) {
   const Cubin parsed = read_cubin(std::string_view(cubin));
   const std::string what = subject(request) + ": nvJitLink's cubin ";
-  if (!parsed.ok()) throw Failure{what + "is unreadable: " + parsed.error};
-  if (parsed.arch != request.arch) throw Failure{what + "is for sm_" + std::to_string(parsed.arch)};
+  if (!parsed.ok()) return fail(what + "is unreadable: " + parsed.error);
+  if (parsed.arch != request.arch) return fail(what + "is for sm_" + std::to_string(parsed.arch));
   for (const CachedKernel& kernel : request.kernels) {
     if (!parsed.defines(kernel.lowered)) {
-      MissingKernel missing;
-      missing.error = what + "lacks kernel " + kernel.lowered;
-      throw missing;
+      if (missing_kernel != nullptr) *missing_kernel = true;
+      return fail(what + "lacks kernel " + kernel.lowered);
     }
   }
+  return ok();
+}
+
+// The unit's cubin, by the path its request takes; `embedded_ir` and `straight` say which.
+Result<std::string> build_cubin(const Nvrtc* rtc, const NvJitLink& link, const CompileRequest& request,
+                                CompileOutcome& out, bool& embedded_ir, bool& straight) {
+  const bool from_ptx = !request.ptx.empty();
+  if (request.expressions.size() != request.kernels.size()) {
+    return fail(subject(request) + ": the request has " + std::to_string(request.kernels.size()) + " kernels but " +
+                std::to_string(request.expressions.size()) + " name expressions");
+  }
+  if (!request.link_source.empty()) {
+    if (from_ptx) return fail(subject(request) + ": a linked unit is compiled from its source, not from PTX");
+    // The link source first: its errors are the caller's, and need no unit compiled to show.
+    Result<std::string> linked_ir = request.link_lto_ir ? Result<std::string>(request.link_source)
+                                                        : compile_link_source(*rtc, request, out);
+    if (!linked_ir) return linked_ir;
+    const LinkInput linked_input{NVJITLINK_INPUT_LTOIR, *linked_ir, request.link_source_name + ".ltoir"};
+    if (!request.unit_lto_ir.empty()) {
+      std::optional<std::size_t> refused;
+      bool missing_kernel = false;
+      Result<std::string> cubin = link_to_cubin(
+          link, request, {{NVJITLINK_INPUT_FATBIN, request.unit_lto_ir, request.source_name + ".ltoir.fatbin"}, linked_input},
+          out, &refused);
+      const Status checked = cubin ? check_cubin(request, *cubin, &missing_kernel) : fail(cubin.error());
+      if (checked) {
+        embedded_ir = true;
+        return cubin;
+      }
+      if (refused && *refused != 0) return fail(checked.error());
+      if (refused) {
+        // LTO-IR of a newer toolkit than this nvJitLink, or damaged: the unit's source gives the same code.
+        add_line(out.log, checked.error() + "; compiling the unit's source instead");
+      } else if (missing_kernel) {
+        // nvcc named a kernel otherwise than NVRTC (a type each spells differently): the source's are right.
+        add_line(out.log, checked.error() + " (from the unit's embedded LTO-IR); compiling the unit's source instead");
+      } else {
+        return fail(checked.error());
+      }
+    }
+    const Result<std::string> unit_ir = compile_to_lto_ir(*rtc, request, out);
+    if (!unit_ir) return unit_ir;
+    return link_to_cubin(link, request, {{NVJITLINK_INPUT_LTOIR, *unit_ir, request.source_name + ".ltoir"}, linked_input},
+                         out);
+  }
+  if (!from_ptx && request.headers.empty()) {
+    // A unit that includes nothing has none of CCCL's unreferenced globals to strip (docs/DESIGN.md,
+    // "Lean cubins"): NVRTC makes its cubin itself, without PTX text written, read back and assembled
+    // by nvJitLink (docs/DESIGN.md, "A unit that includes nothing").
+    straight = true;
+    return compile_to_cubin(*rtc, request, out);
+  }
+  Result<std::string> ptx = from_ptx ? Result<std::string>(request.ptx) : compile_to_ptx(*rtc, request, out);
+  if (!ptx) return ptx;
+  StrippedPtx stripped = strip_unreferenced_globals(*ptx);
+  out.globals_removed = stripped.removed;
+  return link_to_cubin(link, request, {{NVJITLINK_INPUT_PTX, stripped.ptx, request.source_name + ".ptx"}}, out);
 }
 
 }  // namespace
@@ -428,54 +491,13 @@ CompileOutcome compile_unit(const CompileRequest& request) {
   CacheEntry entry;
   bool embedded_ir = false;  // a linked unit's kernels came from the binary's LTO-IR
   bool straight = false;     // NVRTC made the cubin itself
-  try {
-    if (request.expressions.size() != request.kernels.size()) {
-      throw Failure{subject(request) + ": the request has " + std::to_string(request.kernels.size()) +
-                    " kernels but " + std::to_string(request.expressions.size()) + " name expressions"};
-    }
-    if (!request.link_source.empty()) {
-      if (from_ptx) throw Failure{subject(request) + ": a linked unit is compiled from its source, not from PTX"};
-      // The link source first: its errors are the caller's, and need no unit compiled to show.
-      const std::string linked_ir = request.link_lto_ir ? request.link_source : compile_link_source(*rtc, request, out);
-      const LinkInput linked_input{NVJITLINK_INPUT_LTOIR, linked_ir, request.link_source_name + ".ltoir"};
-      if (!request.unit_lto_ir.empty()) {
-        try {
-          entry.cubin = link_to_cubin(
-              link, request, {{NVJITLINK_INPUT_FATBIN, request.unit_lto_ir, request.source_name + ".ltoir.fatbin"}, linked_input},
-              out);
-          check_cubin(request, entry.cubin);
-          embedded_ir = true;
-        } catch (const Refused& refused) {
-          if (refused.input != 0) throw;
-          // LTO-IR of a newer toolkit than this nvJitLink, or damaged: the unit's source gives the same code.
-          add_line(out.log, refused.error + "; compiling the unit's source instead");
-        } catch (const MissingKernel& missing) {
-          // nvcc named a kernel otherwise than NVRTC (a type each spells differently): the source's are right.
-          add_line(out.log, missing.error + " (from the unit's embedded LTO-IR); compiling the unit's source instead");
-        }
-      }
-      if (!embedded_ir) {
-        const std::string unit_ir = compile_to_lto_ir(*rtc, request, out);
-        entry.cubin = link_to_cubin(
-            link, request, {{NVJITLINK_INPUT_LTOIR, unit_ir, request.source_name + ".ltoir"}, linked_input}, out);
-      }
-    } else if (!from_ptx && request.headers.empty()) {
-      // A unit that includes nothing has none of CCCL's unreferenced globals to strip (docs/DESIGN.md,
-      // "Lean cubins"): NVRTC makes its cubin itself, without PTX text written, read back and assembled
-      // by nvJitLink (docs/DESIGN.md, "A unit that includes nothing").
-      entry.cubin = compile_to_cubin(*rtc, request, out);
-      straight = true;
-    } else {
-      StrippedPtx stripped = strip_unreferenced_globals(
-          from_ptx ? std::string_view(request.ptx) : std::string_view(compile_to_ptx(*rtc, request, out)));
-      out.globals_removed = stripped.removed;
-      entry.cubin = link_to_cubin(link, request, {{NVJITLINK_INPUT_PTX, stripped.ptx, request.source_name + ".ptx"}}, out);
-    }
-    check_cubin(request, entry.cubin);
-  } catch (Failure& failure) {
-    out.entry = fail(std::move(failure.error));
+  Result<std::string> cubin = build_cubin(rtc, link, request, out, embedded_ir, straight);
+  const Status checked = cubin ? check_cubin(request, *cubin) : fail(cubin.error());
+  if (!checked) {
+    out.entry = fail(checked.error());
     return out;
   }
+  entry.cubin = std::move(cubin).value();
   entry.arch = request.arch;
   entry.kernels = request.kernels;
   entry.options = joined(request.options, "\n");  // as the catalog writes a unit's options

@@ -44,7 +44,7 @@ int above_stdio(int fd) {
 // A failure message from a worker, as the exception compile_unit would have thrown in-process.
 std::exception_ptr rethrowable(const Failure& f) {
   if (f.kiln_error) return std::make_exception_ptr(kiln::Error(static_cast<Errc>(f.code), f.message));
-  return std::make_exception_ptr(std::runtime_error(f.message));
+  return std::make_exception_ptr(kiln::Error(Errc::compile, f.message));
 }
 
 // A write to a dead worker's pipe leaves SIGPIPE pending on this thread (it is blocked here); take it,
