@@ -63,6 +63,8 @@ struct UnitImage : Origin {
   std::string label;                // for errors: "sm_90", "sm_90 from the disk cache (<key>)"
   std::string cache_key;            // a disk, remote or JIT entry's key (hex)
   std::string owned;                // the binary (a cubin), as the driver gets it
+  std::vector<CachedKernel> kernels;  // from a cache entry or a compile: each kernel's lowered name in it
+                                      // (what a program given at run time learns at its first compile)
   Status stored = ok();             // built by this process: whether the disk cache kept it, or why not
 
   const void* data() const noexcept { return owned.data(); }

@@ -43,7 +43,10 @@ Status entry_serves_unit(const Catalog& catalog, std::uint32_t unit, const Cache
   for (const KernelEntry& k : catalog.kernels) {
     if (k.unit != unit) continue;
     bool found = false;
-    for (const CachedKernel& c : entry.kernels) found = found || (c.name == catalog.str(k.name) && c.lowered == catalog.str(k.lowered));
+    // A program given at run time has no lowered names before its first compile: its entry's are NVRTC's.
+    const std::string_view lowered = catalog.str(k.lowered);
+    for (const CachedKernel& c : entry.kernels)
+      found = found || (c.name == catalog.str(k.name) && (lowered.empty() ? !c.lowered.empty() : c.lowered == lowered));
     if (!found) return fail("the entry lacks kernel '" + std::string(catalog.str(k.name)) + "'");
   }
   return ok();

@@ -55,6 +55,7 @@ std::optional<UnitImage> claim_stores(const UnitQuery& q, const CacheKey& key, H
       image.source = store->tier();
       image.stored = holds.publish(*claim.found);
       image.owned = std::move(claim.found->cubin);
+      image.kernels = std::move(claim.found->kernels);
       return image;
     }
     holds.add(claim);
@@ -106,6 +107,7 @@ UnitImage build_unit(const UnitQuery& q, const BuildInput& in) {
     image->source = in.tier;
     image->stored = holds.publish(entry);                        // 4
     image->owned = std::move(entry.cubin);
+    image->kernels = std::move(entry.kernels);
   }
   image->cache_key = key.hex;
   return std::move(*image);

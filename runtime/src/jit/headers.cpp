@@ -19,12 +19,14 @@ namespace {
                                  "' cannot be read for the JIT tier: " + what + "; rebuild the catalog with kiln-gen");
 }
 
-// The decompressed bundle of `catalog`, made once per catalog and kept for the process.
+// The decompressed bundle of `catalog`, made once per bundle and kept for the process: by its digest, so
+// that a program given at run time, whose bundle lives in memory, never finds another's at a reused address.
 const std::string& bundle(const Catalog& catalog) {
   static std::mutex mutex;
-  static std::map<const unsigned char*, std::unique_ptr<const std::string>> bundles;  // by the catalog's blob
+  static std::map<std::string, std::unique_ptr<const std::string>, std::less<>> bundles;
   const std::lock_guard lock(mutex);
-  auto& kept = bundles[catalog.header_bundle];
+  auto& kept = bundles[std::string(catalog.header_bundle_digest) + "@" +
+                       std::to_string(reinterpret_cast<std::uintptr_t>(catalog.header_bundle))];
   if (kept) return *kept;
   if (catalog.header_bundle == nullptr || catalog.header_bundle_size == 0)
     damaged(catalog, "the catalog carries no headers (was it generated without a toolkit?)");

@@ -149,7 +149,8 @@ Kernel Registry::Impl::load(const KernelEntry& entry, std::size_t index) {
   if (!unit.library) load_unit(unit, entry);
 
   // StrRef is not NUL-terminated; the driver wants a C string.
-  const std::string lowered(catalog_.str(entry.lowered));
+  const std::string_view lowered_name = lowered_in(unit, entry);
+  const std::string lowered(lowered_name);
   CUkernel kernel = nullptr;
   check_load(cu.cuLibraryGetKernel(&kernel, unit.library, lowered.c_str()), "cuLibraryGetKernel", catalog_, entry,
              unit.image.label);
@@ -164,7 +165,7 @@ Kernel Registry::Impl::load(const KernelEntry& entry, std::size_t index) {
   const Loaded* published = new Loaded{
       Kernel{
           catalog_.str(entry.name),
-          catalog_.str(entry.lowered),
+          lowered_name,
           kernel,
           function,
           context_,
@@ -200,6 +201,15 @@ void Registry::Impl::load_unit(UnitState& unit, const KernelEntry& entry) {
              "cuLibraryLoadData", catalog_, entry, unit.image.label);
   unit.library = library;
   unit_loads_.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::string_view Registry::Impl::lowered_in(const UnitState& unit, const KernelEntry& entry) const {
+  const std::string_view recorded = catalog_.str(entry.lowered);
+  if (!recorded.empty()) return recorded;
+  // A program given at run time: the name NVRTC lowered its expression to, as its entry records it.
+  for (const CachedKernel& k : unit.image.kernels)
+    if (k.name == catalog_.str(entry.name)) return k.lowered;
+  return recorded;
 }
 
 detail::UnitQuery Registry::Impl::query(const KernelEntry& entry, const LinkedSource* link) {

@@ -74,6 +74,7 @@ class Registry::Impl {
   detail::UnitQuery query(const KernelEntry& entry, const LinkedSource* link = nullptr);
   DiskCache& disk();
   void count_served(const detail::UnitImage& image);
+  std::string_view lowered_in(const UnitState& unit, const KernelEntry& entry) const;
 
   const KernelEntry* find(std::string_view name) const noexcept;  // through names_
 

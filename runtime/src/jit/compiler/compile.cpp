@@ -284,6 +284,7 @@ Result<Compiled> compile_source(const Nvrtc& api, const CompileRequest& request,
   if (c.result != NVRTC_SUCCESS) {
     return fail(what + "failed (" + api.nvrtcGetErrorString(c.result) + ")" + with_options);
   }
+  out.lowered.clear();
   for (std::size_t k = 0; k < request.expressions.size(); ++k) {
     const std::string& expression = request.expressions[k];
     const char* lowered = nullptr;
@@ -291,6 +292,11 @@ Result<Compiled> compile_source(const Nvrtc& api, const CompileRequest& request,
         r != NVRTC_SUCCESS || !lowered) {
       return fail(what + "has no lowered name for '" + expression + "' (" + api.nvrtcGetErrorString(r) + ")" +
                   with_options);
+    }
+    if (request.kernels[k].lowered.empty()) {
+      // A program given at run time: its lowered names are learnt here, and recorded in its entry.
+      out.lowered.emplace_back(lowered);
+      continue;
     }
     if (request.kernels[k].lowered != lowered) {
       return fail(subject(request) + ": NVRTC lowers " + expression + " to " + lowered + ", the catalog recorded " +
@@ -410,12 +416,13 @@ Result<std::string> link_to_cubin(const NvJitLink& api, const CompileRequest& re
 // The cubin must be for the requested architecture and define every kernel, or the registry could
 // not use it: better an error naming the unit now than a failed load later.
 // `missing_kernel`, when given, says whether a kernel was what it lacked.
-Status check_cubin(const CompileRequest& request, const std::string& cubin, bool* missing_kernel = nullptr) {
+Status check_cubin(const CompileRequest& request, const std::vector<CachedKernel>& kernels, const std::string& cubin,
+                   bool* missing_kernel = nullptr) {
   const Cubin parsed = read_cubin(std::string_view(cubin));
   const std::string what = subject(request) + ": nvJitLink's cubin ";
   if (!parsed.ok()) return fail(what + "is unreadable: " + parsed.error);
   if (parsed.arch != request.arch) return fail(what + "is for sm_" + std::to_string(parsed.arch));
-  for (const CachedKernel& kernel : request.kernels) {
+  for (const CachedKernel& kernel : kernels) {
     if (!parsed.defines(kernel.lowered)) {
       if (missing_kernel != nullptr) *missing_kernel = true;
       return fail(what + "lacks kernel " + kernel.lowered);
@@ -445,7 +452,7 @@ Result<std::string> build_cubin(const Nvrtc* rtc, const NvJitLink& link, const C
       Result<std::string> cubin = link_to_cubin(
           link, request, {{NVJITLINK_INPUT_FATBIN, request.unit_lto_ir, request.source_name + ".ltoir.fatbin"}, linked_input},
           out, &refused);
-      const Status checked = cubin ? check_cubin(request, *cubin, &missing_kernel) : fail(cubin.error());
+      const Status checked = cubin ? check_cubin(request, request.kernels, *cubin, &missing_kernel) : fail(cubin.error());
       if (checked) {
         embedded_ir = true;
         return cubin;
@@ -492,14 +499,21 @@ CompileOutcome compile_unit(const CompileRequest& request) {
   bool embedded_ir = false;  // a linked unit's kernels came from the binary's LTO-IR
   bool straight = false;     // NVRTC made the cubin itself
   Result<std::string> cubin = build_cubin(rtc, link, request, out, embedded_ir, straight);
-  const Status checked = cubin ? check_cubin(request, *cubin) : fail(cubin.error());
+  std::vector<CachedKernel> kernels = request.kernels;
+  if (cubin && !out.lowered.empty()) {
+    // The names NVRTC lowered, in the order of the kernels whose names were not known before.
+    std::size_t next = 0;
+    for (CachedKernel& k : kernels)
+      if (k.lowered.empty() && next < out.lowered.size()) k.lowered = out.lowered[next++];
+  }
+  const Status checked = cubin ? check_cubin(request, kernels, *cubin) : fail(cubin.error());
   if (!checked) {
     out.entry = fail(checked.error());
     return out;
   }
   entry.cubin = std::move(cubin).value();
   entry.arch = request.arch;
-  entry.kernels = request.kernels;
+  entry.kernels = std::move(kernels);
   entry.options = joined(request.options, "\n");  // as the catalog writes a unit's options
   entry.compiler = straight ? "nvrtc " + rtc->version + ", its own cubin"
                    : (from_ptx ? "embedded PTX" : "nvrtc " + rtc->version) + " + nvjitlink " + link.version +

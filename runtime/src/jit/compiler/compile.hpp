@@ -82,6 +82,9 @@ struct CompileOutcome {
   double link_ms = 0;
   std::size_t globals_removed = 0;  // unreferenced module-scope .global variables dropped from the PTX
   PchResult pch = PchResult::none;
+  // The lowered names NVRTC gave the request's kernels whose names it did not know (a program given at
+  // run time), in their order: compile_unit writes them into the entry. Not sent across the protocol.
+  std::vector<std::string> lowered;
 };
 
 // The fewest kernels for which NVRTC's optimizer runs on several threads: measured on the GPU machine

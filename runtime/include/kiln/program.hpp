@@ -1,0 +1,78 @@
+// Programs given at run time: CUDA source, headers, options and name expressions in, kernels out, served
+// through the same tiers as a spec table's unit (memory, disk, remote, JIT), under a key of their content.
+//
+//   kiln::ProgramSource src{.source = text, .name_expressions = {"scale<float>"}, .label = "filters"};
+//   auto program = kiln::program(src);                 // found by its content when given again
+//   kiln::Kernel k = program->get("scale<float>");     // JIT once, then disk (any process), then memory
+#pragma once
+
+#include <kiln/registry.hpp>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln {
+
+struct Catalog;
+struct PrecompileResult;
+
+// A header the source includes, given in memory under the name its #include uses ("filters/ops.cuh").
+struct ProgramHeader {
+  std::string name;
+  std::string source;
+};
+
+struct ProgramSource {
+  std::string source;                          // CUDA C++
+  std::vector<ProgramHeader> headers;          // given in memory
+  // NVRTC options, without -arch (kiln picks the device's): -D, -std=, --use_fast_math, -I<dir>, ...
+  // An -I directory is keyed by the contents of every file under it, never by its path; the toolkit's own
+  // CCCL headers (CUB, Thrust, libcu++) are searched after them, keyed by their version.
+  std::vector<std::string> options;
+  std::vector<std::string> name_expressions;   // the kernels, as C++ names: "saxpy", "scale<float>"
+  std::string label;                           // what messages call it; not part of the key
+};
+
+// One program for one device: the registry of its one unit. Thread-safe.
+class Program {
+ public:
+  // Prefer kiln::program(), which finds a program of the same content made before.
+  Program(const ProgramSource& source, int device = 0, RegistryOptions options = {});
+  ~Program();
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+
+  // The kernel of one of the name expressions: the first call asks the tiers (the disk cache, the remote
+  // cache, then the JIT, which compiles it once across threads, processes and machines and publishes it);
+  // later calls are a lock-free read. Throws kiln::Error: compile (the label, options and NVRTC's full
+  // log), unknown_kernel (an expression the program does not name).
+  Kernel get(std::string_view name_expression);
+  Plan plan(std::string_view name_expression);
+
+  // The program compiled for `arch` into its disk cache (and remote cache), without a GPU: found there,
+  // fetched from the fleet, or compiled. Throws kiln::Error(compile) with NVRTC's log when it does not build.
+  PrecompileResult precompile(unsigned arch);
+
+  const std::string& label() const noexcept;
+  // SHA-256 (hex) of everything that changes the binary: the source, each header's name and bytes, the
+  // options (an -I directory as its files' contents), the name expressions. The cache key adds the
+  // architecture, the compilers' versions, CCCL's and the format.
+  const std::string& digest() const noexcept;
+  Registry& registry() noexcept;
+  const Catalog& catalog() const noexcept;
+
+  struct Tables;  // the catalog of its one unit, made in memory (defined inside the library)
+
+ private:
+  std::unique_ptr<Tables> tables_;
+  std::unique_ptr<Registry> registry_;
+};
+
+// The program of this content for `device`, made on first use and kept for the process: handing in the
+// same text again finds it by content (no key is hashed then), so callers need not keep the handle.
+// Programs with other options (RegistryOptions) are other programs.
+std::shared_ptr<Program> program(const ProgramSource& source, int device = 0, RegistryOptions options = {});
+
+}  // namespace kiln

@@ -1,0 +1,223 @@
+// A program given at run time as a catalog of one unit, made in memory: the registry and the tiers then
+// serve it as they serve a table's unit (docs/DESIGN.md, "Programs given at run time").
+#include <kiln/program.hpp>
+
+#include "chain/key.hpp"  // sha256_hex
+#include "chain/tier_chain.hpp"
+#include "program/program_key.hpp"
+
+#include <kiln/catalog.hpp>
+#include <kiln/error.hpp>
+#include <kiln/precompile.hpp>
+
+#include <zstd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+namespace kiln {
+
+// The catalog's tables and the bytes they point into, owned for the program's life.
+struct Program::Tables {
+  std::string label;
+  std::string digest;
+  RegistryOptions options;
+  std::string strings;
+  std::string cccl_version;
+  std::string bundle;         // the headers, one zstd frame
+  std::string bundle_digest;  // SHA-256 (hex) of `bundle`: the PCH family of its includes
+  std::vector<UnitEntry> units;
+  std::vector<KernelEntry> kernels;
+  std::vector<HeaderEntry> headers;
+  std::vector<std::uint32_t> unit_headers;
+  std::size_t raw_headers = 0;
+  Catalog catalog{};
+
+  StrRef add(std::string_view s) {
+    const StrRef r{static_cast<std::uint32_t>(strings.size()), static_cast<std::uint32_t>(s.size())};
+    strings += s;
+    return r;
+  }
+};
+
+namespace {
+
+// The registry name every program's cache entries are under (`kiln cache stats` shows them together).
+constexpr std::string_view kProgramRegistry = "program";
+
+std::unique_ptr<Program::Tables> make_tables(const ProgramSource& source);
+
+}  // namespace
+
+Program::Program(const ProgramSource& source, int device, RegistryOptions options)
+    : tables_(make_tables(source)), registry_(std::make_unique<Registry>(tables_->catalog, device, options)) {
+  tables_->options = options;
+}
+
+Program::~Program() = default;
+
+Kernel Program::get(std::string_view name_expression) { return registry_->get(name_expression); }
+Plan Program::plan(std::string_view name_expression) { return registry_->plan(name_expression); }
+const std::string& Program::label() const noexcept { return tables_->label; }
+const std::string& Program::digest() const noexcept { return tables_->digest; }
+Registry& Program::registry() noexcept { return *registry_; }
+const Catalog& Program::catalog() const noexcept { return tables_->catalog; }
+
+PrecompileResult Program::precompile(unsigned arch) {
+  // The chain for `arch`, as kiln::precompile walks it: the disk cache, the fleet's, then the JIT.
+  RegistryOptions options = tables_->options;
+  options.use_embedded = false;
+  options.allow_ptx = false;
+  options.use_jit = true;
+  PrecompileResult r;
+  r.unit = tables_->label;
+  const auto start = std::chrono::steady_clock::now();
+  const detail::UnitImage image = detail::fetch_unit(detail::UnitQuery{tables_->catalog, tables_->kernels.front(), arch, options});
+  r.compiled = image.source == Tier::jit;
+  r.cached = !r.compiled;
+  r.from_remote = image.source == Tier::remote;
+  r.ok = r.cached || image.stored.ok();
+  if (!r.ok) r.error = "the disk cache did not keep it: " + image.stored.error();
+  r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+namespace {
+
+std::unique_ptr<Program::Tables> make_tables(const ProgramSource& source) {
+  if (source.name_expressions.empty())
+    throw Error(Errc::invalid_argument, "kiln: program '" + source.label + "' names no kernel: give name_expressions");
+  auto t = std::make_unique<Program::Tables>();
+  t->label = source.label.empty() ? "program" : source.label;
+  t->digest = detail::program_digest(source);
+  const detail::ToolkitHeaders& toolkit = detail::toolkit_headers();
+  t->cccl_version = toolkit.cccl_version.empty() ? "none" : toolkit.cccl_version;
+
+  // The options as the JIT hands them to NVRTC, one per line: the program's, then the toolkit's CCCL.
+  std::string options;
+  for (const std::string& o : source.options) {
+    if (o.find('\n') != std::string::npos)
+      throw Error(Errc::invalid_argument, "kiln: program '" + t->label + "': an option holds a line break");
+    options += (options.empty() ? "" : "\n") + o;
+  }
+  if (!toolkit.include_dir.empty()) options += (options.empty() ? "-I" : "\n-I") + toolkit.include_dir;
+
+  // The headers, back to back, compressed as a catalog's bundle is.
+  std::string raw;
+  for (const ProgramHeader& h : source.headers) {
+    t->headers.push_back({t->add(h.name), static_cast<std::uint32_t>(raw.size()), static_cast<std::uint32_t>(h.source.size())});
+    t->unit_headers.push_back(static_cast<std::uint32_t>(t->unit_headers.size()));
+    raw += h.source;
+  }
+  t->raw_headers = raw.size();
+  if (!raw.empty()) {
+    t->bundle.resize(ZSTD_compressBound(raw.size()));
+    const std::size_t size = ZSTD_compress(t->bundle.data(), t->bundle.size(), raw.data(), raw.size(), 1);
+    if (ZSTD_isError(size)) throw Error(Errc::catalog, "kiln: program '" + t->label + "': zstd: " + ZSTD_getErrorName(size));
+    t->bundle.resize(size);
+    t->bundle_digest = detail::sha256_hex(t->bundle);
+  }
+
+  // One unit, named by its digest: the label stays out of the key.
+  UnitEntry unit{};
+  unit.name = t->add(std::string(kProgramRegistry) + "_" + t->digest.substr(0, 16));
+  unit.options = t->add(options);
+  unit.digest = t->add(t->digest);
+  unit.source = t->add(source.source);
+  unit.source_name = t->add(t->label + ".cu");
+  unit.first_header = 0;
+  unit.header_count = static_cast<std::uint32_t>(t->headers.size());
+  t->units.push_back(unit);
+
+  // Its kernels by their name expressions, sorted as Catalog::find expects; lowered names are NVRTC's,
+  // learnt when it first compiles them (the cache entry records them).
+  std::vector<std::string> names = source.name_expressions;
+  std::sort(names.begin(), names.end());
+  if (std::adjacent_find(names.begin(), names.end()) != names.end())
+    throw Error(Errc::invalid_argument, "kiln: program '" + t->label + "' names a kernel twice");
+  for (const std::string& n : names) {
+    const StrRef name = t->add(n);
+    t->kernels.push_back({name, name, t->add(""), 0});
+  }
+
+  Catalog& c = t->catalog;
+  c.name = kProgramRegistry;
+  c.units = t->units;
+  c.kernels = t->kernels;
+  c.strings = t->strings.data();
+  c.cccl_version = t->cccl_version;
+  c.headers = t->headers;
+  c.unit_headers = t->unit_headers;
+  c.header_bundle = reinterpret_cast<const unsigned char*>(t->bundle.data());
+  c.header_bundle_size = t->bundle.size();
+  c.header_bundle_raw_size = t->raw_headers;
+  c.header_bundle_digest = t->bundle_digest;
+  return t;
+}
+
+// What finds a program by its content: a cheap hash of a sample of it, then every byte compared.
+std::size_t sample_hash(const ProgramSource& s, int device) {
+  std::size_t h = std::hash<int>{}(device) ^ (s.source.size() * 0x9e3779b97f4a7c15ull);
+  const auto mix = [&h](std::string_view bytes) {
+    h ^= bytes.size() + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    const std::size_t step = std::max<std::size_t>(1, bytes.size() / 64);
+    for (std::size_t i = 0; i < bytes.size(); i += step) h = (h ^ static_cast<unsigned char>(bytes[i])) * 0x100000001b3ull;
+  };
+  mix(s.source);
+  for (const auto& e : s.name_expressions) mix(e);
+  for (const auto& o : s.options) mix(o);
+  for (const auto& hd : s.headers) mix(hd.source);
+  return h;
+}
+
+bool same_content(const ProgramSource& a, const ProgramSource& b) {
+  const auto headers_equal = [](const ProgramHeader& x, const ProgramHeader& y) {
+    return x.name == y.name && x.source == y.source;
+  };
+  return a.source == b.source && a.options == b.options && a.name_expressions == b.name_expressions &&
+         std::equal(a.headers.begin(), a.headers.end(), b.headers.begin(), b.headers.end(), headers_equal);
+}
+
+bool same_options(const RegistryOptions& a, const RegistryOptions& b) {
+  return std::tie(a.allow_ptx, a.use_embedded, a.cache, a.use_jit, a.remote, a.use_remote) ==
+         std::tie(b.allow_ptx, b.use_embedded, b.cache, b.use_jit, b.remote, b.use_remote);
+}
+
+struct Known {
+  ProgramSource source;
+  int device;
+  RegistryOptions options;
+  std::shared_ptr<Program> program;
+};
+
+}  // namespace
+
+std::shared_ptr<Program> program(const ProgramSource& source, int device, RegistryOptions options) {
+  // Leaked on purpose: programs live for the process, and may be asked for during static destruction.
+  static std::mutex& mutex = *new std::mutex;
+  static auto& known = *new std::multimap<std::size_t, Known>;
+  const std::size_t h = sample_hash(source, device);
+  {
+    const std::lock_guard lock(mutex);
+    for (auto [it, end] = known.equal_range(h); it != end; ++it) {
+      const Known& k = it->second;
+      if (k.device == device && same_options(k.options, options) && same_content(k.source, source)) return k.program;
+    }
+  }
+  // Made outside the lock: hashing include directories can take a while. Two threads making the same
+  // program keep the first.
+  auto made = std::make_shared<Program>(source, device, options);
+  const std::lock_guard lock(mutex);
+  for (auto [it, end] = known.equal_range(h); it != end; ++it) {
+    const Known& k = it->second;
+    if (k.device == device && same_options(k.options, options) && same_content(k.source, source)) return k.program;
+  }
+  known.emplace(h, Known{source, device, options, made});
+  return made;
+}
+
+}  // namespace kiln

@@ -1,0 +1,134 @@
+// A program's digest: its content, with include directories taken by the bytes of their files.
+#include "program/program_key.hpp"
+
+#include "chain/key.hpp"  // sha256_hex
+
+#include <kiln/error.hpp>
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <system_error>
+
+namespace kiln::detail {
+namespace {
+
+void field(std::string& text, std::string_view kind, std::string_view value) {
+  text += kind;
+  text += ' ';
+  text += std::to_string(value.size());
+  text += '\n';
+  text += value;
+  text += '\n';
+}
+
+struct DigestDeleter {
+  void operator()(EVP_MD_CTX* c) const noexcept { EVP_MD_CTX_free(c); }
+};
+
+}  // namespace
+
+Result<std::string> directory_digest(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return fail("'" + dir + "' is not a directory");
+  std::vector<fs::path> files;
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (it->is_regular_file(ec)) files.push_back(it->path());
+    if (files.size() > kMaxIncludeFiles)
+      return fail("'" + dir + "' holds more than " + std::to_string(kMaxIncludeFiles) + " files");
+  }
+  if (ec) return fail("cannot list '" + dir + "': " + ec.message());
+  std::sort(files.begin(), files.end());
+  std::unique_ptr<EVP_MD_CTX, DigestDeleter> ctx(EVP_MD_CTX_new());
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) return fail("SHA-256 is not available (OpenSSL)");
+  std::uint64_t total = 0;
+  std::string buffer;
+  for (const fs::path& file : files) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return fail("cannot read '" + file.string() + "'");
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    buffer = bytes.str();
+    total += buffer.size();
+    if (total > kMaxIncludeBytes)
+      return fail("'" + dir + "' holds more than " + std::to_string(kMaxIncludeBytes >> 20) + " MiB of files");
+    std::string head;
+    field(head, "file", fs::relative(file, dir, ec).generic_string());
+    head += std::to_string(buffer.size()) + "\n";
+    EVP_DigestUpdate(ctx.get(), head.data(), head.size());
+    EVP_DigestUpdate(ctx.get(), buffer.data(), buffer.size());
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (EVP_DigestFinal_ex(ctx.get(), digest, &size) != 1) return fail("SHA-256 failed (OpenSSL)");
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned int i = 0; i < size; ++i) {
+    hex += kHex[digest[i] >> 4];
+    hex += kHex[digest[i] & 15];
+  }
+  return hex;
+}
+
+std::string program_digest(const ProgramSource& source) {
+  std::string text = "kiln program 1\n";
+  field(text, "source", source.source);
+  for (const ProgramHeader& h : source.headers) {
+    field(text, "header", h.name);
+    field(text, "bytes", h.source);
+  }
+  const std::vector<std::string>& options = source.options;
+  for (std::size_t i = 0; i < options.size(); ++i) {
+    // An include directory counts by what is in it, so that two checkouts or machines share the key.
+    std::string dir;
+    if ((options[i] == "-I" || options[i] == "--include-path") && i + 1 < options.size()) {
+      dir = options[++i];
+    } else if (options[i].starts_with("--include-path=")) {
+      dir = options[i].substr(15);
+    } else if (options[i].starts_with("-I")) {
+      dir = options[i].substr(2);
+    } else {
+      field(text, "option", options[i]);
+      continue;
+    }
+    const Result<std::string> files = directory_digest(dir);
+    if (!files)
+      throw Error(Errc::invalid_argument, "kiln: program '" + source.label + "': its include directory " + files.error());
+    field(text, "include", *files);
+  }
+  for (const std::string& e : source.name_expressions) field(text, "kernel", e);
+  return sha256_hex(text);
+}
+
+const ToolkitHeaders& toolkit_headers() {
+  static const ToolkitHeaders headers = [] {
+    ToolkitHeaders h;
+    const char* env = std::getenv("KILN_TOOLKIT");
+    const std::filesystem::path toolkit = env != nullptr && *env != '\0' ? env : "/usr/local/cuda";
+    for (const auto& dir : {toolkit / "include" / "cccl", toolkit / "include"}) {
+      std::ifstream version(dir / "cub" / "version.cuh");
+      if (!version) continue;
+      std::string line;
+      while (std::getline(version, line)) {
+        constexpr std::string_view kDefine = "#define CUB_VERSION ";
+        if (!line.starts_with(kDefine)) continue;
+        const unsigned long v = std::strtoul(line.c_str() + kDefine.size(), nullptr, 10);
+        h.cccl_version = std::to_string(v / 100000) + "." + std::to_string(v / 100 % 1000) + "." + std::to_string(v % 100);
+        h.include_dir = dir.string();
+        return h;
+      }
+    }
+    return h;
+  }();
+  return headers;
+}
+
+}  // namespace kiln::detail

@@ -1,0 +1,34 @@
+// What a program given at run time is keyed by: the digest of its content, never of a path.
+#pragma once
+
+#include "base/result.hpp"
+
+#include <kiln/program.hpp>
+
+#include <string>
+#include <vector>
+
+namespace kiln::detail {
+
+// SHA-256 (hex) over the files under `dir`: each regular file's path relative to `dir` and its bytes, in
+// path order; or why it cannot be taken (unreadable, over kMaxIncludeBytes or kMaxIncludeFiles).
+inline constexpr std::uint64_t kMaxIncludeBytes = std::uint64_t{256} << 20;
+inline constexpr std::size_t kMaxIncludeFiles = 100'000;
+Result<std::string> directory_digest(const std::string& dir);
+
+// The program's digest: SHA-256 (hex) over its source, each header's name and bytes, its options (an
+// include directory as directory_digest of its files), and its name expressions, each length-prefixed.
+// Throws Error(invalid_argument) naming the label and the directory when an include directory cannot be
+// read.
+std::string program_digest(const ProgramSource& source);
+
+// The toolkit's CCCL headers a program may include (<cub/...>, <thrust/...>, <cuda/...>): their
+// directory, searched after the program's own, and CCCL's version ("3.0.1"); empty when the toolkit
+// (KILN_TOOLKIT, else /usr/local/cuda) has none.
+struct ToolkitHeaders {
+  std::string include_dir;
+  std::string cccl_version;
+};
+const ToolkitHeaders& toolkit_headers();
+
+}  // namespace kiln::detail

@@ -1,0 +1,172 @@
+// Programs given at run time, without a GPU: their key (every input changes it, no path does), found by
+// content, compiled through the tiers into the disk cache and found there by a new program object.
+#include <kiln/cache.hpp>
+#include <kiln/error.hpp>
+#include <kiln/precompile.hpp>
+#include <kiln/program.hpp>
+
+#include "cache_test_util.hpp"
+#include "program/program_key.hpp"  // runtime/src
+#include "registry/query.hpp"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace {
+
+const char* kSaxpy = R"(
+#include "axpy/scale.cuh"
+template <typename T>
+__global__ void axpy(T a, const T* x, T* y, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = axpy_scale(a) * x[i] + y[i];
+}
+extern "C" __global__ void fill(float* y, float v, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = v;
+}
+)";
+
+kiln::ProgramSource saxpy() {
+  kiln::ProgramSource s;
+  s.source = kSaxpy;
+  s.headers = {{"axpy/scale.cuh", "template <typename T> __device__ T axpy_scale(T a) { return a; }\n"}};
+  s.options = {"-std=c++17", "-DAXPY=1"};
+  s.name_expressions = {"axpy<float>", "fill"};
+  s.label = "tests/saxpy";
+  return s;
+}
+
+void write(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+bool contains(const std::string& text, std::string_view what) { return text.find(what) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("a program's digest changes with every input, and not with its label or an include directory's path") {
+  const std::string base = kiln::detail::program_digest(saxpy());
+  CHECK(base.size() == 64);
+  auto changed = [&](auto edit) {
+    kiln::ProgramSource s = saxpy();
+    edit(s);
+    return kiln::detail::program_digest(s) != base;
+  };
+  CHECK(changed([](auto& s) { s.source += " "; }));
+  CHECK(changed([](auto& s) { s.headers[0].source += "\n"; }));
+  CHECK(changed([](auto& s) { s.headers[0].name = "axpy/other.cuh"; }));
+  CHECK(changed([](auto& s) { s.options[1] = "-DAXPY=2"; }));
+  CHECK(changed([](auto& s) { s.options.push_back("--use_fast_math"); }));
+  CHECK(changed([](auto& s) { s.name_expressions[0] = "axpy<double>"; }));
+  CHECK_FALSE(changed([](auto& s) { s.label = "another label"; }));
+
+  // Two copies of one include directory, at different paths: one digest. An edited header: another.
+  kiln::test::TempDir tmp;
+  for (const char* copy : {"a", "b"}) {
+    write(tmp.path() / copy / "inc" / "axpy" / "extra.cuh", "#define EXTRA 1\n");
+    write(tmp.path() / copy / "inc" / "top.cuh", "#include \"axpy/extra.cuh\"\n");
+  }
+  auto with_dir = [&](const char* copy, bool joined) {
+    kiln::ProgramSource s = saxpy();
+    const std::string dir = (tmp.path() / copy / "inc").string();
+    if (joined) {
+      s.options.push_back("-I" + dir);
+    } else {
+      s.options.push_back("--include-path");
+      s.options.push_back(dir);
+    }
+    return kiln::detail::program_digest(s);
+  };
+  const std::string in_a = with_dir("a", true);
+  CHECK(in_a != base);
+  CHECK(with_dir("b", true) == in_a);
+  CHECK(with_dir("b", false) != base);
+  write(tmp.path() / "b" / "inc" / "axpy" / "extra.cuh", "#define EXTRA 2\n");
+  CHECK(with_dir("b", true) != in_a);
+
+  kiln::ProgramSource missing = saxpy();
+  missing.options.push_back("-I" + (tmp.path() / "nowhere").string());
+  try {
+    (void)kiln::detail::program_digest(missing);
+    FAIL("an include directory that does not exist was taken");
+  } catch (const kiln::Error& e) {
+    CHECK(e.code() == kiln::Errc::invalid_argument);
+    CHECK(contains(e.what(), "tests/saxpy"));
+  }
+}
+
+TEST_CASE("a program is found by its content: the same text is the same program, other options another") {
+  const auto first = kiln::program(saxpy());
+  kiln::ProgramSource again = saxpy();
+  again.label = "the same text, handed in again";
+  CHECK(kiln::program(again) == first);
+  kiln::ProgramSource other = saxpy();
+  other.options.push_back("-DOTHER");
+  CHECK(kiln::program(other) != first);
+  kiln::RegistryOptions no_jit;
+  no_jit.use_jit = false;
+  CHECK(kiln::program(saxpy(), 0, no_jit) != first);
+  CHECK(first->digest() == kiln::detail::program_digest(saxpy()));
+  // Its key names the architecture and no path; the label stays out of it.
+  kiln::test::TempDir tmp;
+  kiln::DiskCache cache(kiln::test::config_at(tmp.path() / "kiln"));
+  const kiln::Catalog& c = first->catalog();
+  const auto k90 = kiln::detail::unit_cache_key(c, c.units[0], 90, cache);
+  CHECK(k90.hex != kiln::detail::unit_cache_key(c, c.units[0], 80, cache).hex);
+  CHECK_FALSE(contains(k90.text, "tests/saxpy"));
+  CHECK_FALSE(contains(k90.text, tmp.path().string()));
+  CHECK(contains(k90.text, "registry=program"));
+}
+
+TEST_CASE("a program compiles through the tiers into the disk cache, and a new program object finds it there") {
+  kiln::test::TempDir tmp;
+  kiln::DiskCache cache(kiln::test::config_at(tmp.path() / "kiln"));
+  kiln::RegistryOptions options;
+  options.cache = &cache;
+  options.use_remote = false;
+  kiln::Program cold(saxpy(), 0, options);
+  const kiln::PrecompileResult first = cold.precompile(80);
+  CHECK(first.ok);
+  CHECK(first.compiled);
+  // The entry records NVRTC's lowered names: the template's is mangled, the extern "C" one is not.
+  const kiln::Catalog& c = cold.catalog();
+  const auto entry = cache.load(kiln::detail::unit_cache_key(c, c.units[0], 80, cache));
+  REQUIRE(entry.has_value());
+  REQUIRE(entry->kernels.size() == 2);
+  for (const kiln::CachedKernel& k : entry->kernels) {
+    if (k.name == "fill") CHECK(k.lowered == "fill");
+    if (k.name == "axpy<float>") CHECK(k.lowered.starts_with("_Z"));
+  }
+  kiln::Program warm(saxpy(), 0, options);
+  const kiln::PrecompileResult second = warm.precompile(80);
+  CHECK(second.ok);
+  CHECK(second.cached);
+  CHECK_FALSE(second.compiled);
+}
+
+TEST_CASE("a program that does not compile is an error carrying its label and NVRTC's log") {
+  kiln::test::TempDir tmp;
+  kiln::DiskCache cache(kiln::test::config_at(tmp.path() / "kiln"));
+  kiln::RegistryOptions options;
+  options.cache = &cache;
+  options.use_remote = false;
+  kiln::ProgramSource broken = saxpy();
+  broken.source += "\n__global__ void oops() { undeclared_thing(); }\n";
+  broken.label = "tests/broken";
+  kiln::Program program(broken, 0, options);
+  try {
+    (void)program.precompile(80);
+    FAIL("a program that does not compile compiled");
+  } catch (const kiln::Error& e) {
+    CHECK(e.code() == kiln::Errc::compile);
+    CHECK(contains(e.what(), "tests/broken"));
+    CHECK(contains(e.what(), "undeclared_thing"));
+  }
+  kiln::ProgramSource none = saxpy();
+  none.name_expressions.clear();
+  CHECK_THROWS_AS(kiln::Program(none, 0, options), kiln::Error);
+}
