@@ -14,6 +14,8 @@ and rewritten only when it changes.
   fatbin   pack one unit's compiled targets into its fatbins (fatbinary, compressed)
   catalog  check every fatbin's images and emit the registration table (.cpp/.hpp) and the .incbin
            assembly of all fatbins
+  from-record  turn a demand record (KILN_RECORD) into a spec table: the programs a run compiled at run
+           time, with their sources, to embed next release
 
 This file is the command line only: each command calls its step (unit_source.py, nvcc_compile.py,
 lowering.py, fatbin.py, catalog.py), and `build` calls table_build.py, which runs them all over a table. No module
@@ -29,6 +31,7 @@ from pathlib import Path
 
 import catalog
 import cuda_toolkit
+import demand_record
 import errors
 import fatbin
 import lowering
@@ -127,6 +130,13 @@ def ptx_strip(args) -> str:
     return tool
 
 
+def cmd_from_record(args) -> int:
+    record = demand_record.read(Path(args.record))
+    table = demand_record.write_table(record, Path(args.out), args.name)
+    print(f"kiln-gen: {table}: {len(record.programs)} program(s) of {args.record}")
+    return 0
+
+
 # -- arguments --------------------------------------------------------------------------------------
 
 def parser(toolkit: str | None = None, ptx_strip: str | None = None) -> argparse.ArgumentParser:
@@ -181,6 +191,10 @@ def parser(toolkit: str | None = None, ptx_strip: str | None = None) -> argparse
     ca = with_spec(sub.add_parser("catalog", help="emit the registration table and fatbin assembly"))
     for a in ("--dir", "--toolkit", "--cpp", "--hpp", "--asm"):
         ca.add_argument(a, required=True)
+    fr = sub.add_parser("from-record", help="a spec table of the programs a demand record (KILN_RECORD) holds")
+    fr.add_argument("record", help="the record a run wrote (KILN_RECORD=FILE, kiln::record_demand)")
+    fr.add_argument("--out", required=True, help="the directory to write the table, sources/ and include/ into")
+    fr.add_argument("--name", required=True, help="the table's registry name")
     return p
 
 
@@ -191,7 +205,7 @@ def positive(text: str) -> int:
 
 
 COMMANDS = {"build": cmd_build, "units": cmd_units, "source": cmd_source, "compile": cmd_compile,
-            "lower": cmd_lower, "fatbin": cmd_fatbin, "catalog": cmd_catalog}
+            "lower": cmd_lower, "fatbin": cmd_fatbin, "catalog": cmd_catalog, "from-record": cmd_from_record}
 
 
 def main(argv=None, toolkit: str | None = None, ptx_strip: str | None = None) -> int:

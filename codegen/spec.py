@@ -24,6 +24,9 @@ import errors
 import kiln_families
 import render
 
+# The registry name the runtime gives programs given at run time (runtime/src/program/record.hpp).
+RESERVED_REGISTRY = "program"
+
 # Every architecture CUDA 13.0 compiles to SASS (nvcc --list-gpu-code).
 KNOWN_ARCHS = (75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121)
 
@@ -243,6 +246,9 @@ class _Validator:
             self.fail(str(self.path), "missing [registry] table (with at least `name = \"...\"`)")
         self.check_fields(reg, REGISTRY_FIELDS, where)
         name = self.identifier(reg, "name", where, required=True)
+        if name == RESERVED_REGISTRY:
+            self.fail(f"{where}: field 'name'", f"'{RESERVED_REGISTRY}' is the registry of programs given at run "
+                      "time (kiln/program.hpp): name the table otherwise")
         namespace = reg.get("namespace", name)
         if not isinstance(namespace, str) or not _NAMESPACE.fullmatch(namespace):
             self.fail(f"{where}: field 'namespace'", f"expected a C++ namespace like \"myproject::kernels\", got {namespace!r}")

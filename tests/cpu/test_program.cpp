@@ -4,9 +4,12 @@
 #include <kiln/error.hpp>
 #include <kiln/precompile.hpp>
 #include <kiln/program.hpp>
+#include <kiln/record.hpp>
 
 #include "cache_test_util.hpp"
+#include "examples_catalog.hpp"
 #include "program/program_key.hpp"  // runtime/src
+#include "program/record.hpp"
 #include "registry/query.hpp"
 
 #include <doctest/doctest.h>
@@ -169,4 +172,52 @@ TEST_CASE("a program that does not compile is an error carrying its label and NV
   kiln::ProgramSource none = saxpy();
   none.name_expressions.clear();
   CHECK_THROWS_AS(kiln::Program(none, 0, options), kiln::Error);
+}
+
+TEST_CASE("a demand record: written once per program and kernel, read back, and precompiled for another arch") {
+  kiln::test::TempDir tmp;
+  const std::string path = (tmp.path() / "demand.record").string();
+  kiln::record_demand(path);
+  kiln::ProgramSource with_bytes = saxpy();
+  with_bytes.source += "\n/* a line break \n and \\ and \x01 survive */\n";
+  kiln::detail::record_program(with_bytes);
+  kiln::detail::record_program(with_bytes);  // once per process
+  kiln::detail::record_kernel("examples", "vector_add", 80);
+  kiln::detail::record_kernel("elsewhere", "nothing", 80);
+  const kiln::DemandRecord record = kiln::read_record(path);
+  REQUIRE(record.programs.size() == 1);
+  CHECK(record.programs[0].source == with_bytes.source);
+  CHECK(record.programs[0].headers.size() == 1);
+  CHECK(record.programs[0].headers[0].source == with_bytes.headers[0].source);
+  CHECK(record.programs[0].options == with_bytes.options);
+  CHECK(record.programs[0].name_expressions == with_bytes.name_expressions);
+  CHECK(record.programs[0].label == "tests/saxpy");
+  REQUIRE(record.kernels.size() == 2);
+  CHECK(record.kernels[0].registry == "examples");
+  CHECK(record.kernels[0].arch == 80);
+  CHECK(std::filesystem::status(path).permissions() == std::filesystem::perms(0600));
+
+  // Replayed for sm_86 into a cache of its own, without a GPU: the program and the table's kernel
+  // compiled; the registry this program lacks is named.
+  kiln::test::ScopedEnv dir("KILN_CACHE_DIR", (tmp.path() / "cache").string());
+  const auto results = kiln::precompile_record(record, 86, {&kiln::examples::catalog()});
+  REQUIRE(results.size() == 3);
+  std::size_t ok = 0;
+  for (const auto& r : results) {
+    ok += r.ok;
+    if (!r.ok) CHECK_MESSAGE(contains(r.error, "elsewhere"), std::string(r.unit + ": " + r.error));
+  }
+  CHECK(ok == 2);
+
+  // Not a record: the file and line are named.
+  write(tmp.path() / "bad.record", "kiln record 1\nprogram\nlabel 99\nshort\n");
+  try {
+    (void)kiln::read_record((tmp.path() / "bad.record").string());
+    FAIL("a damaged record was read");
+  } catch (const kiln::Error& e) {
+    CHECK(e.code() == kiln::Errc::invalid_argument);
+    CHECK_MESSAGE(contains(e.what(), "bad.record:3"), std::string(e.what()));
+  }
+  // Recording to what is not a regular file is refused.
+  CHECK_THROWS_AS(kiln::record_demand(tmp.path().string()), kiln::Error);
 }

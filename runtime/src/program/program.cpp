@@ -5,6 +5,7 @@
 #include "chain/key.hpp"  // sha256_hex
 #include "chain/tier_chain.hpp"
 #include "program/program_key.hpp"
+#include "program/record.hpp"
 
 #include <kiln/catalog.hpp>
 #include <kiln/error.hpp>
@@ -23,6 +24,7 @@ namespace kiln {
 
 // The catalog's tables and the bytes they point into, owned for the program's life.
 struct Program::Tables {
+  ProgramSource source;
   std::string label;
   std::string digest;
   RegistryOptions options;
@@ -46,9 +48,6 @@ struct Program::Tables {
 
 namespace {
 
-// The registry name every program's cache entries are under (`kiln cache stats` shows them together).
-constexpr std::string_view kProgramRegistry = "program";
-
 std::unique_ptr<Program::Tables> make_tables(const ProgramSource& source);
 
 }  // namespace
@@ -60,7 +59,12 @@ Program::Program(const ProgramSource& source, int device, RegistryOptions option
 
 Program::~Program() = default;
 
-Kernel Program::get(std::string_view name_expression) { return registry_->get(name_expression); }
+Kernel Program::get(std::string_view name_expression) {
+  Kernel k = registry_->get(name_expression);
+  // The first get() of its unit: what it compiled (or found) goes into the demand record, if one is kept.
+  if (k.provenance.tier != Tier::memory) detail::record_program(tables_->source);
+  return k;
+}
 Plan Program::plan(std::string_view name_expression) { return registry_->plan(name_expression); }
 const std::string& Program::label() const noexcept { return tables_->label; }
 const std::string& Program::digest() const noexcept { return tables_->digest; }
@@ -92,6 +96,7 @@ std::unique_ptr<Program::Tables> make_tables(const ProgramSource& source) {
   if (source.name_expressions.empty())
     throw Error(Errc::invalid_argument, "kiln: program '" + source.label + "' names no kernel: give name_expressions");
   auto t = std::make_unique<Program::Tables>();
+  t->source = source;
   t->label = source.label.empty() ? "program" : source.label;
   t->digest = detail::program_digest(source);
   const detail::ToolkitHeaders& toolkit = detail::toolkit_headers();
@@ -124,7 +129,7 @@ std::unique_ptr<Program::Tables> make_tables(const ProgramSource& source) {
 
   // One unit, named by its digest: the label stays out of the key.
   UnitEntry unit{};
-  unit.name = t->add(std::string(kProgramRegistry) + "_" + t->digest.substr(0, 16));
+  unit.name = t->add(std::string(detail::kProgramRegistry) + "_" + t->digest.substr(0, 16));
   unit.options = t->add(options);
   unit.digest = t->add(t->digest);
   unit.source = t->add(source.source);
@@ -145,7 +150,7 @@ std::unique_ptr<Program::Tables> make_tables(const ProgramSource& source) {
   }
 
   Catalog& c = t->catalog;
-  c.name = kProgramRegistry;
+  c.name = detail::kProgramRegistry;
   c.units = t->units;
   c.kernels = t->kernels;
   c.strings = t->strings.data();

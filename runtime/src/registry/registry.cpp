@@ -10,6 +10,7 @@
 #include "registry/query.hpp"  // unit_cache_key with a DiskCache
 #include "registry/registry_impl.hpp"
 #include "registry/warmup.hpp"
+#include "program/record.hpp"  // record_kernel
 
 #include <chrono>
 #include <string>
@@ -196,6 +197,10 @@ void Registry::Impl::load_unit(UnitState& unit, const KernelEntry& entry) {
     unit.image = detail::fetch_unit(q);
   }
   count_served(unit.image);
+  // A table's kernel that nothing embedded served goes into the demand record, if one is kept (a
+  // program's registry, "program", records its program instead: kiln/program.hpp).
+  if (unit.image.served_by != Tier::embedded && catalog_.name != detail::kProgramRegistry)
+    detail::record_kernel(catalog_.name, catalog_.str(entry.name), info_.arch);
   CUlibrary library = nullptr;
   check_load(driver().cuLibraryLoadData(&library, unit.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
              "cuLibraryLoadData", catalog_, entry, unit.image.label);

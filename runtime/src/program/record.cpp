@@ -1,0 +1,265 @@
+// The demand record: appended as a run loads, read back for precompile and kiln-gen.
+//
+// Format (text, every value length-prefixed so that any bytes survive; kiln-gen reads it too):
+//   kiln record 1
+//   program                       then: label N, source N, (header N, bytes N)*, option N*, kernel N*, end
+//   table N <registry> / kernel N <name> / arch <sm>    (one line each, then end)
+// where "label N" is followed by a newline, N bytes and a newline.
+#include <kiln/record.hpp>
+
+#include "program/record.hpp"
+
+#include <kiln/catalog.hpp>
+#include <kiln/error.hpp>
+#include <kiln/precompile.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+namespace kiln {
+namespace {
+
+constexpr std::string_view kHeader = "kiln record 1\n";
+
+void field(std::string& out, std::string_view kind, std::string_view value) {
+  out += kind;
+  out += ' ';
+  out += std::to_string(value.size());
+  out += '\n';
+  out += value;
+  out += '\n';
+}
+
+// The open record, if any: KILN_RECORD's from the first load, or record_demand's.
+class Recorder {
+ public:
+  static Recorder& instance() {
+    // Leaked on purpose: loads may happen during static destruction.
+    static Recorder& r = *new Recorder;
+    return r;
+  }
+
+  void open(const std::string& path) {
+    const std::lock_guard lock(mutex_);
+    open_locked(path, true);
+  }
+
+  void write(const std::string& key, const std::string& text) {
+    const std::lock_guard lock(mutex_);
+    if (!env_checked_) {
+      env_checked_ = true;
+      const char* path = std::getenv("KILN_RECORD");
+      if (fd_ < 0 && path != nullptr && *path != '\0') open_locked(path, false);
+    }
+    if (fd_ < 0 || !written_.insert(key).second) return;
+    // One write per entry: O_APPEND keeps processes sharing a record from interleaving within one.
+    const ssize_t n = ::write(fd_, text.data(), text.size());
+    if (n != static_cast<ssize_t>(text.size()))
+      std::cerr << "kiln: warning: cannot append to the demand record " << path_ << ": " << std::strerror(errno) << "\n";
+  }
+
+ private:
+  void open_locked(const std::string& path, bool throw_on_failure) {
+    // Never blocks (a FIFO is refused), never follows a link, created private.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+    struct stat st {};
+    std::string why;
+    if (fd < 0) {
+      why = std::strerror(errno);
+    } else if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      why = "not a regular file";
+    }
+    if (!why.empty()) {
+      if (fd >= 0) ::close(fd);
+      const std::string message = "kiln: cannot record demand to " + path + ": " + why;
+      if (throw_on_failure) throw Error(Errc::invalid_argument, message);
+      std::cerr << "kiln: warning: " << message.substr(6) << " (KILN_RECORD); recording nothing\n";
+      return;
+    }
+    if (st.st_size == 0 && ::write(fd, kHeader.data(), kHeader.size()) != static_cast<ssize_t>(kHeader.size())) {
+      ::close(fd);
+      if (throw_on_failure) throw Error(Errc::invalid_argument, "kiln: cannot write to the demand record " + path);
+      return;
+    }
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+    path_ = path;
+    written_.clear();
+  }
+
+  std::mutex mutex_;
+  int fd_ = -1;
+  std::string path_;
+  bool env_checked_ = false;
+  std::set<std::string> written_;
+};
+
+// A record's reader: one field at a time, naming the line of what is wrong.
+class Reader {
+ public:
+  Reader(std::string text, std::string path) : text_(std::move(text)), path_(std::move(path)) {}
+
+  bool done() const noexcept { return pos_ >= text_.size(); }
+
+  std::string line() {
+    const std::size_t end = text_.find('\n', pos_);
+    last_ = ++line_;
+    if (end == std::string::npos) wrong("an unterminated line");
+    std::string l = text_.substr(pos_, end - pos_);
+    pos_ = end + 1;
+    return l;
+  }
+
+  // "kind N\n<N bytes>\n": the bytes.
+  std::string value(std::string_view kind) {
+    const std::string head = line();
+    const std::string expected = std::string(kind) + " ";
+    if (!head.starts_with(expected)) wrong("'" + std::string(kind) + "' expected, found '" + head.substr(0, 40) + "'");
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(head.c_str() + expected.size(), &end, 10);
+    if (end == head.c_str() + expected.size() || *end != '\0' || n > text_.size() - pos_) wrong("a bad length");
+    std::string v = text_.substr(pos_, n);
+    pos_ += n;
+    for (char c : v) line_ += c == '\n';
+    if (pos_ >= text_.size() || text_[pos_] != '\n') wrong("no line break after a value");
+    ++pos_;
+    ++line_;
+    return v;
+  }
+
+  std::string peek_kind() const {
+    const std::size_t end = text_.find_first_of(" \n", pos_);
+    return text_.substr(pos_, end == std::string::npos ? std::string::npos : end - pos_);
+  }
+
+  [[noreturn]] void wrong(const std::string& what) const {
+    throw Error(Errc::invalid_argument, "kiln: " + path_ + ":" + std::to_string(last_ == 0 ? 1 : last_) +
+                                            ": not a kiln demand record: " + what);
+  }
+
+ private:
+  std::string text_;
+  std::string path_;
+  std::size_t pos_ = 0;
+  std::size_t line_ = 0;  // lines consumed
+  std::size_t last_ = 0;  // the line a field began on: what an error names
+};
+
+}  // namespace
+
+namespace detail {
+
+void record_kernel(std::string_view registry, std::string_view kernel, unsigned arch) {
+  std::string text = "table\n";
+  field(text, "registry", registry);
+  field(text, "kernel", kernel);
+  text += "arch " + std::to_string(arch) + "\nend\n";
+  Recorder::instance().write(text, text);
+}
+
+void record_program(const ProgramSource& source) {
+  std::string text = "program\n";
+  field(text, "label", source.label);
+  field(text, "source", source.source);
+  for (const ProgramHeader& h : source.headers) {
+    field(text, "header", h.name);
+    field(text, "bytes", h.source);
+  }
+  for (const std::string& o : source.options) field(text, "option", o);
+  for (const std::string& e : source.name_expressions) field(text, "kernel", e);
+  text += "end\n";
+  Recorder::instance().write(text, text);
+}
+
+}  // namespace detail
+
+void record_demand(const std::string& path) { Recorder::instance().open(path); }
+
+DemandRecord read_record(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(Errc::invalid_argument, "kiln: cannot read the demand record " + path);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  Reader r(bytes.str(), path);
+  if (r.done() || r.line() + "\n" != kHeader) r.wrong("no 'kiln record 1' line");
+  DemandRecord record;
+  while (!r.done()) {
+    const std::string kind = r.line();
+    if (kind == "program") {
+      ProgramSource p;
+      p.label = r.value("label");
+      p.source = r.value("source");
+      while (r.peek_kind() == "header") {
+        ProgramHeader h;
+        h.name = r.value("header");
+        h.source = r.value("bytes");
+        p.headers.push_back(std::move(h));
+      }
+      while (r.peek_kind() == "option") p.options.push_back(r.value("option"));
+      while (r.peek_kind() == "kernel") p.name_expressions.push_back(r.value("kernel"));
+      if (r.line() != "end") r.wrong("'end' expected after a program");
+      record.programs.push_back(std::move(p));
+    } else if (kind == "table") {
+      RecordedKernel k;
+      k.registry = r.value("registry");
+      k.kernel = r.value("kernel");
+      const std::string arch = r.line();
+      if (!arch.starts_with("arch ")) r.wrong("'arch' expected");
+      k.arch = static_cast<unsigned>(std::strtoul(arch.c_str() + 5, nullptr, 10));
+      if (r.line() != "end") r.wrong("'end' expected after a kernel");
+      record.kernels.push_back(std::move(k));
+    } else {
+      r.wrong("'program' or 'table' expected, found '" + kind.substr(0, 40) + "'");
+    }
+  }
+  return record;
+}
+
+std::vector<PrecompileResult> precompile_record(const DemandRecord& record, unsigned arch,
+                                                const std::vector<const Catalog*>& catalogs) {
+  std::vector<PrecompileResult> results;
+  for (const ProgramSource& source : record.programs) {
+    try {
+      Program program(source);
+      results.push_back(program.precompile(arch));
+    } catch (const Error& e) {
+      PrecompileResult r;
+      r.unit = source.label;
+      r.error = e.what();
+      results.push_back(std::move(r));
+    }
+  }
+  // Each registry's kernels at once, so that its units compile side by side.
+  std::map<std::string, std::vector<std::string>> by_registry;
+  for (const RecordedKernel& k : record.kernels) by_registry[k.registry].push_back(k.kernel);
+  for (auto& [registry, kernels] : by_registry) {
+    const Catalog* catalog = nullptr;
+    for (const Catalog* c : catalogs)
+      if (c != nullptr && c->name == registry) catalog = c;
+    if (catalog == nullptr) {
+      PrecompileResult r;
+      r.unit = registry;
+      r.error = "kiln: the record names registry '" + registry + "', which this program does not have";
+      results.push_back(std::move(r));
+      continue;
+    }
+    std::sort(kernels.begin(), kernels.end());
+    kernels.erase(std::unique(kernels.begin(), kernels.end()), kernels.end());
+    for (PrecompileResult& r : precompile(*catalog, arch, kernels)) results.push_back(std::move(r));
+  }
+  return results;
+}
+
+}  // namespace kiln
