@@ -9,7 +9,11 @@
 // Prints Markdown; `--csv FILE` also writes the rows as CSV.
 //
 //   bench_big_registry [--runs N] [--jit-runs N] [--arch 90] [--workers 1,2,4,8,16] [--csv FILE]
+#include <kiln/cache.hpp>
+#include <kiln/catalog.hpp>
+#include <kiln/driver.hpp>
 #include <kiln/kiln.hpp>
+#include <kiln/precompile.hpp>
 
 #include "big_catalog.hpp"
 #include "bench_util.hpp"

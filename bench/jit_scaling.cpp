@@ -5,7 +5,9 @@
 // alone in a new process (T: the whole set cannot end sooner; its median), alone on one thread and alone
 // on 4 KiB pages; per-unit NVRTC time without and with a PCH file. Needs no GPU (NVRTC only). Prints
 // Markdown tables. `bench_jit_scaling 1 2` runs only those worker counts (and the side-by-side rows for 2).
+#include <kiln/catalog.hpp>
 #include <kiln/kiln.hpp>
+#include <kiln/precompile.hpp>
 
 #include "bench_cub_catalog.hpp"
 #include "examples_catalog.hpp"

@@ -6,7 +6,11 @@
 // compile of the same unit. Needs no GPU. Prints Markdown tables.
 //
 //   bench_remote_fleet [N...]     (default: 1 4 16)
+#include <kiln/cache.hpp>
+#include <kiln/catalog.hpp>
 #include <kiln/kiln.hpp>
+#include <kiln/precompile.hpp>
+#include <kiln/remote.hpp>
 
 #include "bench_cub_catalog.hpp"
 #include "examples_catalog.hpp"

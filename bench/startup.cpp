@@ -4,7 +4,11 @@
 //
 // The parent spawns itself `runs` times; each child reads CLOCK_MONOTONIC (system-wide, so comparable
 // with the parent's) at each phase and prints the offsets from the moment the parent called posix_spawn.
+#include <kiln/cache.hpp>
+#include <kiln/catalog.hpp>
+#include <kiln/driver.hpp>
 #include <kiln/kiln.hpp>
+#include <kiln/select.hpp>
 
 #include "bench_util.hpp"
 

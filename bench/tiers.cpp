@@ -24,7 +24,11 @@
 // embeds (the same PTX without its unreferenced globals, docs/DESIGN.md "Lean cubins").
 //
 //   bench_tiers [--runs N] [--export FILE] [--json FILE]
+#include <kiln/cache.hpp>
+#include <kiln/catalog.hpp>
+#include <kiln/driver.hpp>
 #include <kiln/kiln.hpp>
+#include <kiln/select.hpp>
 
 #include "big_catalog.hpp"
 #include "bench_util.hpp"

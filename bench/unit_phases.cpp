@@ -13,6 +13,7 @@
 // (--first-only: each unit's first compile alone, for comparing fresh processes; --copies none: no copies
 // rows). It sets CUDA_CACHE_DISABLE=1 unless set: nvJitLink keeps ptxas's output in the driver's
 // JIT cache (~/.nv/ComputeCache) and reads it back in later processes, which no cold compile may do.
+#include <kiln/catalog.hpp>
 #include <kiln/prim/common.hpp>
 
 #include "examples_catalog.hpp"

@@ -23,6 +23,7 @@
 
 #include "jit/compiler/compile.hpp"
 
+#include <kiln/cache.hpp>
 #include <kiln/error.hpp>
 
 #include <unistd.h>

@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include <kiln/cache.hpp>
+#include <kiln/catalog.hpp>
 #include <kiln/registry.hpp>
 #include <kiln/remote.hpp>
 

@@ -1,4 +1,5 @@
 // 16 processes missing the same 20 keys at once build each key exactly once.
+#include <kiln/cache.hpp>
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"

@@ -1,5 +1,6 @@
 // A writer killed with SIGKILL mid-publish leaves no readable partial entry, only a
 // temp file that prune removes.
+#include <kiln/cache.hpp>
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"

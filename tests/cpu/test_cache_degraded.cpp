@@ -1,4 +1,5 @@
 // A read-only cache directory and a full disk: one warning, loads keep working.
+#include <kiln/cache.hpp>
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"

@@ -1,4 +1,5 @@
 // DiskCache on a directory: round trip, damaged files as counted misses, verify, clear.
+#include <kiln/cache.hpp>
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"

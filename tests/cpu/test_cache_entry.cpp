@@ -1,6 +1,7 @@
 // The entry codec: round trip, and every kind of damage rejected with its reason.
 #include <doctest/doctest.h>
 
+#include <kiln/cache.hpp>
 #include <kiln/catalog.hpp>
 
 #include "chain/entry.hpp"

@@ -1,5 +1,6 @@
 // The size cap: least recently used entries go first, a load refreshes an
 // entry, and prune also sweeps files that dead processes left behind.
+#include <kiln/cache.hpp>
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"

@@ -1,4 +1,5 @@
 // Faults injected while a cache is in use: its directory deleted or made read-only, an entry corrupted between check and read, a real full disk, a clock that jumps.
+#include <kiln/cache.hpp>
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"

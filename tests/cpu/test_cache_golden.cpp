@@ -1,4 +1,5 @@
 // The committed golden entry pins the format: a change without a version bump fails here.
+#include <kiln/cache.hpp>
 #include <doctest/doctest.h>
 
 #include "chain/entry.hpp"

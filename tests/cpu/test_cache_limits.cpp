@@ -1,6 +1,7 @@
 // What untrusted bytes can make kiln allocate: an entry file costs its 64-byte header until the header
 // checks out, a zstd frame claiming more than an entry can hold is refused before anything is allocated,
 // and a JIT frame's buffer grows with the bytes that arrive, not with what its header claims.
+#include <kiln/cache.hpp>
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"

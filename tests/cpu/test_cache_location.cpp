@@ -1,5 +1,6 @@
 // Where the cache lives (environment precedence), KILN_CACHE=off, the size cap
 // variable, and the refusal of directories that others could write.
+#include <kiln/cache.hpp>
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"

@@ -1,5 +1,6 @@
 // The per-key build lock never makes a process wait forever: a second, real process holds it while stopped
 // (SIGSTOP), while busy for good, or after dying with a forked child still holding it.
+#include <kiln/cache.hpp>
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"

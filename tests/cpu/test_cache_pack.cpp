@@ -2,6 +2,7 @@
 // all, each refused whole with a reason that says so (nothing imported).
 #include <doctest/doctest.h>
 
+#include <kiln/cache.hpp>
 #include <kiln/cache_pack.hpp>
 #include <kiln/error.hpp>
 

@@ -1,6 +1,7 @@
 // Paths an attacker or a careless user could bend: a parent directory others can write, a version
 // directory swapped for a symlink, entry files with the wrong owner or mode, and directories at names kiln
 // uses (which hold the user's files, and are never deleted).
+#include <kiln/cache.hpp>
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"

@@ -1,5 +1,6 @@
 // The precompiled headers the JIT pool keeps beside the entries (<family>.pch and its .sum): counted in
 // the cache's bytes and cap, evicted by age with their sums, checked by verify, removed by clear.
+#include <kiln/cache.hpp>
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"

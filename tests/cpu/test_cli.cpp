@@ -1,5 +1,6 @@
 // The kiln command says what happened and exits non-zero when the asked-for result was not achieved; it
 // refuses arguments it does not understand. Runs the real `kiln` binary; precompile runs real NVRTC.
+#include <kiln/cache.hpp>
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"

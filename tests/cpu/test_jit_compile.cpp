@@ -1,6 +1,7 @@
 // The JIT compiler: every example unit through NVRTC + nvJitLink, with the AOT lowered names; errors; PCH.
 #include <doctest/doctest.h>
 
+#include <kiln/catalog.hpp>
 #include <kiln/error.hpp>
 
 #include "cache_test_util.hpp"

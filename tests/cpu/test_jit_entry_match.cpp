@@ -3,6 +3,8 @@
 // rebuilt. Real NVRTC (no GPU needed), the tiers' own steps, a real cache directory.
 #include <doctest/doctest.h>
 
+#include <kiln/cache.hpp>
+#include <kiln/catalog.hpp>
 #include <kiln/kiln.hpp>
 
 #include "cache_test_util.hpp"

@@ -1,6 +1,7 @@
 // The JIT tier's estimate of a unit's compile, by which the pool orders a table and finds its critical
 // path: a unit that includes CCCL estimates longer than one that includes nothing, and assembling its
 // PTX shorter than compiling its source.
+#include <kiln/catalog.hpp>
 #include <doctest/doctest.h>
 
 #include <algorithm>

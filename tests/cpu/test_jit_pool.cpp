@@ -1,5 +1,7 @@
 // The JIT worker pool: parallel workers, retry after a killed or silent worker, in-process fallback, clean
 // shutdown, and precompiled headers built, published, verified and used across processes.
+#include <kiln/cache.hpp>
+#include <kiln/catalog.hpp>
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"

@@ -1,4 +1,5 @@
 // kiln-jitd frames: every field survives a round trip; truncated, damaged and garbage frames are refused.
+#include <kiln/cache.hpp>
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"

@@ -2,6 +2,8 @@
 // cache's lock compile it once, with the real NVRTC (no GPU needed), and all get the same cubin.
 #include <doctest/doctest.h>
 
+#include <kiln/cache.hpp>
+#include <kiln/catalog.hpp>
 #include <kiln/kiln.hpp>
 
 #include "cache_test_util.hpp"

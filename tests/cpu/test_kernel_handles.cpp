@@ -1,6 +1,7 @@
 // The typed kernel handles a generated catalog header declares (kernels::NAME): their types come from the
 // kernels' declarations, a launch takes values converted without narrowing, and a handle belongs to one
 // registry. Compile-time checks are static_asserts; nothing here needs a GPU.
+#include <kiln/catalog.hpp>
 #include <kiln/kiln.hpp>
 
 #include <doctest/doctest.h>

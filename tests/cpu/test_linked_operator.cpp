@@ -3,6 +3,8 @@
 // per operator text, and a linked unit refused where no operator is given.
 #include <doctest/doctest.h>
 
+#include <kiln/cache.hpp>
+#include <kiln/catalog.hpp>
 #include <kiln/error.hpp>
 #include <kiln/precompile.hpp>
 #include <kiln/prim/operator.hpp>

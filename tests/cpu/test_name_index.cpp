@@ -1,4 +1,5 @@
 // The registry's hashed name index answers exactly as the catalog's sorted search.
+#include <kiln/catalog.hpp>
 #include <doctest/doctest.h>
 
 #include "examples_catalog.hpp"

@@ -5,6 +5,7 @@
 // has it ask the JIT tier to start a worker.
 #include <doctest/doctest.h>
 
+#include <kiln/cache.hpp>
 #include <kiln/catalog.hpp>
 #include <kiln/registry.hpp>
 #include <kiln/select.hpp>

@@ -1,6 +1,7 @@
 // Programs given at run time, without a GPU: their key (every input changes it, no path does), found by
 // content, compiled through the tiers into the disk cache and found there by a new program object.
 #include <kiln/cache.hpp>
+#include <kiln/catalog.hpp>
 #include <kiln/error.hpp>
 #include <kiln/precompile.hpp>
 #include <kiln/program.hpp>

@@ -1,4 +1,6 @@
 // What the registry does without touching a GPU: construction, unknown names, names.
+#include <kiln/catalog.hpp>
+#include <kiln/driver.hpp>
 #include <kiln/kiln.hpp>
 
 #include <doctest/doctest.h>

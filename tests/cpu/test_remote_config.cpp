@@ -1,4 +1,5 @@
 // The remote tier's configuration: the Redis URL and its settings, the fleet key, what is refused and why.
+#include <kiln/remote.hpp>
 #include <doctest/doctest.h>
 
 #include "remote/config.hpp"

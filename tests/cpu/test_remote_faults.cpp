@@ -1,6 +1,8 @@
 // The remote tier when things go wrong: a server killed mid-run, one that never answers, one that answers
 // garbage, entries altered or untagged in the store, another fleet's key, a server at its memory limit.
 // Each costs at most one warning of its kind and a bounded wait; kiln goes on, correct, without it.
+#include <kiln/cache.hpp>
+#include <kiln/remote.hpp>
 #include <doctest/doctest.h>
 
 #include "chain/entry.hpp"

@@ -12,7 +12,10 @@
 #include "remote/sealed_entry.hpp"
 #include "remote_test_util.hpp"
 
+#include <kiln/cache.hpp>
+#include <kiln/catalog.hpp>
 #include <kiln/error.hpp>
+#include <kiln/remote.hpp>
 
 #include <atomic>
 #include <thread>

@@ -1,5 +1,6 @@
 // The remote tier's authentication: HMAC-SHA-256 (RFC 4231's vectors, and OpenSSL's own HMAC), and sealed
 // values: every alteration, truncation, missing tag and other fleet key is refused.
+#include <kiln/cache.hpp>
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"

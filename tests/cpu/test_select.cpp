@@ -1,4 +1,5 @@
 // Which embedded binary runs on which device, and the messages when none does.
+#include <kiln/catalog.hpp>
 #include <kiln/select.hpp>
 
 #include <doctest/doctest.h>

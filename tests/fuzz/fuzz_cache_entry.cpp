@@ -1,5 +1,6 @@
 // LibFuzzer target: the cache entry decoder, the parsers behind its checksum, and the file reader that
 // checks the header before reading (or allocating for) anything more.
+#include <kiln/cache.hpp>
 #include "chain/entry.hpp"
 #include "cache_golden_input.hpp"
 #include "disk/files.hpp"

@@ -1,4 +1,5 @@
 // Writes the fuzzer's seed corpus: valid entries, frames, payloads and cubins for the golden key.
+#include <kiln/cache.hpp>
 #include "chain/entry.hpp"
 #include "cache_golden_input.hpp"
 

@@ -1,6 +1,7 @@
 // Launches an example kernel from a registry and checks the result.
 #pragma once
 
+#include <kiln/driver.hpp>
 #include <kiln/kiln.hpp>
 
 #include "device_buffer.hpp"

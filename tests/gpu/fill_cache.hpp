@@ -3,7 +3,10 @@
 // this GPU's arch, otherwise one the JIT tier compiles and publishes to that cache.
 #pragma once
 
+#include <kiln/cache.hpp>
+#include <kiln/catalog.hpp>
 #include <kiln/kiln.hpp>
+#include <kiln/select.hpp>
 
 #include <string>
 

@@ -3,6 +3,7 @@
 // kernels must have come from in this build.
 #pragma once
 
+#include <kiln/driver.hpp>
 #include <kiln/kiln.hpp>
 #include <kiln/prim/common.hpp>
 

@@ -5,6 +5,7 @@
 // so it runs in a process of its own.
 #include "prim_harness.hpp"
 
+#include <kiln/driver.hpp>
 #include <kiln/prim/scan.hpp>
 
 #include <cuda_runtime_api.h>

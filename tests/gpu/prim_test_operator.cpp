@@ -6,6 +6,7 @@
 // operator gives.
 #include "prim_harness.hpp"
 
+#include <kiln/cache.hpp>
 #include <kiln/prim/operator.hpp>
 
 #include "remote_test_util.hpp"  // tests/cpu: a real redis-server on a free localhost port

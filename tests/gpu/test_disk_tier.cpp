@@ -2,6 +2,7 @@
 // launched and checked, in this process and in a new one; a corrupt entry never reaches the driver.
 #include <doctest/doctest.h>
 
+#include <kiln/cache.hpp>
 #include <kiln/kiln.hpp>
 
 #include "device_buffer.hpp"

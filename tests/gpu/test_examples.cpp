@@ -2,7 +2,11 @@
 // against the CPU, with its provenance; then the in-memory tier, lazy loading and concurrent first calls.
 #include <doctest/doctest.h>
 
+#include <kiln/cache.hpp>
+#include <kiln/catalog.hpp>
+#include <kiln/driver.hpp>
 #include <kiln/kiln.hpp>
+#include <kiln/select.hpp>
 
 #include "device_buffer.hpp"
 #include "example_checks.hpp"

@@ -3,6 +3,8 @@
 // next registry and the next process; racing threads compile once; warm-up compiles in the background.
 #include <doctest/doctest.h>
 
+#include <kiln/cache.hpp>
+#include <kiln/driver.hpp>
 #include <kiln/kiln.hpp>
 
 #include "device_buffer.hpp"

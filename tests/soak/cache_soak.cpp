@@ -16,6 +16,8 @@
 // request failed, no entry differed, no warning, nothing corrupt), each key was built at most once, every
 // entry of the directory verifies, and no temp or lock file is left. It prints a table of the counts.
 // Exits 0 when all of that held, 1 otherwise.
+#include <kiln/cache.hpp>
+#include <kiln/catalog.hpp>
 #include <kiln/kiln.hpp>
 
 #include "cache_test_util.hpp"

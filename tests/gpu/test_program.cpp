@@ -1,0 +1,160 @@
+// Programs given at run time on a real GPU: a plain kernel, a template by its name expression and one
+// that includes CUB, launched and checked; from the JIT, then from disk in a new process, then from the
+// remote cache on a second "machine"; and a recorded run replayed for another architecture.
+#include <doctest/doctest.h>
+
+#include <kiln/cache.hpp>
+#include <kiln/kiln.hpp>
+#include <kiln/precompile.hpp>
+#include <kiln/program.hpp>
+#include <kiln/record.hpp>
+#include <kiln/remote.hpp>
+
+#include "device_buffer.hpp"
+#include "remote_test_util.hpp"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <numeric>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+kiln::ProgramSource programs_source() {
+  kiln::ProgramSource s;
+  s.label = "tests/gpu_program";
+  s.source = R"(
+#include <cub/block/block_reduce.cuh>
+#include "ops/twice.cuh"
+extern "C" __global__ void fill(float* y, float v, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = v;
+}
+template <typename T>
+__global__ void axpy(T a, const T* x, T* y, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = twice(a) * x[i] + y[i];
+}
+template <int Threads>
+__global__ void block_sum(const int* in, int* out) {
+  using Reduce = cub::BlockReduce<int, Threads>;
+  __shared__ typename Reduce::TempStorage storage;
+  const int sum = Reduce(storage).Sum(in[blockIdx.x * Threads + threadIdx.x]);
+  if (threadIdx.x == 0) out[blockIdx.x] = sum;
+}
+)";
+  s.headers = {{"ops/twice.cuh", "template <typename T> __device__ T twice(T v) { return v + v; }\n"}};
+  s.options = {"-std=c++17"};
+  s.name_expressions = {"fill", "axpy<float>", "block_sum<128>"};
+  return s;
+}
+
+// Every kernel of the program launched and its output checked.
+bool program_works(kiln::Program& program) {
+  constexpr int n = 1000;
+  kiln::test::DeviceBuffer<float> y(n);
+  kiln::launch(program.get("fill"), {(n + 127) / 128}, {128}, 0, nullptr, y.ptr(), 1.5f, n);
+  std::vector<float> xs(n);
+  std::iota(xs.begin(), xs.end(), 0.0f);
+  kiln::test::DeviceBuffer<float> x(xs);
+  kiln::launch(program.get("axpy<float>"), {(n + 127) / 128}, {128}, 0, nullptr, 3.0f, x.ptr(), y.ptr(), n);
+  const std::vector<float> got = y.to_host();
+  bool ok = true;
+  for (int i = 0; i < n; ++i) ok = ok && got[i] == 6.0f * xs[i] + 1.5f;
+  std::vector<int> ones(4 * 128, 1);
+  kiln::test::DeviceBuffer<int> in(ones);
+  kiln::test::DeviceBuffer<int> sums(4);
+  kiln::launch(program.get("block_sum<128>"), {4}, {128}, 0, nullptr, in.ptr(), sums.ptr());
+  for (int s : sums.to_host()) ok = ok && s == 128;
+  return ok;
+}
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    char name[] = "/tmp/kiln-gpu-program-XXXXXX";
+    path = mkdtemp(name);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+}  // namespace
+
+// Entry point of the child process: `test_gpu --program-child DIR` (main.cpp).
+int program_child_main(const char* dir) {
+  setenv("KILN_CACHE_DIR", dir, 1);
+  setenv("KILN_REMOTE_CACHE", "", 1);
+  auto program = kiln::program(programs_source());
+  const bool ok = program_works(*program);
+  const kiln::Kernel k = program->get("block_sum<128>");
+  std::printf("program-child: %s source=%s %.3f ms\n", ok ? "ok" : "wrong result",
+              std::string(kiln::to_string(k.provenance.source)).c_str(), k.provenance.load_ms);
+  return ok && k.provenance.source == kiln::Tier::disk ? 0 : 1;
+}
+
+TEST_CASE("programs: compiled by the JIT, launched and checked; then from disk in a new process") {
+  TempDir dir;
+  {
+    kiln::DiskCache cache(kiln::test::config_at(dir.path));
+    kiln::Program program(programs_source(), 0, {.cache = &cache, .use_remote = false});
+    CHECK(program.plan("fill").source == kiln::Tier::jit);
+    const kiln::Kernel first = program.get("axpy<float>");
+    CHECK(first.provenance.source == kiln::Tier::jit);
+    CHECK(std::string(first.lowered_name).starts_with("_Z"));
+    CHECK(program.get("axpy<float>").provenance.tier == kiln::Tier::memory);
+    CHECK(program_works(program));
+    CHECK(program.registry().stats().jit_compiles == 1);  // one unit, all its kernels
+    CHECK_THROWS_AS(program.get("axpy<double>"), kiln::Error);
+  }
+  char self[4096] = {};
+  REQUIRE(readlink("/proc/self/exe", self, sizeof self - 1) > 0);
+  char* argv[] = {self, const_cast<char*>("--program-child"), const_cast<char*>(dir.path.c_str()), nullptr};
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, self, nullptr, nullptr, argv, environ) == 0);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("programs: one machine compiles, the next takes it from the remote cache") {
+  if (kiln::test::redis_server_path().empty()) {
+    MESSAGE("skipped: redis-server is not installed (scripts/setup.sh installs it; or set KILN_TEST_REDIS_SERVER)");
+    return;
+  }
+  kiln::test::RedisServer server;
+  kiln::test::TempDir a, b;
+  kiln::DiskCache disk_a(kiln::test::config_at(a.path())), disk_b(kiln::test::config_at(b.path()));
+  kiln::RemoteCache remote_a(kiln::test::remote_config(server.url())), remote_b(kiln::test::remote_config(server.url()));
+  kiln::Program first(programs_source(), 0, {.cache = &disk_a, .remote = &remote_a});
+  CHECK(first.get("fill").provenance.source == kiln::Tier::jit);
+  CHECK(remote_a.stats().stores == 1);
+  kiln::Program second(programs_source(), 0, {.cache = &disk_b, .remote = &remote_b});
+  CHECK(second.get("fill").provenance.source == kiln::Tier::remote);
+  CHECK(program_works(second));
+  CHECK(second.registry().stats().jit_compiles == 0);
+}
+
+TEST_CASE("programs: a recorded run is replayed for another architecture without a device of it") {
+  TempDir dir;
+  const std::string record_path = (dir.path / "demand.record").string();
+  kiln::record_demand(record_path);
+  kiln::DiskCache cache(kiln::test::config_at(dir.path / "cache"));
+  kiln::Program program(programs_source(), 0, {.cache = &cache, .use_remote = false});
+  CHECK(program_works(program));
+  const kiln::DemandRecord record = kiln::read_record(record_path);
+  REQUIRE(record.programs.size() == 1);
+  const unsigned other = program.registry().device().arch == 80 ? 86 : 80;
+  setenv("KILN_CACHE_DIR", (dir.path / "replayed").c_str(), 1);
+  const auto results = kiln::precompile_record(record, other, {});
+  REQUIRE(results.size() == 1);
+  CHECK_MESSAGE(results[0].ok, results[0].error);  // compiled, or found in a default cache that had it
+}
