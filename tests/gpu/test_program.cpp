@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <kiln/cache.hpp>
+#include <kiln/driver.hpp>
 #include <kiln/kiln.hpp>
 #include <kiln/precompile.hpp>
 #include <kiln/program.hpp>
@@ -59,6 +60,8 @@ __global__ void block_sum(const int* in, int* out) {
 
 // Every kernel of the program launched and its output checked.
 bool program_works(kiln::Program& program) {
+  // The device's primary context current, as the CUDA runtime would make it, for the allocations.
+  kiln::check(kiln::driver().cuCtxSetCurrent(program.registry().context()), "cuCtxSetCurrent");
   constexpr int n = 1000;
   kiln::test::DeviceBuffer<float> y(n);
   kiln::launch(program.get("fill"), {(n + 127) / 128}, {128}, 0, nullptr, y.ptr(), 1.5f, n);
