@@ -17,6 +17,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 namespace {
 
@@ -221,4 +222,29 @@ TEST_CASE("a demand record: written once per program and kernel, read back, and 
   }
   // Recording to what is not a regular file is refused.
   CHECK_THROWS_AS(kiln::record_demand(tmp.path().string()), kiln::Error);
+}
+
+TEST_CASE("concurrent first compiles of one program compile it once") {
+  kiln::test::TempDir tmp;
+  kiln::DiskCache cache(kiln::test::config_at(tmp.path() / "kiln"));
+  kiln::RegistryOptions options;
+  options.cache = &cache;
+  options.use_remote = false;
+  kiln::ProgramSource source = saxpy();
+  source.source += "\n// concurrent\n";
+  constexpr int kThreads = 6;
+  std::vector<kiln::PrecompileResult> results(kThreads);
+  {
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i)
+      threads.emplace_back([&, i] { results[i] = kiln::Program(source, 0, options).precompile(90); });
+    for (auto& t : threads) t.join();
+  }
+  int compiled = 0;
+  for (const auto& r : results) {
+    CHECK(r.ok);
+    compiled += r.compiled;
+  }
+  CHECK(compiled == 1);
+  CHECK(cache.stats().stores == 1);
 }
