@@ -30,6 +30,8 @@ namespace kiln {
   X(cuCtxGetCurrent)             \
   X(cuCtxSetCurrent)             \
   X(cuCtxGetId)                  \
+  X(cuCtxGetDevice)              \
+  X(cuStreamGetCtx)              \
   X(cuLibraryLoadData)           \
   X(cuLibraryUnload)             \
   X(cuLibraryGetKernel)          \

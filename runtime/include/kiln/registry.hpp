@@ -116,13 +116,22 @@ struct DeviceInfo {
 };
 
 struct RegistryStats {
-  std::uint64_t unit_loads = 0;    // cuLibraryLoadData calls
+  std::uint64_t unit_loads = 0;    // units made loaded: a library loaded, or shared with another device's registry
   std::uint64_t kernel_loads = 0;  // kernels made launchable
   std::uint64_t disk_loads = 0;    // units served by the disk tier
   std::uint64_t remote_loads = 0;  // units served by the remote tier
   std::uint64_t jit_compiles = 0;  // units this registry compiled
   std::uint64_t context_reloads = 0;  // kernels made launchable again after their context was reset
 };
+
+// The libraries of the whole process (one per binary image, shared by the registries of every device that
+// selects the image: docs/DESIGN.md, "Several GPUs").
+struct LibraryStats {
+  std::uint64_t loads = 0;   // cuLibraryLoadData calls, one per distinct image
+  std::uint64_t shared = 0;  // units a registry took from a library another registry had loaded
+  std::uint64_t live = 0;    // libraries loaded now
+};
+LibraryStats library_stats() noexcept;
 
 // Code given at run time that a unit's kernels call and do not define (an operator: kiln/prim/operator.hpp).
 // kiln compiles it with NVRTC and links it into the unit with nvJitLink, LTO (docs/DESIGN.md, "Operators

@@ -1,7 +1,10 @@
 // Sizes, counts and architectures from text: see base/parse.hpp.
 #include "base/parse.hpp"
 
+#include "base/warn_once.hpp"
+
 #include <charconv>
+#include <cstdlib>
 #include <string>
 
 namespace kiln::detail {
@@ -75,6 +78,28 @@ Result<unsigned> parse_arch(std::string_view text) {
   const auto number = leading_number(digits);
   if (!number || !number->rest.empty()) return refused();
   return static_cast<unsigned>(number->value);
+}
+
+unsigned forced_arch(int ordinal) {
+  const char* value = std::getenv("KILN_DEVICE_ARCH");
+  if (value == nullptr || *value == '\0') return 0;
+  std::string_view rest(value);
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    const std::size_t colon = item.find(':');
+    const auto device = colon == std::string_view::npos ? fail("") : parse_count(item.substr(0, colon), 0, 1024);
+    const auto arch = colon == std::string_view::npos ? fail("") : parse_arch(item.substr(colon + 1));
+    if (!device || !arch) {
+      static WarnOnce warnings;
+      warnings.warn("KILN_DEVICE_ARCH", "KILN_DEVICE_ARCH='" + std::string(value) + "' is not a list of " +
+                                            "DEVICE:ARCH (1:80,2:sm_86); ignoring it");
+      return 0;
+    }
+    if (static_cast<int>(*device) == ordinal) return *arch;
+  }
+  return 0;
 }
 
 }  // namespace kiln::detail

@@ -21,4 +21,8 @@ Result<std::uint64_t> parse_count(std::string_view text, std::uint64_t min, std:
 // "sm_", "sm_90a" and numbers that would wrap ("sm_4294967382").
 Result<unsigned> parse_arch(std::string_view text);
 
+// The architecture KILN_DEVICE_ARCH forces on device `ordinal` ("1:80,2:sm_86": device 1 takes sm_80's
+// binaries, device 2 sm_86's), 0 when none; a value that does not parse is warned about once and ignored.
+unsigned forced_arch(int ordinal);
+
 }  // namespace kiln::detail

@@ -6,6 +6,7 @@
 
 #include "chain/key.hpp"  // sha256_hex
 #include "chain/tier_chain.hpp"
+#include "registry/libraries.hpp"
 #include "registry/linked_units.hpp"
 
 #include <chrono>
@@ -61,8 +62,8 @@ Kernel Registry::Impl::get(std::string_view name, const LinkedSource& link) {
     unit->image.arch = lto_ir != nullptr ? lto_ir->arch : info_.arch;
     unit->image.label = "sm_" + std::to_string(info_.arch) + " linked with " + link.name +
                         (lto_ir != nullptr ? " (the embedded " + binary_label(*lto_ir) + ")" : "");
-    check_linked(cu.cuLibraryLoadData(&unit->library, unit->image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
-                 "cuLibraryLoadData", catalog_, *entry, link);
+    unit->library = detail::acquire_library(image_identity(unit->image, entry->unit), unit->image.owned,
+                                            "kernel '" + std::string(name) + "' linked with " + link.name);
     unit_loads_.fetch_add(1, std::memory_order_relaxed);
     found = linked_->units.emplace(key, std::move(unit)).first;
   }

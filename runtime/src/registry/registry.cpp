@@ -4,6 +4,8 @@
 #include <kiln/select.hpp>
 
 #include "chain/tier_chain.hpp"
+#include "base/parse.hpp"  // forced_arch
+#include "registry/libraries.hpp"
 #include "registry/linked_units.hpp"
 #include "registry/name_index.hpp"
 #include "registry/prefetch.hpp"
@@ -81,12 +83,8 @@ Registry::Impl::~Impl() {
   if (!context_) return;  // CUDA was never initialised by this registry: nothing to release
   // Errors are ignored: at process exit the driver may already be shutting down.
   const Driver& cu = driver();
-  for (std::size_t i = 0; i < catalog_.units.size(); ++i) {
-    if (units_[i].library) cu.cuLibraryUnload(units_[i].library);
-  }
-  for (const auto& [key, unit] : linked_->units) {
-    if (unit->library) cu.cuLibraryUnload(unit->library);
-  }
+  for (std::size_t i = 0; i < catalog_.units.size(); ++i) detail::release_library(units_[i].library);
+  for (const auto& [key, unit] : linked_->units) detail::release_library(unit->library);
   cu.cuDevicePrimaryCtxRelease(cu_device_);
 }
 
@@ -201,11 +199,21 @@ void Registry::Impl::load_unit(UnitState& unit, const KernelEntry& entry) {
   // program's registry, "program", records its program instead: kiln/program.hpp).
   if (unit.image.served_by != Tier::embedded && catalog_.name != detail::kProgramRegistry)
     detail::record_kernel(catalog_.name, catalog_.str(entry.name), info_.arch);
-  CUlibrary library = nullptr;
-  check_load(driver().cuLibraryLoadData(&library, unit.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
-             "cuLibraryLoadData", catalog_, entry, unit.image.label);
-  unit.library = library;
+  unit.library = detail::acquire_library(image_identity(unit.image, entry.unit), unit.image.owned,
+                                         "kernel '" + std::string(catalog_.str(entry.name)) + "' (unit '" +
+                                             std::string(catalog_.str(catalog_.units[entry.unit].name)) + "', " +
+                                             unit.image.label + ")");
   unit_loads_.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::string Registry::Impl::image_identity(const detail::UnitImage& image, std::uint32_t unit) const {
+  // An embedded image is its catalog's, unit's and architecture's; any other is its cache entry's.
+  if (image.source == Tier::embedded) {
+    return "embedded:" + std::to_string(reinterpret_cast<std::uintptr_t>(&catalog_)) + ":" + std::to_string(unit) +
+           ":" + std::to_string(image.arch);
+  }
+  if (!image.cache_key.empty()) return "entry:" + image.cache_key;
+  return "registry:" + std::to_string(reinterpret_cast<std::uintptr_t>(this)) + ":" + std::to_string(unit);
 }
 
 std::string_view Registry::Impl::lowered_in(const UnitState& unit, const KernelEntry& entry) const {
@@ -297,6 +305,9 @@ void Registry::Impl::ensure_device() {
     int version = 0;
     check(cu.cuDriverGetVersion(&version), "kiln: cuDriverGetVersion");
     DeviceInfo info{ordinal_, name, arch_of(major, minor), version, memory};
+    // KILN_DEVICE_ARCH=1:80 makes device 1 take sm_80's binaries (a newer GPU runs them): what lets one
+    // machine of one kind test a server of mixed architectures (docs/DESIGN.md, "Several GPUs").
+    if (const unsigned forced = detail::forced_arch(ordinal_); forced != 0) info.arch = forced;
     // The context takes tens of milliseconds to come up the first time: this device's embedded images
     // are unpacked meanwhile, and the disk entries of units without one read (or, for a unit on neither,
     // a JIT worker started), so that a unit's first load does not wait for zstd, the cache or a worker.
@@ -346,6 +357,7 @@ Plan Registry::plan(std::string_view name) { return impl_->plan(name); }
 DeviceInfo Registry::device() { return impl_->device(); }
 CUcontext Registry::context() { return impl_->context(); }
 RegistryStats Registry::stats() const noexcept { return impl_->stats(); }
+LibraryStats library_stats() noexcept { return detail::library_stats_now(); }
 const Catalog& Registry::catalog() const noexcept { return impl_->catalog_; }
 CacheKey Registry::cache_key(std::string_view name, unsigned arch) { return impl_->cache_key(name, arch); }
 void Registry::request_warmup(const std::vector<std::string>& names) { impl_->request_warmup(names); }
@@ -355,13 +367,45 @@ std::vector<std::string> Registry::ensure_warm(const std::vector<std::string>& n
 void Registry::precompile_all() { impl_->precompile_all(); }
 WarmupStatus Registry::status() { return impl_->status(); }
 
+namespace {
+
+// The device of `context`; -1 when it cannot be told.
+int device_of(const Driver& cu, CUcontext context) {
+  if (cu.cuCtxPushCurrent(context) != CUDA_SUCCESS) return -1;
+  CUdevice device = -1;
+  if (cu.cuCtxGetDevice(&device) != CUDA_SUCCESS) device = -1;
+  CUcontext popped = nullptr;
+  cu.cuCtxPopCurrent(&popped);
+  return device;
+}
+
+// A kernel launches on the device its registry selected its binary for: a stream (or, without one, a
+// current context) of another device is refused, never handed to the driver (a wrong binary, or an
+// error naming nothing).
+void check_device(const Driver& cu, const Kernel& kernel, CUstream stream, CUcontext current) {
+  CUcontext target = current;
+  if (stream != nullptr && cu.cuStreamGetCtx(stream, &target) != CUDA_SUCCESS) return;  // the launch says why
+  if (target == nullptr || target == kernel.context) return;  // the common case: one pointer compared
+  const int want = device_of(cu, kernel.context), got = device_of(cu, target);
+  if (want < 0 || got < 0 || want == got) return;
+  throw Error(Errc::invalid_argument, "kiln: kernel '" + std::string(kernel.name) + "' was made for device " +
+                                          std::to_string(want) + (stream != nullptr ? ", and the stream is device " : ", and the current context is device ") +
+                                          std::to_string(got) + "'s: get it from a Registry of device " +
+                                          std::to_string(got) + " (its binary is that device's)");
+}
+
+}  // namespace
+
 void launch(const Kernel& kernel, Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream, void** args) {
   const Driver& cu = driver();
   // As the CUDA runtime does: a thread with no current context gets the device's primary context, so the
   // common path (a registry, get, launch) needs no context calls. One that has one keeps it.
   CUcontext current = nullptr;
-  if (kernel.context && cu.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == nullptr)
+  if (kernel.context && cu.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == nullptr) {
     check(cu.cuCtxSetCurrent(kernel.context), "kiln: cuCtxSetCurrent before launching kernel '" + std::string(kernel.name) + "'");
+    current = kernel.context;
+  }
+  if (kernel.context) check_device(cu, kernel, stream, current);
   const CUresult result = cu.cuLaunchKernel(kernel.launch_handle(), grid.x, grid.y, grid.z, block.x, block.y, block.z,
                                                   shared_bytes, stream, args, nullptr);
   if (result != CUDA_SUCCESS) check(result, "kiln: cuLaunchKernel of kernel '" + std::string(kernel.name) + "'");

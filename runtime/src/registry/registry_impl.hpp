@@ -75,6 +75,7 @@ class Registry::Impl {
   DiskCache& disk();
   void count_served(const detail::UnitImage& image);
   std::string_view lowered_in(const UnitState& unit, const KernelEntry& entry) const;
+  std::string image_identity(const detail::UnitImage& image, std::uint32_t unit) const;
 
   const KernelEntry* find(std::string_view name) const noexcept;  // through names_
 
