@@ -1,6 +1,8 @@
 // Tier 3: a zstd-compressed, crash-safe, content-addressed cache of compiled kernels on disk.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>

@@ -2,6 +2,8 @@
 // this with its own (README, "Your registries in kiln's command line").
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/catalog.hpp>
 
 #include <initializer_list>

@@ -1,6 +1,8 @@
 // The one error type of the library: an exception with a code and a message that carries context.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <stdexcept>
 #include <string>
 #include <string_view>

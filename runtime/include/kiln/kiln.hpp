@@ -1,6 +1,8 @@
 // Everything a user of kiln includes.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/cache.hpp>
 #include <kiln/cache_pack.hpp>
 #include <kiln/catalog.hpp>

@@ -1,6 +1,8 @@
 // The registry: hands out launchable kernels from the fastest tier that has them.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/cache.hpp>
 #include <kiln/catalog.hpp>
 #include <kiln/driver.hpp>

@@ -6,6 +6,8 @@
 // disk read, not a compile; this registry keeps it in memory. Plain g++ code can use them.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/prim/common.hpp>
 
 #include <cstddef>
