@@ -1,4 +1,4 @@
-// Reduce, scans, transform, sorts and selects with an operator given at run time, as CUDA C++ text (README.md, "Operators given
+// Reduce, scans, transform, sorts and selects with an operator given at run time, as CUDA C++ text (docs/primitives.md, "Operators given
 // at run time"; docs/DESIGN.md, "Operators at run time"). The operator is compiled by NVRTC to LTO-IR and
 // linked into CUB's kernels (kiln's linked rows, kernels/primitives.toml) by nvJitLink: the same kernels,
 // tuning and launch shapes as cub::DeviceReduce::Reduce / DeviceScan::ExclusiveScan / InclusiveScan with
