@@ -22,6 +22,7 @@ FILES = {
     "quickstart scale.cu": (QUICKSTART / "scale.cu", False),
     "quickstart main.cpp": (QUICKSTART / "main.cpp", False),
     "quickstart tiny_kiln.cpp": (QUICKSTART / "tiny_kiln.cpp", False),
+    "quickstart fill.cu.j2": (QUICKSTART / "families" / "fill.cu.j2", True),
     "consumer meson_options.txt": (CONSUMER / "meson_options.txt", True),
     "consumer meson.build": (CONSUMER / "meson.build", False),
     "consumer meson.build plans": (CONSUMER / "meson.build", False),
