@@ -170,7 +170,7 @@ double load_example(CUcontext context, const void* image, double t0) {
   return t1 - t0;
 }
 
-// `--raw-child SPAWNED`: the first load of block_sum_f32 as it was before issue 21: a raw cubin in memory
+// `--raw-child SPAWNED`: the first load of block_sum_f32 from an uncompressed cubin: a raw cubin in memory
 // handed to the driver, in a fresh process with its context up, as `--child` times get() (which reads the
 // image out of its compressed fatbin first). The cubin is taken out before the clock starts.
 int raw_child(double spawned_ms) {
@@ -326,7 +326,7 @@ int main(int argc, char** argv) {
     std::printf("| phase | median | min | max |\n|---|---:|---:|---:|\n");
     for (int p = 0; p < kPhases; ++p) print_row(kPhaseNames[p], embedded[p], p == kPhases - 1 ? "ns" : "ms");
     // Beside phase 3 (get(): the image unpacked from its compressed fatbin, loaded, kernel, function).
-    print_row("embedded before issue 21: the raw cubin loaded (load + kernel + function), new process", raw[1], "ms");
+    print_row("embedded, uncompressed: the raw cubin loaded (load + kernel + function), new process", raw[1], "ms");
     print_row("embedded: the selected image alone in a fatbin of its own, the driver decompressing (copy + load + kernel + function), new process",
               single[1], "ms");
     print_row("embedded: unpacking the cubin from its fatbin alone (checks + zstd), new process, no CUDA", unpack[1],

@@ -9,7 +9,7 @@ Runs, from a build configured with -Dbig_registry=true (scripts/gpu-check.sh sui
                       (1-16 workers, 16 threads); footprint
   bench_jit_scaling   per-unit CUB compile time without and with PCH; workers against threads
   bench_startup       process start to first result; the JIT-built cubin's load against nvcc's
-prints every table (Markdown) with the kiln/CuPy ratios, then issue 16's targets next to what this run
+prints every table (Markdown) with the kiln/CuPy ratios, then kiln's targets next to what this run
 measured, and writes all rows to OUT/results.csv.
 
     suite.py BUILD_DIR [--out DIR] [--runs N] [--parts tiers,big,scaling,startup] [--cupy-python PYTHON] [--quick]
@@ -101,7 +101,7 @@ def find_row(rows: list[list[str]], title_start: str, label_start: str) -> list[
 
 
 def targets_table(kiln_json: Path, cupy_json: Path, cold_json: Path, rows: list[list[str]]) -> None:
-    """Each target of issue 16 (the JIT and cold paths) beside this run's measurement."""
+    """Each of kiln's targets for the JIT and cold paths beside this run's measurement."""
     lines: list[list[str]] = []
 
     def target(what: str, goal: str, value: float | None, limit: float | None, unit: str, note: str = "") -> None:
@@ -152,7 +152,7 @@ def targets_table(kiln_json: Path, cupy_json: Path, cold_json: Path, rows: list[
     target("in-memory get() (the slowest of the three)", "<= 60 ns", memory, 60, "ns")
     lines.append(["all 59 primitive kernels cold through JIT", "<= 4 s", "scripts/gpu-check.sh jit prints it", "", ""])
     lines.append(["primitives against cub::Device*", ">= 0.97", "scripts/gpu-check.sh bench (bench_prim)", "", ""])
-    title = "Issue 16's targets beside this run"
+    title = "kiln's targets beside this run"
     print(f"\n## {title}\n\n| target | goal | measured | met | note |\n|---|---|---:|---|---|")
     for line in lines:
         print("| " + " | ".join(line) + " |")

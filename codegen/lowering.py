@@ -125,7 +125,7 @@ def empty_directory():
 # Appended to the source at build time only: a kernel template whose lowered name, for a kernel's type as
 # its template argument, spells that type in the Itanium mangling, which the C++ runtime demangles. So the
 # same front-end run that names the kernels gives their parameter types, for the typed handles of the
-# catalog header (README, "Using the registry").
+# catalog header (docs/tiers.md, "The registry").
 SIGNATURE_PROBE = """
 #ifdef __CUDACC_RTC__
 template <typename F> struct kiln_signature_tag_ {};

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The GPU machine's checks, in parts that each fit one device call:
+# kiln's checks on a machine with a GPU, in parts that each take a few minutes:
 #  suites: build from scratch with the README's command, run every suite, kiln info, library sizes;
 #  sm90:   the sm_90-only build that bench uses, built whole, and its codegen, cpu and gpu suites (the
 #          README build's suites without the consumer builds, in half the time);
 #  bench:  from an sm_90-only build (the same cubins for this GPU, built in a minute or two): the
 #          start-up, JIT scaling and primitives (against cub::Device*) benchmarks (BENCHES="prim" or
-#          "startup jit_scaling": some of them, as they do not fit one call together);
+#          "startup jit_scaling": some of them, to keep each run under ten minutes);
 #  jit:    a build whose arch list leaves out this GPU's (sm_80 only, no PTX): every primitive
 #          JIT-compiled at once, against the unit it ended with alone (T), then the gpu suite on
 #          JIT-built kernels;
@@ -15,7 +15,7 @@
 #          start-up) from an sm_90 build with the big registry, its tables and results.csv;
 #  tiers:  the suite's first part only (kiln's tiers, a cold JIT get step by step, CuPy on the same sources).
 # scripts/gpu-check.sh [suites|sm90|bench|jit|ptx|suite|tiers|all]
-# Logs go to $OUT (the device tool brings them back) or ./gpu-check-out.
+# Logs go to $OUT, else ./gpu-check-out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH  # nvcc, for Meson's CUDA language (libkiln_prim)
@@ -27,33 +27,11 @@ mkdir -p "$out"
 part="${1:-all}"
 want() { [ "$part" = all ] || [ "$part" = "$1" ]; }
 
-# The GPU machine starts bare, without Debian's packages: .debs/ (carried by the device call, ignored by
-# git) may hold ones kiln needs there (libhiredis-dev, libhiredis0.14, redis-server and the libraries it
-# loads), unpacked beside the system.
-if ls .debs/*.deb > /dev/null 2>&1 && ! pkg-config --exists hiredis 2>/dev/null; then
-  root=/tmp/kiln-debs
-  for deb in .debs/*.deb; do dpkg -x "$deb" "$root"; done
-  libdir="$(echo "$root"/usr/lib/*-linux-gnu)"
-  # Debian's .pc files name /usr outright: point them, and the compiler, at the unpacked tree.
-  for pc in "$libdir"/pkgconfig/*.pc; do
-    sed -i -e "s|^prefix=.*|prefix=$root/usr|" -e "s|^libdir=.*|libdir=$libdir|" \
-      -e "s|^includedir=/usr/|includedir=$root/usr/|" "$pc"
-  done
-  export PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-  # The libraries where the loader looks without LD_LIBRARY_PATH too: the installed test runs the
-  # installed kiln with none, as a user's shell would.
-  cp -a "$libdir"/*.so.* /usr/local/lib/ && ldconfig
-  # and their .pc files where pkg-config looks by default: the installed test sets PKG_CONFIG_PATH to
-  # its prefix alone, and kiln.pc requires hiredis.
-  mkdir -p /usr/local/lib/pkgconfig && cp "$libdir"/pkgconfig/*.pc /usr/local/lib/pkgconfig/
-  # and where the tests look for it (tests/cpu/redis_server.hpp: /usr/bin, /usr/local/bin, /usr/sbin);
-  # Redis runs as the server when argv[0] names redis-server.
-  ln -sf "$root/usr/bin/redis-check-rdb" /usr/local/bin/redis-server
-fi
-# The headers and programs unpacked there, in this call and in any later one on the same machine.
-if [ -d /tmp/kiln-debs/usr/include ]; then
-  export CPATH="/tmp/kiln-debs/usr/include${CPATH:+:$CPATH}"
-  export PATH="/tmp/kiln-debs/usr/bin:$PATH"  # redis-server, for setup.sh's check
+# A machine without apt installs Debian's packages first, from .deb files: scripts/unpack-debs.sh DIR
+# (tests/README.md). This script only says so.
+if ! pkg-config --exists hiredis 2>/dev/null; then
+  echo "gpu-check.sh: hiredis is not installed; without apt, run scripts/unpack-debs.sh DIR with" \
+       "the .deb files of libhiredis-dev, libhiredis0.14 and redis-server first" >&2
 fi
 
 if want suites; then
@@ -90,7 +68,7 @@ grep -hE "MESSAGE|kills|forked worker" build-sm90/meson-logs/testlog.txt | head 
 fi
 
 # A one-thread loop alone, then one per core at once: how much slower a core runs when every core is busy
-# (on the GPU machine 1.12-2.18x, 2026-11-27), which bounds a table of as many long units as cores
+# (1.12-2.18x on a 16-core H200 host: docs/DESIGN.md), which bounds a table of as many long units as cores
 # against its slowest unit alone (docs/DESIGN.md, "Scheduling a table").
 core_speed_under_load() {
   local loop='import time
@@ -107,8 +85,8 @@ print(f"{(time.perf_counter() - t) * 1000:.0f}")'
 }
 
 if want bench; then
-# BENCHES picks some: the three together ran past a 420 s device call on 2026-11-27 (in bench_prim's
-# latency tables, after its throughput table), so a call may run "prim" alone and the others in another.
+# BENCHES picks some: the three together take over seven minutes on an H200 host (most of it bench_prim's
+# latency tables, after its throughput table), so "prim" may run alone and the others in another run.
 # Only the picked ones are built (bench_prim's CUDA sources take most of the build).
 benches="${BENCHES:-startup jit_scaling prim}"
 for bench in $benches; do
@@ -200,7 +178,7 @@ start=$(date +%s%N)
   -Dbig_registry=true > "$out/build-bench.log" 2>&1
 ninja -C build-bench >> "$out/build-bench.log" 2>&1 || { tail -40 "$out/build-bench.log"; exit 1; }
 echo "bench build (200-unit registry, sm_90): $(( ($(date +%s%N) - start) / 1000000 )) ms"
-parts="${SUITE_PARTS:-tiers,big,scaling,startup}"  # SUITE_PARTS picks some (one device call each)
+parts="${SUITE_PARTS:-tiers,big,scaling,startup}"  # SUITE_PARTS picks some (a few minutes each)
 [ "$part" = tiers ] && parts=tiers
 python3 bench/suite.py build-bench --out "$out/suite" --parts "$parts" 2>&1 | tee "$out/suite.md"
 fi

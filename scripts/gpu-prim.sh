@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The primitives on the GPU machine, in one call: an sm_90 build (embedded tier) runs the prim tests and
+# The primitives on a machine with a GPU, in one run: an sm_90 build (embedded tier) runs the prim tests and
 # bench_prim; an sm_80-only build (this GPU's arch left out, so every kernel comes from the JIT tier) runs
 # the prim tests again with an empty cache, then once more (disk tier).
 #   scripts/gpu-prim.sh [test-filter] [bench args…]

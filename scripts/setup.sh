@@ -39,7 +39,7 @@ export PATH="${KILN_TOOLKIT:-/usr/local/cuda}/bin:$PATH"
 # all (the JIT tier serves them): the first build on a 2-core box takes minutes, not half an hour.
 # Consumers' builds keep the common architectures (meson_options.txt); -Dprimitive_archs changes this.
 # The benchmarks need a GPU to run: without one they are not built (a third of the first build's
-# compile time there; scripts/gpu-check.sh builds them on the GPU machine). -Dbench=true builds them.
+# compile time there; scripts/gpu-check.sh builds them where there is one). -Dbench=true builds them.
 if [ ! -f build/build.ninja ]; then
   prim_archs=$(scripts/local-gpu-arch.sh)
   bench=auto benchmarks=built

@@ -42,7 +42,7 @@ class Json(unittest.TestCase):
             self.assertIn(b["kind"], ("cubin", "ptx"))
             self.assertGreater(b["bytes"], 0)
             self.assertEqual(b["target"], ("compute_" if b["kind"] == "ptx" else "sm_") + str(b["arch"]))
-            # As embedded in the unit's fatbins (issue 21): zstd-compressed, so fewer bytes than unpacked.
+            # As embedded in the unit's fatbins: zstd-compressed, so fewer bytes than unpacked.
             self.assertEqual(b["compression"], "zstd")
             self.assertGreater(b["embedded_bytes"], 0)
             self.assertLess(b["embedded_bytes"], b["bytes"])

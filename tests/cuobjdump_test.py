@@ -1,6 +1,6 @@
 """CUDA's own tools see kiln's embedded images: `cuobjdump --list-elf` and `--list-ptx` on a file kiln's
 catalogs are linked into list at least one image per unit and architecture `kiln list` says is embedded.
-Exits 77 (skipped) where the toolkit has no cuobjdump (the CI machine's has none; the GPU machine's has).
+Exits 77 (skipped) where the toolkit has no cuobjdump (CI's has none).
 
   cuobjdump_test.py KILN_CLI FILE=REGISTRY [FILE=REGISTRY...]
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's CI recipe through the kiln command, against a real redis-server on a free 127.0.0.1 port
+# The CI recipe of docs/tiers.md through the kiln command, against a real redis-server on a free 127.0.0.1 port
 # (skipped with 77 when redis-server is not installed; scripts/setup.sh installs it):
 #  1. CI, no GPU: precompile a kernel for sm_90 into a fresh cache, export a pack, push to the remote;
 #  2. machine A: import the pack; its precompile then finds the kernel cached, and compiles nothing;

@@ -1,6 +1,6 @@
 // The `kiln` command: kiln's command line (kiln::cli_main, runtime/src/cli/) over the registries kiln
 // ships, the examples and (when built) the primitives. A project's own tool is the same few lines over its
-// registries (README, "Your registries in kiln's command line").
+// registries (docs/command-line.md).
 #include <kiln/cli.hpp>
 
 #include "examples_catalog.hpp"

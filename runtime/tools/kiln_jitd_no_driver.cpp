@@ -2,7 +2,7 @@
 //
 // NVRTC 13.0 loads libcuda.so.1 and calls cuInit inside nvrtcCompileProgram (nvJitLink does too, for its
 // compute cache), though neither needs a GPU to compile. Where a driver is installed that costs ~0.2 s
-// per worker (measured on the GPU machine: a first small compile 257 ms with the driver, 33 ms without),
+// per worker (measured on an H100 host: a first small compile 257 ms with the driver, 33 ms without),
 // and starts threads and GPU state a compile worker has no use for.
 //
 // So this executable defines dlopen, which comes first in the symbol lookup of every library it loads

@@ -257,7 +257,7 @@ class JitView(unittest.TestCase):
         return table_build.build(spec, TOOLKIT, os.environ["KILN_PTX_STRIP"], root / "out", None, jobs)
 
     def test_include_dir_inside_the_source_dir(self):
-        # The layout: include_dirs = ["include"] inside the table's folder, a quoted include of the
+        # A consumer's layout: include_dirs = ["include"] inside the table's folder, a quoted include of the
         # project's header, one reached through a macro, and CUB.
         with tempfile.TemporaryDirectory() as d:
             root = Path(d)

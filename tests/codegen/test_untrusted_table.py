@@ -209,7 +209,7 @@ class LinearValidation(unittest.TestCase):
         mine: dict[str, bool] = {}
 
         # Lines run in spec.py, counted with a line tracer: opcode events (f_trace_opcodes) are not
-        # delivered by every Python (3.12 on the GPU machine counted none), line events are.
+        # delivered by every Python (a Python 3.12 counted none), line events are.
         def count_lines(frame, event, arg):
             nonlocal count
             count += event == "line"

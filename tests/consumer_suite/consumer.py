@@ -1,5 +1,6 @@
 """Suite consumer: configures tests/consumer from scratch in a temporary directory, with this kiln source
-tree as its subprojects/kiln, builds it and runs its tests: the cpu checks, and the gpu checks, which
+tree as its subprojects/kiln and the README's quickstart (tests/installed, built by its own meson.build) as
+subprojects/tiny, builds it and runs its tests: the cpu checks, and the gpu checks, which
 the consumer's own `meson test` counts as skipped (exit 77) on a machine without a GPU. Then, as a user
 of that project would:
 - its own command line (consumer-kiln: kiln::cli_main over its registries) lists them, and precompiles
@@ -31,6 +32,8 @@ def consumer(args) -> int:
         shutil.copytree(source / "tests" / "consumer", project)
         (project / "subprojects").mkdir()
         (project / "subprojects" / "kiln").symlink_to(source)
+        # The README's quickstart (tests/installed: its own meson.build) as a second subproject.
+        (project / "subprojects" / "tiny").symlink_to(source / "tests" / "installed")
         build = tmp / "build"
         # Host code at -O0: what is tested is the build's wiring and the programs' results, and -O3 made
         # the host compiles most of this test's time on CI's 2-core machine.
@@ -49,8 +52,8 @@ def consumer(args) -> int:
         print(f"consumer tests: {results}")  # gpu, prim: SKIP on a machine without a GPU, OK on one
         if code != 0:
             raise steps.StepFailed("the consumer's tests failed")
-        if set(results) != {"cpu", "gpu", "prim"}:
-            raise steps.StepFailed(f"expected the consumer's tests cpu, gpu and prim, ran {sorted(results)}")
+        if set(results) != {"cpu", "gpu", "prim", "tiny"}:
+            raise steps.StepFailed(f"expected the consumer's tests cpu, gpu, prim and tiny, ran {sorted(results)}")
         its_command_line(args, build / "consumer-kiln", tmp)
         incremental(project, build)
     return 0

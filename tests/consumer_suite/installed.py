@@ -62,18 +62,18 @@ def installed(args) -> int:
 
         app = tmp / "app"
         shutil.copytree(source / "tests" / "installed", app)
-        code = steps.run(["bash", "-euxo", "pipefail", "-c", readme.block(source / "README.md", "installed")],
+        code = steps.run(["bash", "-euxo", "pipefail", "-c", readme.block(source, "installed")],
                          cwd=app, env={"PREFIX": str(prefix)}, ok=(0, 77))
         print("the program built and launched its kernels" if code == 0 else
               "the program built and ran; no GPU here, so it launched nothing (exit 77)")
 
         # The JIT tier for sm_120 (embedded: sm_80, sm_90), where the toolkit's headers are not installed.
-        precompile = [app / "tiny-kiln", "precompile", "--arch", "sm_120"]
+        precompile = [app / "tiny-kiln", *readme.quickstart_precompile(source)]  # the README's quickstart
         hidden = steps.without_toolkit_headers(precompile, args.toolkit, tmp)
         if hidden is None:
             print("no private mount namespace here (not root?): precompiling with the toolkit's headers visible")
         steps.run(hidden or precompile, env={"KILN_CACHE_DIR": str(tmp / "jit-cache")}, out=out)
-        wanted = "registry tiny, sm_120: 3 compiled and cached, 0 already cached, 0 compiled but not cached, 0 failed"
+        wanted = f"registry tiny, {precompile[-1]}: 4 compiled and cached, 0 already cached, 0 compiled but not cached, 0 failed"
         if wanted not in out[-1]:
             raise steps.StepFailed(f"expected '{wanted}'")
     return 0

@@ -1,6 +1,9 @@
-"""Suite consumer: README's "Use kiln in your project" lines are tests/consumer's own, character for
-character, so the lines a reader copies are the lines the `consumer` test builds."""
+"""Suite consumer: the lines the README and the guide (docs/) show are the lines the tests build, character
+for character. Each `<!-- tested: NAME -->` block is checked against the file a test builds or runs: the
+quickstart against tests/installed (built as a Meson subproject by `consumer`, with pkg-config by
+`installed`), the Meson lines against tests/consumer; and every marked block has a check here."""
 
+import re
 import sys
 import unittest
 from pathlib import Path
@@ -8,23 +11,53 @@ from pathlib import Path
 import readme
 
 SOURCE = Path(sys.argv.pop(1) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2])
-README = SOURCE / "README.md"
 CONSUMER = SOURCE / "tests" / "consumer"
+QUICKSTART = SOURCE / "tests" / "installed"
+
+# name -> (file, whole): the block is that whole file (True) or a run of its lines (False).
+FILES = {
+    "quickstart meson_options.txt": (QUICKSTART / "meson_options.txt", True),
+    "quickstart meson.build": (QUICKSTART / "meson.build", True),
+    "quickstart tiny.toml": (QUICKSTART / "tiny.toml", False),
+    "quickstart scale.cu": (QUICKSTART / "scale.cu", False),
+    "quickstart main.cpp": (QUICKSTART / "main.cpp", False),
+    "quickstart tiny_kiln.cpp": (QUICKSTART / "tiny_kiln.cpp", False),
+    "quickstart fill.cu.j2": (QUICKSTART / "families" / "fill.cu.j2", True),
+    "consumer meson_options.txt": (CONSUMER / "meson_options.txt", True),
+    "consumer meson.build": (CONSUMER / "meson.build", False),
+    "consumer meson.build plans": (CONSUMER / "meson.build", False),
+}
+OTHERS = {"quickstart run", "installed"}  # checked below, and run by the installed test
 
 
 class ReadmeLines(unittest.TestCase):
-    def test_meson_build(self):
-        self.assertIn(readme.block(README, "consumer meson.build"), (CONSUMER / "meson.build").read_text())
+    def test_every_marked_block_is_checked(self):
+        self.assertEqual(set(readme.marked(SOURCE)), set(FILES) | OTHERS)
 
-    def test_meson_options(self):
-        self.assertEqual(readme.block(README, "consumer meson_options.txt"), (CONSUMER / "meson_options.txt").read_text())
+    def test_blocks_are_the_files(self):
+        for name, (path, whole) in FILES.items():
+            with self.subTest(name):
+                text, shown = path.read_text(), readme.block(SOURCE, name)
+                if whole:
+                    self.assertEqual(shown, text)
+                else:
+                    self.assertIn("\n" + shown, "\n" + text)  # whole lines
+
+    def test_quickstart_run_names_its_programs(self):
+        build = (QUICKSTART / "meson.build").read_text()
+        programs = set(re.findall(r"executable\('([^']+)'", build))
+        for line in readme.block(SOURCE, "quickstart run").splitlines():
+            command = line.split("#")[0].split()
+            if command and command[0].startswith("build/"):
+                self.assertIn(command[0].removeprefix("build/"), programs, line)
+        self.assertEqual(readme.quickstart_precompile(SOURCE)[:2], ["precompile", "--arch"])
 
     def test_installed_block_names_the_example_files(self):
-        text = readme.block(README, "installed")
+        text = readme.block(SOURCE, "installed")
         for name in ("tiny.toml", "main.cpp", "kiln-gen build", "pkg-config --cflags --libs kiln"):
             self.assertIn(name, text)
         for f in ("tiny.toml", "main.cpp"):
-            self.assertTrue((SOURCE / "tests" / "installed" / f).is_file(), f)
+            self.assertTrue((QUICKSTART / f).is_file(), f)
 
 
 if __name__ == "__main__":

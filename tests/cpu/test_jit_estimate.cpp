@@ -46,6 +46,6 @@ TEST_CASE("code that includes nothing costs 0.45 as much per KiB as code that in
     MESSAGE("skipped: this build embeds no cubin of vector_add");
     return;
   }
-  // 40 ms fixed, 25 ms per KiB of cubin for CCCL's code (the 200-unit registry's trace, 2026-11-27).
+  // 40 ms fixed, 25 ms per KiB of cubin for CCCL's code (the 200-unit registry's trace).
   CHECK(estimate("vector_add") == doctest::Approx(40 + 0.45 * 25 * kib).epsilon(0.001));
 }

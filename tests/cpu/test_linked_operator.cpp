@@ -103,7 +103,7 @@ TEST_CASE("an operator links into the reduce row: the cubin is for the arch and 
   CHECK(contains(out.entry->compiler, "LTO with operator 'op' of kiln::prim::ReduceWith<float>"));
   // Only the unit's kernels and what they use: a relocatable unit keeps every global it defines unless the
   // link names the kernels (-kernels-used). Without that the cubin was 275,568 bytes and a warm plan took
-  // 6-10 ms to load it on the GPU machine; with it 81,928 (docs/DESIGN.md, "Operators at run time").
+  // 6-10 ms to load it on an H100; with it 81,928 (docs/DESIGN.md, "Operators at run time").
   CHECK(out.entry->cubin.size() < 150'000);
   // LTO leaves no call: the operator is inlined, so nothing of it is left to resolve (an unresolved
   // call would have failed the link).

@@ -29,7 +29,7 @@ struct PrimContext {
   }
 };
 
-// The sizes: empty, one item, a tile's edges, an odd million, and 2^26.
+// The sizes every primitive is tested at: empty, one item, a tile's edges, an odd million, and 2^26.
 inline std::vector<std::size_t> sizes_around(std::size_t tile) {
   return {0, 1, tile - 1, tile, tile + 1, 1000003, std::size_t{1} << 26};
 }

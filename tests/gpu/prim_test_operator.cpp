@@ -1,6 +1,6 @@
 // ReduceWith, TransformReduceWith, ExclusiveScanWith, InclusiveScanWith, SegmentedReduceWith,
 // MergeSortPairsWith, SelectIfWith, UniqueByKeyWith (kiln/prim/operator.hpp): operators given at run time as CUDA C++ text, linked into the primitives' linked rows, against CPU
-// references at the sizes (0, 1, a tile's edges, 1,000,003 and 2^24), outputs poisoned before each
+// references at the primitives' test sizes (0, 1, a tile's edges, 1,000,003 and 2^24), outputs poisoned before each
 // run (the sort works in place); where the linked kernels come from (JIT, then memory in this registry,
 // then disk in another, then from a real redis-server on a machine with an empty disk); and what a bad
 // operator gives.

@@ -1,6 +1,4 @@
-// tiny-kiln: kiln's command line over the tiny registry (README, "Your registries in kiln's command line").
+// tiny-kiln: kiln's command line (list, info, precompile, status, cache) over the tiny registry.
 #include <kiln/cli.hpp>
-
 #include "tiny_catalog.hpp"
-
 int main(int argc, char** argv) { return kiln::cli_main(argc, argv, {&tiny::catalog()}); }

@@ -1,5 +1,5 @@
 // Lazy input iterators for kiln's primitives: counting, constant, transform and zip. A kiln.reduce or
-// kiln.*_scan row names one as its `In` parameter (README.md, "Lazy iterators") and the plan reads the
+// kiln.*_scan row names one as its `In` parameter (docs/primitives.md, "Lazy iterators") and the plan reads the
 // input through it, element by element, without the sequence ever being stored.
 //
 // CCCL 3.0.1 has no CUB counting, constant or transform iterator (cub::CountingInputIterator and its kin

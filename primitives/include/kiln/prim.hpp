@@ -1,6 +1,8 @@
 // Every kiln primitive (libkiln_prim): CUB's device-wide algorithms through kiln's registry.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/prim/common.hpp>
 #include <kiln/prim/merge_sort.hpp>
 #include <kiln/prim/operator.hpp>

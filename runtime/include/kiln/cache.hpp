@@ -1,6 +1,8 @@
 // Tier 3: a zstd-compressed, crash-safe, content-addressed cache of compiled kernels on disk.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -18,7 +20,7 @@ struct CacheAccess;
 
 // !!! The on-disk entry format version. Bump it on ANY change to the entry layout: header, key text,
 // !!! payload fields or their order. tests/cpu/golden/ holds an entry per version and fails otherwise.
-// 2 (2026-11-24): the same layout; what a key means changed. Version 1's PTX tier kept a binary built from
+// 2: the same layout; what a key means changed. Version 1's PTX tier kept a binary built from
 // an older architecture's PTX (that architecture's CUB policies) under the device's plain key, where a
 // plan took it for the device's own; such a binary now has a key of its own (CacheKeyFields::code_arch).
 // The bump leaves every version-1 entry, and so those, unread.

@@ -5,6 +5,8 @@
 // pack is as trustworthy as its source, like any binary you install (docs/DESIGN.md, "The remote tier").
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/cache.hpp>
 
 #include <cstdint>

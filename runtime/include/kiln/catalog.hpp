@@ -2,6 +2,8 @@
 // catalog defines.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <cstddef>
 #include <cstdint>
 #include <span>

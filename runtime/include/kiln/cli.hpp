@@ -1,6 +1,8 @@
 // kiln's command line over any set of registries: `kiln` is this with kiln's own, and a project's tool is
-// this with its own (README, "Your registries in kiln's command line").
+// this with its own (docs/command-line.md).
 #pragma once
+
+#include <kiln/config.hpp>  // C++20, checked first
 
 #include <kiln/catalog.hpp>
 

@@ -1,6 +1,8 @@
 // The CUDA driver API, loaded with dlopen so that a program without a GPU driver still starts.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <cuda.h>
 
 #include <string_view>

@@ -3,6 +3,8 @@
 // returns a Result with its reason (docs/DESIGN.md, "Errors").
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <stdexcept>
 #include <string>
 #include <string_view>

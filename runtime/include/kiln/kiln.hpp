@@ -6,5 +6,7 @@
 // command-line tool), <kiln/driver.hpp> (the CUDA driver, loaded with dlopen).
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/error.hpp>
 #include <kiln/registry.hpp>

@@ -1,6 +1,8 @@
 // Fill the disk cache ahead of time for an architecture, with no GPU needed.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/catalog.hpp>
 
 #include <cstddef>

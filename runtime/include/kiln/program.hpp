@@ -6,6 +6,8 @@
 //   kiln::Kernel k = program->get("scale<float>");     // JIT once, then disk (any process), then memory
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/registry.hpp>
 
 #include <memory>

@@ -8,6 +8,8 @@
 // key, no environment, no path but those the program's own options name.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/program.hpp>
 
 #include <string>

@@ -1,6 +1,8 @@
 // The registry: hands out launchable kernels from the fastest tier that has them.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/cache.hpp>
 #include <kiln/catalog.hpp>
 #include <kiln/driver.hpp>
@@ -145,7 +147,7 @@ struct LinkedSource {
 };
 
 // A kernel named at compile time: the generated catalog header declares one per kernel of the table
-// (`my::kernels::saxpy`, README "Using the registry"), so a misspelt name does not compile. Sig is the
+// (`my::kernels::saxpy`, docs/tiers.md, "The registry"), so a misspelt name does not compile. Sig is the
 // kernel's type, void(Params...), when the generator could name every parameter's type on the host
 // (built-in types and pointers to them); else void, and launch takes arguments as they are.
 template <typename Sig>

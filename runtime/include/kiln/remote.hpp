@@ -9,6 +9,8 @@
 // trust model.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/cache.hpp>
 #include <kiln/cache_pack.hpp>  // EntryFilter
 

@@ -1,6 +1,8 @@
 // Which embedded binary of a unit runs on a device: pure functions, no CUDA calls.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/catalog.hpp>
 
 #include <string>

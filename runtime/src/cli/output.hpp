@@ -24,7 +24,7 @@ std::string human(std::uint64_t bytes);             // 1.0 GiB, 3.2 MiB, 45.0 Ki
 std::string count(std::size_t n, std::string_view one, std::string_view many);  // "1 unit", "3 units"
 
 // A JSON document written as it is built: objects and arrays nest, commas and escapes are its business.
-// (Hand-written: the GPU machine builds kiln without a package registry, so no JSON library is assumed.)
+// (Hand-written: a JSON library would be one more build dependency, for a few flat objects of output.)
 class Json {
  public:
   Json& object();                  // {  (as a value: after key(), in an array, or at the top)

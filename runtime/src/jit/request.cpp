@@ -11,13 +11,13 @@
 namespace kiln::detail {
 
 double compile_estimate_ms(const Catalog& catalog, std::uint32_t unit_index, bool from_ptx) {
-  // Fitted to one-thread compiles on the GPU machine (2026-11-25, bench_unit_phases; docs/DESIGN.md,
+  // Fitted to one-thread compiles on a 16-core H100 host (bench_unit_phases; docs/DESIGN.md,
   // "Scheduling a table"): a compile's fixed cost; NVRTC reading CCCL's 7-9 MiB of headers, ~1.3 s;
   // the code, ~25 ms per KiB of cubin (segmented_sort's 326 KiB, 9.7 s; exclusive_scan's 27 KiB, 2.0 s)
   // or ~11 per KiB of PTX (2.3 times a cubin's bytes); the PTX tier's ptxas alone, ~7 per KiB of cubin.
   // Code that includes nothing (no CCCL templates to instantiate) costs 0.45 of that per KiB: the
   // 200-unit registry's 198 generated units, 6-89 KiB of cubin, took 12.4 ms per KiB on 16 busy
-  // workers against 25-27 for its CUB units (2026-11-27, the pool's trace).
+  // workers against 25-27 for its CUB units (the pool's trace, KILN_JIT_TRACE).
   constexpr double kFixedMs = 40, kHeaderMsPerMiB = 150, kCubinMsPerKiB = 25, kPtxMsPerKiB = 11,
                    kAssembleMsPerKiB = 7, kPlainCodeFactor = 0.45;
   const UnitEntry& unit = catalog.units[unit_index];

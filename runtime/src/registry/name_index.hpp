@@ -1,5 +1,5 @@
 // A registry's kernels by name, hashed: get() finds a kernel in a few tens of nanoseconds whatever the
-// catalog's size (the catalog's own sorted search costs ~60 ns at 200 kernels on the GPU machine).
+// catalog's size (the catalog's own sorted search costs ~60 ns at 200 kernels on an H100 host).
 #pragma once
 
 #include <kiln/catalog.hpp>

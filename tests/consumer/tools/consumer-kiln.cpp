@@ -1,5 +1,5 @@
-// consumer-kiln: kiln's command line over this project's registries (README, "Your registries in kiln's
-// command line"): list, info, precompile --arch sm_XX, status, cache.
+// consumer-kiln: kiln's command line over this project's registries (docs/command-line.md): list, info,
+// precompile --arch sm_XX, status, cache.
 #include <kiln/cli.hpp>
 
 #include "examples_catalog.hpp"

@@ -11,6 +11,8 @@
 // cub::Device* called with int counts); larger counts throw std::length_error.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/prim/detail/plan.hpp>
 #include <kiln/prim/storage.hpp>
 #include <kiln/registry.hpp>

@@ -2,6 +2,8 @@
 // (cub::DeviceMergeSort::SortPairs) through kiln's registry. Specs: merge_sort_pairs_u64.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/prim/common.hpp>
 
 #include <cstddef>

@@ -1,10 +1,12 @@
-// Reduce, scans, transform, sorts and selects with an operator given at run time, as CUDA C++ text (README.md, "Operators given
+// Reduce, scans, transform, sorts and selects with an operator given at run time, as CUDA C++ text (docs/primitives.md, "Operators given
 // at run time"; docs/DESIGN.md, "Operators at run time"). The operator is compiled by NVRTC to LTO-IR and
 // linked into CUB's kernels (kiln's linked rows, kernels/primitives.toml) by nvJitLink: the same kernels,
 // tuning and launch shapes as cub::DeviceReduce::Reduce / DeviceScan::ExclusiveScan / InclusiveScan with
 // an nvcc-compiled operator. What is built is cached on disk per operator text, so another process pays a
 // disk read, not a compile; this registry keeps it in memory. Plain g++ code can use them.
 #pragma once
+
+#include <kiln/config.hpp>  // C++20, checked first
 
 #include <kiln/prim/common.hpp>
 

@@ -10,6 +10,8 @@
 // increasing, negative NaNs in decreasing order of their bits).
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/prim/common.hpp>
 
 #include <cstddef>

@@ -2,6 +2,8 @@
 // Specs: reduce_i32, reduce_f64.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/prim/common.hpp>
 
 #include <cstddef>

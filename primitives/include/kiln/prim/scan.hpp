@@ -2,6 +2,8 @@
 // registry. Specs: exclusive_scan_i32, exclusive_scan_i64.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/prim/common.hpp>
 
 #include <cstddef>

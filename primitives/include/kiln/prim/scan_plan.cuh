@@ -4,6 +4,8 @@
 // (dependency('kiln_prim_headers')).
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/prim/detail/cub_launch.cuh>
 #include <kiln/prim/detail/plan.hpp>
 #include <kiln/prim/storage.hpp>

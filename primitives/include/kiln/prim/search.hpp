@@ -3,6 +3,8 @@
 // Specs: lower_bound_i32/i64/f64/u64, upper_bound_i32/i64/f64/u64.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/prim/common.hpp>
 
 #include <cstddef>

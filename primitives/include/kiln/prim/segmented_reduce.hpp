@@ -4,6 +4,8 @@
 // segmented_reduce_max_f64.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/prim/common.hpp>
 
 #include <cstddef>

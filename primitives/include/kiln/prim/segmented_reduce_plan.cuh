@@ -3,6 +3,8 @@
 // with g++), with kiln's primitive headers on the include path (dependency('kiln_prim_headers')).
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/prim/detail/cub_launch.cuh>
 #include <kiln/prim/detail/plan.hpp>
 #include <kiln/prim/detail/reduce_launch.cuh>

@@ -2,6 +2,8 @@
 // through kiln's registry. Specs: segmented_sort_i32, segmented_sort_f64.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/prim/common.hpp>
 
 #include <cstddef>

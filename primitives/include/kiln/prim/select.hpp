@@ -3,6 +3,8 @@
 // Specs: select_i32, select_i64 (the index type).
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/prim/common.hpp>
 
 #include <cstddef>

@@ -4,6 +4,8 @@
 // (dependency('kiln_prim_headers')).
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/prim/detail/select_launch.cuh>
 
 #include <cstddef>

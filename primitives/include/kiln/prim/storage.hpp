@@ -2,6 +2,8 @@
 // (Workspace). Header-only, so a project's own plans (kiln/prim/scan_plan.cuh, …) need no libkiln_prim.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/driver.hpp>
 #include <kiln/error.hpp>
 

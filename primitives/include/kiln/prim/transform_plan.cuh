@@ -11,6 +11,8 @@
 // made when the plan is built.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/prim/common.hpp>
 #include <kiln/prim/detail/cub_launch.cuh>
 #include <kiln/prim/detail/plan.hpp>

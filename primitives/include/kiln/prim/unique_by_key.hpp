@@ -2,6 +2,8 @@
 // registry. Specs: unique_by_key_i32, unique_by_key_u64.
 #pragma once
 
+#include <kiln/config.hpp>  // C++20, checked first
+
 #include <kiln/prim/common.hpp>
 
 #include <cstddef>

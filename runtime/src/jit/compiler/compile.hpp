@@ -87,14 +87,14 @@ struct CompileOutcome {
   std::vector<std::string> lowered;
 };
 
-// The fewest kernels for which NVRTC's optimizer runs on several threads: measured on the GPU machine
-// (2026-11-25, bench_unit_phases), -split-compile=0 took segmented_sort's 5 kernels from 7.2 to 4.8 s
+// The fewest kernels for which NVRTC's optimizer runs on several threads: measured with bench_unit_phases
+// on a 16-core H100 host, -split-compile=0 took segmented_sort's 5 kernels from 7.2 to 4.8 s
 // but a unit of 2 kernels gained nothing and one of 1 lost 40 % (docs/DESIGN.md).
 inline constexpr std::size_t kSplitOptimizerKernels = 4;
-// The fewest kernels for which ptxas runs on several threads (it splits a unit by function): measured on
-// the GPU machine (2026-11-25, bench_unit_phases), --split-compile=0 took exclusive_scan's 2 kernels to
+// The fewest kernels for which ptxas runs on several threads (it splits a unit by function): measured with
+// bench_unit_phases on a 16-core H100 host, --split-compile=0 took exclusive_scan's 2 kernels to
 // 0.92 of one thread and segmented_sort's 5 to 0.83, but the CUB example's 1 to 1.22; the generated
-// 2,000-line unit (1 kernel) compiled with it in 1.11 of CuPy's time (2026-11-27).
+// 2,000-line unit (1 kernel) compiled with it in 1.11 of CuPy's time (bench_tiers).
 inline constexpr std::size_t kSplitPtxasKernels = 2;
 
 // NVRTC's options for `request` compiled with `pch`: the unit's own, then kiln's; with `minimal`,

@@ -167,8 +167,8 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
         // one of the family (or nobody waits: the background build): build it, where the family would
         // not then end last: building it and compiling the others warm after it takes kCreateFactor +
         // kWarmFactor of a cold compile, while cold they run side by side (the 200-unit registry's two CUB
-        // units ended 0.9 s after the rest that way, 2026-11-27; the 19-unit set was faster without PCH
-        // files too, 2026-11-25). Never by the critical path's unit, which that would lengthen.
+        // units ended 0.9 s after the rest that way; the 19-unit set was faster without PCH files too:
+        // bench/RESULTS.md). Never by the critical path's unit, which that would lengthen.
         const bool would_end_last = job.estimate_ms * (kCreateFactor + kWarmFactor) * max_workers > load;
         const bool saturated = static_cast<unsigned>(foreground) > capacity && of_family > 1;
         if (job.background || (!would_end_last && (static_cast<unsigned>(of_family) > capacity || saturated))) {
@@ -237,7 +237,7 @@ void JitPool::State::queue_background_pch() {
   // The pool is idle now (the request that ended was the last one running), a family was compiled cold
   // and has no PCH: build one for the next process. Not while other requests run: a PCH build (1.6 cold
   // compiles, ~190 MB written) beside a table's last units slowed them (the 19-unit set, 3.7 s against
-  // 3.1 s without PCH files, 2026-11-27), for a file only a later process uses.
+  // 3.1 s without PCH files: bench_jit_scaling), for a file only a later process uses.
   if (background_running || stopping || !pch_files || busy > 0) return;
   if (std::any_of(queue.begin(), queue.end(), [](const Job& j) { return !j.background; })) return;
   for (auto& [key, candidate] : families) {

@@ -46,7 +46,7 @@ inline constexpr auto kGather = std::chrono::milliseconds(5);
 inline constexpr auto kGatherMax = std::chrono::milliseconds(50);
 
 // What a family's PCH costs, before the family has measured its own (docs/DESIGN.md: the CUB example
-// on the GPU machine compiles cold in 1.8-2.3 s, builds its PCH in ~3.5 s, compiles warm in 0.36-0.62 s).
+// on a 16-core H100 host compiles cold in 1.8-2.3 s, builds its PCH in ~3.5 s, compiles warm in 0.36-0.62 s).
 inline constexpr double kColdGuessMs = 2000;
 inline constexpr double kCreateFactor = 1.6;  // building the PCH, against a cold compile
 inline constexpr double kWarmFactor = 0.25;   // a warm compile, against a cold one
