@@ -1,8 +1,13 @@
-"""kiln's open families (`family = "kiln.<name>"`): templates/families/kiln/<name>.cu.j2 with a declaration
-beside it, <name>.toml, that lists the family's parameters (a default and a pattern where they have one),
-the include directories its units need, and the kernels every row exports (`<unit>_<key>` = a name
-expression over the parameters), so a row needs no `kernels`. Only kiln defines these: the `kiln.` prefix
-is looked up in kiln's own folder alone, never in a table's `template_dirs`."""
+"""kiln's declared families: `family = "kiln.<name>"`, the open families a project's table names
+(templates/families/kiln/), and `family = "prim.<name>"`, the fixed-type families of kiln's own primitives
+table (templates/families/prim/). Each is a declaration, <name>.toml, that lists the family's parameters
+(a default and a pattern where they have one), the include directories its units need, and the kernels
+every row exports (`<unit>_<key>` = a name expression over the parameters), so a row needs no `kernels`;
+its template is <name>.cu.j2 beside it unless the declaration names another (`template`). A declaration
+may instead take the parameters, include directories and kernels of another declared family (`extends`),
+changing a parameter's default: kiln's primitives are the open families' kernels for kiln's operators.
+Only kiln defines these: the prefixes are looked up in kiln's own folders alone, never in a table's
+`template_dirs`."""
 
 from __future__ import annotations
 
@@ -16,8 +21,10 @@ import render
 
 PREFIX = "kiln."
 DIRECTORY = render.TEMPLATE_DIR / "families" / "kiln"
+# prefix -> the folder its declarations are in
+FOLDERS = {PREFIX: DIRECTORY, "prim.": render.TEMPLATE_DIR / "families" / "prim"}
 _NAME = re.compile(r"[a-z_][a-z0-9_]*")
-DECLARATION_FIELDS = ("include_dirs", "params", "kernels")
+DECLARATION_FIELDS = ("include_dirs", "params", "kernels", "template", "extends")
 PARAM_FIELDS = ("doc", "default", "pattern")
 
 
@@ -36,23 +43,31 @@ class Declaration:
     kernels: dict[str, str]         # suffix -> name expression
 
 
+def prefix_of(family: str) -> str | None:
+    return next((p for p in FOLDERS if family.startswith(p)), None)
+
+
 def is_kiln(family: str) -> bool:
-    return family.startswith(PREFIX)
+    """Whether `family` names one of kiln's declared families (kiln.* or prim.*)."""
+    return prefix_of(family) is not None
 
 
-def known() -> list[str]:
-    return sorted(PREFIX + p.name[:-len(".toml")] for p in DIRECTORY.glob("*.toml"))
+def known(prefix: str = PREFIX) -> list[str]:
+    return sorted(prefix + p.name[:-len(".toml")] for p in FOLDERS[prefix].glob("*.toml"))
 
 
 def find(family: str) -> Path | None:
-    """The declaration of `kiln.<name>`, or None when kiln has no such family."""
-    name = family[len(PREFIX):]
-    path = DIRECTORY / (name + ".toml")
+    """The declaration of `kiln.<name>` or `prim.<name>`, or None when kiln has no such family."""
+    prefix = prefix_of(family)
+    if prefix is None:
+        return None
+    name = family[len(prefix):]
+    path = FOLDERS[prefix] / (name + ".toml")
     return path if _NAME.fullmatch(name) and path.is_file() else None
 
 
-def load(path: Path) -> Declaration:
-    """Reads and checks a declaration; a mistake in it is kiln's, named with its file."""
+def load(path: Path, extending: tuple[Path, ...] = ()) -> Declaration:
+    """Reads and checks a declaration (and the one it extends); a mistake in it is kiln's, named with its file."""
     def bad(message: str):
         raise errors.GenError(f"{path}: {message}")
     try:
@@ -62,17 +77,29 @@ def load(path: Path) -> Declaration:
     unknown = sorted(set(data) - set(DECLARATION_FIELDS))
     if unknown:
         bad(f"unknown field '{unknown[0]}' (expected {', '.join(DECLARATION_FIELDS)})")
-    include_dirs = tuple((path.parent / d).resolve() for d in data.get("include_dirs", []))
-    params = {}
+    base = None
+    if "extends" in data:
+        parent = find(data["extends"]) if isinstance(data["extends"], str) else None
+        if parent is None or parent in extending or parent == path:
+            bad(f"extends {data['extends']!r}: expected another of kiln's declared families")
+        if "kernels" in data:
+            bad(f"declares kernels and extends {data['extends']}, whose kernels it takes: remove one")
+        base = load(parent, extending + (path,))
+    include_dirs = (base.include_dirs if base else ()) + tuple((path.parent / d).resolve()
+                                                                for d in data.get("include_dirs", []))
+    params = dict(base.params) if base else {}
     for name, spec in data.get("params", {}).items():
         if not isinstance(spec, dict) or set(spec) - set(PARAM_FIELDS):
             bad(f"params.{name}: expected a table with {', '.join(PARAM_FIELDS)}")
         pattern = spec.get("pattern")
-        params[name] = Param(spec.get("default"), re.compile(pattern) if pattern is not None else None)
-    kernels = data.get("kernels", {})
+        inherited = params.get(name)
+        params[name] = Param(spec.get("default", inherited.default if inherited else None),
+                             re.compile(pattern) if pattern is not None else inherited.pattern if inherited else None)
+    kernels = base.kernels if base else data.get("kernels", {})
     if not kernels or not all(isinstance(v, str) and _NAME.fullmatch(k) for k, v in kernels.items()):
         bad("expected [kernels] with one or more suffix = \"name expression\" entries")
-    template = path.parent / (path.stem + ".cu.j2")
-    if not template.is_file():
-        bad(f"no template {template.name} beside it")
+    template_name = data.get("template", path.stem + ".cu.j2")
+    template = path.parent / template_name if isinstance(template_name, str) else path
+    if not isinstance(template_name, str) or not template.is_file():
+        bad(f"no template {template_name} beside it")
     return Declaration(template, path, include_dirs, params, dict(kernels))

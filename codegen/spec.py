@@ -387,8 +387,9 @@ class _Validator:
         filled in; the declaration comes back too, for the row's kernels and include directories."""
         path = kiln_families.find(family)
         if path is None:
-            self.fail(f"{where}: field 'family'", f"unknown family '{family}': the 'kiln.' prefix is kiln's own "
-                                                  f"(kiln's: {', '.join(kiln_families.known())})")
+            prefix = kiln_families.prefix_of(family)
+            self.fail(f"{where}: field 'family'", f"unknown family '{family}': the '{prefix}' prefix is kiln's own "
+                                                  f"(kiln's: {', '.join(kiln_families.known(prefix))})")
         if path not in self.declarations:
             try:
                 self.declarations[path] = kiln_families.load(path)
@@ -399,9 +400,10 @@ class _Validator:
         if template not in self.family_params:
             self.family_params[template] = family_params(template, where)
         wanted = self.family_params[template]
-        if wanted != set(declaration.params):
+        if not wanted <= set(declaration.params):  # a parameter may be used only by the kernels
             self.fail(f"{where}: field 'family'", f"{path}: declares {', '.join(sorted(declaration.params))} "
                                                   f"but {template.name} uses {', '.join(sorted(wanted))}")
+        wanted = set(declaration.params)
         params = row.get("params", {})
         if not isinstance(params, dict):
             self.fail(f"{where}: field 'params'", "expected a table like { T = \"float\", Op = \"::cuda::maximum<>\" }")

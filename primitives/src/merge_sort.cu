@@ -1,77 +1,41 @@
-// MergeSortPairs<K>: CUB's DispatchMergeSort on the registry's merge_sort_pairs_<K> kernels.
+// MergeSortPairs<K>: MergeSort<K, int, less> (kiln/prim/merge_sort_plan.cuh) on the registry's
+// merge_sort_pairs_<K> unit.
 #include <kiln/prim/merge_sort.hpp>
 
 #include <kiln/prim/merge_sort_plan.cuh>
 
+#include "fixed_plan.cuh"
 #include "stream_temp.cuh"
+
+#include <cuda/std/functional>
 
 #include <string>
 
 namespace kiln::prim {
-namespace {
 
-// The comparator of the merge_sort_pairs_<K> rows (kernels/primitives.toml, param Compare).
-using Less = ::cuda::std::less<>;
-
+// The comparator of the merge_sort_pairs_<K> rows (templates/families/prim/merge_sort_pairs.toml).
+namespace detail {
 template <typename K>
-using Types = kiln_prim::merge_sort_pairs<detail::kernel_t<K>, int, Less>;
-
-template <typename K>
-std::string spec() { return std::string("merge_sort_pairs_") + detail::type_suffix<K>(); }
-
-struct Kernels {
-  const Kernel& block_sort;
-  const Kernel& partition;
-  const Kernel& merge;
+struct MergeSortPairsPlan : MergeSort<kernel_t<K>, int, ::cuda::std::less<>> {
+  using Key = kernel_t<K>;
+  explicit MergeSortPairsPlan(Registry& registry)
+      : MergeSort<Key, int, ::cuda::std::less<>>(registry,
+                                                 std::string("merge_sort_pairs_") + type_suffix<K>()) {}
 };
-
-// One CUB dispatch (detail::merge_sort_dispatch, as MergeSort<K, int, less> runs it).
-template <typename K>
-std::size_t dispatch(CUdevice device, Kernels kernels, K* keys, std::int32_t* values, std::size_t n,
-                     TempStorage temp, CUstream stream) {
-  using T = Types<K>;
-  auto* k = reinterpret_cast<typename T::key_t*>(keys);
-  auto* v = reinterpret_cast<typename T::value_t*>(values);
-  return detail::merge_sort_dispatch<T>(device, kernels.block_sort, kernels.partition, kernels.merge, k, v, k, v, n,
-                                        Less{}, temp, stream, spec<K>());
-}
-
-}  // namespace
+}  // namespace detail
 
 template <typename K>
-MergeSortPairs<K>::MergeSortPairs(Registry& registry)
-    : registry_(&registry),
-      device_(detail::device_of(registry)),
-      block_sort_(registry.get(spec<K>() + "_block_sort")),
-      partition_(registry.get(spec<K>() + "_partition")),
-      merge_(registry.get(spec<K>() + "_merge")) {}
-
-template <typename K>
-std::size_t MergeSortPairs<K>::tile_items() const {
-  return detail::merge_sort_tile_items<Types<K>>(block_sort_);
-}
-
-template <typename K>
-std::size_t MergeSortPairs<K>::temp_bytes(std::size_t n) const {
-  detail::ContextScope scope(*registry_);
-  return dispatch<K>(device_, {block_sort_, partition_, merge_}, nullptr, nullptr, n, {}, nullptr);
-}
+MergeSortPairs<K>::MergeSortPairs(Registry& registry) : detail::FixedPlan<detail::MergeSortPairsPlan<K>>(registry) {}
 
 template <typename K>
 void MergeSortPairs<K>::operator()(K* keys, value_type* values, std::size_t n, TempStorage temp,
                                    CUstream stream) const {
-  detail::ContextScope scope(*registry_);
-  const Kernels kernels{block_sort_, partition_, merge_};
-  detail::check_temp(temp, dispatch<K>(device_, kernels, keys, values, n, {}, stream), "merge_sort_pairs");
-  dispatch<K>(device_, kernels, keys, values, n, temp, stream);
+  this->open()(reinterpret_cast<typename detail::MergeSortPairsPlan<K>::Key*>(keys), values, n, temp, stream);
 }
 
 template <typename K>
 void MergeSortPairs<K>::operator()(K* keys, value_type* values, std::size_t n, CUstream stream) {
-  detail::ContextScope scope(*registry_);
-  const Kernels kernels{block_sort_, partition_, merge_};
-  const std::size_t bytes = dispatch<K>(device_, kernels, keys, values, n, {}, stream);
-  dispatch<K>(device_, kernels, keys, values, n, workspace_.reserve(bytes), stream);
+  this->open()(reinterpret_cast<typename detail::MergeSortPairsPlan<K>::Key*>(keys), values, n, stream);
 }
 
 template <typename K>
@@ -83,6 +47,7 @@ void merge_sort_pairs(K* keys, std::int32_t* values, std::size_t n, CUstream str
   plan(keys, values, n, temp.storage(), stream);
 }
 
+template class detail::FixedPlan<detail::MergeSortPairsPlan<std::uint64_t>>;
 template class MergeSortPairs<std::uint64_t>;
 template void merge_sort_pairs(std::uint64_t*, std::int32_t*, std::size_t, CUstream);
 

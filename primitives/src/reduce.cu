@@ -1,77 +1,47 @@
-// ReduceSum<T>: CUB's DispatchReduce on the registry's reduce_<T> kernels.
+// ReduceSum<T>: Reduce<T, plus> (kiln/prim/reduce_plan.cuh) on the registry's reduce_<T> unit.
 #include <kiln/prim/reduce.hpp>
 
 #include <kiln/prim/reduce_plan.cuh>
 
+#include "fixed_plan.cuh"
 #include "stream_temp.cuh"
 
 #include <cub/detail/choose_offset.cuh>
+
+#include <cuda/std/functional>
 
 #include <string>
 #include <type_traits>
 
 namespace kiln::prim {
-namespace {
-
-template <typename T>
-using Types = kiln_prim::reduce_sum<detail::kernel_t<T>>;
 
 // cub::DeviceReduce::Sum with an int item count, whose offset type kiln's 32-bit counts mirror.
-static_assert(std::is_same_v<Types<int>::offset_t, cub::detail::choose_offset_t<int>>);
-static_assert(std::is_same_v<Types<int>::offset_t, std::uint32_t>);
+static_assert(std::is_same_v<kiln_prim::reduce_sum<int>::offset_t, cub::detail::choose_offset_t<int>>);
+static_assert(std::is_same_v<kiln_prim::reduce_sum<int>::offset_t, std::uint32_t>);
+
+namespace detail {
+template <typename T>
+struct ReduceSumPlan : Reduce<kernel_t<T>, ::cuda::std::plus<>> {
+  using K = kernel_t<T>;
+  explicit ReduceSumPlan(Registry& registry)
+      : Reduce<K, ::cuda::std::plus<>>(registry, std::string("reduce_") + type_suffix<T>()) {}
+};
+}  // namespace detail
 
 template <typename T>
-std::string spec() { return std::string("reduce_") + detail::type_suffix<T>(); }
+ReduceSum<T>::ReduceSum(Registry& registry) : detail::FixedPlan<detail::ReduceSumPlan<T>>(registry) {}
 
-// One CUB dispatch (detail::reduce_dispatch, as Reduce<T, plus> runs it) as cub::DeviceReduce::Sum: plus,
-// a zero-initialised start value, no transform. Sizes the storage when temp.data is null, runs otherwise.
-template <typename T>
-std::size_t dispatch(CUdevice device, const detail::ReduceKernels& kernels, const T* in, T* out, std::size_t n,
-                     TempStorage temp, CUstream stream) {
-  using K = detail::kernel_t<T>;
-  return detail::reduce_dispatch<Types<T>>(device, kernels, reinterpret_cast<const K*>(in), reinterpret_cast<K*>(out),
-                                           n, {}, typename Types<T>::init_t{}, temp, stream, spec<T>());
-}
-
-}  // namespace
-
-template <typename T>
-ReduceSum<T>::ReduceSum(Registry& registry) : registry_(&registry), device_(detail::device_of(registry)) {
-  const detail::ReduceKernels k = detail::reduce_kernels<Types<T>>(registry, device_, spec<T>());
-  single_tile_ = k.single_tile, sweep_ = k.sweep, final_ = k.final_pass;
-  sm_count_ = k.answers.sm_count, sweep_threads_ = k.answers.block_threads, sweep_occupancy_ = k.answers.occupancy;
-}
-
-template <typename T>
-std::size_t ReduceSum<T>::tile_items() const {
-  return detail::reduce_tiles<Types<T>>(sweep_).single_tile_items;
-}
-
-template <typename T>
-detail::ReduceKernels ReduceSum<T>::kernels() const {
-  return {single_tile_, sweep_, final_, {sm_count_, sweep_.launch_handle(), sweep_threads_, sweep_occupancy_}};
-}
-
-template <typename T>
-std::size_t ReduceSum<T>::temp_bytes(std::size_t n) const {
-  detail::ContextScope scope(*registry_);
-  return dispatch<T>(device_, kernels(), nullptr, nullptr, n, {}, nullptr);
-}
-
+// cub::DeviceReduce::Sum: plus, a zero-initialised start value, no transform.
 template <typename T>
 void ReduceSum<T>::operator()(const T* in, T* out, std::size_t n, TempStorage temp, CUstream stream) const {
-  detail::ContextScope scope(*registry_);
-  const detail::ReduceKernels k = kernels();
-  detail::check_temp(temp, dispatch<T>(device_, k, in, out, n, {}, stream), "reduce_sum");
-  dispatch<T>(device_, k, in, out, n, temp, stream);
+  using K = typename detail::ReduceSumPlan<T>::K;
+  this->open()(reinterpret_cast<const K*>(in), reinterpret_cast<K*>(out), n, K{}, temp, stream);
 }
 
 template <typename T>
 void ReduceSum<T>::operator()(const T* in, T* out, std::size_t n, CUstream stream) {
-  detail::ContextScope scope(*registry_);
-  const detail::ReduceKernels k = kernels();
-  const std::size_t bytes = dispatch<T>(device_, k, in, out, n, {}, stream);
-  dispatch<T>(device_, k, in, out, n, workspace_.reserve(bytes), stream);
+  using K = typename detail::ReduceSumPlan<T>::K;
+  this->open()(reinterpret_cast<const K*>(in), reinterpret_cast<K*>(out), n, K{}, stream);
 }
 
 template <typename T>
@@ -83,6 +53,8 @@ void reduce_sum(const T* in, T* out, std::size_t n, CUstream stream) {
   plan(in, out, n, temp.storage(), stream);
 }
 
+template class detail::FixedPlan<detail::ReduceSumPlan<std::int32_t>>;
+template class detail::FixedPlan<detail::ReduceSumPlan<double>>;
 template class ReduceSum<std::int32_t>;
 template class ReduceSum<double>;
 template void reduce_sum(const std::int32_t*, std::int32_t*, std::size_t, CUstream);

@@ -64,7 +64,7 @@ struct SearchTile {
 
 template <typename T, Side S>
 SortedSearch<T, S>::SortedSearch(Registry& registry)
-    : registry_(&registry), device_(detail::device_of(registry)), kernel_(registry.get(spec<T, S>() + "_for_each")) {}
+    : PlanBase(registry, spec<T, S>()), kernel_(registry.get(unit_ + "_for_each")) {}
 
 template <typename T, Side S>
 std::size_t SortedSearch<T, S>::tile_items() const {
@@ -77,9 +77,8 @@ template <typename T, Side S>
 void SortedSearch<T, S>::operator()(const T* haystack, std::size_t haystack_size, const T* needles,
                                     std::int64_t* out, std::size_t num_needles, CUstream stream) const {
   using K = detail::kernel_t<T>;
-  const std::string name = spec<T, S>();
-  const unsigned int hay = detail::checked_count(haystack_size, name.c_str());
-  const unsigned int count = detail::checked_count(num_needles, name.c_str());
+  const unsigned int hay = detail::checked_count(haystack_size, unit_.c_str());
+  const unsigned int count = detail::checked_count(num_needles, unit_.c_str());
   detail::ContextScope scope(*registry_);
   detail::LaunchStatus status;
   detail::LauncherFactory factory(device_, kernel_.provenance.arch, &status);
@@ -91,7 +90,7 @@ void SortedSearch<T, S>::operator()(const T* haystack, std::size_t haystack_size
                         detail::ref(kernel_)};
   const cudaError_t returned =
       detail::RuntimePolicy<typename Types<T, S>::max_policy>::Invoke(int(kernel_.provenance.arch) * 10, pass);
-  detail::check_dispatch(returned, status, name);
+  detail::check_dispatch(returned, status, unit_);
 }
 
 template <typename T>

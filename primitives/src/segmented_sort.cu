@@ -444,8 +444,7 @@ struct LimitsOf {
 
 template <typename K>
 SegmentedSort<K>::SegmentedSort(Registry& registry)
-    : registry_(&registry),
-      device_(detail::device_of(registry)),
+    : PlanBase(registry, spec<K>()),
       fallback_(registry.get(spec<K>() + "_fallback")),
       small_(registry.get(spec<K>() + "_small")),
       large_(registry.get(spec<K>() + "_large")),
@@ -469,28 +468,24 @@ SegmentedSortLimits SegmentedSort<K>::limits() const {
 
 template <typename K>
 std::size_t SegmentedSort<K>::temp_bytes(std::size_t n, std::size_t num_segments) const {
-  detail::ContextScope scope(*registry_);
   const Kernels k = kernels_of(fallback_, small_, large_, partition_init_, partition_);
-  return dispatch<K>(device_, k, nullptr, nullptr, n, num_segments, nullptr, {}, nullptr);
+  return sized(
+      [&](TempStorage t) { return dispatch<K>(device_, k, nullptr, nullptr, n, num_segments, nullptr, t, nullptr); });
 }
 
 template <typename K>
 void SegmentedSort<K>::operator()(const K* keys_in, K* keys_out, std::size_t n, std::size_t num_segments,
                                   const std::int32_t* offsets, TempStorage temp, CUstream stream) const {
-  detail::ContextScope scope(*registry_);
   const Kernels k = kernels_of(fallback_, small_, large_, partition_init_, partition_);
-  detail::check_temp(temp, dispatch<K>(device_, k, keys_in, keys_out, n, num_segments, offsets, {}, stream),
-                     "segmented_sort");
-  dispatch<K>(device_, k, keys_in, keys_out, n, num_segments, offsets, temp, stream);
+  run(temp,
+      [&](TempStorage t) { return dispatch<K>(device_, k, keys_in, keys_out, n, num_segments, offsets, t, stream); });
 }
 
 template <typename K>
 void SegmentedSort<K>::operator()(const K* keys_in, K* keys_out, std::size_t n, std::size_t num_segments,
                                   const std::int32_t* offsets, CUstream stream) {
-  detail::ContextScope scope(*registry_);
   const Kernels k = kernels_of(fallback_, small_, large_, partition_init_, partition_);
-  const std::size_t bytes = dispatch<K>(device_, k, keys_in, keys_out, n, num_segments, offsets, {}, stream);
-  dispatch<K>(device_, k, keys_in, keys_out, n, num_segments, offsets, workspace_.reserve(bytes), stream);
+  run([&](TempStorage t) { return dispatch<K>(device_, k, keys_in, keys_out, n, num_segments, offsets, t, stream); });
 }
 
 template <typename K>

@@ -48,30 +48,25 @@ std::size_t SelectIndices<I>::tile_items() const {
 
 template <typename I>
 SelectIndices<I>::SelectIndices(Registry& registry)
-    : registry_(&registry),
-      device_(detail::device_of(registry)),
+    : PlanBase(registry, spec<I>()),
       init_(registry.get(spec<I>() + "_init")),
       sweep_(registry.get(spec<I>() + "_sweep")) {}
 
 template <typename I>
 std::size_t SelectIndices<I>::temp_bytes(std::size_t n) const {
-  detail::ContextScope scope(*registry_);
-  return dispatch<I>(device_, init_, sweep_, nullptr, nullptr, nullptr, n, {}, nullptr);
+  return sized(
+      [&](TempStorage t) { return dispatch<I>(device_, init_, sweep_, nullptr, nullptr, nullptr, n, t, nullptr); });
 }
 
 template <typename I>
 void SelectIndices<I>::operator()(const std::uint8_t* mask, I* out, I* count, std::size_t n, TempStorage temp,
                                   CUstream stream) const {
-  detail::ContextScope scope(*registry_);
-  detail::check_temp(temp, dispatch<I>(device_, init_, sweep_, mask, out, count, n, {}, stream), "select_indices");
-  dispatch<I>(device_, init_, sweep_, mask, out, count, n, temp, stream);
+  run(temp, [&](TempStorage t) { return dispatch<I>(device_, init_, sweep_, mask, out, count, n, t, stream); });
 }
 
 template <typename I>
 void SelectIndices<I>::operator()(const std::uint8_t* mask, I* out, I* count, std::size_t n, CUstream stream) {
-  detail::ContextScope scope(*registry_);
-  const std::size_t bytes = dispatch<I>(device_, init_, sweep_, mask, out, count, n, {}, stream);
-  dispatch<I>(device_, init_, sweep_, mask, out, count, n, workspace_.reserve(bytes), stream);
+  run([&](TempStorage t) { return dispatch<I>(device_, init_, sweep_, mask, out, count, n, t, stream); });
 }
 
 template <typename I>

@@ -1,12 +1,17 @@
 """kiln's open families (kiln.exclusive_scan, kiln.inclusive_scan, kiln.merge_sort_pairs, kiln.reduce,
 kiln.segmented_reduce, kiln.select_if, kiln.transform, kiln.unique_by_key): a row expands into the kernels the family
-declares, and a mistake names the file, the row and the field."""
+declares, and a mistake names the file, the row and the field. kiln's own primitives' families (prim.*) are
+declarations too, most of them extending an open family."""
 
 import textwrap
+import tomllib
 import unittest
 from pathlib import Path
 
 from table_case import TableCase  # puts codegen/ on the path
+import errors  # noqa: E402
+import kiln_families  # noqa: E402
+import spec as specmod  # noqa: E402
 import unit_source  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,6 +139,68 @@ class KilnFamilies(TableCase):
                       thirds.kernels[1].expression)
         self.assertIn("kiln_prim::transform<kiln_prim::pair<float, float>, double, geo::Product, "
                       "kiln_prim::zip_iterator<const float*, const float*>>::input_t", products.kernels[0].expression)
+
+    def test_prim_family_is_the_open_family_with_kilns_operator(self):
+        s = self.load(HEADER + textwrap.dedent('''\
+            [[unit]]
+            name = "sum_i32"
+            family = "prim.exclusive_scan"
+            params = { T = "int" }
+
+            [[unit]]
+            name = "scan_i32"
+            family = "kiln.exclusive_scan"
+            params = { T = "int", Op = "::cuda::std::plus<>" }
+            '''))
+        prim, open_ = s.units
+        self.assertEqual([k.name for k in prim.kernels], ["sum_i32_init", "sum_i32_sweep"])
+        self.assertEqual([k.expression for k in prim.kernels], [k.expression for k in open_.kernels])
+        self.assertEqual(prim.params, open_.params)
+        self.assertEqual(prim.include_dirs, open_.include_dirs)
+        self.assertEqual(prim.family_path, ROOT / "templates" / "families" / "prim" / "kernels.cu.j2")
+        self.assertEqual(unit_source.unit_body(s, prim).strip(), "#include <kiln_prim/kernels.cuh>")
+
+    def test_prim_family_of_its_own_kernels_and_defaults(self):
+        s = self.load(HEADER + textwrap.dedent('''\
+            [[unit]]
+            name = "lb"
+            family = "prim.search"
+            params = { Bound = "lower_bound", T = "int" }
+
+            [[unit]]
+            name = "u"
+            family = "prim.unique_by_key"
+            params = { K = "int" }
+            '''))
+        search, unique = s.units
+        self.assertEqual([k.name for k in search.kernels], ["lb_for_each"])
+        self.assertIn("kiln_prim::lower_bound<int>::op_t", search.kernels[0].expression)
+        self.assertEqual(unique.params["Equal"], "::cuda::std::equal_to<>")
+        self.assertEqual(unique.params["V"], "int")
+        self.refused(HEADER + '[[unit]]\nname = "s"\nfamily = "prim.search"\nparams = { Bound = "lb", T = "int" }\n',
+                     "field 'params'", "parameter 'Bound'", "does not match")
+        self.refused(HEADER + '[[unit]]\nname = "s"\nfamily = "prim.sort"\n',
+                     "field 'family'", "unknown family 'prim.sort'", "the 'prim.' prefix is kiln's own", "prim.search")
+
+    def test_every_primitives_row_names_a_declared_family_and_no_kernels(self):
+        table = ROOT / "kernels" / "primitives.toml"
+        rows = tomllib.loads(table.read_text())["unit"]
+        self.assertTrue(all("kernels" not in r and kiln_families.is_kiln(r["family"]) for r in rows))
+        units = specmod.load(table, self.ARCHS, embed_ptx=False).units
+        prim = [u for u in units if u.family.startswith("prim.")]
+        self.assertEqual(len(prim), 27)
+        self.assertEqual({u.family_path.name for u in prim}, {"kernels.cu.j2"})
+
+    def test_declaration_mistakes_name_the_file(self):
+        (self.root / "t.cu.j2").write_text("")
+        for text, fragment in (('extends = "kiln.nope"\n', "extends 'kiln.nope'"),
+                               ('extends = "kiln.reduce"\n[kernels]\nk = "x"\n', "whose kernels it takes"),
+                               ('template = "missing.cu.j2"\n[kernels]\nk = "x"\n', "no template missing.cu.j2")):
+            (self.root / "t.toml").write_text(text)
+            with self.assertRaises(errors.GenError) as ctx:
+                kiln_families.load(self.root / "t.toml")
+            self.assertIn(str(self.root / "t.toml"), str(ctx.exception))
+            self.assertIn(fragment, str(ctx.exception))
 
     def test_missing_param_names_file_row_and_field(self):
         self.refused(HEADER + '[[unit]]\nname = "scan"\nfamily = "kiln.exclusive_scan"\nparams = { T = "float" }\n',

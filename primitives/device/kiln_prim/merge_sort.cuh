@@ -1,5 +1,5 @@
 // Merge sort of key/value pairs: the types kiln's merge sort kernels are
-// instantiated with, shared by the kernel units (templates/families/prim_merge_sort_pairs.cu.j2) and the
+// instantiated with, shared by the kernel units (family kiln.merge_sort_pairs) and the
 // host dispatch (primitives/src/merge_sort.cu).
 #pragma once
 

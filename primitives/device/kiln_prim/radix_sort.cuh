@@ -1,5 +1,5 @@
 // Radix sort of key/value pairs: the types kiln's radix sort kernels are
-// instantiated with, shared by the kernel units (templates/families/prim_radix_sort_pairs.cu.j2) and the
+// instantiated with, shared by the kernel units (templates/families/prim/radix_sort_pairs.toml) and the
 // host orchestration (primitives/src/radix_sort.cu).
 #pragma once
 

@@ -1,6 +1,6 @@
 // Reduction and segmented reduction: the types kiln's reduce kernels are instantiated with,
-// shared by the kernel units (templates/families/prim_reduce_sum.cu.j2, kiln/reduce.cu.j2,
-// prim_segmented_reduce.cu.j2) and the host dispatch (kiln/prim/reduce_plan.cuh, primitives/src/segmented_reduce.cu).
+// shared by the kernel units (families kiln.reduce, kiln.segmented_reduce and their prim.* instances)
+// and the host dispatch (kiln/prim/reduce_plan.cuh, primitives/src/segmented_reduce.cu).
 #pragma once
 
 #include <kiln_prim/cub_nvrtc.cuh>

@@ -1,5 +1,5 @@
 // Scans: the types kiln's scan kernels are instantiated with, shared by the kernel units
-// (templates/families/prim_exclusive_sum.cu.j2, kiln/*_scan.cu.j2) and the host dispatch (kiln/prim/scan_plan.cuh).
+// (families kiln.exclusive_scan, kiln.inclusive_scan, prim.exclusive_scan) and the host dispatch (kiln/prim/scan_plan.cuh).
 #pragma once
 
 #include <kiln_prim/cub_nvrtc.cuh>

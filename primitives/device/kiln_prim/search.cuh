@@ -1,6 +1,6 @@
 // Vectorised binary search (lower_bound, upper_bound of many needles in one sorted
 // haystack): the types kiln's search kernels are instantiated with, shared by the kernel units
-// (templates/families/prim_search.cu.j2), the host dispatch (primitives/src/search.cu) and the benchmark's
+// (templates/families/prim/search.toml), the host dispatch (primitives/src/search.cu) and the benchmark's
 // nvcc-compiled baseline (bench/prim_bench_search.cu).
 //
 // CCCL 3.0.1 has no device-wide binary search. kiln runs one per needle through CUB's for-each machinery:

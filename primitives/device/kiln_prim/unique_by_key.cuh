@@ -1,5 +1,5 @@
 // Unique by key: the types kiln's unique-by-key kernels are instantiated
-// with, shared by the kernel units (templates/families/prim_unique_by_key.cu.j2) and the host dispatch
+// with, shared by the kernel units (family kiln.unique_by_key) and the host dispatch
 // (primitives/src/unique_by_key.cu).
 #pragma once
 

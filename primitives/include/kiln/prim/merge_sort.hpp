@@ -11,35 +11,29 @@
 
 namespace kiln::prim {
 
+namespace detail {
+template <typename K>
+struct MergeSortPairsPlan;  // MergeSort<K, int, less> on the unit merge_sort_pairs_<K> (primitives/src/merge_sort.cu)
+}  // namespace detail
+
 // Sorts keys[0, n) ascending by `<` (the spec's comparator, ::cuda::std::less<>) in place and moves
 // values[i] with keys[i]. Stable: pairs with equal keys keep their input order. (CUB documents SortPairs as
 // not guaranteed stable but runs the same dispatch for StableSortPairs; kiln's tests check stability.)
 template <typename K>  // std::uint64_t
-class MergeSortPairs {
+class MergeSortPairs : public detail::FixedPlan<detail::MergeSortPairsPlan<K>> {
  public:
   using value_type = std::int32_t;
 
   explicit MergeSortPairs(Registry& registry = prim::registry());
-
-  // Temporary storage a call with n items needs (0 for n == 0).
-  std::size_t temp_bytes(std::size_t n) const;
 
   // Thread-safe: a plan's const calls only read it.
   void operator()(K* keys, value_type* values, std::size_t n, TempStorage temp, CUstream stream = nullptr) const;
   // With storage the plan owns (allocated only when n outgrows it).
   void operator()(K* keys, value_type* values, std::size_t n, CUstream stream = nullptr);
 
-  // Items per tile of the block-sort and merge kernels under the policy for the loaded binary's architecture.
-  std::size_t tile_items() const;
-
-  // Where the kernels came from (embedded, disk, JIT) and the arch of their binary.
-  const Kernel& kernel() const { return block_sort_; }
-
- private:
-  Registry* registry_;
-  CUdevice device_;
-  Kernel block_sort_, partition_, merge_;
-  Workspace workspace_;
+  // From detail::FixedPlan: temp_bytes(n), the temporary storage a call with n items needs (0 for n == 0);
+  // tile_items(), the items per tile of the block-sort and merge kernels under the policy for the loaded binary's
+  // architecture; kernel(), where the kernels came from (embedded, disk, JIT) and the arch of their binary.
 };
 
 extern template class MergeSortPairs<std::uint64_t>;

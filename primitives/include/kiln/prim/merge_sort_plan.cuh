@@ -101,7 +101,7 @@ std::size_t merge_sort_tile_items(const Kernel& block_sort) {
 // (cub::DeviceMergeSort::SortPairsCopy): it reads keys_in and values_in and writes the sorted pairs to keys
 // and values, which must not overlap the input.
 template <typename K, typename V, typename Compare, typename KeysIn = void, typename ValuesIn = void>
-class MergeSort {
+class MergeSort : detail::PlanBase {
   using Types = kiln_prim::merge_sort_pairs<K, V, Compare, KeysIn, ValuesIn>;
 
  public:
@@ -111,15 +111,12 @@ class MergeSort {
 
   // `link`: the unit is a linked row, and this is the comparator linked into it (kiln/prim/operator.hpp).
   MergeSort(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
-      : registry_(&registry),
-        device_(detail::device_of(registry)),
-        unit_(unit),
+      : PlanBase(registry, unit),
         kernels_(detail::merge_sort_kernels(registry, unit_, link)) {}
 
   // Temporary storage a call with n items needs (0 for n == 0).
   std::size_t temp_bytes(std::size_t n) const {
-    detail::ContextScope scope(*registry_);
-    return dispatch(keys_input_type{}, values_input_type{}, nullptr, nullptr, n, {}, {}, nullptr);
+    return sized(dispatch(keys_input_type{}, values_input_type{}, nullptr, nullptr, n, {}, nullptr));
   }
 
   // In place. Thread-safe: a plan's const calls only read it.
@@ -127,27 +124,27 @@ class MergeSort {
                   Compare compare = {}) const
     requires(!copy)
   {
-    run(keys, values, keys, values, n, compare, temp, stream);
+    run(temp, dispatch(keys, values, keys, values, n, compare, stream));
   }
   // In place, with storage the plan owns (allocated only when n outgrows it).
   void operator()(K* keys, V* values, std::size_t n, CUstream stream = nullptr, Compare compare = {})
     requires(!copy)
   {
-    run(keys, values, keys, values, n, compare, stream);
+    run(dispatch(keys, values, keys, values, n, compare, stream));
   }
   // Into keys and values, from keys_in and values_in. Thread-safe: a plan's const calls only read it.
   void operator()(keys_input_type keys_in, values_input_type values_in, K* keys, V* values, std::size_t n,
                   TempStorage temp, CUstream stream = nullptr, Compare compare = {}) const
     requires copy
   {
-    run(keys_in, values_in, keys, values, n, compare, temp, stream);
+    run(temp, dispatch(keys_in, values_in, keys, values, n, compare, stream));
   }
   // Into keys and values, from keys_in and values_in, with storage the plan owns.
   void operator()(keys_input_type keys_in, values_input_type values_in, K* keys, V* values, std::size_t n,
                   CUstream stream = nullptr, Compare compare = {})
     requires copy
   {
-    run(keys_in, values_in, keys, values, n, compare, stream);
+    run(dispatch(keys_in, values_in, keys, values, n, compare, stream));
   }
 
   // Items per tile of the block-sort and merge kernels under the policy for the loaded binary's architecture.
@@ -157,30 +154,16 @@ class MergeSort {
   const Kernel& kernel() const { return kernels_.block_sort; }
 
  private:
-  void run(keys_input_type keys_in, values_input_type values_in, K* keys, V* values, std::size_t n, Compare compare,
-           TempStorage temp, CUstream stream) const {
-    detail::ContextScope scope(*registry_);
-    detail::check_temp(temp, dispatch(keys_in, values_in, keys, values, n, compare, {}, stream), unit_.c_str());
-    dispatch(keys_in, values_in, keys, values, n, compare, temp, stream);
-  }
-  void run(keys_input_type keys_in, values_input_type values_in, K* keys, V* values, std::size_t n, Compare compare,
-           CUstream stream) {
-    detail::ContextScope scope(*registry_);
-    const std::size_t bytes = dispatch(keys_in, values_in, keys, values, n, compare, {}, stream);
-    dispatch(keys_in, values_in, keys, values, n, compare, workspace_.reserve(bytes), stream);
+  // The dispatch of one call, for PlanBase::run.
+  auto dispatch(keys_input_type keys_in, values_input_type values_in, K* keys, V* values, std::size_t n,
+                Compare compare, CUstream stream) const {
+    return [=, this](TempStorage temp) {
+      return detail::merge_sort_dispatch<Types>(device_, kernels_.block_sort, kernels_.partition, kernels_.merge,
+                                                keys_in, values_in, keys, values, n, compare, temp, stream, unit_);
+    };
   }
 
-  std::size_t dispatch(keys_input_type keys_in, values_input_type values_in, K* keys, V* values, std::size_t n,
-                       Compare compare, TempStorage temp, CUstream stream) const {
-    return detail::merge_sort_dispatch<Types>(device_, kernels_.block_sort, kernels_.partition, kernels_.merge,
-                                              keys_in, values_in, keys, values, n, compare, temp, stream, unit_);
-  }
-
-  Registry* registry_;
-  CUdevice device_;
-  std::string unit_;
   detail::MergeSortKernels kernels_;
-  Workspace workspace_;
 };
 
 }  // namespace kiln::prim

@@ -10,9 +10,11 @@
 #include <cstdint>
 
 namespace kiln::prim {
+
 namespace detail {
-struct ReduceKernels;  // kiln/prim/reduce_plan.cuh
-}
+template <typename T>
+struct ReduceSumPlan;  // Reduce<T, plus> on the unit reduce_<T> (primitives/src/reduce.cu)
+}  // namespace detail
 
 // *out = T{} + (in[0] + … + in[n-1]): one value, written to device memory; n = 0 writes T{}.
 //
@@ -28,34 +30,20 @@ struct ReduceKernels;  // kiln/prim/reduce_plan.cuh
 //  - the zero-initialised start value takes part: a sum of -0.0 alone is +0.0, and an integer-valued
 //    double sum that stays below 2^53 is exact in any order.
 template <typename T>  // std::int32_t or double
-class ReduceSum {
+class ReduceSum : public detail::FixedPlan<detail::ReduceSumPlan<T>> {
  public:
   explicit ReduceSum(Registry& registry = prim::registry());
-
-  // Temporary storage a call with n items needs (1 byte when n fits one tile: CUB asks for it, never uses it).
-  std::size_t temp_bytes(std::size_t n) const;
 
   // Thread-safe: a plan's const calls only read it. `out` is one T of device memory, not part of `in`.
   void operator()(const T* in, T* out, std::size_t n, TempStorage temp, CUstream stream = nullptr) const;
   // With storage the plan owns (allocated only when n outgrows it).
   void operator()(const T* in, T* out, std::size_t n, CUstream stream = nullptr);
 
-  // The most items the single-tile kernel reduces alone, under the policy for the loaded binary's
-  // architecture; more take two passes (per-block partial sums, then the sum of those).
-  std::size_t tile_items() const;
-
-  // Where the kernels came from (embedded, disk, JIT) and the arch of their binary: the sweep kernel.
-  const Kernel& kernel() const { return sweep_; }
-
- private:
-  detail::ReduceKernels kernels() const;
-
-  Registry* registry_;
-  CUdevice device_;
-  Kernel single_tile_, sweep_, final_;
-  // The device queries CUB's dispatch makes on every call, asked once when the plan is built.
-  int sm_count_ = 0, sweep_threads_ = 0, sweep_occupancy_ = 0;
-  Workspace workspace_;
+  // From detail::FixedPlan: temp_bytes(n), the temporary storage a call with n items needs (1 byte when n fits one
+  // tile: CUB asks for it, never uses it); tile_items(), the most items the single-tile kernel reduces alone under
+  // the policy for the loaded binary's architecture (more take two passes: per-block partial sums, then the sum of
+  // those); kernel(), where the kernels came from (embedded, disk, JIT) and the arch of their binary: the sweep
+  // kernel.
 };
 
 extern template class ReduceSum<std::int32_t>;

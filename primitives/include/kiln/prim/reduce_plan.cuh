@@ -106,7 +106,7 @@ std::size_t reduce_dispatch(CUdevice device, const ReduceKernels& k, typename Ty
 // registry's unit must be a kiln.reduce row with params T, Op and In naming these same types. In: the
 // input iterator (kiln_prim/iterators.cuh), void for const T*.
 template <typename T, typename Op, typename In = void>
-class Reduce {
+class Reduce : detail::PlanBase {
   using Types = kiln_prim::reduce<T, Op, In>;
 
  public:
@@ -114,30 +114,19 @@ class Reduce {
 
   // `link`: the unit is a linked row, and this is the operator linked into it (kiln/prim/operator.hpp).
   Reduce(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
-      : registry_(&registry),
-        device_(detail::device_of(registry)),
-        unit_(unit),
-        kernels_(detail::reduce_kernels<Types>(registry, device_, unit_, link)) {}
+      : PlanBase(registry, unit), kernels_(detail::reduce_kernels<Types>(registry, device_, unit_, link)) {}
 
   // Temporary storage a call with n items needs (1 byte when n fits one tile: CUB asks for it, never uses it).
-  std::size_t temp_bytes(std::size_t n) const {
-    detail::ContextScope scope(*registry_);
-    return detail::reduce_dispatch<Types>(device_, kernels_, input_type{}, nullptr, n, {}, T{}, {}, nullptr, unit_);
-  }
+  std::size_t temp_bytes(std::size_t n) const { return sized(dispatch(input_type{}, nullptr, n, {}, T{}, nullptr)); }
 
   // Thread-safe: a plan's const calls only read it. `out` is one T of device memory, not part of `in`.
   void operator()(input_type in, T* out, std::size_t n, T init, TempStorage temp, CUstream stream = nullptr,
                   Op op = {}) const {
-    detail::ContextScope scope(*registry_);
-    detail::check_temp(temp, detail::reduce_dispatch<Types>(device_, kernels_, in, out, n, op, init, {}, stream, unit_),
-                       unit_.c_str());
-    detail::reduce_dispatch<Types>(device_, kernels_, in, out, n, op, init, temp, stream, unit_);
+    run(temp, dispatch(in, out, n, op, init, stream));
   }
   // With storage the plan owns (allocated only when n outgrows it).
   void operator()(input_type in, T* out, std::size_t n, T init, CUstream stream = nullptr, Op op = {}) {
-    detail::ContextScope scope(*registry_);
-    const std::size_t bytes = detail::reduce_dispatch<Types>(device_, kernels_, in, out, n, op, init, {}, stream, unit_);
-    detail::reduce_dispatch<Types>(device_, kernels_, in, out, n, op, init, workspace_.reserve(bytes), stream, unit_);
+    run(dispatch(in, out, n, op, init, stream));
   }
 
   // The most items the single-tile kernel reduces alone, under the policy for the loaded binary's
@@ -148,11 +137,13 @@ class Reduce {
   const Kernel& kernel() const { return kernels_.sweep; }
 
  private:
-  Registry* registry_;
-  CUdevice device_;
-  std::string unit_;
+  auto dispatch(input_type in, T* out, std::size_t n, Op op, T init, CUstream stream) const {
+    return [=, this](TempStorage temp) {
+      return detail::reduce_dispatch<Types>(device_, kernels_, in, out, n, op, init, temp, stream, unit_);
+    };
+  }
+
   detail::ReduceKernels kernels_;
-  Workspace workspace_;
 };
 
 }  // namespace kiln::prim

@@ -11,31 +11,25 @@
 
 namespace kiln::prim {
 
+namespace detail {
+template <typename T>
+struct ExclusiveSumPlan;  // ExclusiveScan<T, plus> on the unit exclusive_scan_<T> (primitives/src/scan.cu)
+}  // namespace detail
+
 // out[i] = in[0] + … + in[i-1], out[0] = 0. In place (in == out) is allowed.
 template <typename T>  // std::int32_t or std::int64_t
-class ExclusiveSum {
+class ExclusiveSum : public detail::FixedPlan<detail::ExclusiveSumPlan<T>> {
  public:
   explicit ExclusiveSum(Registry& registry = prim::registry());
-
-  // Temporary storage a call with n items needs.
-  std::size_t temp_bytes(std::size_t n) const;
 
   // Thread-safe: a plan's const calls only read it.
   void operator()(const T* in, T* out, std::size_t n, TempStorage temp, CUstream stream = nullptr) const;
   // With storage the plan owns (allocated only when n outgrows it).
   void operator()(const T* in, T* out, std::size_t n, CUstream stream = nullptr);
 
-  // Items per tile of the sweep kernel under the policy for the loaded binary's architecture.
-  std::size_t tile_items() const;
-
-  // Where the kernels came from (embedded, disk, JIT) and the arch of their binary.
-  const Kernel& kernel() const { return sweep_; }
-
- private:
-  Registry* registry_;
-  CUdevice device_;
-  Kernel init_, sweep_;
-  Workspace workspace_;
+  // From detail::FixedPlan: temp_bytes(n), the temporary storage a call with n items needs; tile_items(), the items
+  // per tile of the sweep kernel under the policy for the loaded binary's architecture; kernel(), where the kernels
+  // came from (embedded, disk, JIT) and the arch of their binary.
 };
 
 extern template class ExclusiveSum<std::int32_t>;

@@ -75,23 +75,20 @@ std::size_t scan_tile_items(const Kernel& sweep) {
 // What ExclusiveScan and InclusiveScan share: the unit's two kernels (<unit>_init, <unit>_sweep), sizing,
 // and a call with caller or owned storage.
 template <typename Types>
-class ScanPlan {
+class ScanPlan : protected PlanBase {
  public:
   using value_type = typename Types::value_t;
   using input_type = typename Types::input_t;  // const T*, or the row's In
 
   // `link`: the unit is a linked row, and this is the operator linked into it (kiln/prim/operator.hpp).
   ScanPlan(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
-      : registry_(&registry),
-        device_(device_of(registry)),
-        unit_(unit),
+      : PlanBase(registry, unit),
         init_(get_kernel(registry, unit_ + "_init", link)),
         sweep_(get_kernel(registry, unit_ + "_sweep", link)) {}
 
   // Temporary storage a call with n items needs.
   std::size_t temp_bytes(std::size_t n) const {
-    ContextScope scope(*registry_);
-    return scan_dispatch<Types>(device_, init_, sweep_, input_type{}, nullptr, n, {}, init_value(), {}, nullptr, unit_);
+    return sized(dispatch(input_type{}, nullptr, n, {}, init_value(), nullptr));
   }
 
   // Items per tile of the sweep kernel under the policy for the loaded binary's architecture.
@@ -108,27 +105,16 @@ class ScanPlan {
     else return init_t(typename Types::init_value_t{});
   }
 
-  void run(input_type in, value_type* out, std::size_t n, typename Types::op_t op, init_t init,
-           TempStorage temp, CUstream stream) const {
-    ContextScope scope(*registry_);
-    check_temp(temp, scan_dispatch<Types>(device_, init_, sweep_, in, out, n, op, init, {}, stream, unit_),
-               unit_.c_str());
-    scan_dispatch<Types>(device_, init_, sweep_, in, out, n, op, init, temp, stream, unit_);
-  }
-
-  void run(input_type in, value_type* out, std::size_t n, typename Types::op_t op, init_t init,
-           CUstream stream) {
-    ContextScope scope(*registry_);
-    const std::size_t bytes = scan_dispatch<Types>(device_, init_, sweep_, in, out, n, op, init, {}, stream, unit_);
-    scan_dispatch<Types>(device_, init_, sweep_, in, out, n, op, init, workspace_.reserve(bytes), stream, unit_);
+  // The dispatch of one call, for PlanBase::run.
+  auto dispatch(input_type in, value_type* out, std::size_t n, typename Types::op_t op, init_t init,
+                CUstream stream) const {
+    return [=, this](TempStorage temp) {
+      return scan_dispatch<Types>(device_, init_, sweep_, in, out, n, op, init, temp, stream, unit_);
+    };
   }
 
  private:
-  Registry* registry_;
-  CUdevice device_;
-  std::string unit_;
   Kernel init_, sweep_;
-  Workspace workspace_;
 };
 
 }  // namespace detail
@@ -147,12 +133,12 @@ class ExclusiveScan : public detail::ScanPlan<kiln_prim::exclusive_scan<T, Op, I
   // Thread-safe: a plan's const calls only read it.
   void operator()(typename Base::input_type in, T* out, std::size_t n, T init, TempStorage temp,
                   CUstream stream = nullptr, Op op = {}) const {
-    this->run(in, out, n, op, typename Base::init_t(init), temp, stream);
+    this->run(temp, this->dispatch(in, out, n, op, typename Base::init_t(init), stream));
   }
   // With storage the plan owns (allocated only when n outgrows it).
   void operator()(typename Base::input_type in, T* out, std::size_t n, T init, CUstream stream = nullptr,
                   Op op = {}) {
-    this->run(in, out, n, op, typename Base::init_t(init), stream);
+    this->run(this->dispatch(in, out, n, op, typename Base::init_t(init), stream));
   }
 };
 
@@ -168,10 +154,10 @@ class InclusiveScan : public detail::ScanPlan<kiln_prim::inclusive_scan<T, Op, I
 
   void operator()(typename Base::input_type in, T* out, std::size_t n, TempStorage temp,
                   CUstream stream = nullptr, Op op = {}) const {
-    this->run(in, out, n, op, {}, temp, stream);
+    this->run(temp, this->dispatch(in, out, n, op, {}, stream));
   }
   void operator()(typename Base::input_type in, T* out, std::size_t n, CUstream stream = nullptr, Op op = {}) {
-    this->run(in, out, n, op, {}, stream);
+    this->run(this->dispatch(in, out, n, op, {}, stream));
   }
 };
 

@@ -25,7 +25,7 @@ enum class Side {
 // device pointers; haystack_size and num_needles are limited to 2^32 - 1 (std::length_error beyond).
 // Needs no temporary storage.
 template <typename T, Side S>  // T: std::int32_t, std::int64_t, std::uint64_t or double
-class SortedSearch {
+class SortedSearch : detail::PlanBase {
  public:
   explicit SortedSearch(Registry& registry = prim::registry());
 
@@ -40,8 +40,6 @@ class SortedSearch {
   const Kernel& kernel() const { return kernel_; }
 
  private:
-  Registry* registry_;
-  CUdevice device_;
   Kernel kernel_;
 };
 

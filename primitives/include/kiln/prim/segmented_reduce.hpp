@@ -16,6 +16,11 @@ namespace kiln::prim {
 // The reduction a SegmentedReduce applies: CUB's ::cuda::std::plus<>, ::cuda::minimum<>, ::cuda::maximum<>.
 enum class ReduceOp { sum, min, max };
 
+namespace detail {
+template <typename T, ReduceOp Op>
+struct SegmentedReducePlan;  // SegmentedReduction<T, Op's functor> on segmented_reduce_<op>_<T>
+}  // namespace detail
+
 // For i < num_segments: out[i] = op(init, in[offsets[i]] op … op in[offsets[i+1] - 1]), with CUB's start
 // value: init = T{} for sum, std::numeric_limits<T>::max() for min, std::numeric_limits<T>::lowest() for
 // max (device_segmented_reduce.cuh). `offsets` holds num_segments + 1 non-decreasing int32 offsets into
@@ -37,13 +42,9 @@ enum class ReduceOp { sum, min, max };
 //    where it falls in the order. Two rules hold in any order: min of a segment of only NaN gives that NaN,
 //    and max of any segment whose aggregate is NaN (for one, a segment of only NaN) gives -DBL_MAX.
 template <typename T, ReduceOp Op>  // <std::int32_t, sum>, <double, sum>, <double, min>, <double, max>
-class SegmentedReduce {
+class SegmentedReduce : public detail::FixedPlan<detail::SegmentedReducePlan<T, Op>> {
  public:
   explicit SegmentedReduce(Registry& registry = prim::registry());
-
-  // Temporary storage a call with num_segments segments needs (1 byte, never used, when there are any: CUB
-  // asks for it).
-  std::size_t temp_bytes(std::size_t num_segments) const;
 
   // Thread-safe: a plan's const calls only read it. `out` has num_segments elements, not part of `in`.
   void operator()(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets, TempStorage temp,
@@ -52,20 +53,10 @@ class SegmentedReduce {
   void operator()(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets,
                   CUstream stream = nullptr);
 
-  // Items per tile of the segment kernel under the policy for the loaded binary's architecture: a segment
-  // longer than this is reduced in several tiles by its block.
-  std::size_t tile_items() const;
-
-  // Where the kernel came from (embedded, disk, JIT) and the arch of its binary.
-  const Kernel& kernel() const { return segments_; }
-
- private:
-  Registry* registry_;
-  CUdevice device_;
-  Kernel segments_;
-  // The occupancy query CUB's dispatch makes on every call, asked once when the plan is built.
-  int threads_ = 0, occupancy_ = 0;
-  Workspace workspace_;
+  // From detail::FixedPlan: temp_bytes(num_segments), the temporary storage a call with num_segments segments needs
+  // (1 byte, never used, when there are any: CUB asks for it); tile_items(), the items per tile of the segment
+  // kernel under the policy for the loaded binary's architecture (a longer segment is reduced in several tiles by
+  // its block); kernel(), where the kernel came from (embedded, disk, JIT) and the arch of its binary.
 };
 
 template <typename T>

@@ -108,7 +108,7 @@ std::size_t segments_dispatch(CUdevice device, const Kernel& segments, const Dev
 // row with params T, Op and In naming these same types. In: the values' input iterator
 // (kiln_prim/iterators.cuh), void for const T*.
 template <typename T, typename Op, typename In = void>
-class SegmentedReduction {
+class SegmentedReduction : detail::PlanBase {
   using Types = kiln_prim::segmented_reduce<T, Op, In>;
 
  public:
@@ -116,31 +116,24 @@ class SegmentedReduction {
 
   // `link`: the unit is a linked row, and this is the operator linked into it (kiln/prim/operator.hpp).
   SegmentedReduction(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
-      : registry_(&registry),
-        device_(detail::device_of(registry)),
-        unit_(unit),
+      : PlanBase(registry, unit),
         segments_(detail::get_kernel(registry, unit_ + "_segments", link)),
         answers_(answers(registry)) {}
 
   // Temporary storage a call with num_segments segments needs.
   std::size_t temp_bytes(std::size_t num_segments) const {
-    detail::ContextScope scope(*registry_);
-    return dispatch(input_type{}, nullptr, num_segments, nullptr, {}, T{}, {}, nullptr);
+    return sized(dispatch(input_type{}, nullptr, num_segments, nullptr, {}, T{}, nullptr));
   }
 
   // Thread-safe: a plan's const calls only read it. `out` has num_segments elements, not part of `in`.
   void operator()(input_type in, T* out, std::size_t num_segments, const std::int32_t* offsets, T init,
                   TempStorage temp, CUstream stream = nullptr, Op op = {}) const {
-    detail::ContextScope scope(*registry_);
-    detail::check_temp(temp, dispatch(in, out, num_segments, offsets, op, init, {}, stream), unit_.c_str());
-    dispatch(in, out, num_segments, offsets, op, init, temp, stream);
+    run(temp, dispatch(in, out, num_segments, offsets, op, init, stream));
   }
   // With storage the plan owns (allocated only when it outgrows it).
   void operator()(input_type in, T* out, std::size_t num_segments, const std::int32_t* offsets, T init,
                   CUstream stream = nullptr, Op op = {}) {
-    detail::ContextScope scope(*registry_);
-    const std::size_t bytes = dispatch(in, out, num_segments, offsets, op, init, {}, stream);
-    dispatch(in, out, num_segments, offsets, op, init, workspace_.reserve(bytes), stream);
+    run(dispatch(in, out, num_segments, offsets, op, init, stream));
   }
 
   // Items per tile of the segment kernel: a longer segment is reduced in several tiles by its block.
@@ -155,18 +148,17 @@ class SegmentedReduction {
     return detail::segment_answers<Types>(device_, segments_, unit_);
   }
 
-  std::size_t dispatch(input_type in, T* out, std::size_t num_segments, const std::int32_t* offsets, Op op, T init,
-                       TempStorage temp, CUstream stream) const {
-    return detail::segments_dispatch<Types>(device_, segments_, answers_, in, out, num_segments, offsets, op, init,
-                                            temp, stream, unit_);
+  // The dispatch of one call, for PlanBase::run.
+  auto dispatch(input_type in, T* out, std::size_t num_segments, const std::int32_t* offsets, Op op, T init,
+                CUstream stream) const {
+    return [=, this](TempStorage temp) {
+      return detail::segments_dispatch<Types>(device_, segments_, answers_, in, out, num_segments, offsets, op, init,
+                                              temp, stream, unit_);
+    };
   }
 
-  Registry* registry_;
-  CUdevice device_;
-  std::string unit_;
   Kernel segments_;
   detail::DeviceAnswers answers_;
-  Workspace workspace_;
 };
 
 }  // namespace kiln::prim

@@ -39,7 +39,7 @@ struct SegmentedSortLimits {
 // NaN compares with nothing, so where NaNs land in such a segment follows from CUB's merge network (the tests
 // replay it), not from any order.
 template <typename K>  // std::int32_t or double
-class SegmentedSort {
+class SegmentedSort : detail::PlanBase {
  public:
   explicit SegmentedSort(Registry& registry = prim::registry());
 
@@ -63,10 +63,7 @@ class SegmentedSort {
   const Kernel& kernel() const { return large_; }
 
  private:
-  Registry* registry_;
-  CUdevice device_;
   Kernel fallback_, small_, large_, partition_init_, partition_;
-  Workspace workspace_;
 };
 
 extern template class SegmentedSort<std::int32_t>;

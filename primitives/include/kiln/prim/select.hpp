@@ -17,7 +17,7 @@ namespace kiln::prim {
 // indices (n at most) and must not overlap mask. n is limited to 2^31 - 1 for std::int32_t indices (every
 // index and the count must fit) and to 2^32 - 1 for std::int64_t; larger n throws std::length_error.
 template <typename I>  // std::int32_t or std::int64_t
-class SelectIndices {
+class SelectIndices : detail::PlanBase {
  public:
   explicit SelectIndices(Registry& registry = prim::registry());
 
@@ -37,10 +37,7 @@ class SelectIndices {
   const Kernel& kernel() const { return sweep_; }
 
  private:
-  Registry* registry_;
-  CUdevice device_;
   Kernel init_, sweep_;
-  Workspace workspace_;
 };
 
 extern template class SelectIndices<std::int32_t>;

@@ -21,7 +21,7 @@ namespace kiln::prim {
 // naming these same types. In: the input iterator (kiln_prim/iterators.cuh), void for const T*. n up to
 // 2^32 - 1.
 template <typename T, typename Pred, typename In = void>
-class SelectIf {
+class SelectIf : detail::PlanBase {
   using Types = kiln_prim::select_if<T, Pred, In>;
 
  public:
@@ -30,30 +30,21 @@ class SelectIf {
 
   // `link`: the unit is a linked row, and this is the predicate linked into it (kiln/prim/operator.hpp).
   SelectIf(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
-      : registry_(&registry),
-        device_(detail::device_of(registry)),
-        unit_(unit),
+      : PlanBase(registry, unit),
         init_(detail::get_kernel(registry, unit_ + "_init", link)),
         sweep_(detail::get_kernel(registry, unit_ + "_sweep", link)) {}
 
   // Temporary storage a call with n items needs.
-  std::size_t temp_bytes(std::size_t n) const {
-    detail::ContextScope scope(*registry_);
-    return dispatch(input_type{}, nullptr, nullptr, n, {}, {}, nullptr);
-  }
+  std::size_t temp_bytes(std::size_t n) const { return sized(dispatch(input_type{}, nullptr, nullptr, n, {}, nullptr)); }
 
   // Thread-safe: a plan's const calls only read it.
   void operator()(input_type in, T* out, count_type* count, std::size_t n, TempStorage temp, CUstream stream = nullptr,
                   Pred pred = {}) const {
-    detail::ContextScope scope(*registry_);
-    detail::check_temp(temp, dispatch(in, out, count, n, pred, {}, stream), unit_.c_str());
-    dispatch(in, out, count, n, pred, temp, stream);
+    run(temp, dispatch(in, out, count, n, pred, stream));
   }
   // With storage the plan owns (allocated only when n outgrows it).
   void operator()(input_type in, T* out, count_type* count, std::size_t n, CUstream stream = nullptr, Pred pred = {}) {
-    detail::ContextScope scope(*registry_);
-    const std::size_t bytes = dispatch(in, out, count, n, pred, {}, stream);
-    dispatch(in, out, count, n, pred, workspace_.reserve(bytes), stream);
+    run(dispatch(in, out, count, n, pred, stream));
   }
 
   // Items per tile of the sweep kernel under the policy for the loaded binary's architecture.
@@ -63,18 +54,16 @@ class SelectIf {
   const Kernel& kernel() const { return sweep_; }
 
  private:
-  std::size_t dispatch(input_type in, T* out, count_type* count, std::size_t n, Pred pred, TempStorage temp,
-                       CUstream stream) const {
-    return detail::select_dispatch<Types>(device_, init_, sweep_, in, nullptr, out, count,
-                                          static_cast<long long>(detail::checked_count(n, unit_.c_str())), pred,
-                                          temp, stream, unit_);
+  // The dispatch of one call, for PlanBase::run.
+  auto dispatch(input_type in, T* out, count_type* count, std::size_t n, Pred pred, CUstream stream) const {
+    return [=, this](TempStorage temp) {
+      return detail::select_dispatch<Types>(device_, init_, sweep_, in, nullptr, out, count,
+                                            static_cast<long long>(detail::checked_count(n, unit_.c_str())), pred,
+                                            temp, stream, unit_);
+    };
   }
 
-  Registry* registry_;
-  CUdevice device_;
-  std::string unit_;
   Kernel init_, sweep_;
-  Workspace workspace_;
 };
 
 }  // namespace kiln::prim

@@ -142,7 +142,7 @@ inline TransformLaunch transform_launch(const TransformConfig& c, std::int64_t n
 // params T, R, Op and In naming these same types. In: the input iterator (kiln_prim/iterators.cuh), void
 // for const T*. No temporary storage. n up to 2^63 - 1.
 template <typename T, typename R, typename Op, typename In = void>
-class Transform {
+class Transform : detail::PlanBase {
   using Types = kiln_prim::transform<T, R, Op, In>;
 
  public:
@@ -150,9 +150,7 @@ class Transform {
 
   // `link`: the unit is a linked row, and this is the operator linked into it (kiln/prim/operator.hpp).
   Transform(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
-      : registry_(&registry),
-        device_(detail::device_of(registry)),
-        unit_(unit),
+      : PlanBase(registry, unit),
         kernel_(detail::get_kernel(registry, unit_ + "_kernel", link)),
         config_(detail::transform_config<Types>(registry, device_, kernel_, unit_)) {}
 
@@ -197,9 +195,6 @@ class Transform {
   const Kernel& kernel() const { return kernel_; }
 
  private:
-  Registry* registry_;
-  CUdevice device_;
-  std::string unit_;
   Kernel kernel_;
   detail::TransformConfig config_;
 };

@@ -11,19 +11,21 @@
 
 namespace kiln::prim {
 
+namespace detail {
+template <typename K>
+struct UniqueByKeyPlan;  // Unique<K, int, equal_to> on the unit unique_by_key_<K> (primitives/src/unique_by_key.cu)
+}  // namespace detail
+
 // Of each run of consecutive equal keys in keys_in[0, n) (by ==), copies the first key and the value that
 // came with it to keys_out and values_out, compacted in input order, and writes the number of runs to
 // *num_selected (a device pointer; the call returns before it is written). The inputs are usually sorted,
 // so that runs are all the equal keys. No range may overlap another (CUB does not support in place).
 template <typename K>  // std::int32_t or std::uint64_t
-class UniqueByKey {
+class UniqueByKey : public detail::FixedPlan<detail::UniqueByKeyPlan<K>> {
  public:
   using value_type = std::int32_t;
 
   explicit UniqueByKey(Registry& registry = prim::registry());
-
-  // Temporary storage a call with n items needs.
-  std::size_t temp_bytes(std::size_t n) const;
 
   // Thread-safe: a plan's const calls only read it.
   void operator()(const K* keys_in, const value_type* values_in, K* keys_out, value_type* values_out,
@@ -32,17 +34,9 @@ class UniqueByKey {
   void operator()(const K* keys_in, const value_type* values_in, K* keys_out, value_type* values_out,
                   std::uint64_t* num_selected, std::size_t n, CUstream stream = nullptr);
 
-  // Items per tile of the sweep kernel under the policy for the loaded binary's architecture.
-  std::size_t tile_items() const;
-
-  // Where the kernels came from (embedded, disk, JIT) and the arch of their binary.
-  const Kernel& kernel() const { return sweep_; }
-
- private:
-  Registry* registry_;
-  CUdevice device_;
-  Kernel init_, sweep_;
-  Workspace workspace_;
+  // From detail::FixedPlan: temp_bytes(n), the temporary storage a call with n items needs; tile_items(), the items
+  // per tile of the sweep kernel under the policy for the loaded binary's architecture; kernel(), where the kernels
+  // came from (embedded, disk, JIT) and the arch of their binary.
 };
 
 extern template class UniqueByKey<std::int32_t>;

@@ -98,7 +98,7 @@ std::size_t unique_tile_items(const Kernel& sweep) {
 // unit must be a kiln.unique_by_key row with params K, V, Equal, KeysIn and ValuesIn naming these same
 // types. KeysIn, ValuesIn: the input iterators (kiln_prim/iterators.cuh), void for const K* and const V*.
 template <typename K, typename V, typename Equal, typename KeysIn = void, typename ValuesIn = void>
-class Unique {
+class Unique : detail::PlanBase {
   using Types = kiln_prim::unique_by_key<K, V, Equal, KeysIn, ValuesIn>;
 
  public:
@@ -108,32 +108,24 @@ class Unique {
 
   // `link`: the unit is a linked row, and this is the equality linked into it (kiln/prim/operator.hpp).
   Unique(Registry& registry, std::string_view unit, const LinkedSource* link = nullptr)
-      : registry_(&registry),
-        device_(detail::device_of(registry)),
-        unit_(unit),
+      : PlanBase(registry, unit),
         init_(detail::get_kernel(registry, unit_ + "_init", link)),
         sweep_(detail::get_kernel(registry, unit_ + "_sweep", link)) {}
 
   // Temporary storage a call with n items needs.
   std::size_t temp_bytes(std::size_t n) const {
-    detail::ContextScope scope(*registry_);
-    return dispatch(keys_input_type{}, values_input_type{}, nullptr, nullptr, nullptr, n, {}, {}, nullptr);
+    return sized(dispatch(keys_input_type{}, values_input_type{}, nullptr, nullptr, nullptr, n, {}, nullptr));
   }
 
   // Thread-safe: a plan's const calls only read it.
   void operator()(keys_input_type keys_in, values_input_type values_in, K* keys_out, V* values_out, count_type* num_selected,
                   std::size_t n, TempStorage temp, CUstream stream = nullptr, Equal equal = {}) const {
-    detail::ContextScope scope(*registry_);
-    detail::check_temp(temp, dispatch(keys_in, values_in, keys_out, values_out, num_selected, n, equal, {}, stream),
-                       unit_.c_str());
-    dispatch(keys_in, values_in, keys_out, values_out, num_selected, n, equal, temp, stream);
+    run(temp, dispatch(keys_in, values_in, keys_out, values_out, num_selected, n, equal, stream));
   }
   // With storage the plan owns (allocated only when n outgrows it).
   void operator()(keys_input_type keys_in, values_input_type values_in, K* keys_out, V* values_out, count_type* num_selected,
                   std::size_t n, CUstream stream = nullptr, Equal equal = {}) {
-    detail::ContextScope scope(*registry_);
-    const std::size_t bytes = dispatch(keys_in, values_in, keys_out, values_out, num_selected, n, equal, {}, stream);
-    dispatch(keys_in, values_in, keys_out, values_out, num_selected, n, equal, workspace_.reserve(bytes), stream);
+    run(dispatch(keys_in, values_in, keys_out, values_out, num_selected, n, equal, stream));
   }
 
   // Items per tile of the sweep kernel under the policy for the loaded binary's architecture.
@@ -143,17 +135,16 @@ class Unique {
   const Kernel& kernel() const { return sweep_; }
 
  private:
-  std::size_t dispatch(keys_input_type keys_in, values_input_type values_in, K* keys_out, V* values_out, count_type* num_selected,
-                       std::size_t n, Equal equal, TempStorage temp, CUstream stream) const {
-    return detail::unique_dispatch<Types>(device_, init_, sweep_, keys_in, values_in, keys_out, values_out,
-                                          num_selected, n, equal, temp, stream, unit_);
+  // The dispatch of one call, for PlanBase::run.
+  auto dispatch(keys_input_type keys_in, values_input_type values_in, K* keys_out, V* values_out,
+                count_type* num_selected, std::size_t n, Equal equal, CUstream stream) const {
+    return [=, this](TempStorage temp) {
+      return detail::unique_dispatch<Types>(device_, init_, sweep_, keys_in, values_in, keys_out, values_out,
+                                            num_selected, n, equal, temp, stream, unit_);
+    };
   }
 
-  Registry* registry_;
-  CUdevice device_;
-  std::string unit_;
   Kernel init_, sweep_;
-  Workspace workspace_;
 };
 
 }  // namespace kiln::prim

@@ -1,5 +1,6 @@
 // What every plan of kiln's primitives does around CUB's dispatch: the registry's context made current,
-// its device, item counts and caller storage checked. Header-only (see kiln/prim/storage.hpp).
+// its device, item counts and caller storage checked, the storage a plan owns (PlanBase); a fixed-type
+// plan's open plan behind a pointer (FixedPlan). Header-only (see kiln/prim/storage.hpp).
 #pragma once
 
 #include <kiln/driver.hpp>
@@ -10,9 +11,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
+#include <utility>
 
 namespace kiln::prim::detail {
 
@@ -56,6 +60,75 @@ template <typename T> constexpr const char* type_suffix() {
 
 // Throws a std::invalid_argument naming the primitive when caller-supplied storage is too small.
 void check_temp(TempStorage temp, std::size_t needed, const char* primitive);
+
+// What every plan keeps and does around its dispatch: the registry, whose context each call makes current;
+// its device; the unit's name, which errors give; the storage the plan owns. A plan hands each call its
+// dispatch, a callable std::size_t(TempStorage) that sizes the storage when given none (data null) and runs
+// otherwise.
+class PlanBase {
+ protected:
+  PlanBase(Registry& registry, std::string_view unit)
+      : registry_(&registry), device_(device_of(registry)), unit_(unit) {}
+
+  // The temporary storage a dispatch needs.
+  template <typename Dispatch>
+  std::size_t sized(Dispatch&& dispatch) const {
+    ContextScope scope(*registry_);
+    return dispatch(TempStorage{});
+  }
+  // A dispatch with the caller's storage, checked against what it needs first. Thread-safe: it only reads
+  // the plan.
+  template <typename Dispatch>
+  void run(TempStorage temp, Dispatch&& dispatch) const {
+    ContextScope scope(*registry_);
+    check_temp(temp, dispatch(TempStorage{}), unit_.c_str());
+    dispatch(temp);
+  }
+  // A dispatch with the storage the plan owns (allocated only when the dispatch outgrows it).
+  template <typename Dispatch>
+  void run(Dispatch&& dispatch) {
+    ContextScope scope(*registry_);
+    const std::size_t bytes = dispatch(TempStorage{});
+    dispatch(workspace_.reserve(bytes));
+  }
+
+  Registry* registry_;
+  CUdevice device_;
+  std::string unit_;
+
+ private:
+  Workspace workspace_;
+};
+
+// A fixed-type plan of libkiln_prim (ExclusiveSum<T>, ReduceSum<T>, …): an open plan (kiln/prim/*_plan.cuh)
+// on kiln's own unit, behind a pointer, so that the public header, which g++ compiles, need not see CUB.
+// `Open` derives from the open plan; it and these members are defined in the .cu file that instantiates
+// the fixed plan (primitives/src/fixed_plan.cuh), which runs the calls.
+template <typename Open>
+class FixedPlan {
+ public:
+  FixedPlan(FixedPlan&&) noexcept;
+  FixedPlan& operator=(FixedPlan&&) noexcept;
+  ~FixedPlan();
+
+  // Temporary storage a call of this size (items, or segments) needs.
+  std::size_t temp_bytes(std::size_t n) const;
+
+  // Items per tile under the policy for the loaded binary's architecture (the open plan's tile_items()).
+  std::size_t tile_items() const;
+
+  // Where the kernels came from (embedded, disk, JIT) and the arch of their binary (the open plan's kernel()).
+  const Kernel& kernel() const;
+
+ protected:
+  explicit FixedPlan(Registry& registry);
+
+  const Open& open() const { return *open_; }
+  Open& open() { return *open_; }
+
+ private:
+  std::unique_ptr<Open> open_;
+};
 
 inline ContextScope::ContextScope(Registry& registry) {
   check(driver().cuCtxPushCurrent(registry.context()), "cuCtxPushCurrent");
