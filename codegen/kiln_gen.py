@@ -7,6 +7,8 @@ and rewritten only when it changes.
   build    every step below for a whole table, units in parallel processes, only what changed
            (what a build system calls: one command per table)
   units    list the units and their targets ("name sm_80,sm_90,compute_90" a line)
+  registry the table's registry name and C++ namespace ("name namespace"): what a build system names
+           the outputs after and a tool's main calls (cmake/kilnConfig.cmake.in)
   source   render one unit's translation unit and its description (JSON)
   compile  nvcc one unit for one target (compute_XX -> PTX; sm_XX -> cubin, assembled from the PTX
            after kiln-ptx-strip), with a depfile
@@ -51,6 +53,12 @@ def cmd_units(args) -> int:
     spec = load_spec(args)
     for u in spec.units:
         print(u.name, ",".join(u.targets) or "jit_only")
+    return 0
+
+
+def cmd_registry(args) -> int:
+    spec = load_spec(args)
+    print(spec.name, spec.namespace)
     return 0
 
 
@@ -164,6 +172,7 @@ def parser(toolkit: str | None = None, ptx_strip: str | None = None) -> argparse
     b.add_argument("--jobs", type=positive, default=os.cpu_count() or 1,
                    help="compile processes (default: the CPU count, %(default)s)")
     with_spec(sub.add_parser("units", help="list units and targets"))
+    with_spec(sub.add_parser("registry", help="print the table's registry name and C++ namespace"))
     s = with_spec(sub.add_parser("source", help="render a unit's translation unit and description"))
     s.add_argument("--unit", required=True)
     s.add_argument("--outdir", required=True)
@@ -190,7 +199,7 @@ def positive(text: str) -> int:
     return int(text)
 
 
-COMMANDS = {"build": cmd_build, "units": cmd_units, "source": cmd_source, "compile": cmd_compile,
+COMMANDS = {"build": cmd_build, "units": cmd_units, "registry": cmd_registry, "source": cmd_source, "compile": cmd_compile,
             "lower": cmd_lower, "fatbin": cmd_fatbin, "catalog": cmd_catalog}
 
 

@@ -204,6 +204,10 @@ class CommandLine(unittest.TestCase):
         code, out, _ = run_kiln_gen("units", "--spec", str(FIXTURE), "--archs", ARCHS, "--no-ptx")
         self.assertEqual(out.splitlines()[0], "fill sm_75,sm_90")
 
+    def test_registry_names_the_outputs_and_the_namespace(self):
+        code, out, _ = run_kiln_gen("registry", "--spec", str(FIXTURE), "--archs", ARCHS)
+        self.assertEqual((code, out), (0, "mini mini::kernels\n"))
+
     def test_bad_table_exits_1_with_one_message(self):
         with tempfile.TemporaryDirectory() as d:
             bad = Path(d) / "bad.toml"
