@@ -25,6 +25,7 @@ of the generator imports this file; the kiln-gen launcher and the tests do.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -46,7 +47,11 @@ import unit_source
 
 def load_spec(args) -> specmod.Spec:
     archs = specmod.parse_archs([a for a in args.archs.split(",") if a], "-Darchs")
-    return specmod.load(args.spec, archs, args.ptx, getattr(args, "jit_only", False))
+    spec = specmod.load(args.spec, archs, args.ptx, getattr(args, "jit_only", False))
+    if args.linked_only:
+        # Each unit is what it is in the whole table (its text, digest and cache key): only fewer of them.
+        spec = dataclasses.replace(spec, units=tuple(u for u in spec.units if u.linked))
+    return spec
 
 
 def cmd_units(args) -> int:
@@ -149,6 +154,9 @@ def parser(toolkit: str | None = None, ptx_strip: str | None = None) -> argparse
         sp.add_argument("--archs", required=True, help="comma-separated default architectures, e.g. sm_80,sm_90")
         sp.add_argument("--ptx", action=argparse.BooleanOptionalAction, default=True,
                         help="embed PTX for each unit's newest architecture")
+        sp.add_argument("--linked-only", action="store_true",
+                        help="only the table's linked rows (linked = true), each as in the whole table: what "
+                             "run-time operators need of kiln's primitives (-Dprimitives=operators)")
         return sp
 
     b = with_spec(sub.add_parser("build", help="build a whole table: sources, binaries, names, catalog"))
