@@ -1,5 +1,6 @@
 """Suite consumer: README's "Use kiln in your project" lines are tests/consumer's own, character for
-character, so the lines a reader copies are the lines the `consumer` test builds."""
+character, and docs/cmake.md's CMakeLists.txt is tests/installed's, so the lines a reader copies are the
+lines the `consumer` and `installed` tests build."""
 
 import sys
 import unittest
@@ -18,6 +19,10 @@ class ReadmeLines(unittest.TestCase):
 
     def test_meson_options(self):
         self.assertEqual(readme.block(README, "consumer meson_options.txt"), (CONSUMER / "meson_options.txt").read_text())
+
+    def test_cmake_lists(self):
+        self.assertEqual(readme.block(SOURCE / "docs" / "cmake.md", "cmake CMakeLists.txt"),
+                         (SOURCE / "tests" / "installed" / "CMakeLists.txt").read_text())
 
     def test_installed_block_names_the_example_files(self):
         text = readme.block(README, "installed")
