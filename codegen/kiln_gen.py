@@ -7,6 +7,8 @@ and rewritten only when it changes.
   build    every step below for a whole table, units in parallel processes, only what changed
            (what a build system calls: one command per table)
   units    list the units and their targets ("name sm_80,sm_90,compute_90" a line)
+  registry the table's registry name and C++ namespace ("name namespace"): what a build system names
+           the outputs after and a tool's main calls (cmake/kilnConfig.cmake.in)
   source   render one unit's translation unit and its description (JSON)
   compile  nvcc one unit for one target (compute_XX -> PTX; sm_XX -> cubin, assembled from the PTX
            after kiln-ptx-strip), with a depfile
@@ -25,6 +27,7 @@ of the generator imports this file; the kiln-gen launcher and the tests do.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -47,13 +50,23 @@ import unit_source
 
 def load_spec(args) -> specmod.Spec:
     archs = specmod.parse_archs([a for a in args.archs.split(",") if a], "-Darchs")
-    return specmod.load(args.spec, archs, args.ptx, getattr(args, "jit_only", False))
+    spec = specmod.load(args.spec, archs, args.ptx, getattr(args, "jit_only", False))
+    if args.linked_only:
+        # Each unit is what it is in the whole table (its text, digest and cache key): only fewer of them.
+        spec = dataclasses.replace(spec, units=tuple(u for u in spec.units if u.linked))
+    return spec
 
 
 def cmd_units(args) -> int:
     spec = load_spec(args)
     for u in spec.units:
         print(u.name, ",".join(u.targets) or "jit_only")
+    return 0
+
+
+def cmd_registry(args) -> int:
+    spec = load_spec(args)
+    print(spec.name, spec.namespace)
     return 0
 
 
@@ -151,6 +164,9 @@ def parser(toolkit: str | None = None, ptx_strip: str | None = None) -> argparse
         sp.add_argument("--archs", required=True, help="comma-separated default architectures, e.g. sm_80,sm_90")
         sp.add_argument("--ptx", action=argparse.BooleanOptionalAction, default=True,
                         help="embed PTX for each unit's newest architecture")
+        sp.add_argument("--linked-only", action="store_true",
+                        help="only the table's linked rows (linked = true), each as in the whole table: what "
+                             "run-time operators need of kiln's primitives (-Dprimitives=operators)")
         return sp
 
     b = with_spec(sub.add_parser("build", help="build a whole table: sources, binaries, names, catalog"))
@@ -174,6 +190,7 @@ def parser(toolkit: str | None = None, ptx_strip: str | None = None) -> argparse
     b.add_argument("--jobs", type=positive, default=os.cpu_count() or 1,
                    help="compile processes (default: the CPU count, %(default)s)")
     with_spec(sub.add_parser("units", help="list units and targets"))
+    with_spec(sub.add_parser("registry", help="print the table's registry name and C++ namespace"))
     s = with_spec(sub.add_parser("source", help="render a unit's translation unit and description"))
     s.add_argument("--unit", required=True)
     s.add_argument("--outdir", required=True)
@@ -204,8 +221,9 @@ def positive(text: str) -> int:
     return int(text)
 
 
-COMMANDS = {"build": cmd_build, "units": cmd_units, "source": cmd_source, "compile": cmd_compile,
-            "lower": cmd_lower, "fatbin": cmd_fatbin, "catalog": cmd_catalog, "from-record": cmd_from_record}
+COMMANDS = {"build": cmd_build, "units": cmd_units, "registry": cmd_registry, "source": cmd_source,
+            "compile": cmd_compile, "lower": cmd_lower, "fatbin": cmd_fatbin, "catalog": cmd_catalog,
+            "from-record": cmd_from_record}
 
 
 def main(argv=None, toolkit: str | None = None, ptx_strip: str | None = None) -> int:

@@ -9,6 +9,7 @@ command -v meson >/dev/null || missing+=(meson)
 command -v ninja >/dev/null || missing+=(ninja-build)
 command -v c++ >/dev/null || missing+=(g++)
 command -v pkg-config >/dev/null || missing+=(pkg-config)
+command -v cmake >/dev/null || missing+=(cmake)                        # the installed package's CMake consumer test
 python3 -c 'import jinja2' 2>/dev/null || missing+=(python3-jinja2)
 [ -f /usr/include/doctest/doctest.h ] || [ -f /usr/local/include/doctest/doctest.h ] || missing+=(doctest-dev)
 pkg-config --exists libzstd 2>/dev/null || missing+=(libzstd-dev)      # the disk cache's compression

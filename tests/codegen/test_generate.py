@@ -234,6 +234,18 @@ class CommandLine(unittest.TestCase):
         code, out, _ = run_kiln_gen("units", "--spec", str(FIXTURE), "--archs", ARCHS, "--no-ptx")
         self.assertEqual(out.splitlines()[0], "fill sm_75,sm_90")
 
+    def test_linked_only_keeps_the_linked_rows_as_they_are(self):
+        primitives = Path(__file__).resolve().parents[2] / "kernels" / "primitives.toml"
+        _, whole, _ = run_kiln_gen("units", "--spec", primitives, "--archs", "sm_80")
+        code, linked, _ = run_kiln_gen("units", "--spec", primitives, "--archs", "sm_80", "--linked-only")
+        self.assertEqual(code, 0)
+        self.assertEqual(linked.splitlines(), [u for u in whole.splitlines() if u.startswith("linked_")])
+        self.assertEqual(len(linked.splitlines()), 54)
+
+    def test_registry_names_the_outputs_and_the_namespace(self):
+        code, out, _ = run_kiln_gen("registry", "--spec", str(FIXTURE), "--archs", ARCHS)
+        self.assertEqual((code, out), (0, "mini mini::kernels\n"))
+
     def test_bad_table_exits_1_with_one_message(self):
         with tempfile.TemporaryDirectory() as d:
             bad = Path(d) / "bad.toml"

@@ -1,7 +1,7 @@
 """Suite consumer: the lines the README and the guide (docs/) show are the lines the tests build, character
 for character. Each `<!-- tested: NAME -->` block is checked against the file a test builds or runs: the
-quickstart against tests/installed (built as a Meson subproject by `consumer`, with pkg-config by
-`installed`), the Meson lines against tests/consumer; and every marked block has a check here."""
+quickstart against tests/installed (built as a Meson subproject by `consumer`, with pkg-config and CMake
+by `installed`), the Meson lines against tests/consumer; and every marked block has a check here."""
 
 import re
 import sys
@@ -23,6 +23,7 @@ FILES = {
     "quickstart main.cpp": (QUICKSTART / "main.cpp", False),
     "quickstart tiny_kiln.cpp": (QUICKSTART / "tiny_kiln.cpp", False),
     "quickstart fill.cu.j2": (QUICKSTART / "families" / "fill.cu.j2", True),
+    "cmake CMakeLists.txt": (QUICKSTART / "CMakeLists.txt", True),
     "consumer meson_options.txt": (CONSUMER / "meson_options.txt", True),
     "consumer meson.build": (CONSUMER / "meson.build", False),
     "consumer meson.build plans": (CONSUMER / "meson.build", False),

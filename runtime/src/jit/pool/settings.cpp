@@ -66,6 +66,9 @@ bool is_executable_file(const std::filesystem::path& p) {
 std::vector<std::filesystem::path> jit_worker_candidates() {
   if (const char* env = std::getenv("KILN_JITD"); env != nullptr && *env != '\0') return {env};
   std::vector<std::filesystem::path> places{libkiln_dir() / "kiln-jitd"};
+#ifdef KILN_JITD_FROM_LIBDIR
+  places.push_back((libkiln_dir() / KILN_JITD_FROM_LIBDIR).lexically_normal());  // an install tree, wherever it lies
+#endif
 #ifdef KILN_JITD_INSTALL_PATH
   places.emplace_back(KILN_JITD_INSTALL_PATH);
 #endif
