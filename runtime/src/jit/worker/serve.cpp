@@ -7,7 +7,9 @@
 #include <kiln/error.hpp>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/personality.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -55,6 +57,15 @@ std::string answer(const CompileFunction& compile, CompileRequest request) {
 }
 
 }  // namespace
+
+void die_with_host() {
+  const char* host = std::getenv(kHostPidVariable);
+  if (host == nullptr || *host == '\0') return;  // started by hand, not by a pool
+  // Set before the check: a host that dies after it sends the signal; one that died before it is
+  // seen by the check (the worker was re-parented).
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (std::to_string(::getppid()) != host) std::_Exit(3);
+}
 
 bool aslr_off() {
   const int persona = ::personality(0xffffffff);
