@@ -1099,6 +1099,15 @@ TEST_CASE("a worker started for a host that is gone exits at once") {
   CHECK(WEXITSTATUS(*status) == 3);
 }
 
+TEST_CASE("a worker makes every file private from its creation: it runs with umask 077") {
+  // NVRTC writes a PCH under the umask: its temp file was readable by others until it was published.
+  JitPool pool(fake_pool(1));
+  const CompileOutcome o = pool.compile(fake_request("private", {"fake:umask"}));
+  REQUIRE(o.entry.ok());
+  CHECK(served_by(o) != ::getpid());
+  CHECK(o.log.find("umask=077") != std::string::npos);
+}
+
 TEST_CASE("shutdown within a bound kills a busy worker and fails later requests at once") {
   kiln::test::TempDir marks;
   JitPool pool(fake_pool(1));

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -82,6 +83,9 @@ void relaunch_without_aslr(char** argv) {
 }
 
 int serve_compile_requests(int in, int out, const CompileFunction& compile) {
+  // Every file the worker makes (NVRTC's PCH, written under the umask) is private from its creation, as
+  // every file of the cache is (0600), not only once it is published.
+  ::umask(077);
   if (out == STDOUT_FILENO) {
     out = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
     if (out < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return quit("cannot move the frame stream off stdout");
