@@ -1045,34 +1045,37 @@ std::optional<int> reap_within(pid_t pid, std::chrono::milliseconds limit) {
 
 }  // namespace
 
-TEST_CASE("a worker dies with its host: a host that exits without stopping its pool leaves no worker compiling") {
-  // This process adopts the orphaned worker (a subreaper), so that the test can see it end and reap it.
-  REQUIRE(::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
-  kiln::test::TempDir marks;
+TEST_CASE("a worker dies with its host: a host that exits without stopping its pool leaves no worker running") {
+  // The host: a shell that starts a worker as the pool does (its pid in KILN_JITD_HOST, a pipe on its
+  // input that stays open), then exits without closing it, as a process exits with the process-wide pool
+  // (leaked on purpose) or dies. The worker then waited for input forever. A shell, not a forked copy of
+  // this process: this process may have threads (ThreadSanitizer runs this suite).
+  REQUIRE(::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);  // this process adopts the orphan, to reap it
+  kiln::test::TempDir dir;
+  const std::string pid_file = (dir.path() / "worker.pid").string();
+  const std::string worker = fake_jitd().string();
+  int input[2];
+  REQUIRE(::pipe(input) == 0);
   const pid_t host = ::fork();
   REQUIRE(host >= 0);
   if (host == 0) {
-    // The host: a pool whose worker compiles (hangs), then an exit that never destroys the pool, as a
-    // process's exit does with the process-wide pool (leaked on purpose) or a crash does with any.
-    auto* pool = new JitPool(fake_pool(1));
-    auto future = pool->submit(fake_request("orphan", {option("hang", marks.path(), 100)}));
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (kiln::test::count_files(marks.path()) < 1 && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    std::_Exit(kiln::test::count_files(marks.path()) == 1 ? 0 : 1);
+    ::dup2(input[0], 3);
+    ::execl("/bin/sh", "sh", "-c", "KILN_JITD_HOST=$$ \"$0\" <&3 >/dev/null & echo $! > \"$1\"; sleep 0.5",
+            worker.c_str(), pid_file.c_str(), static_cast<char*>(nullptr));
+    std::_Exit(127);
   }
-  const auto host_status = reap_within(host, std::chrono::seconds(40));
+  ::close(input[0]);
+  const auto host_status = reap_within(host, std::chrono::seconds(30));
   REQUIRE(host_status);
   REQUIRE(WIFEXITED(*host_status));
   REQUIRE(WEXITSTATUS(*host_status) == 0);
-  const auto names = kiln::test::files_in(marks.path());
-  REQUIRE(names.size() == 1);
-  const pid_t worker = static_cast<pid_t>(std::stol(names.front()));
-  const auto worker_status = reap_within(worker, std::chrono::seconds(5));
+  const pid_t orphan = static_cast<pid_t>(std::stol(kiln::test::read_text(pid_file)));
+  const auto worker_status = reap_within(orphan, std::chrono::seconds(5));
   if (!worker_status) {
-    ::kill(worker, SIGKILL);
-    (void)reap_within(worker, std::chrono::seconds(5));
+    ::kill(orphan, SIGKILL);
+    (void)reap_within(orphan, std::chrono::seconds(5));
   }
+  ::close(input[1]);
   ::prctl(PR_SET_CHILD_SUBREAPER, 0);
   REQUIRE_MESSAGE(worker_status, "the worker outlived its host");
   CHECK(WIFSIGNALED(*worker_status));
@@ -1080,13 +1083,14 @@ TEST_CASE("a worker dies with its host: a host that exits without stopping its p
 }
 
 TEST_CASE("a worker started for a host that is gone exits at once") {
-  const JitPoolOptions options = fake_pool(1);
-  // Started by hand with a host pid that is not its parent's: as if its host died before it ran.
+  // Started with a host pid that is not its parent's: as if its host died before it ran.
+  const std::string worker = fake_jitd().string();
+  std::string host = std::string(kiln::detail::kHostPidVariable) + "=1";
+  char* envp[] = {host.data(), nullptr};
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {
-    ::setenv(kiln::detail::kHostPidVariable, "1", 1);
-    ::execl(options.worker.c_str(), options.worker.c_str(), static_cast<char*>(nullptr));
+    ::execle(worker.c_str(), worker.c_str(), static_cast<char*>(nullptr), envp);
     std::_Exit(127);
   }
   const auto status = reap_within(child, std::chrono::seconds(10));
