@@ -100,10 +100,10 @@ int child() {
   std::printf("%.3f %d %d %llu %llu %llu\n", ms, units, failed, static_cast<unsigned long long>(pool.spawned),
               static_cast<unsigned long long>(pool.pch_created), static_cast<unsigned long long>(pool.pch_used));
   if (std::getenv("KILN_BENCH_VERBOSE"))
-    std::fprintf(stderr, "pool: rejected %llu, waits %llu, background %llu, split %llu (beside others %llu), beyond the "
+    std::fprintf(stderr, "pool: rejected %llu, waits %llu, split %llu (beside others %llu), beyond the "
                  "workers %llu, deaths %llu\n",
                  static_cast<unsigned long long>(pool.pch_rejected), static_cast<unsigned long long>(pool.pch_waits),
-                 static_cast<unsigned long long>(pool.background), static_cast<unsigned long long>(pool.split_links),
+                 static_cast<unsigned long long>(pool.split_links),
                  static_cast<unsigned long long>(pool.split_critical), static_cast<unsigned long long>(pool.beyond),
                  static_cast<unsigned long long>(pool.deaths));
   return failed ? 1 : 0;
@@ -172,8 +172,8 @@ struct Run {
 
 // Runs `self --child STAMP` with `env` (and no other KILN_* variable) in a new empty cache
 // directory, with the pool's trace; returns its wall time in ms (-1 when it failed), its workers, and the
-// CPU time of it and every worker it started (this process is their subreaper), waiting for workers that
-// outlive it (a PCH built in the background) so that the next run has the machine to itself.
+// CPU time of it and every worker it started (this process is their subreaper), waiting for any worker
+// still ending so that the next run has the machine to itself.
 Run run_child(const char* self, std::vector<std::string> env) {
   const std::string dir = make_temp_dir("scaling");
   const std::string trace = dir + "-trace.jsonl";
@@ -200,8 +200,7 @@ Run run_child(const char* self, std::vector<std::string> env) {
 }
 
 // Every unit of both registries in a process of its own (one worker, so one thread each), all started at
-// once, each with its own empty cache and no PCH files (a worker would build one in the background after
-// its unit, beside the others' compiles): no pool shares or orders anything. Wall time from the first spawn
+// once, each with its own empty cache and no PCH files: no pool shares or orders anything. Wall time from the first spawn
 // to the last unit's end; the longest unit's own time.
 Run one_process_per_unit(const char* self) {
   const std::vector<UnitRef> units = every_unit();
@@ -271,8 +270,7 @@ void round_row(const std::string& how, std::vector<Run> runs, double t) {
 }
 
 // One unit alone in a new process with an empty cache and `env` added, `runs` times; its wall times. No
-// PCH files: the compile is cold either way, and the worker would build one in the background after it,
-// beside the next run; each run waits for the last worker to end.
+// PCH files: the compile is cold either way; each run waits for the last worker to end.
 std::vector<double> unit_alone(const char* self, UnitRef unit, int runs, std::vector<std::string> env) {
   std::vector<double> times;
   for (int r = 0; r < runs; ++r) {

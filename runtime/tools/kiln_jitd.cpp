@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 int main(int, char** argv) {
+  kiln::detail::die_with_host();
   kiln::detail::relaunch_without_aslr(argv);
   // The compilers before the hello, in every worker alike (so that each fresh worker's heap is laid out
   // as every other's, which a PCH file needs): a worker the pool starts ahead of its first request

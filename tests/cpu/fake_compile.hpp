@@ -11,6 +11,7 @@
 //                            it), else echoes: the first k attempts hang, the next one answers
 //   fake:throw               throws kiln::Error(Errc::driver, "fake: thrown in <pid>")
 //   fake:env=<NAME>          echoes, with "\nenv=<its value in the worker>" added to the log ("(unset)" if unset)
+//   fake:umask               echoes, with "\numask=<the worker's umask, octal>" added to the log
 // A request that asks for a PCH gets one as NVRTC would: create writes a small fake PCH file to the
 // request's path (outcome created); use reads it (used; failed when missing, rejected when not the
 // fake's). fake:sleep takes a quarter of its time with a PCH and 1.6 times as long creating one.
@@ -26,7 +27,10 @@
 #include <kiln/cache.hpp>
 #include <kiln/error.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <chrono>
 #include <cstdlib>
@@ -133,6 +137,15 @@ inline detail::CompileOutcome fake_compile_controls(const detail::CompileRequest
       detail::CompileOutcome o2 = fake_echo(request);
       const char* value = std::getenv(std::string(o.substr(9)).c_str());
       o2.log += "\nenv=" + std::string(value != nullptr ? value : "(unset)");
+      return o2;
+    }
+    if (o == "fake:umask") {
+      const mode_t mask = ::umask(0);
+      ::umask(mask);
+      detail::CompileOutcome o2 = fake_echo(request);
+      char text[8];
+      std::snprintf(text, sizeof text, "%03o", static_cast<unsigned>(mask));
+      o2.log += std::string("\numask=") + text;
       return o2;
     }
     if (o == "fake:throw") throw kiln::Error(kiln::Errc::driver, "fake: thrown in " + std::to_string(::getpid()));

@@ -7,6 +7,8 @@
 #include "disk/files.hpp"
 #include "base/summed_file.hpp"
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <filesystem>
 
@@ -88,7 +90,7 @@ TEST_CASE("stats count PCH files and their sums in the cache's bytes") {
   CHECK(s.bytes > (96u << 10));
 }
 
-TEST_CASE("prune evicts the least recently used PCH file with its sum, by the same order as entries") {
+TEST_CASE("prune evicts PCH files first, the least recently used first, each with its sum") {
   CacheWithPch c;
   const std::uint64_t before = c.bytes();
   // Room for all but the old PCH: it is the oldest file, so it alone goes.
@@ -115,6 +117,40 @@ TEST_CASE("a store keeps the cache under its cap counting PCH files: an old PCH 
   CHECK_FALSE(fs::exists(kiln::detail::sum_path(pch)));
   CHECK(cache.load(sample_key(3)));
   CHECK(cache.stats().bytes <= (80u << 10));
+}
+
+TEST_CASE("an entry is never evicted to make room for a PCH: a newer PCH that does not fit beside the entries goes first") {
+  // Eviction by age alone evicted the entries stored before a PCH was built (a 150M cap, 10 units and a
+  // ~200 MB PCH left 4 of them), while precompile said all were cached.
+  kiln::test::TempDir tmp;
+  const fs::path root = tmp.path() / "kiln";
+  kiln::DiskCache cache(kiln::test::config_at(root, 80 << 10));
+  REQUIRE(cache.usable());
+  REQUIRE(cache.store(sample_key(1), sample_entry(1, 90, 4096)));
+  const auto older = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  fs::last_write_time(entries_dir(root) / (sample_key(1).hex + ".kiln"), older);
+  const fs::path pch = plant_pch(entries_dir(root), "fresh", 75 << 10, std::chrono::hours(0));
+  REQUIRE(cache.store(sample_key(2), sample_entry(2, 90, 4096)));
+  CHECK(cache.load(sample_key(1)));
+  CHECK(cache.load(sample_key(2)));
+  CHECK_FALSE(fs::exists(pch));
+  CHECK_FALSE(fs::exists(kiln::detail::sum_path(pch)));
+  CHECK(cache.stats().bytes <= (80u << 10));
+}
+
+TEST_CASE("a PCH's sum is 0600 like every file of the cache, and verify reports a file others may read or write") {
+  CacheWithPch c;
+  struct stat st {};
+  REQUIRE(::stat(kiln::detail::sum_path(c.new_pch).c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  REQUIRE(::stat(c.new_pch.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK(c.cache.verify().failures.empty());
+  ::chmod(c.new_pch.c_str(), 0644);
+  const kiln::VerifyReport r = c.cache.verify();
+  REQUIRE(r.failures.size() == 1);
+  CHECK(r.failures[0].find(c.new_pch.filename().string()) != std::string::npos);
+  CHECK(r.failures[0].find("0644") != std::string::npos);
 }
 
 TEST_CASE("verify checks every PCH file against its sum: an altered one goes with its sum, a good one stays") {

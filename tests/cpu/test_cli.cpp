@@ -84,6 +84,17 @@ TEST_CASE("kiln precompile says per unit whether the cache kept it, and fails wh
       CHECK(entries(tmp.path()) == 0);
     }
   }
+  SUBCASE("a cap that holds one unit of two: the one evicted is not cached, and the command fails") {
+    // Each stored entry pruned the cache to the cap, evicting the unit stored before it; the command
+    // used to count both as cached and exit 0.
+    const auto r = kiln_cli({"precompile", "--arch", "sm_80", "vector_add", "scale_f32"}, tmp.path(),
+                            {{"KILN_CACHE_MAX_BYTES", "2000"}});
+    CAPTURE(r.output);
+    CHECK(r.status == 1);
+    CHECK(says(r, "evicted  "));
+    CHECK(says(r, "KILN_CACHE_MAX_BYTES"));
+    CHECK(entries(tmp.path()) <= 1);
+  }
   SUBCASE("a cap of 0 is no cap") {
     const auto r = kiln_cli({"precompile", "--arch", "sm_80", "vector_add"}, tmp.path(), {{"KILN_CACHE_MAX_BYTES", "0"}});
     CAPTURE(r.output);
@@ -127,6 +138,32 @@ TEST_CASE("kiln cache prune takes a size as KILN_CACHE_MAX_BYTES does, and refus
   CAPTURE(r.output);
   CHECK(r.status == 0);
   CHECK(entries(tmp.path()) == 1);
+}
+
+TEST_CASE("kiln cache clear, prune and verify on a cache they cannot change fail and name the cause") {
+  // They exited 0 having deleted nothing; verify said a bad entry was "not kiln's to delete".
+  for (const char* sub : {"clear", "prune", "verify"}) {
+    CAPTURE(std::string(sub));
+    kiln::test::TempDir tmp;
+    {
+      kiln::DiskCache cache(kiln::test::config_at(tmp.path()));
+      REQUIRE(cache.store(kiln::test::sample_key(1), kiln::test::sample_entry(1)));
+    }
+    // A bad entry for verify to remove: the bytes of entry 1 under the name of entry 2.
+    const auto bad = kiln::test::entry_path(tmp.path(), kiln::test::sample_key(2));
+    std::filesystem::copy_file(kiln::test::entry_path(tmp.path(), kiln::test::sample_key(1)), bad);
+    std::vector<std::string> args{"cache", sub};
+    if (std::string_view(sub) == "prune") args.emplace_back("0");
+    const auto r = kiln_cli(args, tmp.path(), {}, [&] {
+      return kiln::test::become_owner_of_as_nobody(tmp.path()) &&
+             ::chmod(kiln::test::entries_dir(tmp.path()).c_str(), 0500) == 0;
+    });
+    CAPTURE(r.output);
+    CHECK(r.status == 1);
+    CHECK(says(r, "Permission denied"));
+    CHECK_FALSE(says(r, "not kiln's to delete"));
+    CHECK(entries(tmp.path()) == 2);
+  }
 }
 
 TEST_CASE("kiln precompile refuses a --jobs or --arch it does not understand") {

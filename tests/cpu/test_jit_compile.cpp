@@ -200,6 +200,26 @@ TEST_CASE("a PCH file: created by one compile, used by the next; a missing file 
                                           << ")");
 }
 
+TEST_CASE("a PCH that NVRTC cannot write or read: the unit compiles without it, and the log says why") {
+  // NVRTC fails the whole compile when it cannot write the PCH ("error while writing PCH file: No space
+  // left on device"; here, a directory that does not exist): the unit used to fail with it.
+  CompileRequest request = hand_request("with_header");
+  request.headers = {{"kiln_test_twice.cuh", "__device__ inline float kiln_twice(float x) { return 2.0f * x; }\n"}};
+  request.source = "#include \"kiln_test_twice.cuh\"\n"
+                   "extern \"C\" __global__ void kiln_pch_k(float* x) { x[0] = kiln_twice(x[0]); }\n";
+  request.kernels = {{"kiln_pch_k", "kiln_pch_k"}};
+  request.expressions = {"kiln_pch_k"};
+  kiln::test::TempDir temp;
+  request.pch_path = (temp.path() / "no-such-dir" / "family.pch").string();
+  for (const auto mode : {kiln::detail::PchMode::create, kiln::detail::PchMode::use}) {
+    request.pch = mode;
+    const CompileOutcome out = compile_unit(request);
+    require_ok(out);
+    CHECK(out.pch == kiln::detail::PchResult::failed);
+    CHECK(out.log.find("precompiled header") != std::string::npos);
+  }
+}
+
 TEST_CASE("embedded PTX is assembled without NVRTC, and its cubin defines the kernels") {
   const kiln::Catalog& catalog = kiln::examples::catalog();
   const kiln::UnitEntry& unit = kiln::test::example_unit("block_sum_f32");

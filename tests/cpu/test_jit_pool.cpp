@@ -12,9 +12,11 @@
 #include "jit/pch_store.hpp"
 #include "jit/pool/pool.hpp"
 #include "jit/pool/settings.hpp"
+#include "jit/protocol.hpp"  // kHostPidVariable
 #include "jit_test_util.hpp"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -498,6 +500,27 @@ TEST_CASE("a worker that does not speak the protocol: in-process fallback, and t
   CHECK(pool.stats().spawned == 1);  // not tried again: it never worked
 }
 
+TEST_CASE("the wait for a started worker's hello follows KILN_JIT_TIMEOUT: a worker that never says hello is given up within it") {
+  // It was a fixed 30 s whatever the timeout said.
+  kiln::test::TempDir dir;
+  const auto silent = dir.path() / "silent-jitd";
+  std::ofstream(silent) << "#!/bin/sh\nexec sleep 60\n";
+  std::filesystem::permissions(silent, std::filesystem::perms::owner_all);
+  JitPoolOptions options = fake_pool(1);
+  options.worker = silent;
+  options.timeout = std::chrono::milliseconds(1000);
+  JitPool pool(options);
+  const auto start = std::chrono::steady_clock::now();
+  const CompileOutcome o = pool.compile(fake_request("unheard"));
+  const auto took = std::chrono::steady_clock::now() - start;
+  REQUIRE(o.entry.ok());
+  CHECK(served_by(o) == ::getpid());  // in this process, with one warning
+  CHECK(took < std::chrono::seconds(10));
+  REQUIRE(pool.warnings().size() == 1);
+  CHECK(pool.warnings()[0].find("did not start") != std::string::npos);
+  CHECK(pool.worker_pids().empty());
+}
+
 namespace {
 
 // This process's threads: id -> how often each gave up the CPU by itself (voluntary context switches).
@@ -694,11 +717,9 @@ TEST_CASE("requests that arrive together are weighed together: with more request
     }
     for (auto& f : futures) REQUIRE(f.get().entry.ok());
     const auto stats = pool.stats();
-    // Built while the batch ran (not afterwards, in the background, for the next process), and the
-    // family's two others compiled against it.
-    if (stats.pch_created == 1 && stats.background == 0 && stats.pch_used == 2) return;
-    last = "created " + std::to_string(stats.pch_created) + ", in the background " + std::to_string(stats.background) +
-           ", used " + std::to_string(stats.pch_used);
+    // Built while the batch ran, and the family's two others compiled against it.
+    if (stats.pch_created == 1 && stats.pch_used == 2) return;
+    last = "created " + std::to_string(stats.pch_created) + ", used " + std::to_string(stats.pch_used);
   }
   FAIL("three tries, none built the PCH during the batch for the family's others: " << last);
 }
@@ -993,71 +1014,140 @@ TEST_CASE("in a full pool, a family of two whose PCH build would make it end las
   }
 }
 
-TEST_CASE("a family no larger than the pool compiles cold at once; then an idle worker builds its PCH for the next process, which uses it") {
+TEST_CASE("a family no larger than the pool compiles cold at once, and no worker builds its PCH afterwards: a PCH is built only where this process uses it") {
+  // An idle worker used to build the PCH of a family compiled cold, for the next process: work (and a
+  // ~190 MB file) that outlived what the process asked for, even for a family of one unit.
   kiln::test::TempDir dir;
-  {
+  for (const std::size_t units : {1u, 3u}) {
+    CAPTURE(units);
     JitPool pool(fake_pool(4));
     std::vector<std::future<CompileOutcome>> futures;
-    for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t i = 0; i < units; ++i)
       futures.push_back(pool.submit(family_request(numbered("cold", i)), family(dir.path())));
     for (auto& f : futures) {
       const CompileOutcome o = f.get();
       REQUIRE(o.entry.ok());
       CHECK(o.pch == kiln::detail::PchResult::none);
     }
-    CHECK(eventually([&] { return pool.stats().pch_created == 1; }));
-    CHECK(pool.stats().background == 1);
-  }
-  REQUIRE(kiln::detail::verify_pch(family(dir.path()).path).ok());
-  JitPool next(fake_pool(1));  // another process would start here, with no memory of the first
-  const CompileOutcome o = next.compile(family_request("warm"), family(dir.path()));
-  REQUIRE(o.entry.ok());
-  CHECK(o.pch == kiln::detail::PchResult::used);
-  CHECK(next.stats().pch_used == 1);
-  CHECK(next.stats().pch_created == 0);
-}
-
-TEST_CASE("requests of a family that end at once still leave the idle pool its background PCH build") {
-  // Each request's end once asked "is the pool idle?" before its own thread left the busy count: when
-  // the last two ended together, each saw the other still busy and nobody built the PCH (CI, a loaded
-  // 2-core machine). Rounds of four ending on one release file, each bounded by eventually()'s 30 s.
-  for (int round = 0; round < 8; ++round) {
-    CAPTURE(round);
-    kiln::test::TempDir dir;
-    const auto release = dir.path() / "release";
-    JitPool pool(fake_pool(4));
-    std::vector<std::future<CompileOutcome>> futures;
-    for (std::size_t i = 0; i < 4; ++i)
-      futures.push_back(pool.submit(family_request(numbered("together", i), {"fake:wait=" + release.string()}),
-                                    family(dir.path())));
-    std::ofstream(release).put('x');
-    for (auto& f : futures) REQUIRE(f.get().entry.ok());
-    REQUIRE(eventually([&] { return pool.stats().pch_created == 1; }));
-    CHECK(pool.stats().background == 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // time enough for a build to have begun
+    CHECK(pool.stats().pch_created == 0);
+    CHECK_FALSE(std::filesystem::exists(family(dir.path()).path));
   }
 }
 
-TEST_CASE("the background PCH build waits until no other request runs: it never slows a table's last units") {
+namespace {
+
+// The status of `pid`, a child of this process, reaped within `limit`; nullopt if it did not end.
+std::optional<int> reap_within(pid_t pid, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("a worker dies with its host: a host that exits without stopping its pool leaves no worker running") {
+  // The host: a shell that starts a worker as the pool does (its pid in KILN_JITD_HOST, a pipe on its
+  // input that stays open), then exits without closing it, as a process exits with the process-wide pool
+  // (leaked on purpose) or dies. The worker then waited for input forever. A shell, not a forked copy of
+  // this process: this process may have threads (ThreadSanitizer runs this suite).
+  REQUIRE(::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);  // this process adopts the orphan, to reap it
   kiln::test::TempDir dir;
-  const auto release = dir.path() / "release";
-  JitPool pool(fake_pool(4));
-  // A long unit of no family, still running when the family's units are done.
-  CompileRequest long_one = fake_request("long");
-  long_one.source += "\nfake:wait=" + release.string();
-  auto slow = pool.submit(std::move(long_one), {}, 1);
-  std::vector<std::future<CompileOutcome>> family_units;
-  for (std::size_t i = 0; i < 2; ++i) family_units.push_back(pool.submit(family_request(numbered("f", i)), family(dir.path())));
-  for (auto& f : family_units) {
-    const CompileOutcome o = f.get();
-    REQUIRE(o.entry.ok());
-    CHECK(o.pch == kiln::detail::PchResult::none);
+  const std::string pid_file = (dir.path() / "worker.pid").string();
+  const std::string worker = fake_jitd().string();
+  int input[2];
+  REQUIRE(::pipe(input) == 0);
+  const pid_t host = ::fork();
+  REQUIRE(host >= 0);
+  if (host == 0) {
+    ::dup2(input[0], 3);
+    ::execl("/bin/sh", "sh", "-c", "KILN_JITD_HOST=$$ \"$0\" <&3 >/dev/null & echo $! > \"$1\"; sleep 0.5",
+            worker.c_str(), pid_file.c_str(), static_cast<char*>(nullptr));
+    std::_Exit(127);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // time enough for a build to have been queued and begun
-  CHECK(pool.stats().background == 0);
-  std::ofstream(release).put('x');
-  REQUIRE(slow.get().entry.ok());
-  CHECK(eventually([&] { return pool.stats().pch_created == 1; }));  // then, with the pool idle, for the next process
-  CHECK(pool.stats().background == 1);
+  ::close(input[0]);
+  const auto host_status = reap_within(host, std::chrono::seconds(30));
+  REQUIRE(host_status);
+  REQUIRE(WIFEXITED(*host_status));
+  REQUIRE(WEXITSTATUS(*host_status) == 0);
+  const pid_t orphan = static_cast<pid_t>(std::stol(kiln::test::read_text(pid_file)));
+  const auto worker_status = reap_within(orphan, std::chrono::seconds(5));
+  if (!worker_status) {
+    ::kill(orphan, SIGKILL);
+    (void)reap_within(orphan, std::chrono::seconds(5));
+  }
+  ::close(input[1]);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+  REQUIRE_MESSAGE(worker_status, "the worker outlived its host");
+  CHECK(WIFSIGNALED(*worker_status));
+  CHECK(WTERMSIG(*worker_status) == SIGKILL);
+}
+
+TEST_CASE("a worker started for a host that is gone exits at once") {
+  // Started with a host pid that is not its parent's: as if its host died before it ran.
+  const std::string worker = fake_jitd().string();
+  std::string host = std::string(kiln::detail::kHostPidVariable) + "=1";
+  char* envp[] = {host.data(), nullptr};
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::execle(worker.c_str(), worker.c_str(), static_cast<char*>(nullptr), envp);
+    std::_Exit(127);
+  }
+  const auto status = reap_within(child, std::chrono::seconds(10));
+  if (!status) {
+    ::kill(child, SIGKILL);
+    (void)reap_within(child, std::chrono::seconds(5));
+  }
+  REQUIRE(status);
+  CHECK(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 3);
+}
+
+TEST_CASE("a worker makes every file private from its creation: it runs with umask 077") {
+  // NVRTC writes a PCH under the umask: its temp file was readable by others until it was published.
+  JitPool pool(fake_pool(1));
+  const CompileOutcome o = pool.compile(fake_request("private", {"fake:umask"}));
+  REQUIRE(o.entry.ok());
+  CHECK(served_by(o) != ::getpid());
+  CHECK(o.log.find("umask=077") != std::string::npos);
+}
+
+TEST_CASE("shutdown within a bound kills a busy worker and fails later requests at once") {
+  kiln::test::TempDir marks;
+  JitPool pool(fake_pool(1));
+  auto busy = pool.submit(fake_request("busy", {option("hang", marks.path(), 100)}));
+  std::set<pid_t> seen;
+  const pid_t worker = wait_for_mark(marks.path(), 1, seen);
+  const auto start = std::chrono::steady_clock::now();
+  pool.shutdown(std::chrono::seconds(2));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+  CHECK(gone(worker));
+  CHECK(busy.get().entry.error().find("shut down while compiling") != std::string::npos);
+  auto later = pool.submit(fake_request("later"));
+  REQUIRE(later.wait_for(std::chrono::seconds(1)) == std::future_status::ready);
+  CHECK(later.get().entry.error().find("shut down before compiling") != std::string::npos);
+}
+
+TEST_CASE("a PCH that cannot be written only means compiles without one: every unit succeeds, with one warning") {
+  // The unit chosen to build the PCH failed when its file could not be written (a full disk).
+  kiln::test::TempDir dir;
+  const kiln::detail::PchFamily unwritable{"a-family", dir.path() / "no-such-dir" / "a-family.pch"};
+  JitPool pool(fake_pool(1));
+  std::vector<std::future<CompileOutcome>> futures;
+  for (std::size_t i = 0; i < 4; ++i)
+    futures.push_back(pool.submit(family_request(numbered("f", i), {"fake:sleep=20"}), unwritable));
+  for (auto& f : futures) {
+    const CompileOutcome o = f.get();
+    REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
+  }
+  CHECK(pool.stats().pch_created == 0);
+  REQUIRE(pool.warnings().size() == 1);
+  CHECK(pool.warnings()[0].find("not using a precompiled header") != std::string::npos);
 }
 
 TEST_CASE("a PCH file that fails its sum is deleted and never handed to the compiler; one the compiler rejects is deleted too") {
@@ -1129,21 +1219,27 @@ TEST_CASE("the real kiln-jitd runs with ASLR off, unless KILN_JIT_PCH=0") {
   CHECK_FALSE(plain.uses_pch_files());
 }
 
-TEST_CASE("the real kiln-jitd: a lone CUB unit compiles without a PCH; an idle worker then builds the family's, and a fresh process uses it, for the same kernels") {
+TEST_CASE("the real kiln-jitd: two CUB units on one worker build the family's PCH, and a fresh process uses it, for the same kernels") {
   kiln::test::TempDir dir;
   std::optional<CompileOutcome> cold;
   {
-    JitPool pool(real_pool(2));
-    auto a = pool.submit(cub_request(), cub_family(dir.path()));
+    // Both made before either is submitted: the pool weighs requests that arrive within kGather together.
+    JitPool pool(real_pool(1));
+    CompileRequest ra = cub_request(), rb = cub_request("block_sum_f32_second");
+    const kiln::detail::PchFamily fam = cub_family(dir.path());
+    auto a = pool.submit(std::move(ra), fam);
+    auto b = pool.submit(std::move(rb), fam);
     cold = real_outcome(a);
     if (!cold) return;
     REQUIRE_MESSAGE(cold->entry.ok(), cold->entry.error() << "\n" << cold->log);
-    CHECK(cold->pch == kiln::detail::PchResult::none);  // building it would only have slowed this one down
+    const auto second = real_outcome(b);
+    REQUIRE(second);
+    REQUIRE_MESSAGE(second->entry.ok(), second->entry.error());
     if (!pool.uses_pch_files()) {
       MESSAGE("skipped: workers keep ASLR on here, so NVRTC cannot read PCH files across processes");
       return;
     }
-    CHECK(eventually([&] { return pool.stats().pch_created == 1; }));  // in the background, on a fresh worker
+    CHECK(pool.stats().pch_created == 1);  // by the first, on a fresh worker, for the second
   }
   REQUIRE(kiln::detail::verify_pch(cub_family(dir.path()).path).ok());
   JitPool fresh(real_pool(1));
@@ -1164,16 +1260,22 @@ TEST_CASE("the real kiln-jitd: a lone CUB unit compiles without a PCH; an idle w
 TEST_CASE("the real kiln-jitd: a worker that compiled another unit first is replaced before it reads a PCH file, which NVRTC would refuse it") {
   kiln::test::TempDir dir;
   {
+    // Two units of the family on one worker: the first builds the PCH.
+    // Both made before either is submitted: the pool weighs requests that arrive within kGather together.
     JitPool pool(real_pool(1));
-    auto a = pool.submit(cub_request(), cub_family(dir.path()));
-    const auto cold = real_outcome(a);
-    if (!cold) return;
-    REQUIRE_MESSAGE(cold->entry.ok(), cold->entry.error());
+    CompileRequest ra = cub_request(), rb = cub_request("block_sum_f32_second");
+    const kiln::detail::PchFamily fam = cub_family(dir.path());
+    auto a = pool.submit(std::move(ra), fam);
+    auto b = pool.submit(std::move(rb), fam);
+    const auto first = real_outcome(a);
+    if (!first) return;
+    REQUIRE_MESSAGE(first->entry.ok(), first->entry.error());
+    REQUIRE(real_outcome(b)->entry.ok());
     if (!pool.uses_pch_files()) {
       MESSAGE("skipped: workers keep ASLR on here, so NVRTC cannot read PCH files across processes");
       return;
     }
-    REQUIRE(eventually([&] { return pool.stats().pch_created == 1; }));
+    REQUIRE(pool.stats().pch_created == 1);
   }
   JitPool pool(real_pool(1));
   // The worker compiles a unit of no family first: its heap is no longer where the PCH's writer's was.

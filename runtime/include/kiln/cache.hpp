@@ -100,14 +100,18 @@ struct VerifyReport {
   std::uint64_t checked = 0;
   std::uint64_t removed = 0;
   std::vector<std::string> problems;  // "<file>: <what was wrong>", one per bad file (removed, or said why not)
+  // What could not be done, and why ("<file>: not removed: Read-only file system"): a bad file that could
+  // not be removed, or a file others may read or write (kiln's are 0600). Empty when verify did its job.
+  std::vector<std::string> failures;
 };
 
 struct PruneReport {
   std::uint64_t removed = 0;      // entries evicted, least recently used first
-  std::uint64_t pch_removed = 0;  // PCH files evicted with them, by the same order
+  std::uint64_t pch_removed = 0;  // PCH files evicted, before any entry
   std::uint64_t bytes_before = 0;
   std::uint64_t bytes_after = 0;
   std::uint64_t stray_removed = 0;  // temp files of dead writers, stale lock files
+  std::vector<std::string> failures;  // what could not be evicted, and why; empty when the cap was met
 };
 
 // One cache directory. Thread-safe; any number of processes may share the directory.
@@ -150,9 +154,13 @@ class DiskCache {
 
   CacheStats stats() const;
   // Neither removes a directory, which kiln never makes at a file's name: a user's, left with a warning.
-  std::uint64_t clear();  // removes every entry, PCH, temp and lock file; returns how many entries
+  // Removes every entry, PCH, temp and lock file; returns how many entries. What could not be removed,
+  // and why, goes to `failures` when given (a read-only directory, a permission).
+  std::uint64_t clear(std::vector<std::string>* failures = nullptr);
   VerifyReport verify();  // loads every entry and checks every PCH file, removes bad ones and stray files
-  PruneReport prune(std::uint64_t max_bytes);  // evicts least recently used entries and PCH files down to max_bytes (0: all)
+  // Evicts PCH files first (oldest first: an entry never goes to make room for a PCH), then least
+  // recently used entries, down to max_bytes (0: all).
+  PruneReport prune(std::uint64_t max_bytes);
 
   // The warnings this object has printed (each kind once per object), for tests and `kiln cache`.
   std::vector<std::string> warnings() const;

@@ -74,9 +74,13 @@ Status publish_summed(const std::filesystem::path& temp, const std::filesystem::
   if (!hashed) return failed(hashed.error().empty() ? "no file " + temp.string() : hashed.error());
   ::chmod(temp.c_str(), 0600);  // as private as the cache's entries (NVRTC creates it under the umask)
   {
-    std::ofstream out(sum_temp, std::ios::trunc);
-    out << hashed->first << ' ' << hashed->second << '\n';
-    if (!(out.flush())) return failed("writing " + sum_temp.string());
+    // 0600 whatever the umask, as every file of the cache.
+    const int fd = ::open(sum_temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return failed(errno_text("creating " + sum_temp.string()));
+    const std::string line = hashed->first + ' ' + std::to_string(hashed->second) + '\n';
+    const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+    const std::string why = errno_text("writing " + sum_temp.string());
+    if (::close(fd) != 0 || !written) return failed(why);
   }
   // The sum first: a reader that finds the new file finds its sum; one that finds the old file with the
   // new sum deletes both, and compiles without.

@@ -80,14 +80,22 @@ int stats(const Invocation& in) {
   return 0;
 }
 
+// What a maintenance command could not do, on stderr: exit 1 when there was any.
+int failed(const Invocation& in, std::string_view sub, const std::vector<std::string>& failures) {
+  for (const auto& f : failures) std::cerr << in.program << " cache " << sub << ": " << f << '\n';
+  return failures.empty() ? 0 : 1;
+}
+
 int maintain(const Invocation& in, std::string_view sub) {
   DiskCache& cache = default_cache();
   print_cache_line(cache);
   if (!cache.usable()) return 1;
   if (sub == "verify") {
     const VerifyReport r = cache.verify();
-    for (const auto& problem : r.problems) std::cout << "removed " << problem << '\n';
+    for (const auto& problem : r.problems)
+      std::cout << (problem.find("(left in place") == std::string::npos ? "removed " : "") << problem << '\n';
     std::cout << "checked " << count(r.checked, "file", "files") << ", removed " << r.removed << "\n";
+    return failed(in, sub, r.failures);
   } else if (sub == "prune") {
     // The configured cap by default, where 0 means none (nothing to evict); an explicit 0 evicts everything.
     std::uint64_t cap = cache.config().max_bytes ? cache.config().max_bytes : UINT64_MAX;
@@ -100,10 +108,13 @@ int maintain(const Invocation& in, std::string_view sub) {
     std::cout << "evicted " << count(r.removed, "entry", "entries") << ", "
               << count(r.pch_removed, "precompiled header", "precompiled headers") << " and " << r.stray_removed
               << " stray files: " << human(r.bytes_before) << " -> " << human(r.bytes_after) << "\n";
-  } else {
-    std::cout << "removed " << count(cache.clear(), "entry", "entries") << " and every precompiled header\n";
+    return failed(in, sub, r.failures);
   }
-  return 0;
+  std::vector<std::string> failures;
+  const std::uint64_t removed = cache.clear(&failures);
+  std::cout << "removed " << count(removed, "entry", "entries")
+            << (failures.empty() ? " and every precompiled header\n" : "; some files could not be removed\n");
+  return failed(in, sub, failures);
 }
 
 // export [--registry R] [--arch sm_XX] FILE | import FILE | push [--registry R] [--arch sm_XX]

@@ -118,11 +118,9 @@ int precompile(const Invocation& in) {
   for (const Work& w : work) total_all += w.units;
   const auto run = [&](Work& w) {
     try {
-      kiln::precompile(*w.catalog, w.target, w.mine, jobs, [&](const PrecompileResult& r, std::size_t done, std::size_t total) {
+      const std::vector<PrecompileResult> results =
+          kiln::precompile(*w.catalog, w.target, w.mine, jobs, [&](const PrecompileResult& r, std::size_t done, std::size_t total) {
         const std::lock_guard lock(out);
-        Tally& tally = w.tally;
-        if (r.ok) ++(r.compiled ? tally.compiled_and_cached : tally.already_cached);
-        else ++(r.compiled ? tally.not_cached : tally.failed);
         // Together, a unit is named with its registry, and the bar counts every registry's.
         const std::string unit = together ? std::string(w.catalog->name) + "." + r.unit : r.unit;
         if (together) {
@@ -140,6 +138,14 @@ int precompile(const Invocation& in) {
         }
         if (!r.ok && !r.compiled) std::cerr << r.error << '\n';
       });
+      // The tally says what is in the cache now; a unit evicted since its line says so again.
+      const std::lock_guard lock(out);
+      Tally& tally = w.tally;
+      for (const PrecompileResult& r : results) {
+        if (r.ok) ++(r.compiled ? tally.compiled_and_cached : tally.already_cached);
+        else ++(r.compiled || r.evicted ? tally.not_cached : tally.failed);
+        if (r.evicted) std::cout << "evicted  " << (together ? std::string(w.catalog->name) + "." + r.unit : r.unit) << ": " << r.error << '\n';
+      }
     } catch (...) {
       w.error = std::current_exception();
     }

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <memory>
 #include <unordered_map>
@@ -83,14 +84,35 @@ std::string pch_sum_name(const std::string& pch) { return pch + ".sum"; }
 
 // Deletes a PCH file, then its sum (a reader between the two finds a sum without its file: a miss).
 bool remove_pch(int dir, const std::string& pch) {
+  errno = 0;
   const bool removed = detail::remove_cache_file(dir, pch);
+  const int err = errno;
   detail::remove_cache_file(dir, pch_sum_name(pch));
+  errno = err;  // what the PCH file's deletion said (remove_or_note)
   return removed;
 }
 
 bool exists_at(int dir, const std::string& name) {
   struct stat st {};
   return ::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+// Why the directory `dir` (shown as `shown`) cannot be changed, or empty: a read-only file system, a
+// permission. Asked before deleting, so that a command that can delete nothing says so.
+std::string unwritable(int dir, const std::filesystem::path& shown) {
+  if (::faccessat(dir, ".", W_OK, AT_EACCESS) == 0) return {};
+  return shown.string() + ": cannot delete files in it: " + std::strerror(errno);
+}
+
+// Calls `remove` (a deletion that returns false when it deleted nothing) with errno cleared; where the
+// deletion itself failed (not where the file was gone, a directory, or replaced), adds why to `failures`.
+template <typename F>
+bool remove_or_note(F&& remove, const std::filesystem::path& shown, std::vector<std::string>* failures) {
+  errno = 0;
+  if (remove()) return true;
+  const int err = errno;
+  if (failures != nullptr && err != 0 && err != ENOENT) failures->push_back(shown.string() + ": not removed: " + std::strerror(err));
+  return false;
 }
 
 bool process_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
@@ -156,25 +178,39 @@ PruneReport prune_to(CacheState& s, std::uint64_t cap, const std::string& keep) 
     if (is_sum_file(f)) sum_bytes[std::string(f.name, 0, f.name.size() - 4)] = static_cast<std::uint64_t>(f.st.st_size);
   }
   std::erase_if(files, is_sum_file);
-  // load() sets the mtime of every hit, so the oldest mtime is the least recently used entry.
+  // PCH files go first, oldest first: an entry is never evicted to make room for a PCH, which only saves
+  // time (a PCH that does not fit beside the entries is not kept). Then entries: load() sets the mtime of
+  // every hit, so the oldest mtime is the least recently used entry.
   std::sort(files.begin(), files.end(), [](const ScannedFile& a, const ScannedFile& b) {
+    if (is_pch_file(a) != is_pch_file(b)) return is_pch_file(a);
     if (a.st.st_mtim.tv_sec != b.st.st_mtim.tv_sec) return a.st.st_mtim.tv_sec < b.st.st_mtim.tv_sec;
     if (a.st.st_mtim.tv_nsec != b.st.st_mtim.tv_nsec) return a.st.st_mtim.tv_nsec < b.st.st_mtim.tv_nsec;
     return a.name < b.name;
   });
   r.bytes_after = r.bytes_before;
+  if (r.bytes_after > cap) {
+    if (std::string why = unwritable(fd, s.entries); !why.empty()) {
+      r.failures.push_back(std::move(why));
+      return r;
+    }
+  }
   for (const ScannedFile& f : files) {
     if (r.bytes_after <= cap) break;
     if (f.name == keep) continue;
     if (is_pch_file(f)) {
-      remove_pch(fd, f.name);
+      const std::size_t noted = r.failures.size();
+      remove_or_note([&] { return remove_pch(fd, f.name); }, s.entries / f.name, &r.failures);
+      if (r.failures.size() != noted) continue;  // still there: it still counts
       const auto sum = sum_bytes.find(f.name);
       r.bytes_after -= static_cast<std::uint64_t>(f.st.st_size) + (sum == sum_bytes.end() ? 0 : sum->second);
       ++r.pch_removed;
       continue;
     }
     // ENOENT: another process evicted it first; either way it no longer counts.
-    if (::unlinkat(fd, f.name.c_str(), 0) != 0 && errno != ENOENT) continue;
+    if (::unlinkat(fd, f.name.c_str(), 0) != 0 && errno != ENOENT) {
+      r.failures.push_back((s.entries / f.name).string() + ": not evicted: " + std::strerror(errno));
+      continue;
+    }
     r.bytes_after -= static_cast<std::uint64_t>(f.st.st_size);
     ++r.removed;
   }
@@ -218,7 +254,15 @@ VerifyReport DiskCache::verify() {
   const int fd = dir->fd.get();
   const auto files = scan(fd);
   remove_strays(fd, files, false);
+  const std::string cannot_delete = unwritable(fd, state_->entries);
   for (const ScannedFile& f : files) {
+    // Every file kiln writes is 0600 (the directory 0700): one others may read or write is not as kiln left it.
+    if ((f.st.st_mode & 077) != 0 && !S_ISLNK(f.st.st_mode)) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(f.st.st_mode & 07777));
+      r.failures.push_back((state_->entries / f.name).string() + ": mode " + mode +
+                           ": others may read or write it (kiln's files are 0600)");
+    }
     if (is_pch_file(f)) {
       // Missing (evicted or a stray removed above): nothing to check.
       const detail::Status good = detail::verify_summed(state_->entries / f.name);
@@ -237,9 +281,12 @@ VerifyReport DiskCache::verify() {
     if (file.status == detail::EntryFile::Status::missing) continue;  // evicted meanwhile
     ++r.checked;
     if (checked || file.status == detail::EntryFile::Status::unreadable) continue;
-    if (file.status != detail::EntryFile::Status::refused && detail::remove_bad_entry(fd, f.name, file)) {
+    if (file.status != detail::EntryFile::Status::refused &&
+        remove_or_note([&] { return detail::remove_bad_entry(fd, f.name, file); }, path, &r.failures)) {
       ++r.removed;
       r.problems.push_back(path.string() + ": " + checked.error());
+    } else if (file.status != detail::EntryFile::Status::refused && !cannot_delete.empty()) {
+      r.problems.push_back(path.string() + ": " + checked.error() + " (left in place: " + cannot_delete + ")");
     } else {
       r.problems.push_back(path.string() + ": " + checked.error() + " (left in place: " +
                            (file.opened && S_ISDIR(file.st.st_mode) ? "kiln deletes no directory it did not make)"
@@ -264,17 +311,25 @@ void DiskCache::for_each_entry(const std::function<void(const CacheKey& key, std
   }
 }
 
-std::uint64_t DiskCache::clear() {
+std::uint64_t DiskCache::clear(std::vector<std::string>* failures) {
   if (!usable()) return 0;
   const auto dir = open_for_scan(*state_);
   if (!dir) return 0;
   const int fd = dir->fd.get();
   const auto files = scan(fd);
+  if (files.empty()) return 0;
+  if (std::string why = unwritable(fd, state_->entries); !why.empty()) {
+    if (failures != nullptr) failures->push_back(std::move(why));
+    return 0;
+  }
   remove_strays(fd, files, true);
   std::uint64_t removed = 0;
   for (const ScannedFile& f : files) {
-    if (f.kind == detail::CacheFileKind::entry && detail::remove_cache_file(fd, f.name)) removed += is_entry_file(f);
-    if (f.kind == detail::CacheFileKind::pch) remove_pch(fd, f.name);
+    const auto shown = state_->entries / f.name;
+    if (f.kind == detail::CacheFileKind::entry &&
+        remove_or_note([&] { return detail::remove_cache_file(fd, f.name); }, shown, failures))
+      removed += is_entry_file(f);
+    if (f.kind == detail::CacheFileKind::pch) remove_or_note([&] { return remove_pch(fd, f.name); }, shown, failures);
   }
   return removed;
 }

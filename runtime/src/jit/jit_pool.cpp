@@ -3,12 +3,24 @@
 
 #include <kiln/error.hpp>
 
+#include <chrono>
+#include <cstdlib>
+
 namespace kiln::detail {
 namespace {
 
+// At exit the pool stops, within a bound: no worker compiles, and no PCH is written, after the process
+// that asked for it has ended (a worker also dies with its host thread, jit/worker/serve.hpp).
+constexpr std::chrono::seconds kShutdownBound{2};
+
 JitPool& pool() {
-  // Leaked on purpose: its workers must outlive registries destroyed during static destruction.
-  static JitPool& instance = *new JitPool();
+  // Leaked on purpose: registries destroyed during static destruction may still ask it (a stopped pool
+  // fails their requests at once).
+  static JitPool& instance = [] () -> JitPool& {
+    JitPool& p = *new JitPool();
+    std::atexit([] { pool().shutdown(kShutdownBound); });
+    return p;
+  }();
   return instance;
 }
 

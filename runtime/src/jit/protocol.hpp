@@ -74,6 +74,10 @@ Result<CompileRequest> decode_request(std::string_view body);
 Result<CompileOutcome> decode_outcome(std::string_view body);
 Result<Failure> decode_failure(std::string_view body);
 
+// The environment variable in which the pool gives a worker its host's pid, so that the worker dies
+// with its host (jit/worker/serve.hpp, die_with_host).
+inline constexpr const char* kHostPidVariable = "KILN_JITD_HOST";
+
 // Pipe I/O. Blocking and O_NONBLOCK descriptors both work; on a non-blocking one, `keep_waiting` is
 // asked every kPollMs of silence and returning false abandons the transfer (for shutdown and for a
 // worker that died while another process still holds its pipe). Never raises SIGPIPE's default action

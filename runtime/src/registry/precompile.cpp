@@ -5,7 +5,9 @@
 #include <kiln/remote.hpp>
 #include <kiln/select.hpp>
 
+#include "chain/entry.hpp"       // entries_path
 #include "chain/tier_chain.hpp"
+#include "disk/files.hpp"         // entry_file_name
 #include "jit/jit_pool.hpp"  // kMaxJitRequestsInFlight
 #include "jit/request.hpp"   // longest_first
 #include "registry/query.hpp"  // first_kernel_of
@@ -50,6 +52,7 @@ std::vector<PrecompileResult> precompile(
   const std::vector<std::uint32_t> ordered = detail::longest_first(catalog, {units.begin(), units.end()});
   std::deque<std::uint32_t> todo(ordered.begin(), ordered.end());
   std::vector<PrecompileResult> done;
+  std::vector<std::string> keys;  // done[i]'s cache key (hex), empty when it has none
   std::mutex mutex;
   std::condition_variable finished;
   const auto work = [&] {
@@ -62,6 +65,7 @@ std::vector<PrecompileResult> precompile(
         todo.pop_front();
       }
       PrecompileResult r;
+      std::string key;
       r.unit = std::string(catalog.str(catalog.units[u].name));
       const auto start = std::chrono::steady_clock::now();
       try {
@@ -73,12 +77,14 @@ std::vector<PrecompileResult> precompile(
         r.from_remote = image.source == Tier::remote;
         r.ok = r.cached || image.stored.ok();
         if (!r.ok) r.error = "the disk cache did not keep it: " + image.stored.error();
+        key = image.cache_key;
       } catch (const std::exception& e) {
         r.error = e.what();
       }
       r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       std::lock_guard lock(mutex);
       done.push_back(std::move(r));
+      keys.push_back(std::move(key));
       finished.notify_all();
     }
   };
@@ -103,6 +109,19 @@ std::vector<PrecompileResult> precompile(
     }
   }
   for (auto& t : threads) t.join();
+  // What is in the cache now: a unit stored early may have been evicted by a later one's store, where the
+  // cap is smaller than the units asked for.
+  const std::filesystem::path entries = detail::entries_path(cache.config().dir);
+  for (std::size_t i = 0; i < done.size(); ++i) {
+    PrecompileResult& r = done[i];
+    std::error_code ec;
+    if (!r.ok || keys[i].empty() || std::filesystem::exists(entries / detail::entry_file_name(keys[i]), ec)) continue;
+    r.ok = false;
+    r.evicted = true;
+    r.error = "the disk cache kept it, then evicted it for the units stored after it: its cap (" +
+              std::to_string(cache.config().max_bytes) +
+              " bytes, KILN_CACHE_MAX_BYTES) is smaller than the units asked for; raise it, or precompile fewer";
+  }
   return done;
 }
 

@@ -243,8 +243,8 @@ Result<Compiled> nvrtc_compile(const Nvrtc& api, const CompileRequest& request, 
 }
 
 // NVRTC, with every name expression checked against the lowered name the catalog recorded. A PCH only
-// ever costs speed: one NVRTC cannot open is compiled without, one it rejects it compiles without by
-// itself (docs/DESIGN.md, "PCH across processes").
+// ever costs speed: a compile that failed with one (cannot open, cannot write) is compiled without, one
+// NVRTC rejects it compiles without by itself (docs/DESIGN.md, "PCH across processes").
 //
 // A unit that includes nothing is compiled with NVRTC's -minimal first (no declarations of the CUDA
 // runtime's API, textures or device-side launch to parse: the trivial unit's NVRTC ~4-10 ms faster,
@@ -267,15 +267,17 @@ Result<Compiled> compile_source(const Nvrtc& api, const CompileRequest& request,
     if (!full) return fail(full.error());
     c = std::move(full).value();
   }
-  if (request.pch == PchMode::use) {
-    if (c.result != NVRTC_SUCCESS && contains(out.log, "cannot open precompiled header")) {
-      out.pch = PchResult::failed;
-      Result<Compiled> without = nvrtc_compile(api, request, PchMode::none, out, false, cubin);
-      if (!without) return fail(without.error());
-      c = std::move(without).value();
-    } else {
-      out.pch = contains(out.log, "incompatible precompiled header") ? PchResult::rejected : PchResult::used;
-    }
+  if (request.pch != PchMode::none && c.result != NVRTC_SUCCESS) {
+    // A compile with a PCH that failed (a PCH file that cannot be read, or written: "error while writing
+    // PCH file: No space left on device") is compiled again without one: no unit fails because of a PCH.
+    // Its log keeps why, for the pool's warning; a unit that fails again fails on its own.
+    out.pch = PchResult::failed;
+    out.log = "kiln: compiled again without the precompiled header " + request.pch_path + ", after:\n" + out.log;
+    Result<Compiled> without = nvrtc_compile(api, request, PchMode::none, out, false, cubin);
+    if (!without) return fail(without.error());
+    c = std::move(without).value();
+  } else if (request.pch == PchMode::use) {
+    out.pch = contains(out.log, "incompatible precompiled header") ? PchResult::rejected : PchResult::used;
   } else if (request.pch == PchMode::create) {
     out.pch = api.nvrtcGetPCHCreateStatus(c.program->get()) == NVRTC_SUCCESS ? PchResult::created : PchResult::failed;
   }

@@ -4,7 +4,8 @@
 // without one would finish sooner. A family's PCH is built (by a request compiling while it creates it)
 // when the family has more requests than the pool can run at once, or when the pool has more requests
 // than it can run at once and the family more than one (then every core is busy anyway, and a PCH cuts
-// the work), in either case only where building it would not make the family end last. A request
+// the work), in either case only where building it would not make the family end last, and never for a
+// family of one request (a PCH is built only where this process uses it). A request
 // waits for a PCH being built while waiting plus a warm compile is expected to end before a cold compile
 // would, or while a request that needs no PCH can take its core instead. A request that may build a PCH
 // is decided on once its batch has arrived (kGather, pool_state.hpp).
@@ -20,6 +21,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <string>
 #include <thread>
 
 namespace kiln::detail {
@@ -33,16 +35,27 @@ double ms_between(Clock::time_point from, Clock::time_point to) {
 // A running mean that follows the last few measurements.
 void update(double& mean, double sample) { mean = mean > 0 ? 0.5 * mean + 0.5 * sample : sample; }
 
+// Why a compile could not build or use its PCH: the first line of its log that speaks of one.
+std::string pch_problem(const std::string& log) {
+  std::size_t start = 0;
+  while (start < log.size()) {
+    const std::size_t end = std::min(log.find('\n', start), log.size());
+    const std::string line = log.substr(start, end - start);
+    if ((line.find("PCH") != std::string::npos || line.find("precompiled header") != std::string::npos) &&
+        !line.starts_with("kiln: compiled again"))
+      return line;
+    start = end + 1;
+  }
+  return "the compiler's log says no more";
+}
+
 }  // namespace
 
-std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
+std::optional<JitPool::State::Pick> JitPool::State::pick() {
   const auto now = Clock::now();
   gathering = false;
-  // A background build whose family has (or is getting) a PCH by now is not needed.
-  if (std::erase_if(queue, [&](const Job& j) { return j.background && families[j.family.key].pch != Family::Pch::absent; }))
-    background_running = false;
   const unsigned capacity = max_workers > busy ? static_cast<unsigned>(max_workers - busy) : 0;
-  const auto foreground = std::count_if(queue.begin(), queue.end(), [](const Job& j) { return !j.background; });
+  const auto foreground = static_cast<std::ptrdiff_t>(queue.size());
   // What the workers have to do, queued and running, on one thread each; of the running, the critical
   // path's units (the longest one's time left) and the others.
   unsigned critical_running = 0, others_running = 0;
@@ -63,13 +76,12 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
       others_ms += s->estimate_ms;
     }
   }
-  for (const Job& j : queue)
-    if (!j.background) load += j.estimate();
+  for (const Job& j : queue) load += j.estimate();
   // The table's critical path: a unit whose compile alone outlasts the load's share of one worker, which
   // no spreading of the rest can hide. It goes as soon as a worker is free (its batch is not gathered),
   // never builds its family's PCH (a compile that builds one takes kCreateFactor as long, and the
   // family's others would wait behind it) and waits for one only where waiting alone pays.
-  const auto on_critical_path = [&](const Job& job) { return !job.background && job.estimate_ms * max_workers > load; };
+  const auto on_critical_path = [&](const Job& job) { return job.estimate_ms * max_workers > load; };
   // Of those, a unit that threads shorten (kSplitOptimizerKernels; not a linked unit) runs on every core's.
   const auto critical = [&](const Job& job) {
     return on_critical_path(job) && cores > 1 && job.request.kernels.size() >= kSplitOptimizerKernels &&
@@ -78,7 +90,7 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
   // While critical units run, the others leave them their cores (kCriticalCores each), as long as the
   // others' work still ends before the longest critical unit would: otherwise they slow it down.
   for (const Job& j : queue)
-    if (!j.background && !critical(j)) others_ms += j.estimate();
+    if (!critical(j)) others_ms += j.estimate();
   const unsigned kept = critical_running * kCriticalCores;
   const unsigned others_allowed = cores > kept ? cores - kept : 0;
   const bool hold_others = critical_running > 0 && others_allowed > 0 && others_running >= others_allowed &&
@@ -86,14 +98,14 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
   // Where no other request will need the cores, the compilers may use them for this one; beside others,
   // the critical path's unit may (docs/DESIGN.md, "Threads inside a unit", "Scheduling a table").
   const auto threads_for = [&](const Job& job) -> unsigned {
-    if (job.background || job.request.kernels.size() < kSplitPtxasKernels) return 1;  // nothing to split
+    if (job.request.kernels.size() < kSplitPtxasKernels) return 1;  // nothing to split
     if (foreground <= 1 && capacity > 1) return std::min(capacity, cores);
     return critical(job) ? cores : 1;
   };
   // Whether a foreground request of another family than `key` would be taken at once (it waits for no PCH).
   const auto other_work = [&](const std::string& key) {
     return std::any_of(queue.begin(), queue.end(), [&](const Job& j) {
-      if (j.background || j.family.key == key) return false;
+      if (j.family.key == key) return false;
       if (j.family.key.empty()) return true;
       const auto it = families.find(j.family.key);
       return it == families.end() || (it->second.pch != Family::Pch::building && it->second.pch != Family::Pch::verifying);
@@ -106,20 +118,18 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
   const bool tail = beyond && static_cast<std::size_t>(foreground) + busy <= max_workers + beyond_workers() &&
                     earliest_end >= kBeyondMinWaitMs;
   const auto would_end_last_waiting = [&](const Job& job) { return earliest_end + job.estimate() > latest_end; };
-  // Longest first; unknown estimates (0) and background builds keep their places after the rest.
+  // Longest first; unknown estimates (0) keep their places after the rest.
   std::vector<std::size_t> order(queue.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return queue[a].estimate_ms > queue[b].estimate_ms; });
   for (const std::size_t i : order) {
     Job& job = queue[i];
-    // A background build runs on a worker that is there already, and only when nothing else waits.
-    if (job.background && (foreground > 0 || slot.pid == 0)) continue;
-    if (beyond && (job.background || !tail || !would_end_last_waiting(job))) continue;
+    if (beyond && (!tail || !would_end_last_waiting(job))) continue;
     Pick pick{i, PchMode::none, false, threads_for(job)};
     pick.beyond = beyond;
     pick.critical = pick.link_threads != 1 && foreground > 1;
-    if (hold_others && !job.background && !pick.critical) continue;
+    if (hold_others && !pick.critical) continue;
     if (!pch_files || job.family.key.empty() || in_process_only) return pick;
     Family& f = families[job.family.key];
     if (f.pch == Family::Pch::unknown) {
@@ -139,7 +149,6 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
         return pick;
       case Family::Pch::verifying:
       case Family::Pch::building: {
-        if (job.background) continue;
         const double elapsed = ms_between(f.since, now);
         const double left = std::max(0.0, f.ready_estimate() - elapsed);
         // No wait is unbounded: a build far past its estimate is not waited for.
@@ -156,22 +165,20 @@ std::optional<JitPool::State::Pick> JitPool::State::pick(const Slot& slot) {
       case Family::Pch::absent: {
         // Still arriving: the batch decides whether a PCH pays. Meanwhile other requests may go. The
         // critical path's unit builds none, whatever the batch: it goes now.
-        if (!job.background && !on_critical_path(job) && now - last_arrival < kGather && now - job.queued < kGatherMax) {
+        if (!on_critical_path(job) && now - last_arrival < kGather && now - job.queued < kGatherMax) {
           gathering = true;
           continue;
         }
-        const auto of_family = std::count_if(queue.begin(), queue.end(), [&](const Job& j) {
-          return !j.background && j.family.key == job.family.key;
-        });
+        const auto of_family = std::count_if(queue.begin(), queue.end(), [&](const Job& j) { return j.family.key == job.family.key; });
         // More of the family than can run at once, or more requests than can run at once and more than
-        // one of the family (or nobody waits: the background build): build it, where the family would
+        // one of the family: build it (so only where this process uses it), where the family would
         // not then end last: building it and compiling the others warm after it takes kCreateFactor +
         // kWarmFactor of a cold compile, while cold they run side by side (the 200-unit registry's two CUB
         // units ended 0.9 s after the rest that way; the 19-unit set was faster without PCH files too:
         // bench/RESULTS.md). Never by the critical path's unit, which that would lengthen.
         const bool would_end_last = job.estimate_ms * (kCreateFactor + kWarmFactor) * max_workers > load;
         const bool saturated = static_cast<unsigned>(foreground) > capacity && of_family > 1;
-        if (job.background || (!would_end_last && (static_cast<unsigned>(of_family) > capacity || saturated))) {
+        if (!would_end_last && of_family > 1 && (static_cast<unsigned>(of_family) > capacity || saturated)) {
           f.pch = Family::Pch::building;
           f.since = now;
           pick.pch = PchMode::create;
@@ -219,38 +226,18 @@ void JitPool::State::learn_family(const PchFamily& family, const Pick& pick, con
       f.pch = Family::Pch::unusable;
       break;
     case PchResult::failed:
-      if (pick.pch == PchMode::create) f.pch = Family::Pch::unusable;  // it cannot be built here
-      else f.pch = Family::Pch::absent;                                // the file went: build it again
+      // The unit compiled without it: slower, never a failure. Said once.
+      warn("pch", "not using a precompiled header (units compile without one): " + pch_problem(outcome.log));
+      // It cannot be built here, or the file went (the cache's cap evicts PCH files before entries): the
+      // family compiles without one in this process rather than build a file that may go again.
+      f.pch = Family::Pch::unusable;
       break;
     case PchResult::none:
-      if (outcome.entry) {
-        update(f.cold_ms, ms);
-        ++f.cold_compiles;
-      }
+      if (outcome.entry) update(f.cold_ms, ms);
       break;
   }
   if (pick.pch == PchMode::create && outcome.pch != PchResult::created && f.pch == Family::Pch::building)
     f.pch = Family::Pch::unusable;
-}
-
-void JitPool::State::queue_background_pch() {
-  // The pool is idle now (the request that ended was the last one running), a family was compiled cold
-  // and has no PCH: build one for the next process. Not while other requests run: a PCH build (1.6 cold
-  // compiles, ~190 MB written) beside a table's last units slowed them (the 19-unit set, 3.7 s against
-  // 3.1 s without PCH files: bench_jit_scaling), for a file only a later process uses.
-  if (background_running || stopping || !pch_files || busy > 0) return;
-  if (std::any_of(queue.begin(), queue.end(), [](const Job& j) { return !j.background; })) return;
-  for (auto& [key, candidate] : families) {
-    if (candidate.pch != Family::Pch::absent || candidate.cold_compiles == 0 || !candidate.sample) continue;
-    Job job;
-    job.request = *candidate.sample;
-    job.family = PchFamily{key, candidate.path};
-    job.background = true;
-    queue.push_back(std::move(job));
-    background_running = true;
-    ++stats.background;
-    break;
-  }
 }
 
 }  // namespace kiln::detail

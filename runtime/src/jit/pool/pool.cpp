@@ -48,7 +48,7 @@ void JitPool::State::serve(Slot& slot) {
       // A thread whose requests all wait (for a PCH, their batch, a worker) looks again soon: waiting may
       // stop paying. With nothing queued it sleeps until notified (a request, a shutdown): an idle pool
       // in a long-running process costs no wake-ups.
-      while (!stopping && !(picked = this->pick(slot))) {
+      while (!stopping && !(picked = this->pick())) {
         if (queue.empty()) wake.wait(lock);
         else wake.wait_for(lock, gathering ? kGather : kRecheck);
       }
@@ -85,13 +85,16 @@ void JitPool::State::serve(Slot& slot) {
       slot.estimate_ms = 0;
       slot.critical = false;
       --busy;
-      if (job.background) background_running = false;
-      queue_background_pch();
     }
     wake.notify_all();
   }
   // An idle worker exits at the end of its input, which retire closes first.
   if (slot.worker.running()) retire(slot, kExitGrace);
+  {
+    const std::lock_guard lock(mutex);
+    slot.done = true;
+  }
+  wake.notify_all();
 }
 
 std::string JitPool::State::retire(Slot& slot, std::chrono::milliseconds grace) {
@@ -236,7 +239,7 @@ Status JitPool::State::start(Slot& slot) {
     ++stats.spawned;
     slot.pid = w.pid;
   }
-  const auto deadline = Clock::now() + kHelloTimeout;
+  const auto deadline = Clock::now() + hello_timeout();
   const Status hello = read_hello(w, [&] { return !stopping && !w.exited() && Clock::now() < deadline; });
   if (hello) {
     trace.spawn(w.pid, asked, Clock::now());
@@ -290,39 +293,52 @@ JitPool::JitPool(JitPoolOptions options) : state_(std::make_unique<State>()) {
   }
 }
 
-JitPool::~JitPool() {
+JitPool::~JitPool() { shutdown(); }
+
+void JitPool::shutdown(std::optional<std::chrono::milliseconds> bound) {
   State& s = *state_;
   std::deque<State::Job> queued;
+  std::vector<std::thread> threads;
+  std::vector<bool> done;
   {
-    const std::lock_guard lock(s.mutex);
+    std::unique_lock lock(s.mutex);
     s.stopping = true;
     queued.swap(s.queue);
+    s.wake.notify_all();
+    // Busy threads see `stopping` within a poll of their worker's pipe (kPollMs), kill their worker and
+    // reap it; idle ones close their worker's input and wait kExitGrace for it to end.
+    const auto all_done = [&] {
+      return std::all_of(s.slots.begin(), s.slots.end(), [](const auto& slot) { return slot->done; });
+    };
+    if (bound) s.wake.wait_for(lock, *bound, all_done);
+    threads.swap(s.threads);
+    for (const auto& slot : s.slots) done.push_back(slot->done);
   }
-  s.wake.notify_all();
   for (auto& job : queued)
     State::fail_job(job, "kiln: the JIT pool shut down before compiling " + describe_unit(job.request));
-  for (auto& t : s.threads) t.join();
+  for (std::size_t i = 0; i < threads.size(); ++i) {
+    if (!bound || done[i]) threads[i].join();
+    else threads[i].detach();  // compiling in this process, which is exiting: its end ends it
+  }
 }
 
 std::future<CompileOutcome> JitPool::submit(CompileRequest request, PchFamily family, double estimate_ms) {
   State& s = *state_;
-  State::Job job{std::move(request), {}, std::move(family), false};
+  State::Job job{std::move(request), {}, std::move(family)};
   job.estimate_ms = std::max(0.0, estimate_ms);
   auto future = job.promise.get_future();
   {
     const std::lock_guard lock(s.mutex);
-    if (!job.family.key.empty()) {
-      Family& f = s.families[job.family.key];
-      if (!f.sample) f.sample = job.request;  // for a PCH built later in the background
+    if (s.stopping) {
+      State::fail_job(job, "kiln: the JIT pool shut down before compiling " + describe_unit(job.request));
+      return future;
     }
     // Each idle thread takes one queued job; start another (and, through it, a worker) when none is free.
-    const auto waiting = std::count_if(s.queue.begin(), s.queue.end(), [](const State::Job& j) { return !j.background; });
+    const std::size_t waiting = s.queue.size();
     // Up to beyond_workers() more threads wait too, for a table's tail (the dispatch keeps them idle otherwise).
-    if (static_cast<std::size_t>(waiting) + 1 > s.idle && s.threads.size() < s.max_workers + s.beyond_workers())
+    if (waiting + 1 > s.idle && s.threads.size() < s.max_workers + s.beyond_workers())
       s.add_slot(false);
-    // Ahead of a background build: it runs only when nothing else waits.
-    auto at = std::find_if(s.queue.begin(), s.queue.end(), [](const State::Job& j) { return j.background; });
-    s.queue.insert(at, std::move(job));
+    s.queue.push_back(std::move(job));
     s.last_arrival = Clock::now();
   }
   // All: a thread may pass over a job (its family's PCH is being built elsewhere), another take it.
@@ -341,7 +357,7 @@ void JitPool::State::warm_up(Slot& slot, unsigned arch) {
   request.arch = arch;
   Worker& w = slot.worker;
   const auto start_time = Clock::now();
-  const auto deadline = start_time + kHelloTimeout;
+  const auto deadline = start_time + hello_timeout();
   const Answer answer = exchange(w, request, [&] { return !stopping && !w.exited() && Clock::now() < deadline; });
   if (!answer.answered) {
     (void)retire(slot, std::chrono::milliseconds(0));  // the first request starts another, and says why if it cannot

@@ -47,7 +47,6 @@ struct JitPoolStats {
   std::uint64_t pch_used = 0;      // compiles that used a PCH file
   std::uint64_t pch_rejected = 0;  // PCH files NVRTC refused or that failed their sum (compiled without)
   std::uint64_t pch_waits = 0;     // requests that waited for their family's PCH rather than compile cold
-  std::uint64_t background = 0;    // PCH builds run on an idle worker after the requests that wanted them
   std::uint64_t split_links = 0;   // requests given several threads inside the unit (cores were free)
   std::uint64_t split_critical = 0;  // of those, given them beside other requests (the table's longest)
   std::uint64_t started_ahead = 0;   // workers started before any request (start_ahead)
@@ -59,15 +58,17 @@ struct JitPoolStats {
 // Workers start lazily, one whenever a request waits and every started one is busy. A worker that dies
 // or outlives the timeout mid-request is replaced, and the request retried once; a second time fails it
 // (an outcome, not an exception) and the pool goes on. When no worker can be started, requests compile
-// in-process, with one warning. Thread-safe. Destruction fails queued requests, kills busy workers, lets
-// idle ones exit at the end of their input, and reaps every child; it does not wait for a compile.
+// in-process, with one warning. Thread-safe. Shutdown (and destruction) fails queued requests, kills busy
+// workers, lets idle ones exit at the end of their input, and reaps every child; it does not wait for a
+// compile. A worker also dies with its host (jit/worker/serve.hpp, die_with_host): nothing it does
+// outlives the process that asked for it.
 //
 // Precompiled headers (docs/DESIGN.md, "PCH across processes"): a family's requests use its PCH file
 // when one is in the cache. Otherwise the pool builds one (a request compiles while creating it) only
 // when the family has more requests than workers free to run them at once and building it would not
 // make the family end last (a table's critical path compiles cold), and a request waits for a
-// PCH being built only while waiting and compiling warm would finish before compiling cold. After the
-// requests, a worker left idle builds the PCH of a family compiled cold, for the next process.
+// PCH being built only while waiting and compiling warm would finish before compiling cold. A PCH is
+// built only by a request of this process that others of its family then use: never for a later process.
 //
 // Queued requests run longest first (by their estimates). Where cores are free, ptxas (for a unit of two
 // kernels or more) and NVRTC's optimizer (many kernels) run on several threads; so does a unit of many kernels that would
@@ -99,6 +100,11 @@ class JitPool {
   // compile (NVRTC's memory faulted in, its one-time setup done). Returns at once; a worker that cannot
   // start is the first request's to meet and report, as without it.
   void start_ahead(unsigned warm_arch = 0);
+
+  // Stops the pool as destruction does (later requests fail at once), waiting for its threads at most
+  // `bound` (nullopt: until they end); a thread still busy then, compiling in this process, is left to
+  // the process's exit. For the process-wide pool at exit (jit/jit_pool.cpp). Idempotent.
+  void shutdown(std::optional<std::chrono::milliseconds> bound = std::nullopt);
 
   unsigned max_workers() const noexcept;
   bool uses_pch_files() const noexcept;  // asked for, and the workers run with ASLR off

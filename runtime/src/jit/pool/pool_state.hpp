@@ -10,6 +10,7 @@
 #include "jit/pool/trace.hpp"
 #include "jit/pool/worker_process.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -30,8 +31,9 @@ namespace kiln::detail {
 using Clock = std::chrono::steady_clock;
 
 inline constexpr int kAttempts = 2;  // a request goes to at most two workers
-// A started worker says hello within milliseconds; this only bounds a stuck start.
-inline constexpr auto kHelloTimeout = std::chrono::seconds(30);
+// A started worker says hello within milliseconds; this only bounds a stuck start: the request timeout
+// (KILN_JIT_TIMEOUT), at most this (hello_timeout()).
+inline constexpr auto kMaxHelloTimeout = std::chrono::seconds(30);
 // How long a worker may take to exit by itself before it is killed: after its output ended (so that
 // its own exit status is reported), and after its input was closed at shutdown.
 inline constexpr auto kExitGrace = std::chrono::milliseconds(300);
@@ -77,6 +79,7 @@ struct Slot {
   Clock::time_point started;  // when its thread took that request
   bool start_ahead = false;    // set before its thread starts: start the worker before any request,
   unsigned warm_arch = 0;      // and warm it up with a compile for this architecture (0: none)
+  bool done = false;           // under State::mutex: its thread has left serve() (JitPool::shutdown)
 };
 
 // What the pool knows of a PCH family.
@@ -86,8 +89,6 @@ struct Family {
   std::filesystem::path path;
   Clock::time_point since;  // when verifying or building started
   double cold_ms = 0, warm_ms = 0, create_ms = 0;  // measured in this process; 0 while not
-  unsigned cold_compiles = 0;
-  std::optional<CompileRequest> sample;  // a request of the family, for building its PCH in the background
 
   double cold_estimate() const { return cold_ms > 0 ? cold_ms : kColdGuessMs; }
   double warm_estimate() const { return warm_ms > 0 ? warm_ms : kWarmFactor * cold_estimate(); }
@@ -101,7 +102,6 @@ struct JitPool::State {
     CompileRequest request;
     std::promise<CompileOutcome> promise;
     PchFamily family;
-    bool background = false;  // a PCH build nobody waits for
     bool waited = false;      // the dispatch let it wait for its family's PCH
     Clock::time_point queued = Clock::now();
     double estimate_ms = 0;  // on one thread (compile_estimate_ms); 0: unknown
@@ -136,7 +136,6 @@ struct JitPool::State {
   std::size_t busy = 0;            // threads running one
   bool in_process_only = false;    // no worker can be started: every request compiles here
   bool started_one = false;        // a worker has said hello once
-  bool background_running = false;  // a background PCH build is queued or running
   Clock::time_point last_arrival;  // of a foreground request
   bool gathering = false;          // the last pick passed over a request to see its batch whole
   std::set<pid_t> live;
@@ -144,6 +143,11 @@ struct JitPool::State {
   WarnOnce warnings;
   PoolTrace trace;  // KILN_JIT_TRACE
 
+  // How long a started worker may take to say hello, or to warm up: the request timeout, at most
+  // kMaxHelloTimeout (docs/DESIGN.md, "The JIT's two sides").
+  std::chrono::milliseconds hello_timeout() const {
+    return std::min<std::chrono::milliseconds>(timeout, kMaxHelloTimeout);
+  }
   // How many more workers than max_workers may run a table's tail.
   unsigned beyond_workers() const { return max_workers / kBeyondShare; }
   void warn(std::string_view kind, const std::string& message) { warnings.warn(kind, message); }
@@ -157,15 +161,11 @@ struct JitPool::State {
 
   // --- Dispatch (dispatch.cpp; all under `mutex`) ---
 
-  // The queued request `slot`'s thread should run next, and how; nullopt to wait.
-  std::optional<Pick> pick(const Slot& slot);
+  // The queued request the asking thread should run next, and how; nullopt to wait.
+  std::optional<Pick> pick();
   // After a request of `family` ran: what it taught the pool of the family's PCH and costs.
   void learn(const PchFamily& family, const Pick& pick, const CompileOutcome& outcome, double ms);
   void learn_family(const PchFamily& family, const Pick& pick, const CompileOutcome& outcome, double ms);
-  // After a thread left the busy count: a background PCH build if the pool is idle (no request queued or
-  // running) and a family compiled cold has none. Asked there, not in learn(): two requests ending
-  // together each saw the other still busy, and neither queued it.
-  void queue_background_pch();
   // A verification of the family's PCH file by `pick`'s thread ended.
   void verified(const PchFamily& family, bool good);
 

@@ -125,6 +125,10 @@ Result<Worker> spawn_worker(const std::filesystem::path& executable, bool withou
   char* argv[] = {arg0.data(), nullptr};
   // The host's environment, its malloc tunables amended: glibc reads them when the worker starts.
   std::vector<std::string> env = worker_environment(environ);
+  // Its host, so that it dies with it (die_with_host).
+  const std::string host_prefix = std::string(kHostPidVariable) + "=";
+  std::erase_if(env, [&](const std::string& v) { return v.starts_with(host_prefix); });
+  env.push_back(host_prefix + std::to_string(::getpid()));
   std::vector<char*> envp;
   for (std::string& variable : env) envp.push_back(variable.data());
   envp.push_back(nullptr);

@@ -7,7 +7,10 @@
 #include <kiln/error.hpp>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -56,6 +59,15 @@ std::string answer(const CompileFunction& compile, CompileRequest request) {
 
 }  // namespace
 
+void die_with_host() {
+  const char* host = std::getenv(kHostPidVariable);
+  if (host == nullptr || *host == '\0') return;  // started by hand, not by a pool
+  // Set before the check: a host that dies after it sends the signal; one that died before it is
+  // seen by the check (the worker was re-parented).
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (std::to_string(::getppid()) != host) std::_Exit(3);
+}
+
 bool aslr_off() {
   const int persona = ::personality(0xffffffff);
   return persona != -1 && (persona & ADDR_NO_RANDOMIZE) != 0;
@@ -71,6 +83,9 @@ void relaunch_without_aslr(char** argv) {
 }
 
 int serve_compile_requests(int in, int out, const CompileFunction& compile) {
+  // Every file the worker makes (NVRTC's PCH, written under the umask) is private from its creation, as
+  // every file of the cache is (0600), not only once it is published.
+  ::umask(077);
   if (out == STDOUT_FILENO) {
     out = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
     if (out < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return quit("cannot move the frame stream off stdout");

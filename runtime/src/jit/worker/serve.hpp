@@ -14,6 +14,11 @@ namespace kiln::detail {
 // stray print in the compiler cannot corrupt the frame stream.
 int serve_compile_requests(int in, int out, const CompileFunction& compile);
 
+// A worker's main calls it first: the worker is killed (SIGKILL) when the host thread that started it
+// ends, as it does when the host exits or is killed, and exits now when that host is gone already (its
+// parent is no longer the pid kHostPidVariable names, jit/protocol.hpp). No work of a worker outlives its host.
+void die_with_host();
+
 // Whether this process runs with ASLR off (personality ADDR_NO_RANDOMIZE).
 bool aslr_off();
 
