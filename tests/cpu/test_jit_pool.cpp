@@ -13,6 +13,7 @@
 #include "jit_test_util.hpp"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -388,6 +389,20 @@ TEST_CASE("KILN_JIT_TRACE: one JSON line per worker started and per request answ
     CHECK(r.find("\"sm\":90") != std::string::npos);
     CHECK(r.find("\"pch\":\"none\"") != std::string::npos);
     CHECK(r.find("\"worker\":0,") == std::string::npos);  // a worker's pid, not this process's compile
+  }
+  // A FIFO: refused at once (an open for writing would wait for a reader), one warning, no trace.
+  {
+    const auto fifo = dir.path() / "trace.fifo";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    const int status = kiln::test::run_in_child([&] {
+      ::alarm(20);  // a pool that blocks in open() fails here instead of hanging the suite
+      kiln::test::ScopedEnv env("KILN_JIT_TRACE", fifo.c_str());
+      JitPool pool(fake_pool(1));
+      if (!pool.compile(fake_request("u")).entry.ok()) return 1;
+      const auto w = pool.warnings();
+      return w.size() == 1 && w.front().find("not a regular file") != std::string::npos ? 0 : 2;
+    });
+    CHECK(status == 0);
   }
   // A file that cannot be opened: one warning, and the pool works without a trace.
   kiln::test::ScopedEnv env("KILN_JIT_TRACE", (dir.path() / "no" / "such" / "dir" / "t.jsonl").c_str());
