@@ -628,9 +628,12 @@ TEST_CASE("KILN_JIT_TIMEOUT and KILN_JIT_PCH: whole seconds, 0 or 1; anything el
   CHECK(*kiln::detail::jit_pch_from(nullptr));
   CHECK(*kiln::detail::jit_pch_from("1"));
   CHECK_FALSE(*kiln::detail::jit_pch_from("0"));
-  const auto no = kiln::detail::jit_pch_from("no");  // PCH files then stay on
-  REQUIRE_FALSE(no.ok());
-  CHECK(no.error().find("KILN_JIT_PCH='no'") != std::string::npos);
+  CHECK_FALSE(*kiln::detail::jit_pch_from("off"));
+  CHECK_FALSE(*kiln::detail::jit_pch_from("no"));
+  const auto maybe = kiln::detail::jit_pch_from("maybe");  // PCH files then stay on
+  REQUIRE_FALSE(maybe.ok());
+  CHECK(maybe.error().find("KILN_JIT_PCH='maybe' is neither on nor off (on, 1, true, yes / off, 0, false, no)") !=
+        std::string::npos);
 
   kiln::test::ScopedEnv env("KILN_JIT_PCH", "0");
   JitPool off(fake_pool(1));

@@ -86,6 +86,14 @@ TEST_CASE("the remote tier is off by default, and off with one warning when misc
     CHECK(remote.unusable_reason().find("off") != std::string::npos);
     CHECK(remote.warnings().empty());
   }
+  SUBCASE("a switch that says off: off, no warning") {
+    for (const char* off : {"off", "0", "false", "No"}) {
+      CAPTURE(off);
+      kiln::RemoteCache remote(kiln::test::remote_config(off));
+      CHECK_FALSE(remote.usable());
+      CHECK(remote.warnings().empty());
+    }
+  }
   SUBCASE("a bad URL") {
     kiln::RemoteCache remote(kiln::test::remote_config("redis://h:99999"));
     CHECK_FALSE(remote.usable());

@@ -77,4 +77,12 @@ Result<unsigned> parse_arch(std::string_view text) {
   return static_cast<unsigned>(number->value);
 }
 
+Result<bool> parse_switch(std::string_view text) {
+  std::string lower(text);
+  for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (lower == "on" || lower == "1" || lower == "true" || lower == "yes") return true;
+  if (lower == "off" || lower == "0" || lower == "false" || lower == "no") return false;
+  return fail(quoted(text) + " is neither on nor off (on, 1, true, yes / off, 0, false, no)");
+}
+
 }  // namespace kiln::detail

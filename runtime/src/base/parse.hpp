@@ -1,5 +1,5 @@
-// The one parser of the numbers people give kiln: sizes, counts and architectures, from the command line
-// and from environment variables alike. Each takes the whole text (no sign, no spaces, nothing after it),
+// The one parser of the numbers and switches people give kiln: sizes, counts, architectures and on/off,
+// from the command line and from environment variables alike. Each takes the whole text (no sign, no spaces, nothing after it),
 // refuses what it does not understand, and says what it expected; callers add which option or variable.
 #pragma once
 
@@ -20,5 +20,9 @@ Result<std::uint64_t> parse_count(std::string_view text, std::uint64_t min, std:
 // An SM architecture: "sm_90" -> 90. Two or three digits, no leading zero (sm_10 to sm_999); refuses "90",
 // "sm_", "sm_90a" and numbers that would wrap ("sm_4294967382").
 Result<unsigned> parse_arch(std::string_view text);
+
+// On or off: "on", "1", "true", "yes" / "off", "0", "false", "no", in any case. Refuses anything else
+// ("", "2", "disable"), saying what it accepts.
+Result<bool> parse_switch(std::string_view text);
 
 }  // namespace kiln::detail

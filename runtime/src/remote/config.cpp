@@ -1,6 +1,8 @@
 // The remote tier's configuration: the environment, the Redis URL and its settings, the fleet key.
 #include "remote/config.hpp"
 
+#include "base/parse.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -103,7 +105,11 @@ RemoteConfig RemoteConfig::from_environment() {
 
 namespace detail {
 
-bool remote_off(std::string_view url) { return url.empty() || url == "off" || url == "OFF" || url == "0"; }
+bool remote_off(std::string_view url) {
+  if (url.empty()) return true;
+  const auto on = parse_switch(url);
+  return on.ok() && !*on;  // "off", "0", "false", "no"; anything else must be a URL (or is one warning)
+}
 
 std::string RedisAddress::where() const {
   const bool v6 = host.find(':') != std::string::npos;

@@ -10,7 +10,7 @@
 
 namespace kiln::detail {
 
-// "", "off", "OFF", "0": no remote tier.
+// "", or a switch that says off ("off", "0", "false", "no", any case): no remote tier.
 bool remote_off(std::string_view url);
 
 struct RedisAddress {
