@@ -4,6 +4,7 @@
 #pragma once
 
 #include <kiln/kiln.hpp>
+#include <kiln/select.hpp>  // select_binary
 
 #include <string>
 

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <kiln/kiln.hpp>
+#include <kiln/select.hpp>  // select_binary, binary_label
 
 #include "device_buffer.hpp"
 #include "example_checks.hpp"
