@@ -106,7 +106,8 @@ struct RemoteConfig {
 struct RemoteStats {
   std::uint64_t hits = 0;            // entries fetched and verified
   std::uint64_t misses = 0;          // asked, not there
-  std::uint64_t rejected = 0;        // there, but untagged, tagged by another key, altered, or not an entry
+  std::uint64_t rejected = 0;        // there, but untagged, tagged by another key, altered, not an entry,
+                                     // or a value that cannot be one (another type, over max_bytes)
   std::uint64_t errors = 0;          // calls that got no answer (down, timed out, garbage)
   std::uint64_t skipped = 0;         // calls not made because an error was recent (the circuit breaker)
   std::uint64_t stores = 0;          // entries published
