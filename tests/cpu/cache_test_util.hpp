@@ -5,6 +5,7 @@
 
 #include "fake_cubin.hpp"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -129,6 +130,15 @@ inline bool same_entry(const CacheEntry& a, const CacheEntry& b) {
 inline std::string read_bytes(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A file of `size` bytes that starts with `head` and is a hole after it (no disk space used).
+inline void sparse_file(const std::filesystem::path& path, std::string_view head, std::uint64_t size) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const bool made = fd >= 0 && ::write(fd, head.data(), head.size()) == static_cast<ssize_t>(head.size()) &&
+                    ::ftruncate(fd, static_cast<off_t>(size)) == 0;
+  if (fd >= 0) ::close(fd);
+  if (!made) throw std::runtime_error("cannot make the sparse file " + path.string());
 }
 
 inline void write_bytes(const std::filesystem::path& path, const std::string& bytes) {

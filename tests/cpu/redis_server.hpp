@@ -3,6 +3,8 @@
 // servers that accept connections and then never answer or answer garbage.
 #pragma once
 
+#include <kiln/remote.hpp>  // the fleet key's id, which names kiln's values in the store
+
 #include <hiredis/hiredis.h>
 
 #include <arpa/inet.h>
@@ -17,6 +19,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -32,6 +35,21 @@ namespace kiln::test {
 
 // The fleet key every test process shares (any 16 bytes or more will do).
 inline const std::string kFleetKey = "kiln-test-fleet-key-0123456789abcdef";
+
+// The id of the fleet key `key` (nothing is connected: the URL only has to parse).
+inline std::string fleet_key_id(const std::string& key) {
+  RemoteConfig config;
+  config.url = "redis://127.0.0.1:1/0";
+  config.fleet_key = key;
+  return RemoteCache(config).fleet_key_id();
+}
+// The names of a unit's entry and of its lease in the store, under the fleet key's id.
+inline std::string entry_name(const std::string& hex, const std::string& key = kFleetKey) {
+  return "kiln:" + fleet_key_id(key) + ":entry:" + hex;
+}
+inline std::string lease_name(const std::string& hex, const std::string& key = kFleetKey) {
+  return "kiln:" + fleet_key_id(key) + ":lease:" + hex;
+}
 
 // redis-server's path, or "" when it is not installed (the tests are then skipped: scripts/setup.sh
 // installs it, so CI runs them). KILN_TEST_REDIS_SERVER names one elsewhere (a machine without a package
@@ -206,10 +224,11 @@ inline RedisServer* shared_redis() {
 }
 
 // A server that accepts connections on a free 127.0.0.1 port and then, per mode, never answers (reads
-// and keeps the connection) or answers every request with bytes that are not Redis's protocol.
+// and keeps the connection), answers every request with bytes that are not Redis's protocol, or answers
+// with a string announced as 10^9 bytes and sends its bytes until the client hangs up (at most 128 MiB).
 class FakeServer {
  public:
-  enum class Mode { silent, garbage };
+  enum class Mode { silent, garbage, huge_value };
 
   explicit FakeServer(Mode mode) : mode_(mode) {
     listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -237,13 +256,16 @@ class FakeServer {
     return "redis://127.0.0.1:" + std::to_string(port_) + "/0" + (query.empty() ? "" : "?" + query);
   }
   std::size_t connections() const { return accepted_; }
+  // huge_value: the bytes sent so far, and whether a client hung up (or all was sent).
+  std::size_t sent() const { return sent_; }
+  bool finished() const { return finished_; }
 
  private:
   // Polls every 50 ms, so that the destructor is never kept waiting longer.
   void serve() {
     while (!stop_) {
       std::vector<pollfd> fds{{listener_, POLLIN, 0}};
-      for (const int fd : clients_) fds.push_back({fd, POLLIN, 0});
+      for (const int fd : clients_) fds.push_back({fd, static_cast<short>(POLLIN | (owed_ > 0 ? POLLOUT : 0)), 0});
       if (::poll(fds.data(), fds.size(), 50) <= 0) continue;
       if (fds[0].revents & POLLIN) {
         const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
@@ -253,12 +275,32 @@ class FakeServer {
         }
       }
       for (std::size_t i = 1; i < fds.size(); ++i) {
+        if (mode_ == Mode::huge_value && owed_ > 0 && (fds[i].revents & POLLOUT)) {
+          static const std::string kPiece(64 * 1024, 'x');
+          const ssize_t n = ::send(fds[i].fd, kPiece.data(), std::min(kPiece.size(), owed_), MSG_NOSIGNAL | MSG_DONTWAIT);
+          if (n > 0) {
+            owed_ -= static_cast<std::size_t>(n);
+            sent_ += static_cast<std::size_t>(n);
+            if (owed_ == 0) finished_ = true;
+          } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            owed_ = 0;
+            finished_ = true;
+          }
+        }
         if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
         char buffer[4096];
         const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
         if (n <= 0) {  // the client hung up: forget it
           ::close(fds[i].fd);
           std::erase(clients_, fds[i].fd);
+          if (owed_ > 0) {
+            owed_ = 0;
+            finished_ = true;
+          }
+        } else if (mode_ == Mode::huge_value) {
+          static constexpr char kAnnounce[] = "$1000000000\r\n";
+          (void)!::send(fds[i].fd, kAnnounce, sizeof kAnnounce - 1, MSG_NOSIGNAL);
+          owed_ = std::size_t{128} << 20;
         } else if (mode_ == Mode::garbage) {
           static constexpr char kGarbage[] = "?this is not redis\r\n\x01\x02\x03";
           (void)!::send(fds[i].fd, kGarbage, sizeof kGarbage - 1, MSG_NOSIGNAL);
@@ -272,6 +314,9 @@ class FakeServer {
   unsigned port_ = 0;
   std::vector<int> clients_;  // the serving thread's only, until it has ended
   std::atomic<std::size_t> accepted_{0};
+  std::size_t owed_ = 0;  // huge_value: bytes still to send (one client at a time)
+  std::atomic<std::size_t> sent_{0};
+  std::atomic<bool> finished_{false};
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -21,19 +21,12 @@ using kiln::test::ChildChecks;
 using kiln::test::entry_path;
 using kiln::test::sample_entry;
 using kiln::test::sample_key;
+using kiln::test::sparse_file;
 
 namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
-// A file of `size` bytes that starts with `head` and is a hole after it (no disk space used).
-void sparse_file(const std::filesystem::path& path, std::string_view head, std::uint64_t size) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  REQUIRE(fd >= 0);
-  REQUIRE(::write(fd, head.data(), head.size()) == static_cast<ssize_t>(head.size()));
-  REQUIRE(::ftruncate(fd, static_cast<off_t>(size)) == 0);
-  ::close(fd);
-}
 
 template <typename T>
 void put(std::string& out, T value) {

@@ -5,8 +5,11 @@
 
 #include "cache_test_util.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 using kiln::test::ScopedEnv;
 
@@ -78,6 +81,33 @@ TEST_CASE("KILN_CACHE_MAX_BYTES sets the cap: bytes, or a K/M/G/T suffix, 0 for 
     ScopedEnv cap("KILN_CACHE_MAX_BYTES", text);
     CHECK(kiln::CacheConfig::from_environment().max_bytes == bytes);
   }
+}
+
+TEST_CASE("KILN_CACHE: off, 0, false or no (any case) turn the cache off; anything else not a switch is one warning") {
+  CleanEnv env;
+  CHECK(kiln::CacheConfig::from_environment().enabled);
+  for (const char* off : {"off", "OFF", "0", "false", "False", "no"}) {
+    CAPTURE(off);
+    ScopedEnv cache("KILN_CACHE", off);
+    CHECK_FALSE(kiln::CacheConfig::from_environment().enabled);
+  }
+  for (const char* on : {"on", "1", "true", "YES"}) {
+    CAPTURE(on);
+    ScopedEnv cache("KILN_CACHE", on);
+    CHECK(kiln::CacheConfig::from_environment().enabled);
+  }
+  kiln::test::TempDir tmp;
+  const auto err = tmp.path() / "stderr";
+  const int status = kiln::test::run_in_child([&] {
+    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, STDERR_FILENO);
+    ::setenv("KILN_CACHE", "garbage", 1);
+    return kiln::CacheConfig::from_environment().enabled ? 0 : 1;
+  });
+  CHECK(status == 0);  // what it does not understand leaves the cache on
+  const std::string said = kiln::test::read_bytes(err);
+  CHECK(said.find("KILN_CACHE='garbage' is neither on nor off (on, 1, true, yes / off, 0, false, no)") != std::string::npos);
+  CHECK(std::count(said.begin(), said.end(), '\n') == 1);
 }
 
 TEST_CASE("the default cache and the free functions follow the environment") {

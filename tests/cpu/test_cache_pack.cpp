@@ -8,13 +8,20 @@
 
 #include "cache_test_util.hpp"
 #include "chain/key.hpp"
+#include "memory_limit.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstring>
 
 using kiln::test::config_at;
 using kiln::test::read_bytes;
 using kiln::test::sample_entry;
 using kiln::test::sample_key;
+using kiln::test::sparse_file;
 using kiln::test::TempDir;
 using kiln::test::write_bytes;
 
@@ -130,6 +137,122 @@ TEST_CASE("a truncated or altered pack is refused whole") {
     CHECK(refusal(redigested(other_entries)).find("cache format 9") != std::string::npos);
   }
   SUBCASE("not a pack") { CHECK(refusal(std::string(100, 'x')).find("not a kiln cache pack") != std::string::npos); }
+}
+
+TEST_CASE("a manifest line that names another unit or architecture than its entry is refused") {
+  TempDir tmp;
+  kiln::DiskCache source(config_at(tmp.path() / "source"));
+  fill(source);
+  const auto file = tmp.path() / "p.pack";
+  kiln::export_pack(source, file);
+  const std::string pack = read_bytes(file);
+  for (const auto& [from, to] : {std::pair{"tests/unit_1 sm_90", "tests/unit_1 sm_80"},
+                                 std::pair{"tests/unit_2 sm_90", "tests/scale1 sm_90"},
+                                 std::pair{"tests/unit_3 sm_90", "other/unit_3 sm_90"}}) {
+    std::string relabelled = pack;
+    const auto at = relabelled.find(from);
+    REQUIRE(at != std::string::npos);
+    relabelled.replace(at, std::strlen(from), to);  // the same length: only the label differs
+    CAPTURE(to);
+    const std::string why = refusal(redigested(relabelled));
+    CHECK(why.find(std::string("says '") + to + "', but its entry is '" + from + "'") != std::string::npos);
+  }
+}
+
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+}  // namespace
+
+TEST_CASE("a large file is refused from its header, in bounded memory: not a pack at once, a damaged one in pieces") {
+  TempDir tmp;
+  const auto garbage = tmp.path() / "garbage.kpack";
+  sparse_file(garbage, "", std::uint64_t{4} << 30);  // 4 GiB of zeros: was read whole before the magic was looked at
+  const auto damaged = tmp.path() / "damaged.kpack";
+  // A pack's header (version 1, entry format 2, no manifest), then 256 MiB of zeros: its digest cannot match.
+  std::string head("\x89KILN-PACK\r\n\x1a\n", 14);
+  head += std::string("\x01\0\0\0\x02\0\0\0", 8) + std::string(8, '\0');
+  sparse_file(damaged, head, 256 * kMiB);
+  const int status = kiln::test::run_with_memory_headroom(32 * kMiB, [&] {
+    kiln::test::ChildChecks checks;
+    kiln::DiskCache cache(config_at(tmp.path() / "cache"));
+    const auto why = [&](const std::filesystem::path& file) -> std::string {
+      try {
+        kiln::import_pack(cache, file);
+      } catch (const kiln::Error& e) {
+        return e.what();
+      }
+      return "imported";
+    };
+    const auto start = std::chrono::steady_clock::now();
+    const std::string not_pack = why(garbage);
+    checks.expect(not_pack.find("not a kiln cache pack") != std::string::npos, "not a pack: " + not_pack);
+    checks.expect(std::chrono::steady_clock::now() - start < std::chrono::seconds(2), "at once");
+    const std::string damaged_why = why(damaged);
+    checks.expect(damaged_why.find("truncated or altered") != std::string::npos, "damaged: " + damaged_why);
+    checks.expect(cache.stats().entries == 0, "nothing imported");
+    return checks.exit_code();
+  });
+  CHECK(status == 0);
+}
+
+TEST_CASE("import of a FIFO or a directory is refused at once: an open that could block is never made") {
+  TempDir tmp;
+  const auto fifo = tmp.path() / "pipe.kpack";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // In a child with an alarm: an import that blocks in open() (no writer ever comes) fails the test, not hangs it.
+  const int status = kiln::test::run_in_child([&] {
+    ::alarm(10);
+    kiln::test::ChildChecks checks;
+    kiln::DiskCache cache(config_at(tmp.path() / "cache"));
+    for (const auto& [file, kind] : {std::pair{fifo, "a FIFO"}, std::pair{tmp.path(), "a directory"}}) {
+      std::string why = "imported";
+      try {
+        kiln::import_pack(cache, file);
+      } catch (const kiln::Error& e) {
+        why = e.what();
+      }
+      checks.expect(why.find(std::string(kind) + ", not a regular file") != std::string::npos, "says what it is: " + why);
+    }
+    return checks.exit_code();
+  });
+  CHECK(status == 0);
+}
+
+TEST_CASE("export writes through no link planted in a shared directory: the temp name is unguessable and exclusive") {
+  TempDir tmp;
+  kiln::DiskCache source(config_at(tmp.path() / "source"));
+  fill(source);
+  const auto share = tmp.path() / "share";
+  std::filesystem::create_directory(share);
+  const auto victim = tmp.path() / "victim";
+  write_bytes(victim, "precious");
+  const auto pack = share / "x.kpack";
+  // The temp name an export used to open with O_CREAT | O_TRUNC, following links.
+  const auto planted = std::filesystem::path(pack.string() + ".tmp." + std::to_string(::getpid()));
+  std::filesystem::create_symlink(victim, planted);
+  CHECK(kiln::export_pack(source, pack).entries == 5);
+  CHECK(read_bytes(victim) == "precious");
+  CHECK(std::filesystem::is_symlink(planted));  // not kiln's: left alone
+  CHECK(std::filesystem::is_regular_file(std::filesystem::symlink_status(pack)));
+  kiln::DiskCache target(config_at(tmp.path() / "target"));
+  CHECK(kiln::import_pack(target, pack).added == 5);
+
+  // A link at the pack's own name is replaced, not followed.
+  std::filesystem::remove(pack);
+  std::filesystem::create_symlink(victim, pack);
+  kiln::export_pack(source, pack);
+  CHECK(read_bytes(victim) == "precious");
+  CHECK(std::filesystem::is_regular_file(std::filesystem::symlink_status(pack)));
+  // Readable by others as a file made by open() is (0644 less the umask), and no temp file is left.
+  const mode_t mask = ::umask(022);
+  ::umask(mask);
+  CHECK((std::filesystem::status(pack).permissions() & std::filesystem::perms::all) ==
+        static_cast<std::filesystem::perms>(0644 & ~mask));
+  std::size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(share)) files += e.path() != planted;
+  CHECK(files == 1);
 }
 
 TEST_CASE("a missing pack and an unusable cache are errors that say which") {

@@ -120,6 +120,47 @@ TEST_CASE("kiln precompile says per unit whether the cache kept it, and fails wh
   }
 }
 
+TEST_CASE("kiln cache export and push of a registry the program does not have exit 2 and write nothing") {
+  kiln::test::TempDir tmp;
+  const auto pack = tmp.path() / "x.kpack";
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"cache", "export", "--registry", "nosuch", pack.string()},
+                                              std::vector<std::string>{"cache", "push", "--registry", "nosuch"}}) {
+    const auto r = kiln_cli(args, tmp.path() / "cache", {{"KILN_REMOTE_CACHE", "redis://127.0.0.1:1/0"},
+                                                        {"KILN_REMOTE_KEY", "a fleet key of enough bytes"}});
+    CAPTURE(r.output);
+    CHECK(r.status == 2);
+    CHECK(says(r, "no registry 'nosuch' (registries: examples"));
+  }
+  CHECK_FALSE(std::filesystem::exists(pack));
+  // A registry it has: exit 0, even with nothing to export.
+  const auto ok = kiln_cli({"cache", "export", "--registry", "examples", pack.string()}, tmp.path() / "cache");
+  CAPTURE(ok.output);
+  CHECK(ok.status == 0);
+}
+
+TEST_CASE("kiln status without a GPU warms nothing, and says so with a non-zero exit") {
+  kiln::test::TempDir tmp;
+  const auto r = kiln_cli({"status"}, tmp.path(), {{"CUDA_VISIBLE_DEVICES", ""}});
+  CAPTURE(r.output);
+  CHECK(r.status == 1);
+  CHECK(says(r, "status: nothing was warmed: no GPU here; `"));
+  CHECK(says(r, " precompile --arch sm_XX` fills the disk cache without one"));
+}
+
+TEST_CASE("kiln precompile compiles each --arch given; cache export refuses a second one") {
+  kiln::test::TempDir tmp;
+  const auto r = kiln_cli({"precompile", "--arch", "sm_80", "--arch", "sm_86", "--arch", "sm_80", "vector_add"}, tmp.path());
+  CAPTURE(r.output);
+  CHECK(r.status == 0);
+  CHECK(says(r, "registry examples, sm_80: 1 compiled and cached"));
+  CHECK(says(r, "registry examples, sm_86: 1 compiled and cached"));
+  CHECK(entries(tmp.path()) == 2);
+  const auto e = kiln_cli({"cache", "export", "--arch", "sm_80", "--arch", "sm_86", (tmp.path() / "x.kpack").string()}, tmp.path());
+  CAPTURE(e.output);
+  CHECK(e.status == 2);
+  CHECK(says(e, "one --arch at a time"));
+}
+
 TEST_CASE("kiln cache prune takes a size as KILN_CACHE_MAX_BYTES does, and refuses what is not one") {
   kiln::test::TempDir tmp;
   {
@@ -189,7 +230,7 @@ TEST_CASE("kiln COMMAND --help prints that command's usage, and an unknown optio
   const auto help = kiln_cli({"precompile", "--help"}, tmp.path());
   CAPTURE(help.output);
   CHECK(help.status == 0);
-  CHECK(help.output.starts_with("usage: kiln precompile [--arch sm_XX] [--jobs N] [KERNEL...]\n"));
+  CHECK(help.output.starts_with("usage: kiln precompile [--arch sm_XX]... [--jobs N] [KERNEL...]\n"));
   CHECK_FALSE(says(help, "cache stats"));
   const auto bad = kiln_cli({"precompile", "--frobnicate"}, tmp.path());
   CAPTURE(bad.output);

@@ -17,6 +17,7 @@
 
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -396,6 +397,20 @@ TEST_CASE("KILN_JIT_TRACE: one JSON line per worker started and per request answ
     CHECK(r.find("\"pch\":\"none\"") != std::string::npos);
     CHECK(r.find("\"worker\":0,") == std::string::npos);  // a worker's pid, not this process's compile
   }
+  // A FIFO: refused at once (an open for writing would wait for a reader), one warning, no trace.
+  {
+    const auto fifo = dir.path() / "trace.fifo";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    const int status = kiln::test::run_in_child([&] {
+      ::alarm(20);  // a pool that blocks in open() fails here instead of hanging the suite
+      kiln::test::ScopedEnv env("KILN_JIT_TRACE", fifo.c_str());
+      JitPool pool(fake_pool(1));
+      if (!pool.compile(fake_request("u")).entry.ok()) return 1;
+      const auto w = pool.warnings();
+      return w.size() == 1 && w.front().find("not a regular file") != std::string::npos ? 0 : 2;
+    });
+    CHECK(status == 0);
+  }
   // A file that cannot be opened: one warning, and the pool works without a trace.
   kiln::test::ScopedEnv env("KILN_JIT_TRACE", (dir.path() / "no" / "such" / "dir" / "t.jsonl").c_str());
   JitPool pool(fake_pool(1));
@@ -641,9 +656,12 @@ TEST_CASE("KILN_JIT_TIMEOUT and KILN_JIT_PCH: whole seconds, 0 or 1; anything el
   CHECK(*kiln::detail::jit_pch_from(nullptr));
   CHECK(*kiln::detail::jit_pch_from("1"));
   CHECK_FALSE(*kiln::detail::jit_pch_from("0"));
-  const auto no = kiln::detail::jit_pch_from("no");  // PCH files then stay on
-  REQUIRE_FALSE(no.ok());
-  CHECK(no.error().find("KILN_JIT_PCH='no'") != std::string::npos);
+  CHECK_FALSE(*kiln::detail::jit_pch_from("off"));
+  CHECK_FALSE(*kiln::detail::jit_pch_from("no"));
+  const auto maybe = kiln::detail::jit_pch_from("maybe");  // PCH files then stay on
+  REQUIRE_FALSE(maybe.ok());
+  CHECK(maybe.error().find("KILN_JIT_PCH='maybe' is neither on nor off (on, 1, true, yes / off, 0, false, no)") !=
+        std::string::npos);
 
   kiln::test::ScopedEnv env("KILN_JIT_PCH", "0");
   JitPool off(fake_pool(1));

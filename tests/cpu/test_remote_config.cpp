@@ -68,6 +68,11 @@ TEST_CASE("a bad remote URL is refused with what is wrong, and never shows the p
   CHECK(refused("redis://h/x").find("database 'x'") != std::string::npos);
   CHECK(refused("redis://h?mode=fast").find("mode=fast") != std::string::npos);
   CHECK(refused("redis://h?timeout=5").find("unknown setting 'timeout'") != std::string::npos);
+  // Unknown before anything else is said of its value, with the names that are known.
+  const std::string unknown = refused("redis://h?foo=bar");
+  CHECK(unknown.find("unknown setting 'foo' (known: mode, connect_timeout_ms, timeout_ms, ttl_s, max_bytes, lease_ms, "
+                     "wait_ms, retry_ms)") != std::string::npos);
+  CHECK(unknown.find("positive whole number") == std::string::npos);
   CHECK(refused("redis://h?timeout_ms").find("no '=value'") != std::string::npos);
   CHECK(refused("redis://h?timeout_ms=-1").find("not a positive whole number") != std::string::npos);
   CHECK(refused("redis://user:hunter%2@h").find("'%'") != std::string::npos);
@@ -81,6 +86,14 @@ TEST_CASE("the remote tier is off by default, and off with one warning when misc
     CHECK_FALSE(remote.usable());
     CHECK(remote.unusable_reason().find("off") != std::string::npos);
     CHECK(remote.warnings().empty());
+  }
+  SUBCASE("a switch that says off: off, no warning") {
+    for (const char* off : {"off", "0", "false", "No"}) {
+      CAPTURE(off);
+      kiln::RemoteCache remote(kiln::test::remote_config(off));
+      CHECK_FALSE(remote.usable());
+      CHECK(remote.warnings().empty());
+    }
   }
   SUBCASE("a bad URL") {
     kiln::RemoteCache remote(kiln::test::remote_config("redis://h:99999"));
@@ -115,6 +128,7 @@ TEST_CASE("the fleet key from the environment: the variable, or a file that only
   CHECK(config.fleet_key_file == file);
   kiln::RemoteCache from_file(config);
   REQUIRE(from_file.usable());
+  CHECK(from_file.warnings().empty());
   // The file's trailing newline is not part of the key: the same key as the variable's.
   kiln::RemoteCache from_variable(kiln::test::remote_config("redis://127.0.0.1:1/0"));
   CHECK(from_file.fleet_key_id() == from_variable.fleet_key_id());
@@ -125,6 +139,14 @@ TEST_CASE("the fleet key from the environment: the variable, or a file that only
     CHECK_FALSE(refused.usable());
     CHECK(refused.unusable_reason().find(file.string()) != std::string::npos);
     CHECK(refused.unusable_reason().find("chmod 600") != std::string::npos);
+  }
+  SUBCASE("a key file others can read is used, with one warning saying chmod 600") {
+    ::chmod(file.c_str(), 0644);
+    kiln::RemoteCache readable(kiln::RemoteConfig::from_environment());
+    CHECK(readable.usable());
+    REQUIRE(readable.warnings().size() == 1);
+    CHECK(readable.warnings()[0].find("readable by group or others") != std::string::npos);
+    CHECK(readable.warnings()[0].find("chmod 600 " + file.string()) != std::string::npos);
   }
   SUBCASE("a missing key file is named") {
     const ScopedEnv missing("KILN_REMOTE_KEY_FILE", (tmp.path() / "nope").string());

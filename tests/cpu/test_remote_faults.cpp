@@ -102,7 +102,7 @@ TEST_CASE("an entry altered in Redis is a miss with one warning, rebuilt and pub
   auto& server = kiln::test::fresh_shared_redis();
   RedisClient redis(server.port());
   const kiln::CacheKey key = sample_key(5);
-  const std::string name = "kiln:entry:" + key.hex;
+  const std::string name = kiln::test::entry_name(key.hex);
   auto writer = remote_at(server.url());
   REQUIRE(writer->store(key, sample_entry(5)));
   const std::string good = redis.command({"GET", name});
@@ -133,14 +133,17 @@ TEST_CASE("an entry without a tag, and one tagged by another fleet key, are miss
   RedisClient redis(server.port());
   const kiln::CacheKey key = sample_key(6);
   SUBCASE("no tag: an entry file as the disk has it, put there by someone without the key") {
-    redis.command({"SET", "kiln:entry:" + key.hex, kiln::detail::encode_entry(key, sample_entry(6))});
+    redis.command({"SET", kiln::test::entry_name(key.hex), kiln::detail::encode_entry(key, sample_entry(6))});
     auto reader = remote_at(server.url());
     CHECK_FALSE(reader->load(key));
     REQUIRE(reader->warnings().size() == 1);
     CHECK(reader->warnings()[0].find("no authentication tag") != std::string::npos);
   }
-  SUBCASE("another fleet key") {
-    REQUIRE(remote_at(server.url(), "the other fleet's key, 32 bytes!")->store(key, sample_entry(6)));
+  SUBCASE("another fleet key's value, copied to this fleet's name") {
+    auto other = remote_at(server.url(), "the other fleet's key, 32 bytes!");
+    REQUIRE(other->store(key, sample_entry(6)));
+    const std::string theirs = redis.command({"GET", kiln::test::entry_name(key.hex, "the other fleet's key, 32 bytes!")});
+    redis.command({"SET", kiln::test::entry_name(key.hex), theirs});
     auto reader = remote_at(server.url());
     CHECK_FALSE(reader->load(key));
     CHECK(reader->stats().rejected == 1);
@@ -148,6 +151,91 @@ TEST_CASE("an entry without a tag, and one tagged by another fleet key, are miss
     CHECK(reader->warnings()[0].find("another fleet key (id ") != std::string::npos);
     CHECK(reader->warnings()[0].find(reader->fleet_key_id()) != std::string::npos);
   }
+}
+
+TEST_CASE("a machine with another fleet key neither reads nor replaces the fleet's entries: no ping-pong") {
+  KILN_SKIP_WITHOUT_REDIS();
+  auto& server = kiln::test::fresh_shared_redis();
+  RedisClient redis(server.port());
+  const std::string wrong_key = "a mistyped fleet key, 32 bytes..";
+  auto fleet = remote_at(server.url());
+  auto wrong = remote_at(server.url(), wrong_key);
+  const kiln::CacheKey key = sample_key(11);
+  REQUIRE(fleet->store(key, sample_entry(11)));
+  const std::string published = redis.command({"GET", kiln::test::entry_name(key.hex)});
+  // The machine with the wrong key finds nothing under its key, builds and publishes there.
+  CountingBuild build{11};
+  CHECK_FALSE(build_once(*wrong, 11, build).from_remote);
+  CHECK(build.builds == 1);
+  CHECK(wrong->stats().rejected == 0);
+  CHECK(redis.command({"EXISTS", kiln::test::entry_name(key.hex, wrong_key)}) == "1");
+  // The fleet's entry is the one it published, and still serves the fleet.
+  CHECK(redis.command({"GET", kiln::test::entry_name(key.hex)}) == published);
+  CHECK(fleet->load(key));
+  CHECK(fleet->stats().rejected == 0);
+  CHECK(fleet->warnings().empty());
+}
+
+TEST_CASE("a value of another type, or over max_bytes, at one entry's name is a miss for it and replaced: no outage") {
+  KILN_SKIP_WITHOUT_REDIS();
+  auto& server = kiln::test::fresh_shared_redis();
+  RedisClient redis(server.port());
+  const kiln::CacheKey bad = sample_key(12);
+  const kiln::CacheKey good = sample_key(13);
+  REQUIRE(remote_at(server.url())->store(good, sample_entry(13)));
+  std::string says;
+  SUBCASE("another type") {
+    redis.command({"LPUSH", kiln::test::entry_name(bad.hex), "planted"});
+    says = "another type";
+  }
+  SUBCASE("over max_bytes") {
+    redis.command({"SET", kiln::test::entry_name(bad.hex), std::string(300'000, 'x')});
+    says = "300000 bytes, larger than this machine's max_bytes (100000";
+  }
+  auto remote = remote_at(server.url("max_bytes=100000"));
+  CHECK_FALSE(remote->load(bad));
+  CHECK(remote->stats().rejected == 1);
+  CHECK(remote->stats().errors == 0);
+  CHECK(remote->load(good));  // the breaker stayed closed: every other entry is served
+  REQUIRE(remote->warnings().size() == 1);
+  CHECK(remote->warnings()[0].find(says) != std::string::npos);
+  // Rebuilt and published over the bad value.
+  CountingBuild build{12};
+  CHECK_FALSE(build_once(*remote, 12, build).from_remote);
+  CHECK(build.builds == 1);
+  CHECK(remote_at(server.url())->load(bad));
+  CHECK(remote->stats().errors == 0);
+}
+
+TEST_CASE("a reply announcing a 1 GB string is refused from its first bytes, never read to a cap") {
+  KILN_SKIP_WITHOUT_REDIS();
+  FakeServer huge(FakeServer::Mode::huge_value);
+  auto remote = remote_at(huge.url("timeout_ms=5000"));
+  CHECK(ms_of([&] { CHECK_FALSE(remote->load(sample_key(1))); }) < 4000);
+  CHECK(remote->stats().rejected == 1);  // a bad value at that name, not a failure of the store
+  CHECK(remote->stats().errors == 0);
+  REQUIRE(remote->warnings().size() == 1);
+  CHECK(remote->warnings()[0].find("1000000000 bytes, larger than this machine's max_bytes") != std::string::npos);
+  // The connection was closed after its first bytes: the server could send little more than its socket holds.
+  kiln::test::eventually([&] { return huge.finished(); });
+  CHECK(huge.sent() < 32u << 20);
+}
+
+TEST_CASE("a server that wants a password: one warning that says how to give it, not a full server's hint") {
+  KILN_SKIP_WITHOUT_REDIS();
+  kiln::test::RedisServer server({"--requirepass", "s3cret-pass"});
+  auto remote = remote_at(server.url());
+  CountingBuild build{1};
+  CHECK_FALSE(build_once(*remote, 1, build).from_remote);  // the lease first: it was "refused", as by a full server
+  CHECK(build.builds == 1);
+  REQUIRE(remote->warnings().size() == 1);
+  CHECK(remote->warnings()[0].find("NOAUTH") != std::string::npos);
+  CHECK(remote->warnings()[0].find("redis://:PASSWORD@host") != std::string::npos);
+  CHECK(remote->warnings()[0].find("maxmemory") == std::string::npos);
+  // The password given: it works.
+  auto with_password = remote_at("redis://:s3cret-pass@127.0.0.1:" + std::to_string(server.port()) + "/0");
+  CHECK(with_password->store(sample_key(2), sample_entry(2)));
+  CHECK(with_password->load(sample_key(2)));
 }
 
 TEST_CASE("Redis at its memory limit (noeviction): reads go on, writes and leases are refused, builds go on") {

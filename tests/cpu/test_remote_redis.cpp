@@ -27,7 +27,7 @@ using kiln::test::sample_key;
 
 TEST_SUITE_BEGIN("remote");
 
-TEST_CASE("an entry goes to Redis tagged, compressed, with its TTL, under kiln:entry:<key>, and comes back verified") {
+TEST_CASE("an entry goes to Redis tagged, compressed, with its TTL, under kiln:<key id>:entry:<key>, and comes back verified") {
   KILN_SKIP_WITHOUT_REDIS();
   auto& server = kiln::test::fresh_shared_redis();
   RedisClient redis(server.port());
@@ -39,12 +39,12 @@ TEST_CASE("an entry goes to Redis tagged, compressed, with its TTL, under kiln:e
   CHECK(writer->stats().misses == 1);
   REQUIRE(writer->store(key, entry));
 
-  const std::string value = redis.command({"GET", "kiln:entry:" + key.hex});
+  const std::string value = redis.command({"GET", kiln::test::entry_name(key.hex)});
   const std::string file = kiln::detail::encode_entry(key, entry);
   CHECK(value.size() == file.size() + kiln::detail::kSealOverhead);
   CHECK(value.starts_with(kiln::detail::kSealMagic));
   CHECK(value.ends_with(file));  // the entry file as the disk stores it: compressed once, never again
-  const long ttl = std::stol(redis.command({"PTTL", "kiln:entry:" + key.hex}));
+  const long ttl = std::stol(redis.command({"PTTL", kiln::test::entry_name(key.hex)}));
   CHECK(ttl > 3'590'000);
   CHECK(ttl <= 3'600'000);
   CHECK(writer->stats().stores == 1);
@@ -80,7 +80,7 @@ TEST_CASE("read-only: never writes an entry or a lease, but waits on a lease ano
   CHECK(redis.command({"DBSIZE"}) == "0");
 
   // Another machine holds the lease and publishes after 300 ms: the read-only process takes its entry.
-  redis.command({"SET", "kiln:lease:" + key.hex, "another-machine", "PX", "5000"});
+  redis.command({"SET", kiln::test::lease_name(key.hex), "another-machine", "PX", "5000"});
   std::thread other([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     remote_at(server.url())->store(key, sample_entry(2));
@@ -201,14 +201,14 @@ TEST_CASE("single-flight in one process: the first builds under the lease and pu
   int builds = 0;
   const auto build = [&] {
     ++builds;
-    CHECK(redis.command({"EXISTS", "kiln:lease:" + key.hex}) == "1");  // built under the lease
+    CHECK(redis.command({"EXISTS", kiln::test::lease_name(key.hex)}) == "1");  // built under the lease
     return sample_entry(6);
   };
   auto first = kiln::detail::build_once_in_fleet(remote.get(), key, build);
   CHECK(builds == 1);
   CHECK_FALSE(first.from_remote);
-  CHECK(redis.command({"EXISTS", "kiln:lease:" + key.hex}) == "0");  // released
-  CHECK(redis.command({"EXISTS", "kiln:entry:" + key.hex}) == "1");  // published
+  CHECK(redis.command({"EXISTS", kiln::test::lease_name(key.hex)}) == "0");  // released
+  CHECK(redis.command({"EXISTS", kiln::test::entry_name(key.hex)}) == "1");  // published
   auto second = kiln::detail::build_once_in_fleet(remote.get(), key, build);
   CHECK(builds == 1);
   CHECK(second.from_remote);
@@ -219,8 +219,8 @@ TEST_CASE("single-flight in one process: the first builds under the lease and pu
     CHECK_THROWS_WITH_AS(kiln::detail::build_once_in_fleet(remote.get(), cold,
                                                            []() -> kiln::CacheEntry { throw kiln::Error(kiln::Errc::compile, "bad unit"); }),
                          "bad unit", kiln::Error);
-    CHECK(redis.command({"EXISTS", "kiln:lease:" + cold.hex}) == "0");
-    CHECK(redis.command({"EXISTS", "kiln:entry:" + cold.hex}) == "0");
+    CHECK(redis.command({"EXISTS", kiln::test::lease_name(cold.hex)}) == "0");
+    CHECK(redis.command({"EXISTS", kiln::test::entry_name(cold.hex)}) == "0");
   }
 }
 
@@ -236,7 +236,7 @@ TEST_CASE("a lease whose holder died expires; a waiter then builds; one that wai
   SUBCASE("expiry") {
     const kiln::CacheKey key = sample_key(8);
     auto remote = remote_at(server.url());
-    redis.command({"SET", "kiln:lease:" + key.hex, "a-dead-holder", "PX", "400"});
+    redis.command({"SET", kiln::test::lease_name(key.hex), "a-dead-holder", "PX", "400"});
     const double ms = kiln::test::ms_of([&] { CHECK_FALSE(kiln::detail::build_once_in_fleet(remote.get(), key, build).from_remote); });
     CHECK(builds == 1);
     CHECK(ms >= 350);
@@ -246,16 +246,50 @@ TEST_CASE("a lease whose holder died expires; a waiter then builds; one that wai
   }
   SUBCASE("the wait's bound") {
     const kiln::CacheKey key = sample_key(9);
-    auto remote = remote_at(server.url("wait_ms=300"));
-    redis.command({"SET", "kiln:lease:" + key.hex, "a-stuck-holder", "PX", "60000"});
+    auto remote = remote_at(server.url("wait_ms=300&lease_ms=60000"));
+    redis.command({"SET", kiln::test::lease_name(key.hex), "a-stuck-holder", "PX", "60000"});
     const double ms = kiln::test::ms_of([&] { kiln::detail::build_once_in_fleet(remote.get(), key, build); });
     CHECK(builds == 1);
     CHECK(ms >= 290);
     CHECK(ms < 10000);  // wait_ms, not the lease (60 s)
     CHECK(remote->stats().lease_timeouts == 1);
     CHECK(kiln::test::has_warning(*remote, "wait_ms"));
-    CHECK(redis.command({"EXISTS", "kiln:entry:" + key.hex}) == "1");  // published all the same
+    CHECK(redis.command({"EXISTS", kiln::test::entry_name(key.hex)}) == "1");  // published all the same
   }
+}
+
+TEST_CASE("a lease planted without an expiry, or with one longer than lease_ms, is taken over: no wait") {
+  KILN_SKIP_WITHOUT_REDIS();
+  auto& server = kiln::test::fresh_shared_redis();
+  RedisClient redis(server.port());
+  int builds = 0;
+  const auto build = [&] {
+    ++builds;
+    return sample_entry(14);
+  };
+  const kiln::CacheKey key = sample_key(14);
+  const std::string lease = kiln::test::lease_name(key.hex);
+  // wait_ms bounds what a waiter would otherwise lose here (120 s by default).
+  auto remote = remote_at(server.url("wait_ms=8000"));
+  SUBCASE("no expiry") { redis.command({"SET", lease, "planted"}); }
+  SUBCASE("an hour") { redis.command({"SET", lease, "planted", "PX", "3600000"}); }
+  SUBCASE("another type, no expiry") { redis.command({"LPUSH", lease, "planted"}); }
+  const double ms = kiln::test::ms_of([&] { CHECK_FALSE(kiln::detail::build_once_in_fleet(remote.get(), key, build).from_remote); });
+  CHECK(builds == 1);
+  CHECK(ms < 4000);
+  CHECK(remote->stats().lease_timeouts == 0);
+  CHECK(remote->stats().leases == 1);
+  CHECK(redis.command({"EXISTS", lease}) == "0");  // released by its new holder
+  CHECK(redis.command({"EXISTS", kiln::test::entry_name(key.hex)}) == "1");
+  // A read-only machine does not wait on such a lease either.
+  redis.command({"SET", lease, "planted"});
+  auto ro = remote_at(server.url("mode=ro&wait_ms=8000"));
+  const kiln::CacheKey cold = sample_key(15);
+  redis.command({"SET", kiln::test::lease_name(cold.hex), "planted"});
+  const double ro_ms = kiln::test::ms_of([&] { kiln::detail::build_once_in_fleet(ro.get(), cold, build); });
+  CHECK(builds == 2);
+  CHECK(ro_ms < 4000);
+  CHECK(ro->stats().lease_timeouts == 0);
 }
 
 TEST_CASE("the holder renews its lease while it builds, so a short lease outlives a long build") {
@@ -270,12 +304,12 @@ TEST_CASE("the holder renews its lease while it builds, so a short lease outlive
     RedisClient look(server.port());
     for (int i = 0; i < 4; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(600));
-      seen.push_back(look.command({"EXISTS", "kiln:lease:" + key.hex}));
+      seen.push_back(look.command({"EXISTS", kiln::test::lease_name(key.hex)}));
     }
     return sample_entry(10);
   });
   CHECK(seen == std::vector<std::string>{"1", "1", "1", "1"});  // 2.4 s into a 1.2 s lease
-  CHECK(redis.command({"EXISTS", "kiln:lease:" + key.hex}) == "0");
+  CHECK(redis.command({"EXISTS", kiln::test::lease_name(key.hex)}) == "0");
 }
 
 TEST_SUITE_END();

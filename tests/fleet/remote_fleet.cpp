@@ -300,7 +300,7 @@ bool scenario(const std::string& name) {
   }
   if (name == "dead") {
     kiln::test::RedisClient redis(server.port());
-    for (const Unit& u : units(f.units)) redis.command({"SET", "kiln:lease:" + u.key().hex, "a-dead-holder", "PX", "1500"});
+    for (const Unit& u : units(f.units)) redis.command({"SET", kiln::test::lease_name(u.key().hex), "a-dead-holder", "PX", "1500"});
     return report(name, f, run_fleet(f), [&](const FleetRun& run, std::string& why) {
       if (!compiled_exactly(f.units, 1)(run, why)) return false;
       why = "expected the fleet to wait for the dead holder's lease to expire";
@@ -314,7 +314,7 @@ bool scenario(const std::string& name) {
     if (!report("altered (seed)", seed, run_fleet(seed), compiled_exactly(f.units, 1))) return false;
     kiln::test::RedisClient redis(server.port());
     for (const Unit& u : units(f.units)) {
-      const std::string name_in_redis = "kiln:entry:" + u.key().hex;
+      const std::string name_in_redis = kiln::test::entry_name(u.key().hex);
       std::string value = redis.command({"GET", name_in_redis});
       value[value.size() / 2] = static_cast<char>(value[value.size() / 2] ^ 0x10);
       redis.command({"SET", name_in_redis, value});

@@ -6,7 +6,7 @@
 #include <kiln/cache.hpp>
 #include <kiln/catalog.hpp>
 #include <kiln/kiln.hpp>
-#include <kiln/select.hpp>
+#include <kiln/select.hpp>  // select_binary
 
 #include <string>
 

@@ -6,7 +6,7 @@
 #include <kiln/catalog.hpp>
 #include <kiln/driver.hpp>
 #include <kiln/kiln.hpp>
-#include <kiln/select.hpp>
+#include <kiln/select.hpp>  // select_binary, binary_label
 
 #include "device_buffer.hpp"
 #include "example_checks.hpp"

@@ -44,7 +44,7 @@ TEST_CASE("remote tier: a kernel compiled on one machine is served to the next f
   CHECK(second.disk.contains(second.registry.cache_key("block_sum_f32")));  // the next process here needs no network
 
   kiln::test::RedisClient redis(server.port());
-  const std::string name = "kiln:entry:" + second.registry.cache_key("block_sum_f32").hex;
+  const std::string name = kiln::test::entry_name(second.registry.cache_key("block_sum_f32").hex);
   std::string value = redis.command({"GET", name});
   value[value.size() - 9] = static_cast<char>(value[value.size() - 9] ^ 0x04);
   redis.command({"SET", name, value});

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,13 @@ struct RemoteReply {
   std::string refusal;
 };
 
+// What a store's get() throws when a value is under the key but cannot be one of kiln's (Redis: a value of
+// another type, or one larger than the reply cap, max_bytes): a miss for that key, counted as rejected and
+// replaced when the key is built and published again. Not a failure of the store: the breaker stays closed.
+struct RemoteBadValue : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // What kiln asks of a shared store. Redis is built in (KILN_REMOTE_CACHE=redis://...); another store
 // implements this and is handed to RemoteCache. Called from several threads at once. A call that gets
 // no answer from its store (down, timed out, garbage) throws, any std::exception: kiln counts it, warns
@@ -48,15 +56,22 @@ class RemoteStore {
   virtual ~RemoteStore() = default;
   // Where it is, for messages: "redis://10.0.0.5:6379/0".
   virtual std::string where() const = 0;
-  // The value under `key`, or nullopt when there is none.
+  // The value under `key`, or nullopt when there is none; RemoteBadValue for one that cannot be kiln's.
   virtual std::optional<std::string> get(const std::string& key) = 0;
   // Whether a value is under `key` (for plan(): nothing is transferred).
   virtual bool contains(const std::string& key) { return get(key).has_value(); }
   // Stores `value` under `key`, to expire after `ttl`: done or refused.
   virtual RemoteReply put(const std::string& key, std::string_view value, std::chrono::milliseconds ttl) = 0;
   // Takes the lease `key` with `token` for `ttl` unless someone holds it (Redis: SET key token NX PX ttl):
-  // done (taken), held, or refused.
+  // done (taken), held, or refused. A lease that would outlive `ttl` (no expiry, or a longer one) was set
+  // by no holder of this fleet's settings: it is taken over (done).
   virtual RemoteReply try_lease(const std::string& key, const std::string& token, std::chrono::milliseconds ttl) = 0;
+  // Whether a lease is held under `key` that expires within `ttl` (a read-only machine waits only on such
+  // a lease; one with no expiry or a longer one is not waited on).
+  virtual bool lease_held(const std::string& key, std::chrono::milliseconds ttl) {
+    (void)ttl;
+    return contains(key);
+  }
   // Extends the lease to `ttl` from now if `token` still holds it; false when it does not.
   virtual bool renew_lease(const std::string& key, const std::string& token, std::chrono::milliseconds ttl) = 0;
   // Gives the lease up if `token` still holds it.
@@ -69,7 +84,7 @@ struct RemoteSettings {
   std::chrono::milliseconds connect_timeout{200};      // [connect_timeout_ms]: the TCP connect (and DNS)
   std::chrono::milliseconds request_timeout{500};      // [timeout_ms]: one request, until its whole reply
   std::chrono::seconds ttl{7 * 24 * 3600};             // [ttl_s]: entries expire in the store after this
-  std::uint64_t max_value_bytes = std::uint64_t{8} << 20;  // [max_bytes]: larger entries are not shared
+  std::uint64_t max_value_bytes = std::uint64_t{8} << 20;  // [max_bytes]: larger entries are not shared, nor read
   std::chrono::milliseconds lease_ttl{10000};          // [lease_ms]: a lease's life; its holder renews it
                                                        // every third of it, so a dead holder frees it by then
   std::chrono::milliseconds lease_wait{120000};        // [wait_ms]: a waiter gives up and compiles itself
@@ -93,7 +108,8 @@ struct RemoteConfig {
 struct RemoteStats {
   std::uint64_t hits = 0;            // entries fetched and verified
   std::uint64_t misses = 0;          // asked, not there
-  std::uint64_t rejected = 0;        // there, but untagged, tagged by another key, altered, or not an entry
+  std::uint64_t rejected = 0;        // there, but untagged, tagged by another key, altered, not an entry,
+                                     // or a value that cannot be one (another type, over max_bytes)
   std::uint64_t errors = 0;          // calls that got no answer (down, timed out, garbage)
   std::uint64_t skipped = 0;         // calls not made because an error was recent (the circuit breaker)
   std::uint64_t stores = 0;          // entries published

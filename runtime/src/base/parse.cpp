@@ -102,4 +102,12 @@ unsigned forced_arch(int ordinal) {
   return 0;
 }
 
+Result<bool> parse_switch(std::string_view text) {
+  std::string lower(text);
+  for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (lower == "on" || lower == "1" || lower == "true" || lower == "yes") return true;
+  if (lower == "off" || lower == "0" || lower == "false" || lower == "no") return false;
+  return fail(quoted(text) + " is neither on nor off (on, 1, true, yes / off, 0, false, no)");
+}
+
 }  // namespace kiln::detail

@@ -1,5 +1,5 @@
-// The one parser of the numbers people give kiln: sizes, counts and architectures, from the command line
-// and from environment variables alike. Each takes the whole text (no sign, no spaces, nothing after it),
+// The one parser of the numbers and switches people give kiln: sizes, counts, architectures and on/off,
+// from the command line and from environment variables alike. Each takes the whole text (no sign, no spaces, nothing after it),
 // refuses what it does not understand, and says what it expected; callers add which option or variable.
 #pragma once
 
@@ -24,5 +24,9 @@ Result<unsigned> parse_arch(std::string_view text);
 // The architecture KILN_DEVICE_ARCH forces on device `ordinal` ("1:80,2:sm_86": device 1 takes sm_80's
 // binaries, device 2 sm_86's), 0 when none; a value that does not parse is warned about once and ignored.
 unsigned forced_arch(int ordinal);
+
+// On or off: "on", "1", "true", "yes" / "off", "0", "false", "no", in any case. Refuses anything else
+// ("", "2", "disable"), saying what it accepts.
+Result<bool> parse_switch(std::string_view text);
 
 }  // namespace kiln::detail

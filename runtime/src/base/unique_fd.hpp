@@ -28,6 +28,8 @@ class UniqueFd {
   // Closes now and returns close()'s result, which on some file systems is where a failed write shows.
   int close() noexcept { return fd_ < 0 ? 0 : ::close(std::exchange(fd_, -1)); }
   void reset() noexcept { close(); }
+  // Gives the descriptor up to the caller (an fdopen'd FILE), which closes it.
+  int release() noexcept { return std::exchange(fd_, -1); }
 
  private:
   int fd_ = -1;

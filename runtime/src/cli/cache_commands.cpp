@@ -6,6 +6,7 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <string>
 
@@ -124,10 +125,15 @@ int share(const Invocation& in, std::string_view sub) {
   for (std::size_t i = 1; i < in.args.size(); ++i) {
     const std::string_view a = in.args[i];
     if (a == "--registry" && i + 1 < in.args.size() && sub != "import") {
+      if (!filter.registry.empty() && filter.registry != in.args[i + 1])
+        return refuse(in, "cache", std::string(sub) + ": one --registry at a time");
       filter.registry = std::string(in.args[++i]);
     } else if (a == "--arch" && i + 1 < in.args.size() && sub != "import") {
       const auto arch = detail::parse_arch(in.args[++i]);
       if (!arch) return refuse(in, "cache", std::string(sub) + ": " + arch.error());
+      if (filter.arch != 0 && filter.arch != *arch)
+        return refuse(in, "cache", std::string(sub) + ": one --arch at a time (sm_" + std::to_string(filter.arch) +
+                                       " and sm_" + std::to_string(*arch) + " given): make one pack per architecture");
       filter.arch = *arch;
     } else if (a.starts_with("--")) {
       return refuse(in, "cache", std::string(sub) + ": unknown option '" + std::string(a) + "'");
@@ -137,6 +143,14 @@ int share(const Invocation& in, std::string_view sub) {
   }
   if (files.size() != (sub == "push" ? 0u : 1u))
     return refuse(in, "cache", std::string(sub) + (sub == "push" ? ": takes no file" : ": needs one FILE"));
+  // A registry this program does not have is a mistake to report, as a kernel no registry has is (an empty
+  // pack, or nothing pushed, would look like success).
+  if (!filter.registry.empty() &&
+      std::none_of(in.registries.begin(), in.registries.end(), [&](const Catalog* c) { return c->name == filter.registry; })) {
+    std::string known;
+    for (const Catalog* c : in.registries) known += (known.empty() ? "" : ", ") + std::string(c->name);
+    return refuse(in, "cache", std::string(sub) + ": no registry '" + filter.registry + "' (registries: " + known + ")");
+  }
   DiskCache& cache = default_cache();
   print_cache_line(cache);
   std::string what = filter.registry.empty() ? "" : " of registry " + filter.registry;

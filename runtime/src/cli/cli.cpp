@@ -33,9 +33,9 @@ struct Command {
 constexpr Command commands[] = {
     {"list", "[--json]", "every registry's units, kernels and embedded binaries with their sizes", list, true},
     {"info", "[--json]", "this machine's GPU, and the tier and binary each kernel would load from", info, true},
-    {"precompile", "[--arch sm_XX] [--jobs N] [KERNEL...]",
-     "JIT-compile into the disk cache (every kernel by default) for this GPU, or for --arch with no GPU\n"
-     "needed; exits 1 unless every unit asked for is in the cache",
+    {"precompile", "[--arch sm_XX]... [--jobs N] [KERNEL...]",
+     "JIT-compile into the disk cache (every kernel by default) for this GPU, or for each --arch with no\n"
+     "GPU needed; exits 1 unless every unit asked for is in the cache",
      precompile, false},
     {"status", "[--json]", "warm every kernel (embedded and disk: deferred; the rest: JIT) and show where each came from",
      status, true},
@@ -284,8 +284,11 @@ int status(const Invocation& in) {
       if (in.json) json_device(j, d, why), j.key("registries").array();
       else print_device(d, why);
       if (!d) {
+        // Nothing was warmed: not a success. The reason is printed above (or in the JSON's no_device).
         if (in.json) std::cout << j.end().end().str();
-        return 0;
+        std::cerr << in.program << " status: nothing was warmed: no GPU here; `" << in.program
+                  << " precompile --arch sm_XX` fills the disk cache without one\n";
+        return 1;
       }
       first = false;
     }

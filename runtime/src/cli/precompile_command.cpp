@@ -1,6 +1,6 @@
-// `precompile [--arch sm_XX] [--jobs N] [KERNEL...]`: kiln::precompile over the registries, one line per
-// unit (a progress bar on a terminal), a count per registry, and an exit status that says whether every
-// unit asked for is in the disk cache. Registries compile at once unless --jobs bounds the units in flight.
+// `precompile [--arch sm_XX]... [--jobs N] [KERNEL...]`: kiln::precompile over the registries, for each arch
+// given, one line per unit (a progress bar on a terminal), a count per registry and arch, and an exit status
+// that says whether every unit asked for is in the disk cache. Registries compile at once unless --jobs bounds the units in flight.
 #include <kiln/catalog.hpp>
 #include <kiln/kiln.hpp>
 #include <kiln/precompile.hpp>
@@ -48,7 +48,8 @@ std::size_t units_of(const Catalog& catalog, const std::vector<std::string>& nam
 }  // namespace
 
 int precompile(const Invocation& in) {
-  unsigned arch = 0, jobs = 0;
+  std::vector<unsigned> archs;  // each one given, in order, once; none: this machine's GPU
+  unsigned jobs = 0;
   std::vector<std::string> names;
   for (std::size_t i = 0; i < in.args.size(); ++i) {
     const std::string_view a = in.args[i];
@@ -58,7 +59,7 @@ int precompile(const Invocation& in) {
       if (a == "--arch") {
         const auto parsed = detail::parse_arch(v);
         if (!parsed) return refuse(in, "precompile", "--arch: " + parsed.error());
-        arch = *parsed;
+        if (std::find(archs.begin(), archs.end(), *parsed) == archs.end()) archs.push_back(*parsed);
       } else {
         const auto parsed = detail::parse_count(v, 1, detail::kMaxJitWorkers);
         if (!parsed) return refuse(in, "precompile", "--jobs: " + parsed.error());
@@ -92,22 +93,25 @@ int precompile(const Invocation& in) {
     for (const auto& n : names)
       if (catalog->find(n)) mine.push_back(n);
     if (!names.empty() && mine.empty()) continue;
-    unsigned target = arch;
-    if (!target) {
+    std::vector<unsigned> targets = archs;
+    if (targets.empty()) {
       Registry registry(*catalog);
       try {
-        target = registry.device().arch;
+        targets.push_back(registry.device().arch);
       } catch (const Error& e) {
         if (e.code() != Errc::no_driver && e.code() != Errc::no_device) throw;
         std::cerr << e.what() << "\n" << in.program << " precompile: no GPU to compile for: pass --arch sm_XX\n";
         return 1;
       }
     }
-    Work& w = work.emplace_back();
-    w.catalog = catalog;
-    w.units = units_of(*catalog, mine);
-    w.mine = std::move(mine);
-    w.target = target;
+    // Every --arch given, each compiled.
+    for (const unsigned target : targets) {
+      Work& w = work.emplace_back();
+      w.catalog = catalog;
+      w.units = units_of(*catalog, mine);
+      w.mine = mine;
+      w.target = target;
+    }
   }
   // Every registry at once, unless --jobs bounds the units in flight: the pool then sees them all and
   // takes the longest first (docs/DESIGN.md, "Scheduling a table").
@@ -121,8 +125,10 @@ int precompile(const Invocation& in) {
       const std::vector<PrecompileResult> results =
           kiln::precompile(*w.catalog, w.target, w.mine, jobs, [&](const PrecompileResult& r, std::size_t done, std::size_t total) {
         const std::lock_guard lock(out);
-        // Together, a unit is named with its registry, and the bar counts every registry's.
-        const std::string unit = together ? std::string(w.catalog->name) + "." + r.unit : r.unit;
+        // Together, a unit is named with its registry (and its arch, when several), and the bar counts every
+        // registry's.
+        const std::string unit = (together ? std::string(w.catalog->name) + "." + r.unit : r.unit) +
+                                 (archs.size() > 1 ? " sm_" + std::to_string(w.target) : std::string());
         if (together) {
           done = ++done_all;
           total = total_all;

@@ -23,8 +23,6 @@ std::string_view env(const char* name) {
   return value == nullptr ? std::string_view{} : std::string_view{value};
 }
 
-bool means_off(std::string_view v) { return v == "off" || v == "OFF" || v == "Off" || v == "0"; }
-
 std::filesystem::path home_dir() {
   if (const auto home = env("HOME"); !home.empty()) return home;
   // No HOME (a daemon, a minimal container): the password database still knows where it is.
@@ -54,7 +52,10 @@ void warn(const char* variable, const std::string& why, const std::string& inste
 
 CacheConfig CacheConfig::from_environment() {
   CacheConfig config;
-  config.enabled = !means_off(env("KILN_CACHE"));
+  if (const auto on = env("KILN_CACHE"); !on.empty()) {
+    if (const auto parsed = detail::parse_switch(on)) config.enabled = *parsed;
+    else warn("KILN_CACHE", parsed.error(), "the disk cache");
+  }
   config.dir = cache_root();
   if (const auto cap = env("KILN_CACHE_MAX_BYTES"); !cap.empty()) {
     if (const auto bytes = detail::parse_size(cap)) config.max_bytes = *bytes;

@@ -1,6 +1,7 @@
 // Demand-driven warm-up: request_warmup, ensure_warm, precompile_all, status.
 #include "registry/warmup.hpp"
 
+#include "base/parse.hpp"  // KILN_PRECOMPILE
 #include "jit/jit_pool.hpp"  // kMaxJitRequestsInFlight
 #include "jit/request.hpp"   // longest_first
 
@@ -8,7 +9,9 @@
 #include <kiln/select.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <cstring>
 #include <vector>
 
@@ -17,7 +20,15 @@ namespace {
 
 bool background_allowed() {
   const char* value = std::getenv("KILN_PRECOMPILE");
-  return !(value && std::strcmp(value, "0") == 0);
+  if (value == nullptr || *value == '\0') return true;
+  const auto on = detail::parse_switch(value);
+  if (!on) {
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      std::fprintf(stderr, "kiln: warning: KILN_PRECOMPILE=%s; background precompiling stays on\n", on.error().c_str());
+    });
+  }
+  return !on || *on;
 }
 
 }  // namespace

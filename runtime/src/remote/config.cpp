@@ -1,6 +1,8 @@
 // The remote tier's configuration: the environment, the Redis URL and its settings, the fleet key.
 #include "remote/config.hpp"
 
+#include "base/parse.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -74,6 +76,10 @@ detail::Status apply_setting(std::string_view name, std::string_view value, Remo
     s.read_only = value == "ro";
     return detail::ok();
   }
+  constexpr std::string_view kKnown = "mode, connect_timeout_ms, timeout_ms, ttl_s, max_bytes, lease_ms, wait_ms, retry_ms";
+  if (name != "connect_timeout_ms" && name != "timeout_ms" && name != "ttl_s" && name != "max_bytes" &&
+      name != "lease_ms" && name != "wait_ms" && name != "retry_ms")
+    return fail("unknown setting '" + std::string(name) + "' (known: " + std::string(kKnown) + ")");
   const auto n = number(value);
   if (!n || *n == 0) return fail(std::string(name) + "=" + std::string(value) + " is not a positive whole number");
   const auto ms = std::chrono::milliseconds(static_cast<std::int64_t>(std::min<std::uint64_t>(*n, 86'400'000)));
@@ -83,10 +89,7 @@ detail::Status apply_setting(std::string_view name, std::string_view value, Remo
   else if (name == "max_bytes") s.max_value_bytes = *n;
   else if (name == "lease_ms") s.lease_ttl = std::max(ms, std::chrono::milliseconds(30));
   else if (name == "wait_ms") s.lease_wait = ms;
-  else if (name == "retry_ms") s.retry_after = ms;
-  else
-    return fail("unknown setting '" + std::string(name) +
-                "' (known: mode, connect_timeout_ms, timeout_ms, ttl_s, max_bytes, lease_ms, wait_ms, retry_ms)");
+  else s.retry_after = ms;  // retry_ms: the names were checked above
   return detail::ok();
 }
 
@@ -102,7 +105,11 @@ RemoteConfig RemoteConfig::from_environment() {
 
 namespace detail {
 
-bool remote_off(std::string_view url) { return url.empty() || url == "off" || url == "OFF" || url == "0"; }
+bool remote_off(std::string_view url) {
+  if (url.empty()) return true;
+  const auto on = parse_switch(url);
+  return on.ok() && !*on;  // "off", "0", "false", "no"; anything else must be a URL (or is one warning)
+}
 
 std::string RedisAddress::where() const {
   const bool v6 = host.find(':') != std::string::npos;
@@ -180,8 +187,9 @@ Result<RedisAddress> parse_redis_url(std::string_view url, RemoteSettings& setti
   return address;
 }
 
-Result<std::string> load_fleet_key(const RemoteConfig& config) {
+Result<FleetKeyText> load_fleet_key(const RemoteConfig& config) {
   std::string key = config.fleet_key;
+  std::string warning;
   std::string origin = "KILN_REMOTE_KEY";
   if (key.empty()) {
     if (config.fleet_key_file.empty())
@@ -206,12 +214,15 @@ Result<std::string> load_fleet_key(const RemoteConfig& config) {
     // Whoever can replace the key can make this process trust their entries.
     if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 || st.st_uid != ::geteuid())
       return fail(origin + " is not yours, or group or others can write it: chmod 600 it (as its owner)");
-    while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+    // Whoever can read it can tag entries that every machine of the fleet runs.
+    if ((st.st_mode & (S_IRGRP | S_IROTH)) != 0)
+      warning = origin + " is readable by group or others, yet it lets whoever reads it publish kernels the fleet "
+                "runs: chmod 600 " + file;    while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
   }
   if (key.size() < kMinKeyBytes)
     return fail(origin + " holds " + std::to_string(key.size()) + " bytes; a fleet key needs at least " +
                 std::to_string(kMinKeyBytes) + ": " + std::string(kMakeKey));
-  return key;
+  return FleetKeyText{std::move(key), std::move(warning)};
 }
 
 }  // namespace detail

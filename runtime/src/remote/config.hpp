@@ -10,7 +10,7 @@
 
 namespace kiln::detail {
 
-// "", "off", "OFF", "0": no remote tier.
+// "", or a switch that says off ("off", "0", "false", "no", any case): no remote tier.
 bool remote_off(std::string_view url);
 
 struct RedisAddress {
@@ -30,7 +30,12 @@ struct RedisAddress {
 Result<RedisAddress> parse_redis_url(std::string_view url, RemoteSettings& settings);
 
 // The fleet key: config.fleet_key, else the contents of config.fleet_key_file (a trailing newline
-// dropped), at least 16 bytes; else why there is none (and how to make one).
-Result<std::string> load_fleet_key(const RemoteConfig& config);
+// dropped), at least 16 bytes; else why there is none (and how to make one). A key file others can read
+// is used, with a warning in `warning` (it is a publishing credential); one they can write is refused.
+struct FleetKeyText {
+  std::string key;
+  std::string warning;  // empty, or one line saying to chmod 600 the file
+};
+Result<FleetKeyText> load_fleet_key(const RemoteConfig& config);
 
 }  // namespace kiln::detail

@@ -14,27 +14,24 @@ namespace {
 
 constexpr std::size_t kBlock = 64;  // SHA-256's block size, which RFC 2104 pads the key to
 
-class Sha256 {
- public:
-  Sha256() { check(SHA256_Init(&context_)); }
-  ~Sha256() { OPENSSL_cleanse(&context_, sizeof context_); }
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-  void update(const void* data, std::size_t size) { check(SHA256_Update(&context_, data, size)); }
-  Sha256Digest final() {
-    Sha256Digest digest{};
-    check(SHA256_Final(digest.data(), &context_));
-    return digest;
-  }
-
- private:
-  static void check(int ok) {
-    if (ok != 1) throw Error(Errc::remote, "kiln: SHA-256 failed in OpenSSL (SHA256_Init/Update/Final); is libcrypto usable?");
-  }
-  SHA256_CTX context_;
-};
+void check(int ok) {
+  if (ok != 1) throw Error(Errc::remote, "kiln: SHA-256 failed in OpenSSL (SHA256_Init/Update/Final); is libcrypto usable?");
+}
 
 }  // namespace
+
+struct Sha256::Context {
+  SHA256_CTX c;
+};
+
+Sha256::Sha256() : context_(std::make_unique<Context>()) { check(SHA256_Init(&context_->c)); }
+Sha256::~Sha256() { OPENSSL_cleanse(&context_->c, sizeof context_->c); }
+void Sha256::update(const void* data, std::size_t size) { check(SHA256_Update(&context_->c, data, size)); }
+Sha256Digest Sha256::final() {
+  Sha256Digest digest{};
+  check(SHA256_Final(digest.data(), &context_->c));
+  return digest;
+}
 
 Sha256Digest hmac_sha256(std::string_view key, std::initializer_list<std::string_view> parts) {
   // K0: the key, hashed first when longer than a block, then padded with zeros to a block.

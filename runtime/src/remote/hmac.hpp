@@ -1,14 +1,32 @@
-// HMAC-SHA-256 (RFC 2104) over OpenSSL's SHA-256: the tag that authenticates a remote entry.
+// HMAC-SHA-256 (RFC 2104) over OpenSSL's SHA-256: the tag that authenticates a remote entry; SHA-256 in
+// pieces, for what is too large to hold (a cache pack).
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 
 namespace kiln::detail {
 
 using Sha256Digest = std::array<unsigned char, 32>;
+
+// SHA-256 of bytes given in pieces (OpenSSL's SHA256_Init/Update/Final).
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void update(const void* data, std::size_t size);
+  Sha256Digest final();
+
+ private:
+  struct Context;
+  std::unique_ptr<Context> context_;
+};
 
 // HMAC-SHA-256 under `key` of the concatenation of `parts`.
 //

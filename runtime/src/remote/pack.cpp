@@ -11,11 +11,15 @@
 // once whether it arrived intact, before any of it is parsed; the manifest is text `head` shows; the
 // entries are already compressed and carry their own checks, so they are copied as they are. A tar would
 // need its digest in a second file and a parser for its headers, a zip brings compression for nothing.
+// Reading one costs bounded memory whatever the file holds: the header is checked against the file's size
+// first, the digest is taken in 1 MiB pieces, then the manifest (at most 16 MiB) and one entry at a time.
 #include <kiln/cache_pack.hpp>
 #include <kiln/error.hpp>
 
+#include "base/plain_file.hpp"
 #include "chain/entry.hpp"
 #include "chain/key.hpp"
+#include "remote/hmac.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -35,8 +39,11 @@ constexpr std::uint32_t kPackFormatVersion = 1;
 constexpr std::string_view kPackMagic{"\x89KILN-PACK\r\n\x1a\n", 14};
 constexpr std::size_t kPackHeaderSize = kPackMagic.size() + 4 + 4 + 8;
 constexpr std::size_t kDigestSize = 32;
-// A pack is read into memory whole; larger ones are refused rather than exhausting it.
+// Larger packs are refused: export them per registry or arch.
 constexpr std::uint64_t kMaxPackBytes = std::uint64_t{4} << 30;
+// ~100 bytes a line: some 160,000 entries.
+constexpr std::uint64_t kMaxManifestBytes = std::uint64_t{16} << 20;
+constexpr std::size_t kReadPiece = std::size_t{1} << 20;
 
 template <typename T>
 void put(std::string& out, T value) {
@@ -56,64 +63,100 @@ T get(std::string_view bytes, std::size_t offset) {
   throw Error(Errc::cache, "kiln: cache import: " + file.string() + " is refused, nothing was imported: " + why);
 }
 
-// The whole file, or Error(cache) saying why not.
-std::string read_pack(const std::filesystem::path& file) {
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) throw Error(Errc::cache, "kiln: cache import: cannot open " + file.string() + ": " + std::strerror(errno));
-  struct stat st {};
-  std::string bytes;
-  std::string problem;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    problem = "it is not a regular file";
-  } else if (static_cast<std::uint64_t>(st.st_size) > kMaxPackBytes) {
-    problem = "it is larger than " + std::to_string(kMaxPackBytes >> 30) + " GiB; export packs per registry or arch";
-  } else {
-    bytes.resize(static_cast<std::size_t>(st.st_size));
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+// A pack file opened for reading (a regular file only: a FIFO or device cannot block the open), read in
+// pieces at offsets.
+class PackFile {
+ public:
+  explicit PackFile(const std::filesystem::path& path) : path_(path) {
+    auto fd = detail::open_regular(path, O_RDONLY);
+    if (!fd) throw Error(Errc::cache, "kiln: cache import: " + fd.error());
+    fd_ = std::move(fd).value();
+    struct stat st {};
+    if (::fstat(fd_.get(), &st) != 0)
+      throw Error(Errc::cache, "kiln: cache import: cannot stat " + path.string() + ": " + std::strerror(errno));
+    size_ = static_cast<std::uint64_t>(st.st_size);
+  }
+  std::uint64_t size() const noexcept { return size_; }
+
+  // Exactly `size` bytes from `offset`, or Error(cache) saying why not.
+  std::string read(std::uint64_t offset, std::uint64_t size) const {
+    std::string bytes(static_cast<std::size_t>(size), '\0');
+    for (std::size_t done = 0; done < bytes.size();) {
+      const ssize_t n = ::pread(fd_.get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        problem = n < 0 ? std::string("read: ") + std::strerror(errno) : "it shrank while being read";
-        break;
-      }
+      if (n <= 0)
+        throw Error(Errc::cache, "kiln: cache import: cannot read " + path_.string() + ": " +
+                                     (n < 0 ? std::string("read: ") + std::strerror(errno) : "it shrank while being read"));
       done += static_cast<std::size_t>(n);
     }
+    return bytes;
   }
-  ::close(fd);
-  if (!problem.empty()) throw Error(Errc::cache, "kiln: cache import: cannot read " + file.string() + ": " + problem);
-  return bytes;
-}
+
+ private:
+  std::filesystem::path path_;
+  detail::UniqueFd fd_;
+  std::uint64_t size_ = 0;
+};
 
 struct PackEntry {
   CacheKey key;
-  std::string_view file;
+  std::uint64_t offset = 0, size = 0;
+  detail::Sha256Digest sum{};  // of the bytes checked: what is stored must be them
 };
 
-// Every entry of a pack, each checked as DiskCache::load checks one; refuse() for the first problem.
-std::vector<PackEntry> check_pack(const std::filesystem::path& path, std::string_view pack) {
-  if (pack.empty()) refuse(path, "it is empty");
-  if (!pack.starts_with(kPackMagic) && !kPackMagic.starts_with(pack))
+// The header: magic, versions, the manifest's size within the file. refuse() for the first problem.
+std::uint64_t check_header(const std::filesystem::path& path, const PackFile& pack) {
+  if (pack.size() == 0) refuse(path, "it is empty");
+  const std::string head = pack.read(0, std::min<std::uint64_t>(pack.size(), kPackHeaderSize));
+  if (!std::string_view(head).starts_with(kPackMagic) && !kPackMagic.starts_with(head))
     refuse(path, "it is not a kiln cache pack (it does not start with a pack's magic bytes)");
   if (pack.size() < kPackHeaderSize + kDigestSize)
     refuse(path, "it is truncated (" + std::to_string(pack.size()) + " bytes, shorter than a pack's header and digest)");
-  const std::string_view body = pack.substr(0, pack.size() - kDigestSize);
-  const auto digest = detail::sha256(body);
-  if (std::memcmp(digest.data(), pack.data() + body.size(), kDigestSize) != 0)
-    refuse(path, "it is damaged: truncated or altered (the SHA-256 of its first " + std::to_string(body.size()) +
-                     " bytes is not the one its last 32 bytes record)");
-  const auto version = get<std::uint32_t>(pack, kPackMagic.size());
-  const auto entry_version = get<std::uint32_t>(pack, kPackMagic.size() + 4);
-  const auto manifest_size = get<std::uint64_t>(pack, kPackMagic.size() + 8);
+  if (pack.size() > kMaxPackBytes)
+    refuse(path, "it is larger than " + std::to_string(kMaxPackBytes >> 30) + " GiB; export packs per registry or arch");
+  const auto version = get<std::uint32_t>(head, kPackMagic.size());
+  const auto entry_version = get<std::uint32_t>(head, kPackMagic.size() + 4);
+  const auto manifest_size = get<std::uint64_t>(head, kPackMagic.size() + 8);
   if (version != kPackFormatVersion)
     refuse(path, "pack format version " + std::to_string(version) + "; this kiln reads version " +
                      std::to_string(kPackFormatVersion));
   if (entry_version != kCacheFormatVersion)
     refuse(path, "its entries are in cache format " + std::to_string(entry_version) + ", this kiln's are format " +
                      std::to_string(kCacheFormatVersion) + ": export the pack again with this kiln");
-  if (manifest_size > body.size() - kPackHeaderSize) refuse(path, "its manifest runs past the end of the pack");
-  std::string_view manifest = body.substr(kPackHeaderSize, manifest_size);
-  std::string_view data = body.substr(kPackHeaderSize + manifest_size);
+  if (manifest_size > pack.size() - kPackHeaderSize - kDigestSize)
+    refuse(path, "it is truncated or altered: its manifest (" + std::to_string(manifest_size) +
+                     " bytes) runs past the end of the pack");
+  if (manifest_size > kMaxManifestBytes)
+    refuse(path, "its manifest is " + std::to_string(manifest_size) + " bytes, more than a pack may have (" +
+                     std::to_string(kMaxManifestBytes >> 20) + " MiB)");
+  return manifest_size;
+}
+
+// Whether the SHA-256 of everything before the last 32 bytes is what they record; read in pieces.
+void check_digest(const std::filesystem::path& path, const PackFile& pack) {
+  const std::uint64_t body = pack.size() - kDigestSize;
+  detail::Sha256 sum;
+  for (std::uint64_t at = 0; at < body;) {
+    const std::uint64_t piece = std::min<std::uint64_t>(kReadPiece, body - at);
+    const std::string bytes = pack.read(at, piece);
+    sum.update(bytes.data(), bytes.size());
+    at += piece;
+  }
+  const auto digest = sum.final();
+  if (std::memcmp(digest.data(), pack.read(body, kDigestSize).data(), kDigestSize) != 0)
+    refuse(path, "it is damaged: truncated or altered (the SHA-256 of its first " + std::to_string(body) +
+                     " bytes is not the one its last 32 bytes record)");
+}
+
+// Every entry of a pack, each checked as DiskCache::load checks one and against its manifest line (key,
+// size, registry/unit, architecture); refuse() for the first problem. One entry in memory at a time.
+std::vector<PackEntry> check_pack(const std::filesystem::path& path, const PackFile& pack) {
+  const std::uint64_t manifest_size = check_header(path, pack);
+  check_digest(path, pack);
+  const std::string manifest_bytes = pack.read(kPackHeaderSize, manifest_size);
+  std::string_view manifest = manifest_bytes;
+  const std::uint64_t data_end = pack.size() - kDigestSize;
+  std::uint64_t offset = kPackHeaderSize + manifest_size;
   std::vector<PackEntry> entries;
   while (!manifest.empty()) {
     const std::size_t eol = manifest.find('\n');
@@ -126,22 +169,29 @@ std::vector<PackEntry> check_pack(const std::filesystem::path& path, std::string
     std::uint64_t size = 0;
     const std::string_view rest = space == std::string_view::npos ? std::string_view{} : line.substr(space + 1);
     const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), size);
-    if (hex.size() != 64 || ec != std::errc() || end == rest.data())
-      refuse(path, where + " is not '<key> <bytes> ...': '" + std::string(line.substr(0, 120)) + "'");
-    if (size > data.size()) refuse(path, where + ": its entry runs past the end of the pack");
-    const std::string_view file = data.substr(0, size);
-    data.remove_prefix(size);
+    const std::string_view label = std::string_view(end, static_cast<std::size_t>(rest.data() + rest.size() - end));
+    if (hex.size() != 64 || ec != std::errc() || end == rest.data() || !label.starts_with(' '))
+      refuse(path, where + " is not '<key> <bytes> <registry>/<unit> sm_<arch>': '" + std::string(line.substr(0, 120)) + "'");
+    if (size > data_end - offset) refuse(path, where + ": its entry runs past the end of the pack");
+    const std::string entry_name = "entry " + std::to_string(entries.size() + 1) + " (key " + std::string(hex.substr(0, 16)) + ")";
+    if (size > detail::kMaxEntryFileBytes)
+      refuse(path, entry_name + " is " + std::to_string(size) + " bytes, larger than a cache entry can be");
+    const std::string file = pack.read(offset, size);
     const auto regions = detail::split_entry(file);
     auto key = regions ? detail::key_from_text(regions->key_text) : std::nullopt;
-    const std::string entry_name = "entry " + std::to_string(entries.size() + 1) + " (key " + std::string(hex.substr(0, 16)) + ")";
     if (!regions) refuse(path, entry_name + " is not a valid cache entry: " + regions.error());
     if (!key) refuse(path, entry_name + " is not a valid cache entry: its key text names no architecture");
     if (key->hex != hex) refuse(path, entry_name + ": the manifest's key is not the SHA-256 of the entry's key text");
+    const std::string named = " " + detail::key_field(key->text, "registry") + "/" + detail::key_field(key->text, "unit") +
+                              " sm_" + std::to_string(key->arch);
+    if (label != named)
+      refuse(path, where + " says '" + std::string(label.substr(1, 120)) + "', but its entry is '" + named.substr(1) + "'");
     if (const auto decoded = detail::decode_entry(file, *key); !decoded)
       refuse(path, entry_name + ", " + detail::describe_key(*key) + ", is not a valid cache entry: " + decoded.error());
-    entries.push_back({std::move(*key), file});
+    entries.push_back({std::move(*key), offset, size, detail::sha256(file)});
+    offset += size;
   }
-  if (!data.empty()) refuse(path, std::to_string(data.size()) + " bytes follow the last entry the manifest lists");
+  if (offset != data_end) refuse(path, std::to_string(data_end - offset) + " bytes follow the last entry the manifest lists");
   return entries;
 }
 
@@ -175,36 +225,30 @@ PackReport export_pack(DiskCache& cache, const std::filesystem::path& file, cons
   pack.append(reinterpret_cast<const char*>(digest.data()), digest.size());
   report.bytes = pack.size();
 
-  // Beside the target, then renamed over it: a reader never sees half a pack.
-  const std::filesystem::path temp = file.string() + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0644);
-  std::string problem = fd < 0 ? std::string("open: ") + std::strerror(errno) : std::string();
-  for (std::size_t done = 0; problem.empty() && done < pack.size();) {
-    const ssize_t n = ::write(fd, pack.data() + done, pack.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) problem = std::string("write: ") + std::strerror(errno);
-    else done += static_cast<std::size_t>(n);
-  }
-  if (problem.empty() && ::fsync(fd) != 0) problem = std::string("fsync: ") + std::strerror(errno);
-  if (fd >= 0 && ::close(fd) != 0 && problem.empty()) problem = std::string("close: ") + std::strerror(errno);
-  if (problem.empty() && ::rename(temp.c_str(), file.c_str()) != 0) problem = std::string("rename: ") + std::strerror(errno);
-  if (!problem.empty()) {
-    ::unlink(temp.c_str());
-    throw Error(Errc::cache, "kiln: cache export: cannot write " + file.string() + " (" + problem + ")");
-  }
+  // Beside the target under a name nobody can guess, created exclusively, then renamed over it: a reader
+  // never sees half a pack, and a link planted in a shared directory is never written through.
+  auto out = detail::ReplacingFile::create(file);
+  detail::Status written = out ? out->write(pack) : detail::fail(out.error());
+  if (written) written = out->commit();
+  if (!written) throw Error(Errc::cache, "kiln: cache export: cannot write " + file.string() + " (" + written.error() + ")");
   return report;
 }
 
 PackReport import_pack(DiskCache& cache, const std::filesystem::path& file) {
   if (!cache.usable()) throw Error(Errc::cache, "kiln: cache import: the disk cache is not in use: " + cache.unusable_reason());
-  const std::string pack = read_pack(file);
+  const PackFile pack(file);
   const std::vector<PackEntry> entries = check_pack(file, pack);  // all of it, before anything is written
   PackReport report;
   report.entries = entries.size();
   report.bytes = pack.size();
   for (const PackEntry& e : entries) {
+    const std::string bytes = pack.read(e.offset, e.size);
+    if (detail::sha256(bytes) != e.sum)
+      throw Error(Errc::cache, "kiln: cache import: " + file.string() + " changed while it was imported; " +
+                                   std::to_string(report.added) + " of its " + std::to_string(entries.size()) +
+                                   " entries were added (each checked), the rest not");
     const bool had = cache.contains(e.key);
-    if (!cache.store_file(e.key, e.file))
+    if (!cache.store_file(e.key, bytes))
       throw Error(Errc::cache, "kiln: cache import: the pack " + file.string() + " is sound, but the disk cache " +
                                    cache.config().dir.string() + " took only " + std::to_string(report.added) + " of its " +
                                    std::to_string(entries.size()) + " entries: " +

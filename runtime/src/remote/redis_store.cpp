@@ -18,6 +18,8 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 namespace kiln::detail {
@@ -36,10 +38,17 @@ struct ReplyFree {
 };
 using Reply = std::unique_ptr<redisReply, ReplyFree>;
 
-// A reply larger than this is refused, whatever this process's own cap on what it publishes: another
-// machine may publish with a larger one, and a hostile server must not make this process allocate at will.
-constexpr std::uint64_t kMinReplyLimit = std::uint64_t{64} << 20;
+// What a reply may hold beyond a value of max_bytes: the protocol's framing, and the seal (48 bytes).
+constexpr std::uint64_t kReplyOverhead = 4096;
 
+// A lease is taken when nobody holds it, or when the one there would outlive the ttl asked for (no
+// expiry, or a longer one): no holder sets such a lease, and waiting on it would stall every machine until
+// wait_ms. Atomic, so that two takers never both win. 1: taken, 2: taken over, 0: held.
+constexpr std::string_view kTakeLeaseScript =
+    "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end "
+    "local left = redis.call('pttl', KEYS[1]) "
+    "if left == -1 or left > tonumber(ARGV[2]) then redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 2 end "
+    "return 0";
 // Leases are renewed and released only by their holder, atomically: compare the token, then act.
 constexpr std::string_view kRenewScript =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
@@ -136,9 +145,34 @@ Result<std::string> resolve(const std::string& host, unsigned port, std::chrono:
   return std::string(text);
 }
 
-// One request and its whole reply, by the deadline. A failure leaves the connection unusable.
+// The length a bulk string being read announces ("$<length>\r\n"), once that line has arrived: hiredis
+// takes the type byte at once (its task's type), and the line only with the whole string.
+std::optional<std::uint64_t> announced_bulk(const redisReader& r) {
+  std::string_view rest(r.buf + r.pos, r.len - r.pos);
+  const bool typed = r.ridx >= 0 && r.rstack[r.ridx].type == REDIS_REPLY_STRING;
+  if (!typed) {
+    if (!rest.starts_with('$')) return std::nullopt;
+    rest.remove_prefix(1);
+  }
+  const auto eol = rest.find('\r');
+  if (eol == std::string_view::npos || eol == 0) return std::nullopt;
+  std::uint64_t length = 0;
+  for (const char c : rest.substr(0, eol)) {
+    if (c < '0' || c > '9') return std::nullopt;  // "-1" (nil), or not a length: the reader judges it
+    length = std::min<std::uint64_t>(length * 10 + static_cast<std::uint64_t>(c - '0'), UINT64_MAX / 16);
+  }
+  return length;
+}
+
+// A reply refused for its size: nothing more of it is read, so the connection goes with it.
+struct TooLarge {
+  std::uint64_t announced = 0;  // the bulk string's length
+};
+
+// One request and its whole reply, by the deadline; no reply is read beyond `reply_limit` (`too_large` then
+// says how large it said it was). A failure leaves the connection unusable.
 Result<Reply> exchange(redisContext* c, const std::vector<std::string_view>& args, Clock::time_point deadline,
-                       std::chrono::milliseconds budget, std::uint64_t reply_limit) {
+                       std::chrono::milliseconds budget, std::uint64_t reply_limit, std::optional<TooLarge>* too_large = nullptr) {
   std::vector<const char*> argv;
   std::vector<std::size_t> lengths;
   for (const std::string_view a : args) {
@@ -161,6 +195,12 @@ Result<Reply> exchange(redisContext* c, const std::vector<std::string_view>& arg
     if (redisGetReplyFromReader(c, &reply) != REDIS_OK)
       return fail("the answer to " + std::string(args.front()) + " is not Redis's protocol (" + c->errstr + ")");
     if (reply != nullptr) return Reply(static_cast<redisReply*>(reply));
+    const auto announced = announced_bulk(*c->reader);
+    if (announced && *announced > reply_limit) {
+      if (too_large != nullptr) *too_large = TooLarge{*announced};
+      return fail("the answer to " + std::string(args.front()) + " announces " + std::to_string(*announced) +
+                  " bytes, more than " + std::to_string(reply_limit));
+    }
     if (c->reader->len > reply_limit)
       return fail("the answer to " + std::string(args.front()) + " is larger than " + std::to_string(reply_limit) + " bytes");
     if (const Status ready = wait_for(c->fd, POLLIN, deadline, budget); !ready)
@@ -190,14 +230,22 @@ class RedisStore final : public RemoteStore {
       : address_(std::move(address)),
         connect_timeout_(settings.connect_timeout),
         request_timeout_(settings.request_timeout),
-        reply_limit_(std::max(settings.max_value_bytes, kMinReplyLimit) + 4096) {}
+        max_value_bytes_(settings.max_value_bytes),
+        reply_limit_(settings.max_value_bytes + kReplyOverhead) {}
 
   std::string where() const override { return address_.where(); }
 
   std::optional<std::string> get(const std::string& key) override {
-    const Reply r = call({"GET", key});
+    std::optional<TooLarge> too_large;
+    const Reply r = call({"GET", key}, &too_large);
+    if (too_large)
+      throw RemoteBadValue("its value is " + std::to_string(too_large->announced) +
+                           " bytes, larger than this machine's max_bytes (" + std::to_string(max_value_bytes_) +
+                           " in KILN_REMOTE_CACHE), and was not read");
     if (r->type == REDIS_REPLY_NIL) return std::nullopt;
     if (r->type == REDIS_REPLY_STRING) return std::string(r->str, r->len);
+    if (r->type == REDIS_REPLY_ERROR && std::string_view(r->str, r->len).starts_with("WRONGTYPE"))
+      throw RemoteBadValue("it is not a string but another type of Redis value (" + describe(*r) + ")");
     throw unexpected("GET", *r);
   }
 
@@ -215,11 +263,17 @@ class RedisStore final : public RemoteStore {
   }
 
   RemoteReply try_lease(const std::string& key, const std::string& token, std::chrono::milliseconds ttl) override {
-    const Reply r = call({"SET", key, token, "NX", "PX", std::to_string(ttl.count())});
-    if (is_ok_status(*r)) return {};
-    if (r->type == REDIS_REPLY_NIL) return {RemoteReply::held, {}};
+    const Reply r = call({"EVAL", kTakeLeaseScript, "1", key, token, std::to_string(ttl.count())});
+    if (r->type == REDIS_REPLY_INTEGER && r->integer > 0) return {};
+    if (r->type == REDIS_REPLY_INTEGER) return {RemoteReply::held, {}};
     if (r->type == REDIS_REPLY_ERROR) return {RemoteReply::refused, std::string(r->str, r->len)};
-    throw unexpected("SET NX", *r);
+    throw unexpected("EVAL of the lease", *r);
+  }
+
+  bool lease_held(const std::string& key, std::chrono::milliseconds ttl) override {
+    const Reply r = call({"PTTL", key});
+    if (r->type == REDIS_REPLY_INTEGER) return r->integer >= 0 && r->integer <= ttl.count();
+    throw unexpected("PTTL", *r);
   }
 
   bool renew_lease(const std::string& key, const std::string& token, std::chrono::milliseconds ttl) override {
@@ -240,12 +294,29 @@ class RedisStore final : public RemoteStore {
 
   static Error failure(const std::string& why) { return Error(Errc::remote, why); }
 
+  // A server that wants a password, or another one, answers every command so: a failure of the store
+  // (nothing works without it), never a refusal to write (which says what a full server needs).
+  void check_authorised(const redisReply& r) const {
+    if (r.type != REDIS_REPLY_ERROR) return;
+    const std::string_view text(r.str, r.len);
+    if (!text.starts_with("NOAUTH") && !text.starts_with("WRONGPASS") && !text.starts_with("NOPERM")) return;
+    throw failure("the server refuses kiln's requests (" + std::string(text) + "): " +
+                  (address_.password.empty()
+                       ? "it needs a password: give it in KILN_REMOTE_CACHE as redis://:PASSWORD@host (or "
+                         "redis://USER:PASSWORD@host for an ACL user)"
+                       : "check the user and password in KILN_REMOTE_CACHE, and that the user may GET, SET, EVAL and "
+                         "PTTL kiln:* keys"));
+  }
+
   // The reply to one request on a connection of this thread's own; throws Error(remote) when there is none.
-  Reply call(std::vector<std::string_view> args) {
+  // A reply refused for its size only, when `too_large` is given: then nothing (the connection goes too).
+  Reply call(std::vector<std::string_view> args, std::optional<TooLarge>* too_large = nullptr) {
     Context c = take();
-    Result<Reply> reply = exchange(c.get(), args, Clock::now() + request_timeout_, request_timeout_, reply_limit_);
+    Result<Reply> reply = exchange(c.get(), args, Clock::now() + request_timeout_, request_timeout_, reply_limit_, too_large);
+    if (!reply && too_large != nullptr && *too_large) return nullptr;
     if (!reply) throw failure(reply.error());  // the connection goes with it: its stream is out of step
     give_back(std::move(c));
+    check_authorised(**reply);
     return std::move(reply).value();
   }
 
@@ -300,6 +371,7 @@ class RedisStore final : public RemoteStore {
   const RedisAddress address_;
   const std::chrono::milliseconds connect_timeout_;
   const std::chrono::milliseconds request_timeout_;
+  const std::uint64_t max_value_bytes_;
   const std::uint64_t reply_limit_;
   std::mutex mutex_;
   pid_t owner_ = ::getpid();

@@ -31,20 +31,28 @@ constexpr std::string_view kStillWorks = "kernels still come from the disk cache
 // Takes the store and the fleet key, or records why the remote tier cannot be used.
 void set_up(RemoteState& s, std::unique_ptr<RemoteStore> store, const RemoteConfig& config) {
   if (s.settings.read_only) s.where += " (read-only)";
-  Result<std::string> key = load_fleet_key(config);
+  Result<FleetKeyText> key = load_fleet_key(config);
   if (!key) {
     s.unusable = key.error();
     s.warn("unusable", "not using the remote cache " + s.where + ": " + key.error() + " (" + std::string(kStillWorks) + ")");
     return;
   }
-  s.key.emplace(std::move(key).value());
+  if (!key->warning.empty()) s.warn("key_readable", key->warning);
+  s.key.emplace(std::move(key->key));
   s.store = std::move(store);
 }
 
 }  // namespace
 
-std::string entry_key(const CacheKey& key) { return "kiln:entry:" + key.hex; }
-std::string lease_key(const CacheKey& key) { return "kiln:lease:" + key.hex; }
+std::string entry_key(const RemoteState& s, const CacheKey& key) { return "kiln:" + s.key->id_hex() + ":entry:" + key.hex; }
+std::string lease_key(const RemoteState& s, const CacheKey& key) { return "kiln:" + s.key->id_hex() + ":lease:" + key.hex; }
+
+std::string refusal_hint(std::string_view refusal) {
+  if (refusal.starts_with("READONLY"))
+    return "a read-only replica: point KILN_REMOTE_CACHE at the primary, or add mode=ro";
+  if (refusal.starts_with("OOM")) return "a full Redis: raise maxmemory, or set maxmemory-policy allkeys-lru";
+  return "see the server's words; a full Redis needs a larger maxmemory or maxmemory-policy allkeys-lru";
+}
 
 bool skip_call(RemoteState& s) {
   if (now_ns() >= s.retry_at_ns.load(std::memory_order_relaxed)) return false;
@@ -61,24 +69,33 @@ void record_failure(RemoteState& s, std::string_view call, const std::string& wh
 }
 
 Result<RemoteEntry> fetch_entry(RemoteState& s, const CacheKey& key, Count count) {
-  auto got = guarded(s, "GET of an entry", [&] { return s.store->get(entry_key(key)); });
+  std::string problem;  // why the value there is not a usable entry
+  auto got = guarded(s, "GET of an entry", [&]() -> std::optional<std::string> {
+    try {
+      return s.store->get(entry_key(s, key));
+    } catch (const RemoteBadValue& e) {  // a bad value at this one name: a miss for it, not a failure
+      problem = e.what();
+      return std::nullopt;
+    }
+  });
   if (!got) return fail(got.error());
-  if (!*got) {
-    if (count == Count::lookup) ++s.misses;
-    return fail("the remote cache " + s.where + " has no entry for it (key " + key.hex + ")");
-  }
   RemoteEntry r;
-  r.value = std::move(**got);
-  s.bytes_read += r.value.size();
-  std::string problem;
-  if (const auto file = open_entry(*s.key, r.value); !file) {
-    problem = file.error();
-  } else if (auto decoded = decode_entry(*file, key); !decoded) {
-    problem = "it is not a valid entry (" + decoded.error() + ")";
-  } else {
-    r.entry = std::move(decoded).value();
-    ++s.hits;
-    return r;
+  if (problem.empty()) {
+    if (!*got) {
+      if (count == Count::lookup) ++s.misses;
+      return fail("the remote cache " + s.where + " has no entry for it (key " + key.hex + ")");
+    }
+    r.value = std::move(**got);
+    s.bytes_read += r.value.size();
+    if (const auto file = open_entry(*s.key, r.value); !file) {
+      problem = file.error();
+    } else if (auto decoded = decode_entry(*file, key); !decoded) {
+      problem = "it is not a valid entry (" + decoded.error() + ")";
+    } else {
+      r.entry = std::move(decoded).value();
+      ++s.hits;
+      return r;
+    }
   }
   ++s.rejected;
   s.warn("rejected", "ignoring the remote cache's entry for " + describe_key(key) + " in " + s.where + ": " + problem +
@@ -97,14 +114,14 @@ bool publish_file(RemoteState& s, const CacheKey& key, std::string_view entry_fi
     return false;
   }
   const auto reply = guarded(s, "SET of an entry", [&] {
-    return s.store->put(entry_key(key), value, std::chrono::duration_cast<std::chrono::milliseconds>(s.settings.ttl));
+    return s.store->put(entry_key(s, key), value, std::chrono::duration_cast<std::chrono::milliseconds>(s.settings.ttl));
   });
   if (!reply) return false;
   if (reply->kind != RemoteReply::done) {
     ++s.refused;
     s.warn("refused", "the remote cache " + s.where + " refuses to store entries (" + reply->refusal +
-                          "); nothing is shared until it takes them again (a full Redis: raise maxmemory, or set "
-                          "maxmemory-policy allkeys-lru); " + std::string(kStillWorks));
+                          "); nothing is shared until it takes them again (" + refusal_hint(reply->refusal) + "); " +
+                          std::string(kStillWorks));
     return false;
   }
   ++s.stores;
@@ -240,7 +257,7 @@ PushReport push(DiskCache& cache, RemoteCache& remote, const EntryFilter& filter
     // Straight to the store, past the breaker: a failure here is the answer the caller wants.
     RemoteReply reply;
     try {
-      reply = s.store->put(detail::entry_key(key), value, ttl);
+      reply = s.store->put(detail::entry_key(s, key), value, ttl);
     } catch (const std::exception& e) {
       ++s.errors;
       throw Error(Errc::remote, "kiln: cache push to " + s.where + " failed after " + std::to_string(report.pushed) +
@@ -249,8 +266,8 @@ PushReport push(DiskCache& cache, RemoteCache& remote, const EntryFilter& filter
     if (reply.kind != RemoteReply::done) {
       ++s.refused;
       throw Error(Errc::remote, "kiln: cache push to " + s.where + " stopped after " + std::to_string(report.pushed) +
-                                    " entries: the server refuses to store (" + reply.refusal +
-                                    "); a full Redis needs a larger maxmemory or maxmemory-policy allkeys-lru");
+                                    " entries: the server refuses to store (" + reply.refusal + "): " +
+                                    detail::refusal_hint(reply.refusal));
     }
     ++s.stores;
     s.bytes_written += value.size();

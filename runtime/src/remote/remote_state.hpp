@@ -37,9 +37,15 @@ struct RemoteState {
   void warn(std::string_view kind, const std::string& message) { warnings.warn(kind, message); }
 };
 
-// The store's keys for an entry and for its lease: kiln:entry:<hex>, kiln:lease:<hex>.
-std::string entry_key(const CacheKey& key);
-std::string lease_key(const CacheKey& key);
+// The store's keys for an entry and for its lease, under the fleet key's id: kiln:<key id>:entry:<hex>,
+// kiln:<key id>:lease:<hex>. A machine with another key reads and writes only its own names, never the
+// fleet's (it would replace the fleet's entries with ones the fleet rejects, and back).
+std::string entry_key(const RemoteState& s, const CacheKey& key);
+std::string lease_key(const RemoteState& s, const CacheKey& key);
+
+// What to do about a store that refuses writes, by its words: a full Redis (OOM) needs memory or an eviction
+// policy, a read-only replica the primary's address.
+std::string refusal_hint(std::string_view refusal);
 
 // Whether the breaker is open now (a call failed less than retry_after ago); counts the call skipped.
 bool skip_call(RemoteState& s);

@@ -28,7 +28,7 @@ Result<Origin> probe_remote(const UnitQuery& q) {
   auto s = remote_for(q);
   if (!s) return fail(s.error());
   const CacheKey key = q.key();
-  const auto there = guarded(**s, "EXISTS of an entry", [&] { return (*s)->store->contains(entry_key(key)); });
+  const auto there = guarded(**s, "EXISTS of an entry", [&] { return (*s)->store->contains(entry_key(**s, key)); });
   if (!there) return fail(there.error());
   if (*there) return Origin{Tier::remote, q.arch, false};  // a probe: verified when fetched
   return fail("the remote cache " + (*s)->where + " has no entry for it (key " + key.hex + ")");

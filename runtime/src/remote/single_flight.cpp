@@ -179,7 +179,7 @@ class FleetStore final : public UnitStore {
     RemoteState& s = remote_state(remote_);
     // No look before the lease: the chain has just asked (kiln::precompile has not, and finds a published
     // entry once it holds the lease).
-    std::string lease = lease_key(key);
+    std::string lease = lease_key(s, key);
     std::string token = lease_token();
     std::optional<Clock::time_point> waiting_since;
     Clock::time_point deadline;
@@ -208,15 +208,14 @@ class FleetStore final : public UnitStore {
             ++s.refused;
             s.warn("lease_refused", "the remote cache " + s.where + " refuses leases (" + taken->refusal +
                                         "): machines missing the same kernel compile it each on their own until it "
-                                        "takes them again (a full Redis: raise maxmemory, or set maxmemory-policy "
-                                        "allkeys-lru)");
+                                        "takes them again (" + refusal_hint(taken->refusal) + ")");
           }
           stop_waiting();
           return held(std::make_unique<PublishHold>(s, key));
         }
       } else {
         // Read-only: no lease of its own, but one another machine holds is worth waiting for.
-        const auto holder = guarded(s, "EXISTS of a lease", [&] { return s.store->contains(lease); });
+        const auto holder = guarded(s, "PTTL of a lease", [&] { return s.store->lease_held(lease, s.settings.lease_ttl); });
         if (!holder || !*holder) {
           stop_waiting();
           if (auto got = fetch_checked(s, key, check)) return found(std::move(*got));

@@ -53,9 +53,9 @@ Result<std::chrono::milliseconds> jit_timeout_from(const char* value) {
 
 Result<bool> jit_pch_from(const char* value) {
   const std::string_view text = value == nullptr ? "" : value;
-  if (text.empty() || text == "1") return true;
-  if (text == "0") return false;
-  return fail("KILN_JIT_PCH='" + std::string(text) + "' is neither 0 nor 1; precompiled headers stay on");
+  if (text.empty()) return true;
+  if (const auto on = parse_switch(text)) return *on;
+  else return fail("KILN_JIT_PCH=" + on.error() + "; precompiled headers stay on");
 }
 
 bool is_executable_file(const std::filesystem::path& p) {

@@ -1,6 +1,10 @@
 // The JIT pool's trace: JSON lines appended to $KILN_JIT_TRACE.
 #include "jit/pool/trace.hpp"
 
+#include "base/plain_file.hpp"
+
+#include <fcntl.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -39,8 +43,13 @@ std::string number(double v) {
 PoolTrace::PoolTrace() {
   const char* path = std::getenv("KILN_JIT_TRACE");
   if (path == nullptr || *path == '\0') return;
-  file_ = std::fopen(path, "ae");
-  if (file_ == nullptr) problem_ = "cannot open KILN_JIT_TRACE=" + std::string(path) + ": " + std::strerror(errno);
+  // A regular file only: a FIFO with no reader must not block the pool's start (nor one with a reader
+  // stall every compile).
+  auto fd = open_regular(path, O_WRONLY | O_APPEND | O_CREAT);
+  if (fd) file_ = ::fdopen(fd->get(), "a");
+  if (file_ != nullptr) (void)fd->release();
+  else problem_ = "not tracing the JIT pool to KILN_JIT_TRACE=" + std::string(path) + ": " +
+                  (fd ? std::string("fdopen: ") + std::strerror(errno) : fd.error());
 }
 
 PoolTrace::~PoolTrace() {

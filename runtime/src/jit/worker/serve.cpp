@@ -1,6 +1,8 @@
 // A compile worker's loop: hello, then one answer per request, until the end of its input.
 #include "jit/worker/serve.hpp"
 
+#include "base/parse.hpp"  // KILN_JIT_PCH, read as the host reads it
+
 #include "jit/pch_store.hpp"
 #include "jit/protocol.hpp"
 
@@ -74,9 +76,11 @@ bool aslr_off() {
 }
 
 void relaunch_without_aslr(char** argv) {
+  // KILN_JIT_PCH off: no PCH files, so ASLR stays on (the host reads the variable by the same rule).
   const char* pch = std::getenv("KILN_JIT_PCH");
+  const Result<bool> pch_on = parse_switch(pch == nullptr ? "" : pch);
   const int persona = ::personality(0xffffffff);
-  if ((pch != nullptr && std::strcmp(pch, "0") == 0) || persona == -1 || (persona & ADDR_NO_RANDOMIZE) != 0) return;
+  if ((pch_on.ok() && !*pch_on) || persona == -1 || (persona & ADDR_NO_RANDOMIZE) != 0) return;
   if (::personality(static_cast<unsigned long>(persona | ADDR_NO_RANDOMIZE)) == -1) return;
   ::execv("/proc/self/exe", argv);
   ::personality(static_cast<unsigned long>(persona));  // exec failed: go on as started
