@@ -183,18 +183,18 @@ struct LinkedMergeSort {
 }  // namespace detail
 
 LinkedSource linked_operators_source(const std::vector<LinkedCall>& calls, const std::string& plan) {
-  if (calls.empty()) throw std::invalid_argument("kiln::prim::" + plan + ": no operator to link");
+  if (calls.empty()) throw kiln::Error(kiln::Errc::invalid_argument, "kiln::prim::" + plan + ": no operator to link");
   LinkedSource link;
   link.source = "#include <kiln_prim/linked_op.cuh>\n";
   for (std::size_t k = 0; k < calls.size(); ++k) {
     const LinkedCall& c = calls[k];
     if (!detail::is_identifier(c.op.name)) {
-      throw std::invalid_argument("kiln::prim::" + plan + ": the operator's name '" + c.op.name +
+      throw kiln::Error(kiln::Errc::invalid_argument, "kiln::prim::" + plan + ": the operator's name '" + c.op.name +
                                   "' is not a C++ identifier (Operator::name names the function its source defines)");
     }
     for (std::size_t j = 0; j < k; ++j) {
       if (calls[j].op.name == c.op.name) {
-        throw std::invalid_argument("kiln::prim::" + plan + ": two operators are named '" + c.op.name +
+        throw kiln::Error(kiln::Errc::invalid_argument, "kiln::prim::" + plan + ": two operators are named '" + c.op.name +
                                     "'; they share one translation unit, so their names must differ");
       }
     }

@@ -1,6 +1,7 @@
 // SelectIndices<I>: CUB's select-by-flags kernels from the registry, run the way DispatchSelectIf runs them
 // (kiln/prim/detail/select_launch.cuh) for cub::DeviceSelect::Flagged(counting iterator, mask, out,
 // num_selected, n).
+#include <kiln/error.hpp>
 #include <kiln/prim/select.hpp>
 
 #include <kiln/prim/detail/select_launch.cuh>
@@ -23,7 +24,7 @@ std::string spec() { return std::string("select_") + detail::type_suffix<I>(); }
 template <typename I>
 std::int64_t checked_items(std::size_t n) {
   if (n > std::size_t(std::numeric_limits<I>::max())) {
-    throw std::length_error("kiln::prim::" + spec<I>() + ": " + std::to_string(n) +
+    throw kiln::Error(kiln::Errc::invalid_argument, "kiln::prim::" + spec<I>() + ": " + std::to_string(n) +
                             " items is more than the index type can count");
   }
   return std::int64_t(detail::checked_count(n, "select_indices"));

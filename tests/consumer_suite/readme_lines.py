@@ -24,11 +24,12 @@ FILES = {
     "quickstart tiny_kiln.cpp": (QUICKSTART / "tiny_kiln.cpp", False),
     "quickstart fill.cu.j2": (QUICKSTART / "families" / "fill.cu.j2", True),
     "cmake CMakeLists.txt": (QUICKSTART / "CMakeLists.txt", True),
+    "program": (SOURCE / "tests" / "gpu" / "test_program.cpp", False),
     "consumer meson_options.txt": (CONSUMER / "meson_options.txt", True),
     "consumer meson.build": (CONSUMER / "meson.build", False),
     "consumer meson.build plans": (CONSUMER / "meson.build", False),
 }
-OTHERS = {"quickstart run", "installed"}  # checked below, and run by the installed test
+OTHERS = {"quickstart run", "installed", "record loop"}  # checked below, and run by the installed test
 
 
 class ReadmeLines(unittest.TestCase):
@@ -43,6 +44,18 @@ class ReadmeLines(unittest.TestCase):
                     self.assertEqual(shown, text)
                 else:
                     self.assertIn("\n" + shown, "\n" + text)  # whole lines
+
+    def test_record_loop_names_what_exists(self):
+        block = readme.block(SOURCE, "record loop")
+        self.assertIn("KILN_RECORD=", block)
+        self.assertIn("--record FILE", (SOURCE / "runtime" / "src" / "cli" / "cli.cpp").read_text())
+        self.assertIn('"from-record"', (SOURCE / "codegen" / "kiln_gen.py").read_text())
+        self.assertIn('"KILN_RECORD"', (SOURCE / "runtime" / "src" / "program" / "record.cpp").read_text())
+        for line in block.splitlines():
+            tool = line.split("#")[0].split()
+            tool = [w for w in tool if "=" not in w][:1]
+            if tool and tool[0].startswith("build/"):
+                self.assertIn(tool[0][len("build/"):], (QUICKSTART / "meson.build").read_text())
 
     def test_quickstart_run_names_its_programs(self):
         build = (QUICKSTART / "meson.build").read_text()

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fstream>
+
 #ifdef KILN_TEST_CLI
 
 using kiln::test::ProcessResult;
@@ -41,6 +43,34 @@ TEST_CASE("kiln precompile of a kernel no registry has fails and names it") {
   CAPTURE(r.output);
   CHECK(r.status != 0);
   CHECK(says(r, "no_such_kernel"));
+}
+
+TEST_CASE("kiln precompile --record compiles what a run recorded, for each --arch, without a GPU") {
+  kiln::test::TempDir tmp;
+  const auto record = tmp.path() / "demand.record";
+  // A record as the runtime writes it (KILN_RECORD): a program given at run time and a table's kernel.
+  const std::string source = "extern \"C\" __global__ void twice(float* x) { x[threadIdx.x] *= 2; }\n";
+  const auto field = [](std::string_view kind, std::string_view value) {
+    return std::string(kind) + " " + std::to_string(value.size()) + "\n" + std::string(value) + "\n";
+  };
+  std::ofstream(record) << "kiln record 1\nprogram\n" << field("label", "cli/twice") << field("source", source)
+                        << field("kernel", "twice") << "end\ntable\n" << field("registry", "examples")
+                        << field("kernel", "vector_add") << "arch 86\nend\n";
+  const auto r = kiln_cli({"precompile", "--record", record.string(), "--arch", "sm_86"}, tmp.path());
+  CAPTURE(r.output);
+  CHECK(r.status == 0);
+  CHECK(says(r, "compiled and cached  cli/twice"));
+  CHECK(says(r, "compiled and cached  vector_add"));
+  CHECK(says(r, ": 2 in the cache, 0 not"));
+  CHECK(entries(tmp.path()) == 2);
+  // Without --arch, or with kernel names beside it: refused.
+  CHECK(kiln_cli({"precompile", "--record", record.string()}, tmp.path()).status == 2);
+  CHECK(kiln_cli({"precompile", "--record", record.string(), "--arch", "sm_86", "vector_add"}, tmp.path()).status == 2);
+  // What is not a record: named, non-zero.
+  std::ofstream(tmp.path() / "junk") << "not a record\n";
+  const auto junk = kiln_cli({"precompile", "--record", (tmp.path() / "junk").string(), "--arch", "sm_86"}, tmp.path());
+  CHECK(junk.status != 0);
+  CHECK(says(junk, "junk:1"));
 }
 
 TEST_CASE("kiln precompile compiles every registry at once, naming each unit with its registry; with --jobs, one after another") {

@@ -345,7 +345,7 @@ TEST_CASE("two operators link into the transform-reduce row; their names must di
   // One translation unit: two functions of one name would collide.
   std::vector<kiln::prim::LinkedCall> same = calls;
   same[0].op.name = "op";
-  CHECK_THROWS_AS(kiln::prim::linked_operators_source(same, "TransformReduceWith<double>"), std::invalid_argument);
+  CHECK_THROWS_AS(kiln::prim::linked_operators_source(same, "TransformReduceWith<double>"), kiln::Error);
 }
 
 TEST_CASE("an operator given as LTO-IR links as it is; one that does not define the call fails in nvJitLink") {
@@ -372,8 +372,8 @@ TEST_CASE("an operator given as LTO-IR links as it is; one that does not define 
 }
 
 TEST_CASE("an operator's name must be an identifier, and name the function its source defines") {
-  CHECK_THROWS_AS(kiln::prim::linked_operator_source({kMax, "op(1)"}, "float", "ReduceWith<float>"), std::invalid_argument);
-  CHECK_THROWS_AS(kiln::prim::linked_operator_source({kMax, ""}, "float", "ReduceWith<float>"), std::invalid_argument);
+  CHECK_THROWS_AS(kiln::prim::linked_operator_source({kMax, "op(1)"}, "float", "ReduceWith<float>"), kiln::Error);
+  CHECK_THROWS_AS(kiln::prim::linked_operator_source({kMax, ""}, "float", "ReduceWith<float>"), kiln::Error);
   const CompileOutcome out = compile_unit(linked_request({kMax, "maximum"}, 90));
   REQUIRE_FALSE(out.entry.ok());
   CHECK(contains(out.log, "maximum"));  // "identifier "maximum" is undefined"

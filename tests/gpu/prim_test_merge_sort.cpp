@@ -127,5 +127,5 @@ TEST_CASE("merge_sort_pairs: too little caller storage is an error, not a wrong 
   REQUIRE(plan.temp_bytes(1 << 20) > 1);
   CHECK(plan.temp_bytes(0) == 0);
   CHECK_THROWS_AS(plan(keys.get(), values.get(), 1 << 20, kiln::prim::TempStorage{keys.get(), 1}),
-                  std::invalid_argument);
+                  kiln::Error);
 }

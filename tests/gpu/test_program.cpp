@@ -128,6 +128,28 @@ TEST_CASE("programs: compiled by the JIT, launched and checked; then from disk i
   CHECK(WEXITSTATUS(status) == 0);
 }
 
+TEST_CASE("programs: the README's lines, launched and checked") {
+  int n = 1000;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  kiln::check(kiln::driver().cuDeviceGet(&device, 0), "cuDeviceGet");
+  kiln::check(kiln::driver().cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain");
+  kiln::check(kiln::driver().cuCtxSetCurrent(context), "cuCtxSetCurrent");
+  kiln::test::DeviceBuffer<float> buffer(std::vector<float>(n, 1.5f));
+  CUdeviceptr x = buffer.ptr();
+kiln::ProgramSource src;
+src.source = "template <typename T> __global__ void scale(T* x, T a, int n) {\n"
+             "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a; }\n";
+src.name_expressions = {"scale<float>"};
+src.label = "filters";
+auto program = kiln::program(src);                   // the same text again: the same program, no hashing
+kiln::Kernel k = program->get("scale<float>");       // JIT once, then disk (any process), then memory
+kiln::launch(k, {(n + 255) / 256}, {256}, 0, nullptr, x, 2.0f, n);
+  kiln::check(kiln::driver().cuCtxSynchronize(), "cuCtxSynchronize");
+  for (float v : buffer.to_host()) CHECK(v == 3.0f);
+  kiln::driver().cuDevicePrimaryCtxRelease(device);
+}
+
 TEST_CASE("programs: one machine compiles, the next takes it from the remote cache") {
   if (kiln::test::redis_server_path().empty()) {
     MESSAGE("skipped: redis-server is not installed (scripts/setup.sh installs it; or set KILN_TEST_REDIS_SERVER)");

@@ -33,9 +33,10 @@ struct Command {
 constexpr Command commands[] = {
     {"list", "[--json]", "every registry's units, kernels and embedded binaries with their sizes", list, true},
     {"info", "[--json]", "this machine's GPU, and the tier and binary each kernel would load from", info, true},
-    {"precompile", "[--arch sm_XX]... [--jobs N] [KERNEL...]",
+    {"precompile", "[--arch sm_XX]... [--jobs N] [KERNEL...] | --record FILE --arch sm_XX...",
      "JIT-compile into the disk cache (every kernel by default) for this GPU, or for each --arch with no\n"
-     "GPU needed; exits 1 unless every unit asked for is in the cache",
+     "GPU needed; with --record, what a run recorded (KILN_RECORD=FILE): its programs given at run time and\n"
+     "the kernels no embedded binary served; exits 1 unless every unit asked for is in the cache",
      precompile, false},
     {"status", "[--json]", "warm every kernel (embedded and disk: deferred; the rest: JIT) and show where each came from",
      status, true},

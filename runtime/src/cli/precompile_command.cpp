@@ -4,6 +4,7 @@
 #include <kiln/catalog.hpp>
 #include <kiln/kiln.hpp>
 #include <kiln/precompile.hpp>
+#include <kiln/record.hpp>
 #include <kiln/select.hpp>
 
 #include "base/parse.hpp"         // the one parser of counts and architectures
@@ -45,15 +46,40 @@ std::size_t units_of(const Catalog& catalog, const std::vector<std::string>& nam
   return units.size();
 }
 
+// `precompile --record FILE --arch sm_XX...`: every program and table kernel the record names, compiled for
+// each architecture into the disk cache, one line per unit; exit 1 unless every one is there.
+int precompile_record_file(const Invocation& in, const std::string& path, const std::vector<unsigned>& archs,
+                           const std::vector<std::string>& names) {
+  if (archs.empty()) return refuse(in, "precompile", "--record needs --arch: the architectures to compile it for");
+  if (!names.empty()) return refuse(in, "precompile", "--record takes no kernel names: the record names them");
+  const DemandRecord record = read_record(path);
+  bool all_ok = true;
+  for (const unsigned arch : archs) {
+    std::size_t ok = 0, failed = 0;
+    for (const PrecompileResult& r : precompile_record(record, arch, {in.registries.begin(), in.registries.end()})) {
+      std::cout << line(r, r.unit) << (archs.size() > 1 ? " sm_" + std::to_string(arch) : std::string()) << '\n';
+      if (!r.ok && !r.compiled) std::cerr << r.error << '\n';
+      (r.ok ? ok : failed) += 1;
+    }
+    std::cout << "record " << path << ", sm_" << arch << ": " << ok << " in the cache, " << failed << " not\n";
+    all_ok = all_ok && failed == 0;
+  }
+  return all_ok ? 0 : 1;
+}
+
 }  // namespace
 
 int precompile(const Invocation& in) {
   std::vector<unsigned> archs;  // each one given, in order, once; none: this machine's GPU
   unsigned jobs = 0;
   std::vector<std::string> names;
+  std::string record;  // --record FILE: what a run recorded (KILN_RECORD), compiled for each --arch
   for (std::size_t i = 0; i < in.args.size(); ++i) {
     const std::string_view a = in.args[i];
-    if (a == "--arch" || a == "--jobs") {
+    if (a == "--record") {
+      if (i + 1 == in.args.size()) return refuse(in, "precompile", "--record needs a file");
+      record = in.args[++i];
+    } else if (a == "--arch" || a == "--jobs") {
       if (i + 1 == in.args.size()) return refuse(in, "precompile", std::string(a) + " needs a value");
       const std::string_view v = in.args[++i];
       if (a == "--arch") {
@@ -71,6 +97,7 @@ int precompile(const Invocation& in) {
       names.emplace_back(a);
     }
   }
+  if (!record.empty()) return precompile_record_file(in, record, archs, names);
   // A name no registry has is a mistake to report, not a unit to skip.
   for (const auto& n : names) {
     if (std::any_of(in.registries.begin(), in.registries.end(), [&](const Catalog* c) { return c->find(n) != nullptr; }))

@@ -8,7 +8,7 @@
 // Every call reports a failed launch as kiln::Error.
 //
 // Pointers are device pointers. Item counts are limited to 2^32 - 1 (CUB's 32-bit offsets, as in
-// cub::Device* called with int counts); larger counts throw std::length_error.
+// cub::Device* called with int counts); larger counts throw kiln::Error (invalid_argument).
 #pragma once
 
 #include <kiln/config.hpp>  // C++20, checked first

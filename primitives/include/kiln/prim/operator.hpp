@@ -184,14 +184,14 @@ struct LinkedCall {
 
 // The translation unit kiln links for the operators `calls` into `plan` (for errors: "ReduceWith<float>"):
 // each operator's text, a check that its signature is the one the kernels call, and the definition they
-// call. Its text is the disk cache's key; exposed for tests and tools. Throws std::invalid_argument when a
+// call. Its text is the disk cache's key; exposed for tests and tools. Throws kiln::Error(Errc::invalid_argument) when a
 // name is not an identifier, or two operators have the same name (they share the translation unit).
 LinkedSource linked_operators_source(const std::vector<LinkedCall>& calls, const std::string& plan);
 
 // The translation unit kiln links for `op` into `plan` (for errors: "ReduceWith<float>"), whose kernels call
 // it as result(args...) in C++ spelling ("bool", {"float", "float"}): the operator's text, a check that its
 // signature is that one, and the definition the kernels call. Its text is the disk cache's key; exposed for
-// tests and tools. Throws std::invalid_argument when op.name is not an identifier.
+// tests and tools. Throws kiln::Error(Errc::invalid_argument) when op.name is not an identifier.
 LinkedSource linked_operator_source(const Operator& op, const std::string& result, const std::vector<std::string>& args,
                                     const std::string& plan);
 // The same for a binary operator type(type, type), the reduce and scan plans'.

@@ -22,7 +22,7 @@ enum class Side {
 // must be sorted ascending by operator<; for doubles that means without NaN. Needles may be anything and in
 // any order: every comparison is operator<, so a NaN needle compares false both ways and gets 0 (lower) or
 // haystack_size (upper), and -0.0 equals +0.0 (unlike numpy, which sorts NaN last). All pointers are
-// device pointers; haystack_size and num_needles are limited to 2^32 - 1 (std::length_error beyond).
+// device pointers; haystack_size and num_needles are limited to 2^32 - 1 (kiln::Error, Errc::invalid_argument, beyond).
 // Needs no temporary storage.
 template <typename T, Side S>  // T: std::int32_t, std::int64_t, std::uint64_t or double
 class SortedSearch : detail::PlanBase {

@@ -75,7 +75,7 @@ DeviceAnswers segment_answers(CUdevice device, const Kernel& segments, const std
 // kernels for more).
 inline std::int64_t checked_segments(std::size_t num_segments, const std::string& name) {
   if (num_segments > std::size_t(std::numeric_limits<std::int64_t>::max())) {
-    throw std::length_error("kiln::prim::" + name + ": " + std::to_string(num_segments) +
+    throw kiln::Error(kiln::Errc::invalid_argument, "kiln::prim::" + name + ": " + std::to_string(num_segments) +
                             " segments is more than the 2^63 - 1 CUB supports");
   }
   return static_cast<std::int64_t>(num_segments);

@@ -15,7 +15,7 @@ namespace kiln::prim {
 // Writes to out[0, k) the indices i < n with mask[i] != 0 (any nonzero byte keeps its index, 0 drops it),
 // in increasing order, and k to *count. mask, out and count are device pointers; out needs room for k
 // indices (n at most) and must not overlap mask. n is limited to 2^31 - 1 for std::int32_t indices (every
-// index and the count must fit) and to 2^32 - 1 for std::int64_t; larger n throws std::length_error.
+// index and the count must fit) and to 2^32 - 1 for std::int64_t; larger n throws kiln::Error(Errc::invalid_argument).
 template <typename I>  // std::int32_t or std::int64_t
 class SelectIndices : detail::PlanBase {
  public:

@@ -158,7 +158,7 @@ class Transform : detail::PlanBase {
   void operator()(input_type in, R* out, std::size_t n, CUstream stream = nullptr, Op op = {}) const {
     if (n == 0) return;
     if (n > std::size_t(std::numeric_limits<std::int64_t>::max())) {
-      throw std::length_error("kiln::prim::" + unit_ + ": " + std::to_string(n) + " items is more than 2^63 - 1");
+      throw kiln::Error(kiln::Errc::invalid_argument, "kiln::prim::" + unit_ + ": " + std::to_string(n) + " items is more than 2^63 - 1");
     }
     const auto count = static_cast<typename Types::offset_t>(n);
     const detail::TransformLaunch l = detail::transform_launch(config_, count);

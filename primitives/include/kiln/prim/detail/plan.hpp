@@ -37,7 +37,7 @@ inline Kernel get_kernel(Registry& registry, const std::string& name, const Link
   return link ? registry.get(name, *link) : registry.get(name);
 }
 
-// Throws std::length_error when n does not fit CUB's 32-bit offsets.
+// Throws kiln::Error(Errc::invalid_argument) when n does not fit CUB's 32-bit offsets.
 std::uint32_t checked_count(std::size_t n, const char* primitive);
 
 // The integer type a kernel is instantiated with for a public type: std::int64_t is `long` on LP64 hosts
@@ -58,7 +58,7 @@ template <typename T> constexpr const char* type_suffix() {
   else static_assert(sizeof(T) == 0, "no spec suffix for this type");
 }
 
-// Throws a std::invalid_argument naming the primitive when caller-supplied storage is too small.
+// Throws kiln::Error(Errc::invalid_argument) naming the primitive when caller-supplied storage is too small.
 void check_temp(TempStorage temp, std::size_t needed, const char* primitive);
 
 // What every plan keeps and does around its dispatch: the registry, whose context each call makes current;
@@ -147,7 +147,7 @@ inline CUdevice device_of(Registry& registry) {
 
 inline std::uint32_t checked_count(std::size_t n, const char* primitive) {
   if (n > std::numeric_limits<std::uint32_t>::max()) {
-    throw std::length_error(std::string("kiln::prim::") + primitive + ": " + std::to_string(n) +
+    throw kiln::Error(kiln::Errc::invalid_argument, std::string("kiln::prim::") + primitive + ": " + std::to_string(n) +
                             " items is more than the 2^32 - 1 this primitive supports");
   }
   return static_cast<std::uint32_t>(n);
@@ -155,7 +155,7 @@ inline std::uint32_t checked_count(std::size_t n, const char* primitive) {
 
 inline void check_temp(TempStorage temp, std::size_t needed, const char* primitive) {
   if (needed > 0 && (temp.data == nullptr || temp.bytes < needed)) {
-    throw std::invalid_argument(std::string("kiln::prim::") + primitive + ": temporary storage of " +
+    throw kiln::Error(kiln::Errc::invalid_argument, std::string("kiln::prim::") + primitive + ": temporary storage of " +
                                 std::to_string(temp.bytes) + " bytes given, " + std::to_string(needed) +
                                 " needed (ask the plan's temp_bytes(n))");
   }
