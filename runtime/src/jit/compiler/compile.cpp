@@ -203,6 +203,14 @@ namespace {
 
 bool contains(const std::string& text, std::string_view what) { return text.find(what) != std::string::npos; }
 
+// A unit that includes nothing: a table's has no headers in its bundle (the bundle holds every header its
+// source includes); a program given at run time may include from its -I directories and the toolkit's
+// CCCL, which the bundle does not hold, so its source is looked at too.
+bool includes_nothing(const CompileRequest& request) {
+  return request.headers.empty() && request.source.find("#include") == std::string::npos &&
+         request.source.find("# include") == std::string::npos;
+}
+
 // Appends `line` to a compile log as a line of its own (nothing for an empty one).
 void add_line(std::string& log, const std::string& line) {
   if (line.empty()) return;
@@ -253,7 +261,7 @@ Result<Compiled> compile_source(const Nvrtc& api, const CompileRequest& request,
                                 bool cubin = false) {
   Compiled c;
   bool compiled = false;
-  if (request.headers.empty() && request.pch == PchMode::none && request.link_source.empty()) {
+  if (includes_nothing(request) && request.pch == PchMode::none && request.link_source.empty()) {
     CompileOutcome trial;
     Result<Compiled> minimal = nvrtc_compile(api, request, PchMode::none, trial, true, cubin);
     if (!minimal) return fail(minimal.error());
@@ -475,7 +483,7 @@ Result<std::string> build_cubin(const Nvrtc* rtc, const NvJitLink& link, const C
     return link_to_cubin(link, request, {{NVJITLINK_INPUT_LTOIR, *unit_ir, request.source_name + ".ltoir"}, linked_input},
                          out);
   }
-  if (!from_ptx && request.headers.empty()) {
+  if (!from_ptx && includes_nothing(request)) {
     // A unit that includes nothing has none of CCCL's unreferenced globals to strip (docs/DESIGN.md,
     // "Lean cubins"): NVRTC makes its cubin itself, without PTX text written, read back and assembled
     // by nvJitLink (docs/DESIGN.md, "A unit that includes nothing").
