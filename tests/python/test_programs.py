@@ -145,7 +145,7 @@ def test_program_on_cupy_arrays(cupy):
     y = cupy.ones(n, dtype=cupy.float32)
     kernel = saxpy_program().get("saxpy<float>")
     assert kernel.source in ("disk", "jit") and kernel.arch > 0 and kernel.load_ms >= 0
-    stream = cupy.cuda.Stream(non_blocking=True)
+    stream = cupy.cuda.Stream()  # a blocking stream: it waits for the arrays' initialisation
     kernel(((n + 255) // 256,), (256,), [np.float32(2), x, y, np.int32(n)], stream=stream)
     stream.synchronize()
     np.testing.assert_allclose(cupy.asnumpy(y), 2 * np.arange(n, dtype=np.float32) + 1)
@@ -153,11 +153,31 @@ def test_program_on_cupy_arrays(cupy):
     assert again.tier == "memory"
 
 
+SPIN = r"""
+extern "C" __global__ void spin(long long cycles) {
+  long long start = clock64();
+  while (clock64() - start < cycles) {}
+}
+"""
+
+
+def test_the_stream_is_honoured(cupy):
+    spin = kiln.program(SPIN, name_expressions=["spin"], label="tests/spin").get("spin")
+    stream = cupy.cuda.Stream(non_blocking=True)
+    # About 50 ms on any GPU's clock: the stream is still busy when the launch returns. Launched on the
+    # default stream instead, it would leave `stream` idle.
+    spin(1, 1, [np.int64(100_000_000)], stream=stream)
+    assert not stream.done
+    stream.synchronize()
+    assert stream.done
+
+
 def test_program_on_torch_tensors_on_a_stream(torch):
     n = 4096
     x = torch.arange(n, dtype=torch.float64, device="cuda")
     y = torch.zeros(n, dtype=torch.float64, device="cuda")
     stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())  # x is made on the current stream
     # Work queued ahead on the stream: the launch must run after it, on that stream.
     with torch.cuda.stream(stream):
         y.fill_(1.0)
