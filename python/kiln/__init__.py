@@ -19,6 +19,7 @@ docs/python.md is the guide.
 
 from ._kiln import (
     DemandRecord,
+    DeviceInfo,
     Error,
     Kernel,
     KernelStatus,
@@ -38,6 +39,7 @@ from ._kiln import (
 
 __all__ = [
     "DemandRecord",
+    "DeviceInfo",
     "Error",
     "Kernel",
     "KernelStatus",

@@ -30,6 +30,15 @@ def test_warmup_without_a_driver_costs_nothing():
         registry.ensure_warm(["scale_f32"], -1)
 
 
+def test_device_without_a_driver_is_a_kiln_error():
+    try:
+        device = kiln.examples_registry().device()
+    except kiln.Error as e:
+        assert e.code in ("no_driver", "no_device"), e
+    else:
+        assert device.arch >= 50 and device.name
+
+
 def test_unknown_kernel_names_the_kernel():
     with pytest.raises(kiln.Error) as caught:
         kiln.examples_registry().plan("no_such_kernel")
@@ -74,6 +83,7 @@ def test_examples_kernels_on_cupy(cupy):
     np.testing.assert_allclose(cupy.asnumpy(c), np.arange(n, dtype=np.float32) + 3)
     np.testing.assert_allclose(cupy.asnumpy(y), 0.5 * np.linspace(0, 1, n))
     assert registry.plan("vector_add").available
+    assert registry.device().arch >= add.arch  # a binary runs on its arch or a later one
 
 
 def test_examples_kernels_on_torch(torch):
