@@ -61,6 +61,10 @@ def test_load_finds_a_generated_catalog_by_its_namespace():
         pytest.skip("run by meson test, which builds the library (KILN_TEST_CATALOG_LIBRARY)")
     registry = kiln.Registry.load(library, "kiln::examples")
     assert registry.name == "examples" and "vector_add" in registry.kernels
+    # Or by an extern "C" function that returns the catalog (tests/python/catalog_accessor.cpp).
+    assert kiln.Registry.load(library, "kiln_test_examples_catalog").name == "examples"
+    with pytest.raises(kiln.Error, match="no_such_function"):
+        kiln.Registry.load(library, "no_such_function")
 
 
 # --- GPU
