@@ -13,9 +13,10 @@ cd "$(dirname "$0")/.."
 export PATH="${KILN_TOOLKIT:-/usr/local/cuda}/bin:$PATH"
 # At -O1, as the sanitizers' own documentation advises: the release default's -O3 doubled their compile
 # (test_jit_pool.cpp under ASan+UBSan: 102 s at -O3, 51 s at -O1 on the 2-core box), the larger part of
-# CI's time. NDEBUG as in the release build, so that the same code is checked.
+# CI's time. NDEBUG as in the release build, so that the same code is checked. No Python package: an
+# instrumented extension module cannot load into an uninstrumented interpreter.
 common=(-Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}" -Db_lundef=false -Dprimitives=false -Dbench=false
-        -Darchs=sm_80 -Dembed_ptx=false -Doptimization=1 -Db_ndebug=true)
+        -Darchs=sm_80 -Dembed_ptx=false -Doptimization=1 -Db_ndebug=true -Dpython=false)
 
 [ -f build-sanitize/build.ninja ] ||
   meson setup build-sanitize "${common[@]}" -Db_sanitize=address,undefined -Dcpp_args=-fno-sanitize-recover=all

@@ -16,6 +16,14 @@ pkg-config --exists libzstd 2>/dev/null || missing+=(libzstd-dev)      # the dis
 pkg-config --exists libcrypto 2>/dev/null || missing+=(libssl-dev)     # the disk cache's SHA-256
 pkg-config --exists hiredis 2>/dev/null || missing+=(libhiredis-dev)   # the remote tier's Redis client
 command -v redis-server >/dev/null || [ -x /usr/bin/redis-server ] || missing+=(redis-server)  # the remote tier's tests
+# The Python package (python/): pybind11 and Python's headers build it, meson-python installs it with pip,
+# pytest and NumPy run its tests. Asked of dpkg too: the python3 on PATH may be another interpreter.
+have() { python3 -c "import $1" 2>/dev/null || dpkg -s "$2" >/dev/null 2>&1; }
+[ -f /usr/include/pybind11/pybind11.h ] || missing+=(pybind11-dev)
+dpkg -s python3-dev >/dev/null 2>&1 || [ -f "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)/Python.h" ] || missing+=(python3-dev)
+have mesonpy python3-mesonpy || missing+=(python3-mesonpy)
+have pytest python3-pytest || missing+=(python3-pytest)
+have numpy python3-numpy || missing+=(python3-numpy)
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "kiln setup: installing ${missing[*]}"

@@ -1,4 +1,4 @@
-"""libkiln (and libkiln_prim) must start where NVRTC, nvJitLink and the CUDA driver are not installed: they
+"""libkiln (and libkiln_prim, and the Python module, which links libkiln in) must start where NVRTC, nvJitLink and the CUDA driver are not installed: they
 load them with dlopen on first need, so none of them may appear among their DT_NEEDED libraries.
 libkiln_prim carries the CUDA runtime statically."""
 

@@ -1,0 +1,32 @@
+// What the parts of the module share: the handles Python holds, and each part's bind function.
+#pragma once
+
+#include <kiln/program.hpp>
+#include <kiln/registry.hpp>
+
+#include <pybind11/pybind11.h>
+
+#include <memory>
+
+namespace kiln::python {
+
+// A kernel and what keeps its names alive: its Program (a registry's catalog lives for the process).
+struct PyKernel {
+  Kernel kernel;
+  std::shared_ptr<Program> program;
+};
+
+// A registry handle: registries are kept for the process, one per catalog and device.
+struct PyRegistry {
+  Registry* registry = nullptr;
+};
+
+void bind_errors(pybind11::module_& m);
+void bind_kernels(pybind11::module_& m);
+void bind_registries(pybind11::module_& m);
+void bind_record(pybind11::module_& m);
+
+// The registries a record's kernels may name: kiln's examples and every registry loaded so far.
+std::vector<const Catalog*> known_catalogs();
+
+}  // namespace kiln::python

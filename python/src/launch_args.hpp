@@ -1,0 +1,42 @@
+// What Python hands a launch, made into what cuLaunchKernel takes: arguments, grid and block, a stream.
+#pragma once
+
+#include <kiln/registry.hpp>
+
+#include <pybind11/pybind11.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::python {
+
+// The kernel's arguments as bytes, each in an 8-byte-aligned slot, and a pointer to each (void**).
+// A parameter's type is not known here (a program's kernels are C++ names only), so each argument is
+// passed as its own type, as CuPy's RawKernel does: an object with __cuda_array_interface__ as its data
+// pointer, a NumPy scalar as its dtype, a Python int as int64, a float as float64, None as a null pointer.
+class LaunchArgs {
+ public:
+  explicit LaunchArgs(const pybind11::sequence& args);
+  void** pointers() noexcept { return pointers_.data(); }
+  // Argument i's bytes as they are passed.
+  std::string bytes(std::size_t i) const {
+    return {reinterpret_cast<const char*>(slots_[i].data()), sizes_[i]};
+  }
+  std::size_t size() const noexcept { return slots_.size(); }
+
+ private:
+  std::vector<std::array<std::uint64_t, 2>> slots_;  // up to 16 bytes each (complex128)
+  std::vector<std::size_t> sizes_;
+  std::vector<void*> pointers_;
+};
+
+// An int or a tuple of one to three ints; `what` names it in the error ("grid", "block").
+Dim3 to_dim3(const pybind11::handle& value, const char* what);
+
+// None (the legacy default stream), an int (a CUstream's address), an object with __cuda_stream__
+// (cuda.core), .cuda_stream (PyTorch) or .ptr (CuPy).
+CUstream to_stream(const pybind11::handle& stream);
+
+}  // namespace kiln::python

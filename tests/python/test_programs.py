@@ -1,0 +1,205 @@
+"""Programs given at run time, from Python: the key, precompile without a GPU, errors, launches."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import kiln
+
+SAXPY = r"""
+template <typename T>
+__global__ void saxpy(T a, const T* x, T* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+"""
+
+HEADED = r"""
+#include "ops/twice.cuh"
+extern "C" __global__ void twice(float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = ops::twice(x[i]);
+}
+"""
+TWICE = "namespace ops { __device__ inline float twice(float v) { return 2 * v; } }\n"
+
+
+def saxpy_program(**changes):
+    args = dict(name_expressions=["saxpy<float>", "saxpy<double>"], label="tests/saxpy")
+    args.update(changes)
+    return kiln.Program(changes.pop("source", SAXPY), **{k: v for k, v in args.items() if k != "source"})
+
+
+def test_import_loads_no_driver():
+    # In a process of its own: importing kiln, making a program and reading its digest load no CUDA
+    # library (libkiln dlopens the driver on the first get()), so they work where there is none.
+    script = (
+        "import kiln\n"
+        "kiln.program('__global__ void k() {}', name_expressions=['k']).digest\n"
+        "kiln.examples_registry().kernels\n"
+        "maps = open('/proc/self/maps').read()\n"
+        "assert 'libcuda.so' not in maps and 'libnvrtc' not in maps, 'a CUDA library was loaded'\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+
+
+def test_digest_follows_every_input_but_the_label():
+    base = saxpy_program()
+    assert len(base.digest) == 64 and base.label == "tests/saxpy"
+    assert saxpy_program(label="another name").digest == base.digest
+    assert saxpy_program(source=SAXPY + "\n").digest != base.digest
+    assert saxpy_program(options=["-DFAST"]).digest != base.digest
+    assert saxpy_program(name_expressions=["saxpy<float>"]).digest != base.digest
+    assert saxpy_program(headers={"extra.cuh": "// one"}).digest != saxpy_program(headers={"extra.cuh": "// two"}).digest
+
+
+def test_same_content_is_the_same_program():
+    first = kiln.program(SAXPY, name_expressions=["saxpy<float>"], label="one")
+    assert kiln.program(SAXPY, name_expressions=["saxpy<float>"], label="two") is first  # found by content
+    assert kiln.Program(SAXPY, name_expressions=["saxpy<float>"]).digest == first.digest
+
+
+def test_precompile_without_a_gpu(cache_dir):
+    program = kiln.Program(HEADED, headers={"ops/twice.cuh": TWICE}, name_expressions=["twice"], label="tests/twice")
+    first = program.precompile(80)
+    assert first.ok and first.compiled and not first.cached, first.error
+    again = program.precompile(80)
+    assert again.ok and again.cached and not again.compiled
+
+
+def test_a_compile_error_is_a_kiln_error_with_its_log():
+    program = kiln.Program("__global__ void broken() { no_such_thing(); }", name_expressions=["broken"],
+                           label="tests/broken")
+    with pytest.raises(kiln.Error) as caught:
+        program.precompile(80)
+    assert caught.value.code == "compile"
+    assert "tests/broken" in str(caught.value) and "no_such_thing" in str(caught.value)
+
+
+def test_arguments_of_the_wrong_type_are_named():
+    with pytest.raises(TypeError, match="options"):
+        kiln.Program(SAXPY, options="-DFAST")  # one str, not a list
+    with pytest.raises(TypeError, match="name_expressions"):
+        kiln.Program(SAXPY, name_expressions=["saxpy<float>", 3])
+    with pytest.raises(TypeError, match="headers"):
+        kiln.Program(SAXPY, headers=["a.cuh"])
+
+
+def test_unknown_kernel_is_a_kiln_error():
+    with pytest.raises(kiln.Error) as caught:
+        saxpy_program().plan("saxpy<half>")
+    assert caught.value.code == "unknown_kernel"
+
+
+class DeviceArray:
+    """What CuPy, PyTorch and Numba arrays show: __cuda_array_interface__ with the data pointer."""
+
+    def __init__(self, pointer):
+        self.__cuda_array_interface__ = {"data": (pointer, False), "shape": (4,), "typestr": "<f4", "version": 3}
+
+
+class Stream:
+    def __init__(self, attribute, handle):
+        setattr(self, attribute, handle)
+
+
+def test_arguments_are_passed_as_cupy_passes_them():
+    layout = kiln._kiln._launch_layout
+    grid, block, args, stream = layout(3, (128, 2), [DeviceArray(0x7F0000001000), np.float32(2.5), np.int32(-7),
+                                                    np.uint8(9), 5, 1.5, None, True], None)
+    assert grid == (3, 1, 1) and block == (128, 2, 1) and stream == 0
+    assert args[0] == (0x7F0000001000).to_bytes(8, "little")
+    assert args[1] == np.float32(2.5).tobytes() and args[2] == np.int32(-7).tobytes() and args[3] == b"\x09"
+    assert args[4] == np.int64(5).tobytes()      # a Python int is int64
+    assert args[5] == np.float64(1.5).tobytes()  # a Python float is float64
+    assert args[6] == bytes(8)                   # None is a null pointer
+    assert args[7] == np.int64(1).tobytes()
+    assert layout(1, 1, [], 42)[3] == 42
+    assert layout(1, 1, [], Stream("ptr", 43))[3] == 43           # CuPy
+    assert layout(1, 1, [], Stream("cuda_stream", 44))[3] == 44   # PyTorch
+
+
+def test_a_wrong_argument_is_named():
+    layout = kiln._kiln._launch_layout
+    with pytest.raises(TypeError, match="argument 1 \\(str\\)"):
+        layout(1, 32, [np.float32(1), "x"], None)
+    with pytest.raises(TypeError, match="argument 0 \\(ndarray\\).*host memory"):
+        layout(1, 32, [np.zeros(4, np.float32)], None)
+    with pytest.raises(ValueError, match="argument 2.*64 bits"):
+        layout(1, 32, [0, 0, 1 << 70], None)
+    with pytest.raises(ValueError, match="block"):
+        layout(1, 0, [], None)
+    with pytest.raises(ValueError, match="grid"):
+        layout((1, 1, 1, 1), 1, [], None)
+    with pytest.raises(TypeError, match="stream"):
+        layout(1, 1, [], "default")
+    with pytest.raises(ValueError, match="argument 0.*data"):
+        layout(1, 1, [Stream("__cuda_array_interface__", {})], None)
+
+
+# --- GPU: the lead runs these on a GPU machine with CuPy and PyTorch; skipped here.
+
+
+def test_launch_checks_on_a_gpu(gpu):
+    kernel = saxpy_program().get("saxpy<float>")
+    with pytest.raises(TypeError, match="argument 2"):
+        kernel((1,), (32,), [np.float32(1), 0, "not an argument", np.int32(0)])
+    with pytest.raises(TypeError, match="stream"):
+        kernel((1,), (32,), [np.float32(1), 0, 0, np.int32(0)], stream="default")
+
+
+def test_program_on_cupy_arrays(cupy):
+    n = 1000
+    x = cupy.arange(n, dtype=cupy.float32)
+    y = cupy.ones(n, dtype=cupy.float32)
+    kernel = saxpy_program().get("saxpy<float>")
+    assert kernel.source in ("disk", "jit") and kernel.arch > 0 and kernel.load_ms >= 0
+    stream = cupy.cuda.Stream()  # a blocking stream: it waits for the arrays' initialisation
+    kernel(((n + 255) // 256,), (256,), [np.float32(2), x, y, np.int32(n)], stream=stream)
+    stream.synchronize()
+    np.testing.assert_allclose(cupy.asnumpy(y), 2 * np.arange(n, dtype=np.float32) + 1)
+    again = saxpy_program().get("saxpy<float>")
+    assert again.tier == "memory"
+
+
+SPIN = r"""
+extern "C" __global__ void spin(long long cycles) {
+  long long start = clock64();
+  while (clock64() - start < cycles) {}
+}
+"""
+
+
+def test_the_stream_is_honoured(cupy):
+    spin = kiln.program(SPIN, name_expressions=["spin"], label="tests/spin").get("spin")
+    stream = cupy.cuda.Stream(non_blocking=True)
+    # About 50 ms on any GPU's clock: the stream is still busy when the launch returns. Launched on the
+    # default stream instead, it would leave `stream` idle.
+    spin(1, 1, [np.int64(100_000_000)], stream=stream)
+    assert not stream.done
+    stream.synchronize()
+    assert stream.done
+
+
+def test_program_on_torch_tensors_on_a_stream(torch):
+    n = 4096
+    x = torch.arange(n, dtype=torch.float64, device="cuda")
+    y = torch.zeros(n, dtype=torch.float64, device="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())  # x is made on the current stream
+    # Work queued ahead on the stream: the launch must run after it, on that stream.
+    with torch.cuda.stream(stream):
+        y.fill_(1.0)
+    saxpy_program().get("saxpy<double>").launch(n // 256, 256, [3.0, x, y, np.int32(n)], stream=stream)
+    stream.synchronize()
+    np.testing.assert_allclose(y.cpu().numpy(), 3 * np.arange(n, dtype=np.float64) + 1)
+
+
+def test_headers_in_memory_on_cupy(cupy):
+    program = kiln.Program(HEADED, headers={"ops/twice.cuh": TWICE}, name_expressions=["twice"], label="tests/twice")
+    x = cupy.arange(100, dtype=cupy.float32)
+    program.get("twice")(1, 128, [x, np.int32(100)])
+    cupy.cuda.Device().synchronize()
+    np.testing.assert_allclose(cupy.asnumpy(x), 2 * np.arange(100, dtype=np.float32))

@@ -1,0 +1,102 @@
+"""A generated registry from Python: kiln's examples, and one loaded from a shared library."""
+
+import os
+
+import numpy as np
+import pytest
+
+import kiln
+
+
+def test_examples_registry_lists_and_plans_without_a_gpu():
+    registry = kiln.examples_registry()
+    assert registry is not None and registry.name == "examples"
+    assert {"vector_add", "scale_f32", "scale_f64", "block_sum_f32"} <= set(registry.kernels)
+    assert kiln.examples_registry().name == registry.name
+
+
+def test_precompile_the_examples_for_an_arch_without_a_gpu():
+    results = kiln.examples_registry().precompile(80, ["vector_add"])
+    assert len(results) == 1 and results[0].ok, results[0].error
+    assert results[0].unit == "vector_add"
+
+
+def test_warmup_without_a_driver_costs_nothing():
+    registry = kiln.examples_registry()
+    registry.request_warmup(["scale_f32"])
+    assert isinstance(registry.ensure_warm(["scale_f32"], 0.5), list)
+    assert registry.status().failed == 0
+    with pytest.raises(ValueError, match="timeout_s"):
+        registry.ensure_warm(["scale_f32"], -1)
+
+
+def test_device_without_a_driver_is_a_kiln_error():
+    try:
+        device = kiln.examples_registry().device()
+    except kiln.Error as e:
+        assert e.code in ("no_driver", "no_device"), e
+    else:
+        assert device.arch >= 50 and device.name
+
+
+def test_unknown_kernel_names_the_kernel():
+    with pytest.raises(kiln.Error) as caught:
+        kiln.examples_registry().plan("no_such_kernel")
+    assert caught.value.code == "unknown_kernel" and "no_such_kernel" in str(caught.value)
+
+
+def test_load_names_what_is_missing(tmp_path):
+    with pytest.raises(kiln.Error) as caught:
+        kiln.Registry.load(str(tmp_path / "missing.so"), "my::kernels")
+    assert caught.value.code == "invalid_argument" and "missing.so" in str(caught.value)
+    # The extension module itself is a shared library with no catalog of that name.
+    with pytest.raises(kiln.Error, match="my::kernels::catalog"):
+        kiln.Registry.load(kiln._kiln.__file__, "my::kernels")
+
+
+def test_load_finds_a_generated_catalog_by_its_namespace():
+    # A shared library of kiln's examples catalog, as a project builds its own (tests/meson.build).
+    library = os.environ.get("KILN_TEST_CATALOG_LIBRARY")
+    if not library:
+        pytest.skip("run by meson test, which builds the library (KILN_TEST_CATALOG_LIBRARY)")
+    registry = kiln.Registry.load(library, "kiln::examples")
+    assert registry.name == "examples" and "vector_add" in registry.kernels
+    # Or by an extern "C" function that returns the catalog (tests/python/catalog_accessor.cpp).
+    assert kiln.Registry.load(library, "kiln_test_examples_catalog").name == "examples"
+    with pytest.raises(kiln.Error, match="no_such_function"):
+        kiln.Registry.load(library, "no_such_function")
+
+
+# --- GPU
+
+
+def test_examples_kernels_on_cupy(cupy):
+    registry = kiln.examples_registry()
+    n = 1 << 12
+    a = cupy.arange(n, dtype=cupy.float32)
+    b = cupy.full(n, 3, dtype=cupy.float32)
+    c = cupy.empty_like(a)
+    add = registry.get("vector_add")
+    assert add.name == "vector_add" and add.arch > 0
+    add(n // 256, 256, [a, b, c, np.int32(n)])
+    scale = registry.get("scale_f64")
+    x = cupy.linspace(0, 1, n, dtype=cupy.float64)
+    y = cupy.empty_like(x)
+    scale(16, 256, [x, y, 0.5, np.int32(n)])
+    cupy.cuda.Device().synchronize()
+    np.testing.assert_allclose(cupy.asnumpy(c), np.arange(n, dtype=np.float32) + 3)
+    np.testing.assert_allclose(cupy.asnumpy(y), 0.5 * np.linspace(0, 1, n))
+    assert registry.plan("vector_add").available
+    assert registry.device().arch >= add.arch  # a binary runs on its arch or a later one
+
+
+def test_examples_kernels_on_torch(torch):
+    n = 1000
+    a = torch.ones(n, device="cuda")
+    b = torch.arange(n, dtype=torch.float32, device="cuda")
+    c = torch.empty_like(a)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    kiln.examples_registry().get("vector_add")(4, 256, [a, b, c, np.int32(n)], stream=stream)
+    stream.synchronize()
+    np.testing.assert_allclose(c.cpu().numpy(), np.arange(n, dtype=np.float32) + 1)
