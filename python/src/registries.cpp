@@ -148,8 +148,10 @@ void bind_registries(py::module_& m) {
           py::arg("arch"), "Compile for `arch` (80 for sm_80) into the disk cache; no GPU needed.")
       .def_property_readonly("label", &Program::label)
       .def_property_readonly("digest", &Program::digest)
-      .def_property_readonly("registry", [](Program& p) { return PyRegistry{&p.registry()}; },
-                             py::keep_alive<0, 1>())
+      // The registry keeps its program alive: keep_alive rides on a cpp_function, as pybind11 2.11 and
+      // later require of a property.
+      .def_property_readonly("registry", py::cpp_function([](Program& p) { return PyRegistry{&p.registry()}; },
+                                                          py::keep_alive<0, 1>()))
       .def("__repr__", [](Program& p) { return "<kiln.Program " + p.label() + " " + p.digest().substr(0, 12) + ">"; });
 
   py::class_<WarmupStatus::PerKernel>(m, "KernelStatus")
