@@ -39,7 +39,7 @@ grep -q '^already cached  vector_add' "$work/out" || fail "A compiled what the p
 echo "== 3. machine B: the remote"
 KILN_CACHE_DIR="$work/b" KILN_REMOTE_CACHE="$remote" "$kiln" precompile --arch sm_90 vector_add | tee "$work/out" ||
   fail "precompile on B"
-grep -q '^already cached  vector_add' "$work/out" || fail "B compiled what the remote held"
+grep -q '^fetched from the fleet  vector_add' "$work/out" || fail "B compiled what the remote held, or did not say it fetched it"
 [ "$(ls "$work/b/v2" | grep -c '\.kiln$')" = 1 ] || fail "B does not have the entry on its disk"
 
 echo "== 4. damaged packs"
@@ -62,5 +62,5 @@ grep -q '^compiled and cached  vector_add' "$work/out" || fail "an entry of anot
 [ ! -s "$work/err" ] || { cat "$work/err"; fail "another key's machine found the fleet's entries (they live under its key's id)"; }
 KILN_CACHE_DIR="$work/e" KILN_REMOTE_CACHE="$remote" "$kiln" precompile --arch sm_90 vector_add | tee "$work/out" ||
   fail "precompile on a new machine of the fleet"
-grep -q '^already cached  vector_add' "$work/out" || fail "the other key's machine replaced the fleet's entry"
+grep -q '^fetched from the fleet  vector_add' "$work/out" || fail "the other key's machine replaced the fleet's entry"
 echo "ok"

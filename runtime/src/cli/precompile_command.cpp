@@ -31,7 +31,10 @@ struct Tally {
 
 // One unit's line, the unit called `unit`: what happened to it, and why when the cache does not hold it now.
 std::string line(const PrecompileResult& r, const std::string& unit) {
-  if (r.ok) return (r.compiled ? "compiled and cached  " : "already cached  ") + unit + "  " + fixed1(r.ms) + " ms";
+  if (r.ok) {
+    return (r.compiled ? "compiled and cached  " : r.from_remote ? "fetched from the fleet  " : "already cached  ") + unit +
+           "  " + fixed1(r.ms) + " ms";
+  }
   if (r.compiled) return "compiled, not cached  " + unit + "  " + fixed1(r.ms) + " ms: " + r.error;
   return "FAILED  " + unit;
 }
