@@ -138,8 +138,8 @@ def cmake_project(args, source: Path, install: Path, tmp: Path) -> Path:
     out: list[str] = []
     steps.run([build / "tiny-kiln", "precompile", "--arch", "sm_90"], env={"KILN_CACHE_DIR": str(tmp / "cmake-cache")},
               out=out)
-    if precompiled("sm_90", 3, 0) not in out[-1] or "no worker" in out[-1]:
-        raise steps.StepFailed(f"expected '{precompiled('sm_90', 3, 0)}', compiled by the installed kiln-jitd")
+    if precompiled("sm_90", 4, 0) not in out[-1] or "no worker" in out[-1]:
+        raise steps.StepFailed(f"expected '{precompiled('sm_90', 4, 0)}', compiled by the installed kiln-jitd")
     (app / "iota.cu").touch()
     steps.run(["ninja", "-C", build], out=out)
     if "kiln-gen" not in out[-1]:
