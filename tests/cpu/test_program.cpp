@@ -17,6 +17,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <thread>
 
 namespace {
@@ -50,6 +51,18 @@ void write(const std::filesystem::path& path, const std::string& text) {
 }
 
 bool contains(const std::string& text, std::string_view what) { return text.find(what) != std::string::npos; }
+
+// A disk cache of the test's own, and registry options that use it and no remote cache.
+struct PrivateCache {
+  kiln::test::TempDir tmp;
+  std::unique_ptr<kiln::DiskCache> cache = std::make_unique<kiln::DiskCache>(kiln::test::config_at(tmp.path() / "kiln"));
+  kiln::RegistryOptions options = [this] {
+    kiln::RegistryOptions o;
+    o.cache = cache.get();
+    o.use_remote = false;
+    return o;
+  }();
+};
 
 }  // namespace
 
@@ -128,11 +141,9 @@ TEST_CASE("a program is found by its content: the same text is the same program,
 }
 
 TEST_CASE("a program compiles through the tiers into the disk cache, and a new program object finds it there") {
-  kiln::test::TempDir tmp;
-  kiln::DiskCache cache(kiln::test::config_at(tmp.path() / "kiln"));
-  kiln::RegistryOptions options;
-  options.cache = &cache;
-  options.use_remote = false;
+  const PrivateCache here;
+  kiln::DiskCache& cache = *here.cache;
+  const kiln::RegistryOptions& options = here.options;
   kiln::Program cold(saxpy(), 0, options);
   const kiln::PrecompileResult first = cold.precompile(80);
   CHECK(first.ok);
@@ -154,11 +165,9 @@ TEST_CASE("a program compiles through the tiers into the disk cache, and a new p
 }
 
 TEST_CASE("a program that does not compile is an error carrying its label and NVRTC's log") {
-  kiln::test::TempDir tmp;
-  kiln::DiskCache cache(kiln::test::config_at(tmp.path() / "kiln"));
-  kiln::RegistryOptions options;
-  options.cache = &cache;
-  options.use_remote = false;
+  const PrivateCache here;
+  kiln::DiskCache& cache = *here.cache;
+  const kiln::RegistryOptions& options = here.options;
   kiln::ProgramSource broken = saxpy();
   broken.source += "\n__global__ void oops() { undeclared_thing(); }\n";
   broken.label = "tests/broken";
@@ -225,11 +234,9 @@ TEST_CASE("a demand record: written once per program and kernel, read back, and 
 }
 
 TEST_CASE("concurrent first compiles of one program compile it once") {
-  kiln::test::TempDir tmp;
-  kiln::DiskCache cache(kiln::test::config_at(tmp.path() / "kiln"));
-  kiln::RegistryOptions options;
-  options.cache = &cache;
-  options.use_remote = false;
+  const PrivateCache here;
+  kiln::DiskCache& cache = *here.cache;
+  const kiln::RegistryOptions& options = here.options;
   kiln::ProgramSource source = saxpy();
   source.source += "\n// concurrent\n";
   constexpr int kThreads = 6;
@@ -247,4 +254,24 @@ TEST_CASE("concurrent first compiles of one program compile it once") {
   }
   CHECK(compiled == 1);
   CHECK(cache.stats().stores == 1);
+}
+
+TEST_CASE("a program that includes a header from its -I directory is compiled as a unit with headers") {
+  // Its headers are on disk, not in memory: it must not be taken for a unit that includes nothing (tried
+  // with -minimal first, and kept as NVRTC's own cubin with every unreferenced global of its headers).
+  const PrivateCache here;
+  write(here.tmp.path() / "inc" / "twice.cuh", "__device__ inline float twice(float v) { return v + v; }\n");
+  kiln::ProgramSource s;
+  s.source = "#include \"twice.cuh\"\nextern \"C\" __global__ void doubled(float* x) { x[0] = twice(x[0]); }\n";
+  s.options = {"-I" + (here.tmp.path() / "inc").string()};
+  s.name_expressions = {"doubled"};
+  s.label = "tests/included";
+  kiln::Program program(s, 0, here.options);
+  REQUIRE(program.precompile(80).compiled);
+  const kiln::Catalog& c = program.catalog();
+  const auto entry = here.cache->load(kiln::detail::unit_cache_key(c, c.units[0], 80, *here.cache));
+  REQUIRE(entry.has_value());
+  CAPTURE(entry->compiler);
+  CHECK(contains(entry->compiler, "nvjitlink"));
+  CHECK_FALSE(contains(entry->compiler, "its own cubin"));
 }
