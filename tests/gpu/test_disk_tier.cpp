@@ -6,13 +6,12 @@
 #include <kiln/kiln.hpp>
 
 #include "device_buffer.hpp"
+#include "run_self.hpp"
 #include "example_checks.hpp"
 #include "examples_catalog.hpp"
 #include "fill_cache.hpp"
 
-#include <spawn.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -21,8 +20,6 @@
 #include <numeric>
 #include <string>
 #include <vector>
-
-extern char** environ;
 
 namespace {
 
@@ -85,15 +82,7 @@ TEST_CASE("disk tier: an entry written by one process is loaded and launched by 
     kiln::Registry writer(kiln::examples::catalog());
     REQUIRE(kiln::test::fill_cache_from_embedded(writer, cache) == 3);
   }
-  char self[4096] = {};
-  REQUIRE(readlink("/proc/self/exe", self, sizeof self - 1) > 0);
-  char* argv[] = {self, const_cast<char*>("--disk-child"), const_cast<char*>(dir.path.c_str()), nullptr};
-  pid_t pid = 0;
-  REQUIRE(posix_spawn(&pid, self, nullptr, nullptr, argv, environ) == 0);
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(kiln::test::run_self("--disk-child", dir.path.string()) == 0);
 }
 
 TEST_CASE("disk tier: a corrupt entry is detected before the driver, deleted, and reported as a miss") {

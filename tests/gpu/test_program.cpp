@@ -12,10 +12,9 @@
 #include <kiln/remote.hpp>
 
 #include "device_buffer.hpp"
+#include "run_self.hpp"
 #include "remote_test_util.hpp"
 
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -24,8 +23,6 @@
 #include <numeric>
 #include <string>
 #include <vector>
-
-extern char** environ;
 
 namespace {
 
@@ -117,15 +114,7 @@ TEST_CASE("programs: compiled by the JIT, launched and checked; then from disk i
     CHECK(program.registry().stats().jit_compiles == 1);  // one unit, all its kernels
     CHECK_THROWS_AS(program.get("axpy<double>"), kiln::Error);
   }
-  char self[4096] = {};
-  REQUIRE(readlink("/proc/self/exe", self, sizeof self - 1) > 0);
-  char* argv[] = {self, const_cast<char*>("--program-child"), const_cast<char*>(dir.path.c_str()), nullptr};
-  pid_t pid = 0;
-  REQUIRE(posix_spawn(&pid, self, nullptr, nullptr, argv, environ) == 0);
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(kiln::test::run_self("--program-child", dir.path.string()) == 0);
 }
 
 TEST_CASE("programs: the README's lines, launched and checked") {
@@ -144,7 +133,7 @@ src.name_expressions = {"scale<float>"};
 src.label = "filters";
 auto program = kiln::program(src);                   // the same text again: the same program, no hashing
 kiln::Kernel k = program->get("scale<float>");       // JIT once, then disk (any process), then memory
-kiln::launch(k, {(n + 255) / 256}, {256}, 0, nullptr, x, 2.0f, n);
+kiln::launch(k, {unsigned(n + 255) / 256}, {256}, 0, nullptr, x, 2.0f, n);
   kiln::check(kiln::driver().cuCtxSynchronize(), "cuCtxSynchronize");
   for (float v : buffer.to_host()) CHECK(v == 3.0f);
   kiln::driver().cuDevicePrimaryCtxRelease(device);
