@@ -6,6 +6,7 @@
 // first call. It is deprecated in OpenSSL 3 in favour of EVP but still part of its API.
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <kiln/error.hpp>
+#include <openssl/crypto.h>  // OPENSSL_cleanse
 #include <openssl/sha.h>
 
 #include <charconv>
@@ -74,14 +75,40 @@ std::array<unsigned char, 32> sha256(std::string_view bytes) {
 }
 
 std::string sha256_hex(std::string_view bytes) {
+  const std::array<unsigned char, 32> digest = sha256(bytes);
+  return to_hex(digest.data(), digest.size());
+}
+
+std::string to_hex(const unsigned char* bytes, std::size_t size) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string hex;
-  hex.reserve(64);
-  for (const unsigned char byte : sha256(bytes)) {
-    hex += kHex[byte >> 4];
-    hex += kHex[byte & 0xf];
+  hex.reserve(2 * size);
+  for (std::size_t i = 0; i < size; ++i) {
+    hex += kHex[bytes[i] >> 4];
+    hex += kHex[bytes[i] & 0xf];
   }
   return hex;
+}
+
+namespace {
+
+void check_sha(int ok) {
+  if (ok != 1) throw Error(Errc::cache, "kiln: SHA-256 failed in OpenSSL (SHA256_Init/Update/Final); is libcrypto usable?");
+}
+
+}  // namespace
+
+struct Sha256::Context {
+  SHA256_CTX c;
+};
+
+Sha256::Sha256() : context_(std::make_unique<Context>()) { check_sha(SHA256_Init(&context_->c)); }
+Sha256::~Sha256() { OPENSSL_cleanse(&context_->c, sizeof context_->c); }
+void Sha256::update(const void* data, std::size_t size) { check_sha(SHA256_Update(&context_->c, data, size)); }
+Sha256Digest Sha256::final() {
+  Sha256Digest digest{};
+  check_sha(SHA256_Final(digest.data(), &context_->c));
+  return digest;
 }
 
 std::string key_field(std::string_view text, std::string_view name) {

@@ -1,11 +1,9 @@
 // A program's digest: its content, with include directories taken by the bytes of their files.
 #include "program/program_key.hpp"
 
-#include "chain/key.hpp"  // sha256_hex
+#include "chain/key.hpp"  // Sha256, sha256_hex
 
 #include <kiln/error.hpp>
-
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -28,10 +26,6 @@ void field(std::string& text, std::string_view kind, std::string_view value) {
   text += '\n';
 }
 
-struct DigestDeleter {
-  void operator()(EVP_MD_CTX* c) const noexcept { EVP_MD_CTX_free(c); }
-};
-
 }  // namespace
 
 Result<std::string> directory_digest(const std::string& dir) {
@@ -47,8 +41,7 @@ Result<std::string> directory_digest(const std::string& dir) {
   }
   if (ec) return fail("cannot list '" + dir + "': " + ec.message());
   std::sort(files.begin(), files.end());
-  std::unique_ptr<EVP_MD_CTX, DigestDeleter> ctx(EVP_MD_CTX_new());
-  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) return fail("SHA-256 is not available (OpenSSL)");
+  Sha256 digest;
   std::uint64_t total = 0;
   std::string buffer;
   for (const fs::path& file : files) {
@@ -63,19 +56,11 @@ Result<std::string> directory_digest(const std::string& dir) {
     std::string head;
     field(head, "file", fs::relative(file, dir, ec).generic_string());
     head += std::to_string(buffer.size()) + "\n";
-    EVP_DigestUpdate(ctx.get(), head.data(), head.size());
-    EVP_DigestUpdate(ctx.get(), buffer.data(), buffer.size());
+    digest.update(head.data(), head.size());
+    digest.update(buffer.data(), buffer.size());
   }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  if (EVP_DigestFinal_ex(ctx.get(), digest, &size) != 1) return fail("SHA-256 failed (OpenSSL)");
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned int i = 0; i < size; ++i) {
-    hex += kHex[digest[i] >> 4];
-    hex += kHex[digest[i] & 15];
-  }
-  return hex;
+  const Sha256Digest sum = digest.final();
+  return to_hex(sum.data(), sum.size());
 }
 
 std::string program_digest(const ProgramSource& source) {

@@ -14,24 +14,7 @@ namespace {
 
 constexpr std::size_t kBlock = 64;  // SHA-256's block size, which RFC 2104 pads the key to
 
-void check(int ok) {
-  if (ok != 1) throw Error(Errc::remote, "kiln: SHA-256 failed in OpenSSL (SHA256_Init/Update/Final); is libcrypto usable?");
-}
-
 }  // namespace
-
-struct Sha256::Context {
-  SHA256_CTX c;
-};
-
-Sha256::Sha256() : context_(std::make_unique<Context>()) { check(SHA256_Init(&context_->c)); }
-Sha256::~Sha256() { OPENSSL_cleanse(&context_->c, sizeof context_->c); }
-void Sha256::update(const void* data, std::size_t size) { check(SHA256_Update(&context_->c, data, size)); }
-Sha256Digest Sha256::final() {
-  Sha256Digest digest{};
-  check(SHA256_Final(digest.data(), &context_->c));
-  return digest;
-}
 
 Sha256Digest hmac_sha256(std::string_view key, std::initializer_list<std::string_view> parts) {
   // K0: the key, hashed first when longer than a block, then padded with zeros to a block.
@@ -63,15 +46,5 @@ bool same_digest(const unsigned char* a, const unsigned char* b, std::size_t siz
   return CRYPTO_memcmp(a, b, size) == 0;
 }
 
-std::string to_hex(const unsigned char* bytes, std::size_t size) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(2 * size);
-  for (std::size_t i = 0; i < size; ++i) {
-    hex += kHex[bytes[i] >> 4];
-    hex += kHex[bytes[i] & 0xf];
-  }
-  return hex;
-}
 
 }  // namespace kiln::detail
