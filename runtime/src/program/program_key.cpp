@@ -17,15 +17,6 @@
 namespace kiln::detail {
 namespace {
 
-void field(std::string& text, std::string_view kind, std::string_view value) {
-  text += kind;
-  text += ' ';
-  text += std::to_string(value.size());
-  text += '\n';
-  text += value;
-  text += '\n';
-}
-
 }  // namespace
 
 Result<std::string> directory_digest(const std::string& dir) {
@@ -54,7 +45,7 @@ Result<std::string> directory_digest(const std::string& dir) {
     if (total > kMaxIncludeBytes)
       return fail("'" + dir + "' holds more than " + std::to_string(kMaxIncludeBytes >> 20) + " MiB of files");
     std::string head;
-    field(head, "file", fs::relative(file, dir, ec).generic_string());
+    append_field(head, "file", fs::relative(file, dir, ec).generic_string());
     head += std::to_string(buffer.size()) + "\n";
     digest.update(head.data(), head.size());
     digest.update(buffer.data(), buffer.size());
@@ -65,10 +56,10 @@ Result<std::string> directory_digest(const std::string& dir) {
 
 std::string program_digest(const ProgramSource& source) {
   std::string text = "kiln program 1\n";
-  field(text, "source", source.source);
+  append_field(text, "source", source.source);
   for (const ProgramHeader& h : source.headers) {
-    field(text, "header", h.name);
-    field(text, "bytes", h.source);
+    append_field(text, "header", h.name);
+    append_field(text, "bytes", h.source);
   }
   const std::vector<std::string>& options = source.options;
   for (std::size_t i = 0; i < options.size(); ++i) {
@@ -81,15 +72,15 @@ std::string program_digest(const ProgramSource& source) {
     } else if (options[i].starts_with("-I")) {
       dir = options[i].substr(2);
     } else {
-      field(text, "option", options[i]);
+      append_field(text, "option", options[i]);
       continue;
     }
     const Result<std::string> files = directory_digest(dir);
     if (!files)
       throw Error(Errc::invalid_argument, "kiln: program '" + source.label + "': its include directory " + files.error());
-    field(text, "include", *files);
+    append_field(text, "include", *files);
   }
-  for (const std::string& e : source.name_expressions) field(text, "kernel", e);
+  for (const std::string& e : source.name_expressions) append_field(text, "kernel", e);
   return sha256_hex(text);
 }
 

@@ -7,6 +7,7 @@
 // where "label N" is followed by a newline, N bytes and a newline.
 #include <kiln/record.hpp>
 
+#include "program/program_key.hpp"  // append_field
 #include "program/record.hpp"
 
 #include <kiln/catalog.hpp>
@@ -32,15 +33,6 @@ namespace kiln {
 namespace {
 
 constexpr std::string_view kHeader = "kiln record 1\n";
-
-void field(std::string& out, std::string_view kind, std::string_view value) {
-  out += kind;
-  out += ' ';
-  out += std::to_string(value.size());
-  out += '\n';
-  out += value;
-  out += '\n';
-}
 
 // The open record, if any: KILN_RECORD's from the first load, or record_demand's.
 class Recorder {
@@ -163,22 +155,22 @@ namespace detail {
 
 void record_kernel(std::string_view registry, std::string_view kernel, unsigned arch) {
   std::string text = "table\n";
-  field(text, "registry", registry);
-  field(text, "kernel", kernel);
+  append_field(text, "registry", registry);
+  append_field(text, "kernel", kernel);
   text += "arch " + std::to_string(arch) + "\nend\n";
   Recorder::instance().write(text, text);
 }
 
 void record_program(const ProgramSource& source) {
   std::string text = "program\n";
-  field(text, "label", source.label);
-  field(text, "source", source.source);
+  append_field(text, "label", source.label);
+  append_field(text, "source", source.source);
   for (const ProgramHeader& h : source.headers) {
-    field(text, "header", h.name);
-    field(text, "bytes", h.source);
+    append_field(text, "header", h.name);
+    append_field(text, "bytes", h.source);
   }
-  for (const std::string& o : source.options) field(text, "option", o);
-  for (const std::string& e : source.name_expressions) field(text, "kernel", e);
+  for (const std::string& o : source.options) append_field(text, "option", o);
+  for (const std::string& e : source.name_expressions) append_field(text, "kernel", e);
   text += "end\n";
   Recorder::instance().write(text, text);
 }
