@@ -38,15 +38,16 @@ def unit_source(index, mode):
     return prefix + f"\ntemplate __global__ void kiln_bench::sort_scan_tiles<{t}, {b}, {i}>(const {t}*, {t}*);\n"
 
 
-def compile_one(toolkit, mode, index, pch):
-    """--compile: one unit through NVRTC (to PTX for sm_90) and nvJitLink; exits non-zero on failure."""
+def compile_one(toolkit, mode, index, pch, include=os.path.join(HERE, "kernels", "include")):
+    """--compile: one unit through NVRTC (to PTX for sm_90) and nvJitLink; exits non-zero on failure.
+    `include` holds kiln_bench/block_sort_scan.cuh (bench/kernels/include, or a copy of it)."""
     rtc = ctypes.CDLL(os.path.join(toolkit, "lib64", "libnvrtc.so"))
     link = ctypes.CDLL(os.path.join(toolkit, "lib64", "libnvJitLink.so"))
     prog = ctypes.c_void_p()
     if rtc.nvrtcCreateProgram(ctypes.byref(prog), unit_source(index, mode).encode(), b"unit.cu", 0, None, None):
         sys.exit("nvrtcCreateProgram failed")
     options = ["-std=c++17", "-DCUB_DISABLE_NAMESPACE_MAGIC", "-DCUB_IGNORE_NAMESPACE_MAGIC_ERROR",
-               "-default-device", "-arch=compute_90", "-I" + os.path.join(HERE, "kernels", "include"),
+               "-default-device", "-arch=compute_90", "-I" + include,
                "-I" + os.path.join(toolkit, "include", "cccl"), "-I" + os.path.join(toolkit, "include")]
     if mode == "prefix":
         options.append("--create-pch=" + pch)
@@ -98,10 +99,11 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--toolkit", default=os.environ.get("KILN_TOOLKIT", "/usr/local/cuda"))
     parser.add_argument("--compile", nargs=3, metavar=("MODE", "INDEX", "PCH"), help=argparse.SUPPRESS)
+    parser.add_argument("--include", default=os.path.join(HERE, "kernels", "include"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.compile:
         mode, index, pch = args.compile
-        return compile_one(args.toolkit, mode, int(index), pch)
+        return compile_one(args.toolkit, mode, int(index), pch, args.include)
     for library in ("libnvrtc.so", "libnvJitLink.so"):
         if not os.path.exists(os.path.join(args.toolkit, "lib64", library)):
             sys.exit(f"nvrtc_schedules: no {library} under {args.toolkit}/lib64; install the CUDA toolkit or pass "
