@@ -29,7 +29,9 @@ struct OneEntry {
   // The damaged entry must be a miss, deleted and counted, with the reason in the warning.
   void expect_rejected(std::string_view reason) {
     const auto before = cache.stats().corrupt;
-    CHECK_FALSE(cache.load(key));
+    const kiln::CacheLookup found = cache.lookup(key);
+    CHECK_FALSE(found);
+    CHECK(found.miss.rfind("corrupt: ", 0) == 0);
     CHECK(cache.stats().corrupt == before + 1);
     std::error_code ignored;
     CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(file, ignored)));
@@ -57,12 +59,13 @@ TEST_CASE("a stored entry loads back, from a private directory, with nothing els
 
   const auto key = sample_key(7);
   CHECK_FALSE(cache.contains(key));
-  CHECK_FALSE(cache.load(key));
+  CHECK(cache.lookup(key).miss == "absent");
   CHECK(cache.store(key, sample_entry(7)));
   CHECK(cache.contains(key));
-  const auto loaded = cache.load(key);
+  const kiln::CacheLookup loaded = cache.lookup(key);
   REQUIRE(loaded);
-  CHECK(kiln::test::same_entry(*loaded, sample_entry(7)));
+  CHECK(loaded.miss.empty());
+  CHECK(kiln::test::same_entry(*loaded.entry, sample_entry(7)));
   CHECK(kiln::test::files_in(entries_dir(root)) == std::vector<std::string>{key.hex + ".kiln"});
   CHECK(mode_of(entries_dir(root) / (key.hex + ".kiln")) == 0600);
 

@@ -116,6 +116,14 @@ struct PruneReport {
 
 // One cache directory. Thread-safe; any number of processes may share the directory.
 // I/O problems never throw: a read problem is a miss, a write problem is one warning and `false`.
+// What DiskCache::lookup found: the entry, or one line saying why there is none (absent, unreadable,
+// refused, corrupt, made for another key, or the cache not in use).
+struct CacheLookup {
+  std::optional<CacheEntry> entry;
+  std::string miss;  // empty on a hit
+  explicit operator bool() const noexcept { return entry.has_value(); }
+};
+
 class DiskCache {
  public:
   explicit DiskCache(CacheConfig config);
@@ -132,8 +140,10 @@ class DiskCache {
   // Whether an entry file exists for the key: one stat, nothing read.
   bool contains(const CacheKey& key) const;
   // The entry, fully validated (header, key text, zstd checksum, payload, the cubin's ELF header and
-  // kernel symbols) before anything reaches the driver. A bad entry is counted, deleted, and a miss.
-  // A hit marks the entry most recently used.
+  // kernel symbols) before anything reaches the driver, or why there is none. A bad entry is counted,
+  // deleted, and a miss. A hit marks the entry most recently used.
+  CacheLookup lookup(const CacheKey& key);
+  // lookup()'s entry alone, for callers to whom every miss is the same.
   std::optional<CacheEntry> load(const CacheKey& key);
   // Publishes atomically (unique temp file in the directory, then rename), then prunes to the cap
   // (never the entry just stored). An entry larger than the cap is not stored (false, one warning).

@@ -307,11 +307,13 @@ bool DiskCache::contains(const CacheKey& key) const {
          S_ISREG(st.st_mode);
 }
 
-std::optional<CacheEntry> DiskCache::load(const CacheKey& key) {
+CacheLookup DiskCache::lookup(const CacheKey& key) {
   auto entry = detail::load_checked(*this, key, {});
-  if (!entry) return std::nullopt;
-  return std::move(entry).value();
+  if (!entry) return {std::nullopt, entry.error()};
+  return {std::move(entry).value(), {}};
 }
+
+std::optional<CacheEntry> DiskCache::load(const CacheKey& key) { return lookup(key).entry; }
 
 bool DiskCache::store(const CacheKey& key, const CacheEntry& entry) { return detail::store_entry(*this, key, entry).ok(); }
 
