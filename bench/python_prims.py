@@ -182,7 +182,7 @@ def steady(log2_sizes, reps):
                     times[name].append(cupy.cuda.get_elapsed_time(start, stop) / reps)
             py, cxx = statistics.median(times["python"]), statistics.median(times["cxx"])
             print(f"| {family} | {plan.dtype} | 2^{log2} | {py:.4f} | {cxx:.4f} | {py / cxx:.3f} |", flush=True)
-            del args, call, temp, plan
+            del args, call, temp, plan, python_loop, cxx_loop  # the closures hold the arrays too
             cupy.get_default_memory_pool().free_all_blocks()
 
 
