@@ -99,6 +99,16 @@ def _device_of(obj):
     return None
 
 
+_TYPESTRS = {}  # typestr -> (dtype name, item bytes)
+
+
+def _typestr(typestr):
+    known = _TYPESTRS.get(typestr)
+    if known is None:
+        known = _TYPESTRS[typestr] = (_dtype_name(typestr), int(typestr[2:]) if typestr[2:].isdigit() else 0)
+    return known
+
+
 class _Array:
     """One argument's array interface: its pointer, item count, dtype name and device."""
 
@@ -111,15 +121,14 @@ class _Array:
             raise ArgumentTypeError(
                 f"kiln.{primitive}: {role} ({type(obj).__name__}) is not a device array; pass an object with "
                 "__cuda_array_interface__ (a CuPy array, a PyTorch CUDA tensor, a Numba device array)") from None
-        shape = tuple(cai["shape"])
+        shape = cai["shape"]
         size = 1
         for extent in shape:
             size *= extent
-        typestr = cai["typestr"]
-        self.dtype = _dtype_name(typestr)
+        self.dtype, itemsize = _typestr(cai["typestr"])
         strides = cai.get("strides")
         if strides is not None and size > 1:
-            expected, item = [], int(typestr[2:]) if typestr[2:].isdigit() else 0
+            expected, item = [], itemsize
             for extent in reversed(shape):
                 expected.append(item)
                 item *= extent
@@ -132,7 +141,7 @@ class _Array:
         self.obj = obj
         self.pointer = cai["data"][0]
         self.size = size
-        self.nbytes = size * (int(typestr[2:]) if typestr[2:].isdigit() else 0)
+        self.nbytes = size * itemsize
         self.device = _device_of(obj)
 
 
@@ -162,8 +171,9 @@ _ROLES = {
 _SIZES = {"exclusive_sum": ("n",), "reduce_sum": ("n",), "segmented_reduce": ("m",), "merge_sort_pairs": ("n",),
           "unique_by_key": ("n",), "radix_sort_pairs": ("n",), "select_indices": ("n",),
           "lower_bound": ("n", "m"), "upper_bound": ("n", "m"), "segmented_sort": ("n", "m")}
-# The role whose dtype is the primitive's type ("T").
-_TYPED_BY = {"select_indices": "out"}
+# The position of the array whose dtype is the primitive's type ("T"): the first "T", but select's out.
+_TYPED_INDEX = {primitive: 1 if primitive == "select_indices" else [dtype for _, dtype, _ in roles].index("T")
+                for primitive, roles in _ROLES.items()}
 _SEGMENTED_OPS = ("sum", "min", "max")
 
 _made = {}  # (kind, dtype, device) -> _kiln._Primitive: the process keeps one of each, as libkiln_prim does
@@ -177,34 +187,41 @@ def _primitive_of(kind, dtype, device):
     return made
 
 
+def _least(least, n, m):
+    if least == "n":
+        return n
+    if least == "m":
+        return m
+    if least == "m+1":
+        return m + 1
+    return least or 0
+
+
 def _checked(primitive, kind, objs, sizes=None):
     """The arrays of a call checked against the primitive's roles; its dtype; its device; the sizes given
     (n, m) with the least counts checked."""
     roles = _ROLES[primitive]
-    arrays = [obj if isinstance(obj, _Array) else _Array(obj, role, primitive)
+    arrays = [obj if obj.__class__ is _Array else _Array(obj, role, primitive)
               for obj, (role, _, _) in zip(objs, roles)]
-    typed_by = _TYPED_BY.get(primitive, next(role for role, dtype, _ in roles if dtype == "T"))
-    dtype = next(a.dtype for a, (role, _, _) in zip(arrays, roles) if role == typed_by)
-    types = primitive_types().get(kind, ())
-    if dtype not in types:
-        raise ArgumentTypeError(f"kiln.{primitive}: {typed_by} is {dtype}; "
-                                + _supported(primitive, types))
+    typed = _TYPED_INDEX[primitive]
+    dtype = arrays[typed].dtype
+    if dtype not in primitive_types().get(kind, ()):
+        raise ArgumentTypeError(f"kiln.{primitive}: {roles[typed][0]} is {dtype}; "
+                                + _supported(primitive, primitive_types().get(kind, ())))
     device = None
     for a, (role, want, least) in zip(arrays, roles):
-        if want == "T" and a.dtype != dtype:
-            raise ArgumentTypeError(f"kiln.{primitive}: {role} is {a.dtype}, {typed_by} {dtype}; they must match")
-        if want != "T" and a.dtype not in want:
+        if a.dtype != dtype if want == "T" else a.dtype not in want:
+            if want == "T":
+                raise ArgumentTypeError(f"kiln.{primitive}: {role} is {a.dtype}, {roles[typed][0]} {dtype}; "
+                                        "they must match")
             raise ArgumentTypeError(f"kiln.{primitive}: {role} is {a.dtype}; it must be {' or '.join(want)}")
         if a.device is not None:
             if device is not None and a.device != device:
                 raise ArgumentError(f"kiln.{primitive}: {role} is on device {a.device}, the other arrays on {device}")
             device = a.device
-    if sizes is not None:
-        n, m = sizes
-        for a, (role, _, least) in zip(arrays, roles):
-            need = {"n": n, "m": m, "m+1": m + 1, 1: 1, None: 0}[least]
-            if a.size < need:
-                raise ArgumentError(f"kiln.{primitive}: {role} has {a.size} items; the call needs {need}")
+        if sizes is not None and a.size < _least(least, *sizes):
+            raise ArgumentError(f"kiln.{primitive}: {role} has {a.size} items; the call needs "
+                                f"{_least(least, *sizes)}")
     return arrays, dtype, (0 if device is None else device)
 
 
