@@ -13,6 +13,9 @@ device array (any object with __cuda_array_interface__: CuPy, PyTorch on CUDA, N
 a NumPy scalar as its dtype, a Python int as int64, a float as float64, None as a null pointer. Give a
 float parameter numpy.float32 and an int parameter numpy.int32.
 
+kiln's primitives (scan, reduce, sorts, select, unique-by-key, searches) run on the same arrays, as plans or
+one-shot calls (kiln/primitives.py): prefix = kiln.exclusive_sum(cupy_array, stream=s).
+
 Errors are kiln.Error, whose .code names the kind ("compile", "unknown_kernel", "no_driver", ...).
 docs/python.md is the guide.
 """
@@ -32,10 +35,13 @@ from ._kiln import (
     WarmupStatus,
     examples_registry,
     precompile_record,
+    primitives_registry,
     program,
     read_record,
     record_demand,
 )
+from .primitives import *  # noqa: F403 (kiln.exclusive_sum, kiln.make_exclusive_sum, ...: its __all__)
+from .primitives import __all__ as _primitive_names
 
 __all__ = [
     "DemandRecord",
@@ -52,7 +58,8 @@ __all__ = [
     "WarmupStatus",
     "examples_registry",
     "precompile_record",
+    "primitives_registry",
     "program",
     "read_record",
     "record_demand",
-]
+] + _primitive_names

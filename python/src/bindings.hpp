@@ -25,6 +25,10 @@ void bind_errors(pybind11::module_& m);
 void bind_kernels(pybind11::module_& m);
 void bind_registries(pybind11::module_& m);
 void bind_record(pybind11::module_& m);
+void bind_primitives(pybind11::module_& m);
+
+// The process's registry of `catalog` on `device` (made on first use, kept for the process).
+Registry& registry_of(const Catalog& catalog, int device);
 
 // The registries a record's kernels may name: kiln's examples and every registry loaded so far.
 std::vector<const Catalog*> known_catalogs();

@@ -39,4 +39,5 @@ PYBIND11_MODULE(_kiln, m) {
   kiln::python::bind_kernels(m);
   kiln::python::bind_registries(m);
   kiln::python::bind_record(m);
+  kiln::python::bind_primitives(m);
 }

@@ -31,12 +31,7 @@ auto& registries() {
   return *map;
 }
 
-PyRegistry registry_for(const Catalog& catalog, int device) {
-  std::lock_guard lock(registries_mutex);
-  Registry*& r = registries()[{&catalog, device}];
-  if (r == nullptr) r = new Registry(catalog, device);
-  return {r};
-}
+PyRegistry registry_for(const Catalog& catalog, int device) { return {&registry_of(catalog, device)}; }
 
 // The Itanium-mangled name of `ns1::ns2::catalog()`, the function a generated catalog defines.
 std::string mangled_catalog_function(const std::string& ns) {
@@ -113,6 +108,13 @@ std::shared_ptr<Program> make_program(const std::string& source, const py::handl
 }
 
 }  // namespace
+
+Registry& registry_of(const Catalog& catalog, int device) {
+  std::lock_guard lock(registries_mutex);
+  Registry*& r = registries()[{&catalog, device}];
+  if (r == nullptr) r = new Registry(catalog, device);
+  return *r;
+}
 
 std::vector<const Catalog*> known_catalogs() {
   std::vector<const Catalog*> out{&kiln::examples::catalog()};

@@ -25,6 +25,7 @@ FILES = {
     "quickstart fill.cu.j2": (QUICKSTART / "families" / "fill.cu.j2", True),
     "cmake CMakeLists.txt": (QUICKSTART / "CMakeLists.txt", True),
     "program": (SOURCE / "tests" / "gpu" / "test_program.cpp", False),
+    "python quickstart": (SOURCE / "tests" / "python" / "quickstart.py", False),
     "consumer meson_options.txt": (CONSUMER / "meson_options.txt", True),
     "consumer meson.build": (CONSUMER / "meson.build", False),
     "consumer meson.build plans": (CONSUMER / "meson.build", False),

@@ -45,3 +45,17 @@ def torch(gpu):
     if not torch.cuda.is_available():
         pytest.skip("PyTorch has no CUDA device")
     return torch
+
+
+SPIN = r"""
+extern "C" __global__ void spin(long long cycles) {
+  long long start = clock64();
+  while (clock64() - start < cycles) {}
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def spin(gpu):
+    """A kernel that keeps one thread busy for `cycles` clocks: spin(1, 1, [numpy.int64(cycles)], stream=s)."""
+    return kiln.program(SPIN, name_expressions=["spin"], label="tests/spin").get("spin")

@@ -164,16 +164,7 @@ def test_program_on_cupy_arrays(cupy):
     assert again.tier == "memory"
 
 
-SPIN = r"""
-extern "C" __global__ void spin(long long cycles) {
-  long long start = clock64();
-  while (clock64() - start < cycles) {}
-}
-"""
-
-
-def test_the_stream_is_honoured(cupy):
-    spin = kiln.program(SPIN, name_expressions=["spin"], label="tests/spin").get("spin")
+def test_the_stream_is_honoured(cupy, spin):
     stream = cupy.cuda.Stream(non_blocking=True)
     # About 50 ms on any GPU's clock: the stream is still busy when the launch returns. Launched on the
     # default stream instead, it would leave `stream` idle.

@@ -1,0 +1,371 @@
+// kiln._Primitive: libkiln_prim's plans over raw device pointers, one per (primitive, type, device), for
+// python/kiln/primitives.py, which checks the arrays and allocates outputs.
+#include "bindings.hpp"
+#include "launch_args.hpp"
+
+#include <kiln/error.hpp>
+#include <kiln/prim/storage.hpp>  // header-only: TempStorage
+
+#include <pybind11/stl.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#ifdef KILN_PYTHON_PRIMITIVES
+#include <kiln/driver.hpp>
+#include <kiln/prim.hpp>
+
+#include <dlfcn.h>
+#endif
+
+namespace py = pybind11;
+
+namespace kiln::python {
+namespace {
+
+using Pointers = std::array<std::uintptr_t, 5>;
+
+// What a call of any primitive takes: its device pointers in the primitive's order, and two sizes (items,
+// and segments or needles where the primitive has them).
+struct Sizes {
+  std::size_t n = 0;
+  std::size_t m = 0;
+};
+
+// One plan of libkiln_prim behind a uniform call, so that Python needs one class for all of them. The
+// plan's const calls only read it: one Primitive serves every caller and stream.
+struct Primitive {
+  std::string name;  // its main kernel, e.g. exclusive_scan_i32_sweep
+  int device = 0;
+  Registry* registry = nullptr;
+  std::shared_ptr<void> plan;
+  std::function<std::size_t(Sizes)> temp_bytes;
+  std::function<void(const Pointers&, Sizes, prim::TempStorage, CUstream)> run;
+  const Kernel* kernel = nullptr;
+};
+
+#ifdef KILN_PYTHON_PRIMITIVES
+
+// A one-shot call's temporary storage, allocated and freed in stream order from the device's memory pool,
+// as C++'s one-shot functions do (cudaMallocAsync), but through the driver: the CUDA runtime that
+// libkiln_prim carries would cost its own initialisation on a process's first call.
+class StreamStorage {
+ public:
+  StreamStorage(std::size_t bytes, CUstream stream) : stream_(stream), bytes_(bytes) {
+    if (bytes == 0) return;
+    check(calls().alloc(&data_, bytes, stream), "cuMemAllocAsync of " + std::to_string(bytes) +
+                                                    " bytes of temporary storage");
+  }
+  ~StreamStorage() {
+    if (data_) calls().free(data_, stream_);
+  }
+  StreamStorage(const StreamStorage&) = delete;
+  StreamStorage& operator=(const StreamStorage&) = delete;
+
+  prim::TempStorage storage() const { return {reinterpret_cast<void*>(data_), bytes_}; }
+
+ private:
+  struct Calls {
+    decltype(&::cuMemAllocAsync) alloc = nullptr;
+    decltype(&::cuMemFreeAsync) free = nullptr;
+  };
+  // From the driver libkiln loaded (kiln::driver()), whose table lacks these two; by the symbol cuda.h's
+  // declaration names, as libkiln resolves its own.
+  static const Calls& calls() {
+    static const Calls resolved = [] {
+      driver();
+      Calls c;
+      if (void* library = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD)) {
+#define KILN_PYTHON_SYMBOL(fn) KILN_PYTHON_SYMBOL_TEXT(fn)
+#define KILN_PYTHON_SYMBOL_TEXT(fn) #fn
+        c.alloc = reinterpret_cast<decltype(c.alloc)>(::dlsym(library, KILN_PYTHON_SYMBOL(cuMemAllocAsync)));
+        c.free = reinterpret_cast<decltype(c.free)>(::dlsym(library, KILN_PYTHON_SYMBOL(cuMemFreeAsync)));
+#undef KILN_PYTHON_SYMBOL_TEXT
+#undef KILN_PYTHON_SYMBOL
+      }
+      if (!c.alloc || !c.free)
+        throw Error(Errc::no_driver,
+                    "kiln: the CUDA driver has no cuMemAllocAsync/cuMemFreeAsync (CUDA 11.2 or later)");
+      return c;
+    }();
+    return resolved;
+  }
+
+  CUstream stream_;
+  std::size_t bytes_;
+  CUdeviceptr data_ = 0;
+};
+
+template <typename T>
+T* at(std::uintptr_t p) {
+  return reinterpret_cast<T*>(p);
+}
+
+template <typename Plan, typename Temp, typename Run>
+std::shared_ptr<Primitive> wrap(Registry& registry, Temp temp, Run run) {
+  auto plan = std::make_shared<Plan>(registry);
+  auto out = std::make_shared<Primitive>();
+  out->name = std::string(plan->kernel().name);
+  out->plan = plan;
+  out->temp_bytes = [plan, temp](Sizes s) { return temp(*plan, s); };
+  out->run = [plan, run](const Pointers& p, Sizes s, prim::TempStorage t, CUstream stream) {
+    run(*plan, p, s, t, stream);
+  };
+  out->kernel = &plan->kernel();
+  return out;
+}
+
+// temp_bytes(n) of a plan sized by its item count, or by its segment count.
+constexpr auto by_items = [](const auto& plan, Sizes s) { return plan.temp_bytes(s.n); };
+constexpr auto by_segments = [](const auto& plan, Sizes s) { return plan.temp_bytes(s.m); };
+
+template <typename T>
+std::shared_ptr<Primitive> exclusive_sum(Registry& r) {
+  return wrap<prim::ExclusiveSum<T>>(r, by_items, [](const auto& plan, const Pointers& p, Sizes s,
+                                                     prim::TempStorage t, CUstream stream) {
+    plan(at<const T>(p[0]), at<T>(p[1]), s.n, t, stream);
+  });
+}
+
+template <typename T>
+std::shared_ptr<Primitive> reduce_sum(Registry& r) {
+  return wrap<prim::ReduceSum<T>>(r, by_items, [](const auto& plan, const Pointers& p, Sizes s,
+                                                  prim::TempStorage t, CUstream stream) {
+    plan(at<const T>(p[0]), at<T>(p[1]), s.n, t, stream);
+  });
+}
+
+template <typename T, prim::ReduceOp Op>
+std::shared_ptr<Primitive> segmented_reduce(Registry& r) {
+  return wrap<prim::SegmentedReduce<T, Op>>(r, by_segments, [](const auto& plan, const Pointers& p, Sizes s,
+                                                               prim::TempStorage t, CUstream stream) {
+    plan(at<const T>(p[0]), at<T>(p[1]), s.m, at<const std::int32_t>(p[2]), t, stream);
+  });
+}
+
+template <typename K>
+std::shared_ptr<Primitive> merge_sort_pairs(Registry& r) {
+  return wrap<prim::MergeSortPairs<K>>(r, by_items, [](const auto& plan, const Pointers& p, Sizes s,
+                                                       prim::TempStorage t, CUstream stream) {
+    plan(at<K>(p[0]), at<std::int32_t>(p[1]), s.n, t, stream);
+  });
+}
+
+template <typename K>
+std::shared_ptr<Primitive> unique_by_key(Registry& r) {
+  return wrap<prim::UniqueByKey<K>>(r, by_items, [](const auto& plan, const Pointers& p, Sizes s,
+                                                    prim::TempStorage t, CUstream stream) {
+    plan(at<const K>(p[0]), at<const std::int32_t>(p[1]), at<K>(p[2]), at<std::int32_t>(p[3]),
+         at<std::uint64_t>(p[4]), s.n, t, stream);
+  });
+}
+
+template <typename K>
+std::shared_ptr<Primitive> radix_sort_pairs(Registry& r) {
+  return wrap<prim::RadixSortPairs<K>>(r, by_items, [](const auto& plan, const Pointers& p, Sizes s,
+                                                       prim::TempStorage t, CUstream stream) {
+    plan(at<const K>(p[0]), at<K>(p[1]), at<const std::int32_t>(p[2]), at<std::int32_t>(p[3]), s.n, t, stream);
+  });
+}
+
+template <typename I>
+std::shared_ptr<Primitive> select_indices(Registry& r) {
+  return wrap<prim::SelectIndices<I>>(r, by_items, [](const auto& plan, const Pointers& p, Sizes s,
+                                                      prim::TempStorage t, CUstream stream) {
+    plan(at<const std::uint8_t>(p[0]), at<I>(p[1]), at<I>(p[2]), s.n, t, stream);
+  });
+}
+
+// Searches need no temporary storage: n is the haystack's size, m the needles'.
+template <typename T, prim::Side S>
+std::shared_ptr<Primitive> sorted_search(Registry& r) {
+  return wrap<prim::SortedSearch<T, S>>(r, [](const auto&, Sizes) { return std::size_t{0}; },
+                                        [](const auto& plan, const Pointers& p, Sizes s, prim::TempStorage,
+                                           CUstream stream) {
+                                          plan(at<const T>(p[0]), s.n, at<const T>(p[1]), at<std::int64_t>(p[2]), s.m,
+                                               stream);
+                                        });
+}
+
+template <typename K>
+std::shared_ptr<Primitive> segmented_sort(Registry& r) {
+  return wrap<prim::SegmentedSort<K>>(r, [](const auto& plan, Sizes s) { return plan.temp_bytes(s.n, s.m); },
+                                      [](const auto& plan, const Pointers& p, Sizes s, prim::TempStorage t,
+                                         CUstream stream) {
+                                        plan(at<const K>(p[0]), at<K>(p[1]), s.n, s.m, at<const std::int32_t>(p[2]), t,
+                                             stream);
+                                      });
+}
+
+using Factory = std::shared_ptr<Primitive> (*)(Registry&);
+
+// Every (primitive, type) libkiln_prim instantiates: the 27 specs of kernels/primitives.toml. A type is
+// NumPy's dtype name of the primitive's keys or items (for select, of its indices).
+const std::map<std::pair<std::string, std::string>, Factory>& factories() {
+  static const std::map<std::pair<std::string, std::string>, Factory> table = {
+      {{"exclusive_sum", "int32"}, &exclusive_sum<std::int32_t>},
+      {{"exclusive_sum", "int64"}, &exclusive_sum<std::int64_t>},
+      {{"reduce_sum", "int32"}, &reduce_sum<std::int32_t>},
+      {{"reduce_sum", "float64"}, &reduce_sum<double>},
+      {{"segmented_sum", "int32"}, &segmented_reduce<std::int32_t, prim::ReduceOp::sum>},
+      {{"segmented_sum", "float64"}, &segmented_reduce<double, prim::ReduceOp::sum>},
+      {{"segmented_min", "float64"}, &segmented_reduce<double, prim::ReduceOp::min>},
+      {{"segmented_max", "float64"}, &segmented_reduce<double, prim::ReduceOp::max>},
+      {{"merge_sort_pairs", "uint64"}, &merge_sort_pairs<std::uint64_t>},
+      {{"unique_by_key", "int32"}, &unique_by_key<std::int32_t>},
+      {{"unique_by_key", "uint64"}, &unique_by_key<std::uint64_t>},
+      {{"radix_sort_pairs", "int32"}, &radix_sort_pairs<std::int32_t>},
+      {{"radix_sort_pairs", "int64"}, &radix_sort_pairs<std::int64_t>},
+      {{"radix_sort_pairs", "uint64"}, &radix_sort_pairs<std::uint64_t>},
+      {{"radix_sort_pairs", "float64"}, &radix_sort_pairs<double>},
+      {{"select_indices", "int32"}, &select_indices<std::int32_t>},
+      {{"select_indices", "int64"}, &select_indices<std::int64_t>},
+      {{"lower_bound", "int32"}, &sorted_search<std::int32_t, prim::Side::lower>},
+      {{"lower_bound", "int64"}, &sorted_search<std::int64_t, prim::Side::lower>},
+      {{"lower_bound", "uint64"}, &sorted_search<std::uint64_t, prim::Side::lower>},
+      {{"lower_bound", "float64"}, &sorted_search<double, prim::Side::lower>},
+      {{"upper_bound", "int32"}, &sorted_search<std::int32_t, prim::Side::upper>},
+      {{"upper_bound", "int64"}, &sorted_search<std::int64_t, prim::Side::upper>},
+      {{"upper_bound", "uint64"}, &sorted_search<std::uint64_t, prim::Side::upper>},
+      {{"upper_bound", "float64"}, &sorted_search<double, prim::Side::upper>},
+      {{"segmented_sort", "int32"}, &segmented_sort<std::int32_t>},
+      {{"segmented_sort", "float64"}, &segmented_sort<double>},
+  };
+  return table;
+}
+
+const Catalog* primitives_catalog() { return &prim::catalog(); }
+
+#else  // a package built without libkiln_prim (-Dprimitives=false, or -Dpython=only without -Dprimitives=true)
+
+using Factory = std::shared_ptr<Primitive> (*)(Registry&);
+
+const std::map<std::pair<std::string, std::string>, Factory>& factories() {
+  static const std::map<std::pair<std::string, std::string>, Factory> none;
+  return none;
+}
+
+[[noreturn]] const Catalog* primitives_catalog() {
+  throw Error(Errc::catalog,
+              "this kiln package was built without the primitives: configure kiln with -Dprimitives=true "
+              "(pip install -Csetup-args=-Dprimitives=true .)");
+}
+
+#endif
+
+// The primitive for (name, type) on `device`, made once per process: its kernels resolved then.
+std::shared_ptr<Primitive> primitive_for(const std::string& name, const std::string& type, int device) {
+  const Catalog* catalog = primitives_catalog();
+  auto factory = factories().find({name, type});
+  if (factory == factories().end()) {
+    std::string types;
+    for (const auto& [key, unused] : factories())
+      if (key.first == name) types += (types.empty() ? "" : ", ") + key.second;
+    const std::string why = types.empty() ? "no such primitive" : "no " + type + " (it takes " + types + ")";
+    throw Error(Errc::invalid_argument, "kiln." + name + ": " + why);
+  }
+  static std::mutex mutex;
+  // Kept for the process, as the registries they use are.
+  static auto* made = new std::map<std::tuple<std::string, std::string, int>, std::shared_ptr<Primitive>>();
+  std::lock_guard lock(mutex);
+  auto& slot = (*made)[{name, type, device}];
+  if (!slot) {
+    Registry& registry = registry_of(*catalog, device);
+    slot = factory->second(registry);
+    slot->device = device;
+    slot->registry = &registry;
+  }
+  return slot;
+}
+
+Pointers to_pointers(const std::vector<std::uintptr_t>& pointers) {
+  Pointers out{};
+  if (pointers.size() > out.size())
+    throw Error(Errc::invalid_argument, std::to_string(pointers.size()) + " pointers; a primitive takes at most 5");
+  for (std::size_t i = 0; i < pointers.size(); ++i) out[i] = pointers[i];
+  return out;
+}
+
+}  // namespace
+
+void bind_primitives(py::module_& m) {
+  py::class_<Primitive, std::shared_ptr<Primitive>>(
+      m, "_Primitive", "One of libkiln_prim's plans on one device, over raw pointers (kiln.primitives checks arrays).")
+      .def_readonly("name", &Primitive::name)
+      .def_readonly("device", &Primitive::device)
+      .def_property_readonly("source",
+                             [](const Primitive& p) { return std::string(to_string(p.kernel->provenance.source)); },
+                             "the tier its kernels' binary came from: embedded, disk, remote, ptx or jit")
+      .def_property_readonly("arch", [](const Primitive& p) { return p.kernel->provenance.arch; })
+      .def("temp_bytes", [](const Primitive& p, std::size_t n, std::size_t m) { return p.temp_bytes({n, m}); },
+           py::arg("n"), py::arg("m") = 0)
+      .def(
+          "run",
+          [](const Primitive& p, const std::vector<std::uintptr_t>& pointers, std::size_t n, std::size_t m,
+             std::uintptr_t temp, std::size_t temp_bytes, const py::handle& stream) {
+            Pointers at = to_pointers(pointers);
+            CUstream s = to_stream(stream);
+            py::gil_scoped_release unlocked;
+            p.run(at, {n, m}, {reinterpret_cast<void*>(temp), temp_bytes}, s);
+          },
+          py::arg("pointers"), py::arg("n"), py::arg("m"), py::arg("temp"), py::arg("temp_bytes"),
+          py::arg("stream") = py::none(), "A call with the caller's temporary storage (checked against temp_bytes).")
+      .def(
+          "run_once",
+          [](const Primitive& p, const std::vector<std::uintptr_t>& pointers, std::size_t n, std::size_t m,
+             const py::handle& stream) {
+            Pointers at = to_pointers(pointers);
+            CUstream s = to_stream(stream);
+            py::gil_scoped_release unlocked;
+#ifdef KILN_PYTHON_PRIMITIVES
+            prim::detail::ContextScope scope(*p.registry);
+            StreamStorage temp(p.temp_bytes({n, m}), s);
+            p.run(at, {n, m}, temp.storage(), s);
+#else
+            (void)at, (void)p, (void)s, (void)n, (void)m;  // no Primitive exists without libkiln_prim
+#endif
+          },
+          py::arg("pointers"), py::arg("n"), py::arg("m"), py::arg("stream") = py::none(),
+          "A call with stream-ordered temporary storage (cuMemAllocAsync), as C++'s one-shot functions.")
+      .def(
+          "_run_repeated",
+          [](const Primitive& p, const std::vector<std::uintptr_t>& pointers, std::size_t n, std::size_t m,
+             std::uintptr_t temp, std::size_t temp_bytes, const py::handle& stream, int times) {
+            Pointers at = to_pointers(pointers);
+            CUstream s = to_stream(stream);
+            py::gil_scoped_release unlocked;
+            for (int i = 0; i < times; ++i) p.run(at, {n, m}, {reinterpret_cast<void*>(temp), temp_bytes}, s);
+          },
+          py::arg("pointers"), py::arg("n"), py::arg("m"), py::arg("temp"), py::arg("temp_bytes"), py::arg("stream"),
+          py::arg("times"), "run() `times` times from C++: the plan's own rate, for bench/python_prims.py.");
+
+  m.def(
+      "_primitive",
+      [](const std::string& name, const std::string& type, int device) {
+        py::gil_scoped_release unlocked;  // the first one of a kind may compile (JIT tier)
+        return primitive_for(name, type, device);
+      },
+      py::arg("name"), py::arg("type"), py::arg("device"));
+  m.def(
+      "_primitive_types",
+      [] {
+        std::map<std::string, std::vector<std::string>> out;
+        for (const auto& [key, unused] : factories()) out[key.first].push_back(key.second);
+        return out;
+      },
+      "{primitive: [NumPy dtype names]}: what this package's libkiln_prim instantiates (empty without it).");
+  m.def(
+      "primitives_registry", [](int device) { return PyRegistry{&registry_of(*primitives_catalog(), device)}; },
+      py::arg("device") = 0,
+      "The registry of kiln's primitives on `device` (kernels/primitives.toml): precompile, warm-up, status.");
+}
+
+}  // namespace kiln::python
