@@ -12,6 +12,7 @@
 #include <kiln/program.hpp>
 
 #include "bench_util.hpp"
+#include "program_cases.hpp"
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -31,32 +32,7 @@ extern char** environ;
 
 namespace {
 
-struct Case {
-  const char* name;
-  kiln::ProgramSource source;
-};
-
-// A trivial kernel padded to 10 KB with comments (what hashing by content costs is per byte), and a CUB one.
-std::vector<Case> cases() {
-  std::string padding;
-  while (padding.size() < 10 * 1024) padding += "// padding: a program of about ten kilobytes, as the target names\n";
-  kiln::ProgramSource trivial;
-  trivial.label = "bench/trivial_10k";
-  trivial.source = padding + "extern \"C\" __global__ void scale(float* x, float a, int n) {\n"
-                             "  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) x[i] *= a;\n}\n";
-  trivial.name_expressions = {"scale"};
-  kiln::ProgramSource cub;
-  cub.label = "bench/cub_block_sum";
-  cub.source = "#include <cub/block/block_reduce.cuh>\n"
-               "template <int Threads> __global__ void block_sum(const float* in, float* out) {\n"
-               "  using Reduce = cub::BlockReduce<float, Threads>;\n"
-               "  __shared__ typename Reduce::TempStorage storage;\n"
-               "  const float s = Reduce(storage).Sum(in[blockIdx.x * Threads + threadIdx.x]);\n"
-               "  if (threadIdx.x == 0) out[blockIdx.x] = s;\n}\n";
-  cub.options = {"-std=c++17"};
-  cub.name_expressions = {"block_sum<256>"};
-  return {{"trivial, 10 KB", trivial}, {"CUB block reduce", cub}};
-}
+using Case = kiln::bench::ProgramCase;
 
 double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
@@ -71,7 +47,7 @@ int child(std::size_t index, bool hits) {
   kiln::check(kiln::driver().cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain");
   kiln::check(kiln::driver().cuCtxSetCurrent(context), "cuCtxSetCurrent");
   const double context_ms = ms_since(t0);
-  const Case c = cases()[index];
+  const Case c = kiln::bench::program_cases()[index];
   const auto t1 = std::chrono::steady_clock::now();
   auto program = kiln::program(c.source);
   const kiln::Kernel k = program->get(c.source.name_expressions[0]);
@@ -159,7 +135,7 @@ int main(int argc, char** argv) {
     std::printf("bench_programs: no GPU (%s)\n", e.what());
     return 77;
   }
-  const std::vector<Case> all = cases();
+  const std::vector<Case> all = kiln::bench::program_cases();
   if (!export_path.empty()) {
     std::ofstream out(export_path);
     out << "[";

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "cache_test_util.hpp"
+#include "remote_test_util.hpp"  // a real redis-server for cache push
 #include "run_process.hpp"
 
 #include <sys/stat.h>
@@ -166,6 +167,64 @@ TEST_CASE("kiln cache export and push of a registry the program does not have ex
   const auto ok = kiln_cli({"cache", "export", "--registry", "examples", pack.string()}, tmp.path() / "cache");
   CAPTURE(ok.output);
   CHECK(ok.status == 0);
+}
+
+TEST_CASE("kiln cache export and push --registry program share programs' entries; stats and verify count them") {
+  KILN_SKIP_WITHOUT_REDIS();
+  auto& server = kiln::test::fresh_shared_redis();
+  kiln::test::TempDir tmp;
+  const auto record = tmp.path() / "demand.record";
+  const std::string source = "extern \"C\" __global__ void thrice(float* x) { x[threadIdx.x] *= 3; }\n";
+  const auto field = [](std::string_view kind, std::string_view value) {
+    return std::string(kind) + " " + std::to_string(value.size()) + "\n" + std::string(value) + "\n";
+  };
+  std::ofstream(record) << "kiln record 1\nprogram\n" << field("label", "cli/thrice") << field("source", source)
+                        << field("kernel", "thrice") << "end\n";
+  const Env fleet{{"KILN_REMOTE_CACHE", server.url()}, {"KILN_REMOTE_KEY", kiln::test::kFleetKey}};
+  const Env off{{"KILN_REMOTE_CACHE", std::nullopt}};
+  const auto a = tmp.path() / "a";
+  const auto built = kiln_cli({"precompile", "--record", record.string(), "--arch", "sm_86"}, a, off);
+  CAPTURE(built.output);
+  REQUIRE(built.status == 0);
+  CHECK(says(built, "compiled and cached  cli/thrice"));
+  // The program's entry is counted and checked as a table's is.
+  const auto stats = kiln_cli({"cache", "stats"}, a, off);
+  CAPTURE(stats.output);
+  CHECK(says(stats, "1 entry"));
+  const auto verify = kiln_cli({"cache", "verify"}, a, off);
+  CAPTURE(verify.output);
+  CHECK(verify.status == 0);
+  CHECK(says(verify, "checked 1 file, removed 0"));
+
+  // Exported as the registry `program`, and imported into another cache, where it is already there.
+  const auto pack = tmp.path() / "programs.kpack";
+  const auto exported = kiln_cli({"cache", "export", "--registry", "program", "--arch", "sm_86", pack.string()}, a, off);
+  CAPTURE(exported.output);
+  CHECK(exported.status == 0);
+  CHECK(says(exported, "exported 1 entry of registry program for sm_86"));
+  const auto b = tmp.path() / "b";
+  const auto imported = kiln_cli({"cache", "import", pack.string()}, b, off);
+  CAPTURE(imported.output);
+  CHECK(imported.status == 0);
+  CHECK(says(imported, "1 new"));
+  const auto from_pack = kiln_cli({"precompile", "--record", record.string(), "--arch", "sm_86"}, b, off);
+  CAPTURE(from_pack.output);
+  CHECK(says(from_pack, "already cached  cli/thrice"));
+  // The table's registry has none of it.
+  const auto none = kiln_cli({"cache", "export", "--registry", "examples", (tmp.path() / "none.kpack").string()}, a, off);
+  CHECK(says(none, "exported 0 entries of registry examples"));
+
+  // Pushed to the fleet, and fetched by a machine with an empty cache: no compile there.
+  const auto pushed = kiln_cli({"cache", "push", "--registry", "program"}, a, fleet);
+  CAPTURE(pushed.output);
+  CHECK(pushed.status == 0);
+  CHECK(says(pushed, "pushed 1 entry of registry program to "));
+  const auto c = tmp.path() / "c";
+  const auto fetched = kiln_cli({"precompile", "--record", record.string(), "--arch", "sm_86"}, c, fleet);
+  CAPTURE(fetched.output);
+  CHECK(fetched.status == 0);
+  CHECK(says(fetched, "fetched from the fleet  cli/thrice"));
+  CHECK(entries(c) == 1);
 }
 
 TEST_CASE("kiln status without a GPU warms nothing, and says so with a non-zero exit") {

@@ -12,6 +12,9 @@
 #include "program/program_key.hpp"  // runtime/src
 #include "program/record.hpp"
 #include "registry/query.hpp"
+#include "remote/sealed_entry.hpp"  // kSealMagic: a value as the fleet tags it
+#include "remote_test_util.hpp"
+#include "run_process.hpp"
 
 #include <doctest/doctest.h>
 
@@ -256,6 +259,59 @@ TEST_CASE("concurrent first compiles of one program compile it once") {
   CHECK(cache.stats().stores == 1);
 }
 
+#ifdef KILN_TEST_CLI
+TEST_CASE("processes sharing a cache directory that ask for one new program at once compile it once") {
+  // Each process is the kiln command compiling the program from a record (Program::precompile), for an
+  // architecture without a GPU; each traces its JIT pool, whose request lines are its compiles.
+  kiln::test::TempDir tmp;
+  const auto record = tmp.path() / "demand.record";
+  {
+    std::string text = "kiln record 1\nprogram\n";
+    const kiln::ProgramSource s = saxpy();
+    kiln::detail::append_field(text, "label", "tests/shared");
+    kiln::detail::append_field(text, "source", s.source + "\n// asked for by several processes\n");
+    kiln::detail::append_field(text, "header", s.headers[0].name);
+    kiln::detail::append_field(text, "bytes", s.headers[0].source);
+    for (const std::string& o : s.options) kiln::detail::append_field(text, "option", o);
+    for (const std::string& e : s.name_expressions) kiln::detail::append_field(text, "kernel", e);
+    write(record, text + "end\n");
+  }
+  constexpr int kProcesses = 3;
+  std::vector<kiln::test::ProcessResult> results(kProcesses);
+  {
+    std::vector<std::thread> threads;
+    for (int p = 0; p < kProcesses; ++p)
+      threads.emplace_back([&, p] {
+        results[p] = kiln::test::run_process(
+            {KILN_TEST_CLI, "precompile", "--record", record.string(), "--arch", "sm_86"},
+            {{"KILN_CACHE_DIR", (tmp.path() / "cache").string()}, {"KILN_CACHE", std::nullopt},
+             {"KILN_REMOTE_CACHE", std::nullopt}, {"KILN_RECORD", std::nullopt},
+             {"KILN_JIT_TRACE", (tmp.path() / ("trace-" + std::to_string(p))).string()}},
+            std::chrono::seconds(180));
+      });
+    for (auto& t : threads) t.join();
+  }
+  int compiled = 0, cached = 0, requests = 0;
+  for (int p = 0; p < kProcesses; ++p) {
+    CAPTURE(results[p].output);
+    CHECK(results[p].status == 0);
+    compiled += contains(results[p].output, "compiled and cached  tests/shared");
+    cached += contains(results[p].output, "already cached  tests/shared");
+    const std::filesystem::path trace = tmp.path() / ("trace-" + std::to_string(p));
+    if (std::filesystem::exists(trace)) {
+      const std::string lines = kiln::test::read_bytes(trace);
+      for (std::size_t at = lines.find("\"event\":\"request\""); at != std::string::npos;
+           at = lines.find("\"event\":\"request\"", at + 1))
+        ++requests;
+    }
+  }
+  CHECK(compiled == 1);
+  CHECK(cached == kProcesses - 1);
+  CHECK(requests == 1);
+  CHECK(kiln::test::files_in(kiln::test::entries_dir(tmp.path() / "cache"), ".kiln").size() == 1);
+}
+#endif
+
 TEST_CASE("a program that includes a header from its -I directory is compiled as a unit with headers") {
   // Its headers are on disk, not in memory: it must not be taken for a unit that includes nothing (tried
   // with -minimal first, and kept as NVRTC's own cubin with every unreferenced global of its headers).
@@ -274,4 +330,57 @@ TEST_CASE("a program that includes a header from its -I directory is compiled as
   CAPTURE(entry->compiler);
   CHECK(contains(entry->compiler, "nvjitlink"));
   CHECK_FALSE(contains(entry->compiler, "its own cubin"));
+}
+
+TEST_CASE("a program compiled on one machine is published to the fleet, HMAC-tagged, and fetched by another") {
+  KILN_SKIP_WITHOUT_REDIS();
+  auto& server = kiln::test::fresh_shared_redis();
+  kiln::test::RedisClient redis(server.port());
+  kiln::ProgramSource source = saxpy();
+  source.source += "\n// shared by a fleet\n";
+  // Two machines: each its own disk cache, one remote cache.
+  struct Machine {
+    PrivateCache disk;
+    std::unique_ptr<kiln::RemoteCache> remote;
+    kiln::RegistryOptions options;
+    explicit Machine(const std::string& url, const std::string& fleet_key = kiln::test::kFleetKey)
+        : remote(kiln::test::remote_at(url, fleet_key)), options(disk.options) {
+      options.remote = remote.get();
+      options.use_remote = true;
+    }
+  };
+  Machine a(server.url()), b(server.url());
+  kiln::Program on_a(source, 0, a.options);
+  const kiln::PrecompileResult built = on_a.precompile(80);
+  CHECK(built.ok);
+  CHECK(built.compiled);
+  CHECK_FALSE(built.from_remote);
+  CHECK(a.remote->stats().stores == 1);
+  const kiln::Catalog& c = on_a.catalog();
+  const kiln::CacheKey key = kiln::detail::unit_cache_key(c, c.units[0], 80, *a.disk.cache);
+  // In the store under its key, sealed with the fleet key's tag: the entry file as the disk keeps it.
+  const std::string value = redis.command({"GET", kiln::test::entry_name(key.hex)});
+  CHECK(value.starts_with(kiln::detail::kSealMagic));
+  CHECK(value.ends_with(kiln::test::read_bytes(kiln::test::entry_path(a.disk.tmp.path() / "kiln", key))));
+
+  // The second machine, its directory empty: fetched, verified, kept on its disk; nothing compiled.
+  kiln::Program on_b(source, 0, b.options);
+  CHECK(kiln::detail::unit_cache_key(on_b.catalog(), on_b.catalog().units[0], 80, *b.disk.cache).hex == key.hex);
+  CHECK(b.disk.cache->stats().entries == 0);
+  const kiln::PrecompileResult fetched = on_b.precompile(80);
+  CHECK(fetched.ok);
+  CHECK(fetched.from_remote);
+  CHECK_FALSE(fetched.compiled);
+  CHECK(b.remote->stats().hits == 1);
+  CHECK(b.remote->stats().rejected == 0);
+  CHECK(b.disk.cache->contains(key));
+  CHECK(on_b.precompile(80).cached);  // now from its own disk
+  CHECK(b.remote->stats().hits == 1);
+
+  // A machine of another fleet (another key) is not served this fleet's entry: it compiles its own.
+  Machine other(server.url(), "another fleet's key, of enough bytes");
+  const kiln::PrecompileResult own = kiln::Program(source, 0, other.options).precompile(80);
+  CHECK(own.compiled);
+  CHECK_FALSE(own.from_remote);
+  CHECK(other.remote->stats().hits == 0);
 }

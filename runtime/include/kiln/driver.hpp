@@ -23,6 +23,7 @@ namespace kiln {
   X(cuDeviceGetName)             \
   X(cuDeviceGetAttribute)        \
   X(cuDeviceTotalMem)            \
+  X(cuDevicePrimaryCtxGetState)  \
   X(cuDevicePrimaryCtxRetain)    \
   X(cuDevicePrimaryCtxRelease)   \
   X(cuDevicePrimaryCtxReset)     \

@@ -5,6 +5,7 @@
 #include "base/parse.hpp"  // the one parser of sizes and architectures (shared with the variables)
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
+#include "program/record.hpp"  // kProgramRegistry: programs given at run time, any program may have them
 
 #include <algorithm>
 #include <iostream>
@@ -144,11 +145,13 @@ int share(const Invocation& in, std::string_view sub) {
   if (files.size() != (sub == "push" ? 0u : 1u))
     return refuse(in, "cache", std::string(sub) + (sub == "push" ? ": takes no file" : ": needs one FILE"));
   // A registry this program does not have is a mistake to report, as a kernel no registry has is (an empty
-  // pack, or nothing pushed, would look like success).
-  if (!filter.registry.empty() &&
+  // pack, or nothing pushed, would look like success). Programs given at run time are under a registry of
+  // their own, which every program may have made entries of.
+  if (!filter.registry.empty() && filter.registry != detail::kProgramRegistry &&
       std::none_of(in.registries.begin(), in.registries.end(), [&](const Catalog* c) { return c->name == filter.registry; })) {
     std::string known;
     for (const Catalog* c : in.registries) known += (known.empty() ? "" : ", ") + std::string(c->name);
+    known += (known.empty() ? "" : ", ") + std::string(detail::kProgramRegistry);
     return refuse(in, "cache", std::string(sub) + ": no registry '" + filter.registry + "' (registries: " + known + ")");
   }
   DiskCache& cache = default_cache();
