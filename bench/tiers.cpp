@@ -11,12 +11,13 @@
 //
 // `--json FILE` writes the medians (ms; in-memory in ns) for suite.py's kiln/CuPy ratios.
 //
-// A second table splits a cold JIT get() into its steps, each measured in fresh processes of its own
-// (an empty directory each): making the request (the headers out of the catalog, in memory), the
-// compile on the worker pool (its wall time, and the NVRTC and nvJitLink times the worker reports); then
-// the same compile in a new process whose cache holds the family's PCH file (built by an earlier one):
-// what a second process's first unit of a family costs. The cold get() less the request and the compile
-// is publishing and loading (medians of different processes: a rough split).
+// A second table splits a cold JIT get() into its steps, every one measured in the same fresh processes
+// (an empty directory each): making the request alone (the headers out of the catalog, in memory), then
+// a real cold get() with the pool's trace on: the compile on the worker pool (queued to answered, and the
+// NVRTC and nvJitLink times the worker reports), and the get() less that compile, taken within each
+// process (its own request, publishing, loading); then the same compile in a new process whose cache
+// holds the family's PCH file (built by an earlier one): what a second process's first unit of a family
+// costs.
 //
 // A third table times the driver alone: the first library loaded in a fresh context (cuLibraryLoadData,
 // cuLibraryGetKernel, cuKernelGetFunction), for nvcc's own cubin of the CUB example (compiled here, with
@@ -38,10 +39,9 @@
 #include "jit/request.hpp"
 #include "jit/pool/pool.hpp"
 
-#include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <thread>
+#include <future>
 
 #include <cstdio>
 #include <cstdlib>
@@ -74,34 +74,73 @@ const kiln::Catalog& catalog_of(const std::string& registry) {
   return registry == "big" ? kiln::big::catalog() : kiln::examples::catalog();
 }
 
-// `--child SPAWNED phases|pch-build|pch-warm REGISTRY KERNEL DIR`: the steps of a JIT compile, done one by
-// one as a cold get() does them (cache directory DIR; the context made first). phases and pch-warm print
-// making the request (ms), the compile's wall time on the process's pool (ms), and the NVRTC and
-// nvJitLink times the worker reports (ms); pch-warm runs where pch-build left the family's PCH file.
+// A number field of the pool's trace line (jit/pool/trace.hpp); -1 when absent.
+double trace_field(const std::string& line, const std::string& name) {
+  const std::size_t at = line.find("\"" + name + "\":");
+  return at == std::string::npos ? -1 : std::strtod(line.c_str() + at + name.size() + 3, nullptr);
+}
+
+// The pool's trace line of `unit` ("REGISTRY/UNIT") in the file at `path`; empty when there is none.
+std::string trace_line(const std::string& path, const std::string& unit) {
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);)
+    if (line.find("\"event\":\"request\"") != std::string::npos && line.find("\"unit\":\"" + unit + "\"") != std::string::npos)
+      return line;
+  return {};
+}
+
+// `--child SPAWNED phases|pch-build|pch-warm REGISTRY KERNEL DIR`: the steps of a cold JIT get() (cache
+// directory DIR; the context made first).
+// phases: one process, every figure from it. It makes the unit's request alone first (ms), then runs a
+// real cold get() with the pool's trace on (KILN_JIT_TRACE), and prints the request (ms), the get()
+// (ms), the compile on the pool as the trace has it (queued to answered, ms), the NVRTC and nvJitLink
+// times the worker reports (ms).
+// pch-warm: the request and jit_compile, where pch-build left the family's PCH file: the request (ms),
+// the compile's wall time (ms), NVRTC (ms), nvJitLink (ms).
 int phases_child(const std::string& mode, const std::string& registry_name, const std::string& kernel,
                  const char* dir) {
   setenv("KILN_CACHE_DIR", dir, 1);
+  if (mode == "pch-build") setenv("KILN_JIT_WORKERS", "1", 1);  // before anything makes the pool
+  const std::string trace = std::string(dir) + "/trace.jsonl";
+  if (mode == "phases") setenv("KILN_JIT_TRACE", trace.c_str(), 1);  // before anything makes the pool
   const kiln::Catalog& catalog = catalog_of(registry_name);
-  unsigned arch = 90;  // without a GPU (a check of this code on a machine without one): sm_90
-  if (kiln::driver_available()) {
-    kiln::RegistryOptions options;
-    options.use_embedded = false;
-    kiln::Registry registry(catalog, 0, options);
-    registry.context();
-    arch = registry.device().arch;
-  }
+  kiln::RegistryOptions options;
+  options.use_embedded = false;
+  options.use_jit = true;
+  kiln::Registry registry(catalog, 0, options);
+  registry.context();
+  const unsigned arch = registry.device().arch;
   const kiln::KernelEntry* entry = catalog.find(kernel);
   kiln::DiskCache& cache = kiln::default_cache();
+  if (mode == "phases") {
+    const double t0 = now_ms();
+    const kiln::detail::CompileRequest request = kiln::detail::make_request(catalog, entry->unit, arch);
+    const double t1 = now_ms();
+    const kiln::Kernel k = registry.get(kernel);
+    const double t2 = now_ms();
+    if (k.provenance.tier != kiln::Tier::jit) {
+      std::fprintf(stderr, "bench_tiers: the cold get() of %s was not served by the JIT\n", kernel.c_str());
+      return 1;
+    }
+    const std::string line = trace_line(trace, request.registry + "/" + request.unit);
+    if (line.empty()) {
+      std::fprintf(stderr, "bench_tiers: the pool's trace has no request for %s\n", request.unit.c_str());
+      return 1;
+    }
+    std::printf("%.6f %.6f %.6f %.6f %.6f\n", t1 - t0, t2 - t1, trace_field(line, "end") - trace_field(line, "queued"),
+                trace_field(line, "nvrtc"), trace_field(line, "link"));
+    return 0;
+  }
   if (mode == "pch-build") {
-    // A first process compiles the unit; its idle worker then builds the family's PCH for later ones.
+    // A first process builds the family's PCH: the pool builds one only for a family with more requests
+    // than free workers (docs/DESIGN.md, "PCH across processes"), so the unit twice at once on one worker.
     auto request = kiln::detail::make_request(catalog, entry->unit, arch);
     const auto family = kiln::detail::request_family(catalog, request, cache);
     if (family.key.empty()) return 1;  // it includes nothing: no PCH
-    if (!kiln::detail::jit_compile(request, family).entry) return 1;
-    const double deadline = now_ms() + 60'000;
-    while (kiln::detail::jit_pool_stats().pch_created == 0 && now_ms() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    const bool built = kiln::detail::jit_pool_stats().pch_created > 0;
+    auto first = std::async(std::launch::async, [&] { return kiln::detail::jit_compile(request, family); });
+    auto second = std::async(std::launch::async, [&] { return kiln::detail::jit_compile(request, family); });
+    const bool compiled = first.get().entry.ok() && second.get().entry.ok();
+    const bool built = compiled && kiln::detail::jit_pool_stats().pch_created > 0;
     std::printf("%d\n", built ? 1 : 0);
     return built ? 0 : 1;
   }
@@ -320,7 +359,6 @@ int main(int argc, char** argv) {
   std::printf("| kernel | context | embedded | disk | PTX | JIT cold | in-memory |\n|---|---:|---:|---:|---:|---:|---:|\n");
 
   std::vector<std::string> rows;
-  std::vector<double> jit_medians;
   for (const Subject& s : kSubjects) {
     // The disk tier: nvcc's cubins of the whole registry in a cache directory of their own.
     const std::string disk_dir = make_temp_dir("tiers");
@@ -353,7 +391,6 @@ int main(int argc, char** argv) {
       jit.push_back(run_children(argv[0], {"--child", "jit", s.registry, s.kernel, dir}, 1, 3)[1][0]);
       remove_tree(dir);
     }
-    jit_medians.push_back(median(jit));
     char ptx_cell[32] = "no PTX";
     if (!ptx.empty()) std::snprintf(ptx_cell, sizeof ptx_cell, "%.1f ms", median(ptx));
     std::printf("| %s | %.1f ms | %.3f ms | %.3f ms | %s | %.1f ms | %.1f ns |\n", s.label, median(embedded[0]),
@@ -368,19 +405,22 @@ int main(int argc, char** argv) {
   }
   raw_load_table(argv[0], arch, runs);
 
-  // Where a cold JIT get() spends its time, and the same compile with the family's PCH file on disk.
-  std::printf("\nJIT cold, step by step (medians of %d fresh processes each, after the context; the compile is "
-              "the first on a new worker pool, so it includes starting a worker)\n\n", runs);
-  std::printf("| kernel | make the request (headers in memory) | compile on the pool | of which NVRTC | of which "
-              "nvJitLink | cold get() less these two | next process, PCH on disk: compile | its NVRTC |\n"
-              "|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  // Where a cold JIT get() spends its time, every figure of a row's left part from the same processes;
+  // then the same compile with the family's PCH file on disk, in a next process.
+  std::printf("\nJIT cold, step by step (medians of %d fresh processes, each making the request alone, then a cold "
+              "get() with the pool's trace on; after the context, whose prefetch starts the first worker)\n\n", runs);
+  std::printf("| kernel | make the request (headers in memory) | cold get() | compile on the pool (queued to answered) | "
+              "of which NVRTC | of which nvJitLink | cold get() less the compile (its request, publish, load) | "
+              "next process, PCH on disk: compile | its NVRTC |\n"
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (std::size_t i = 0; i < std::size(kSubjects); ++i) {
     const Subject& s = kSubjects[i];
-    std::vector<std::vector<double>> cold(4), warm(4);
+    std::vector<std::vector<double>> cold(6), warm(4);
     for (int r = 0; r < runs; ++r) {
       const std::string dir = make_temp_dir("tiers");
-      const auto one = run_children(argv[0], {"--child", "phases", s.registry, s.kernel, dir}, 1, 4);
-      for (int f = 0; f < 4; ++f) cold[f].push_back(one[f][0]);
+      const auto one = run_children(argv[0], {"--child", "phases", s.registry, s.kernel, dir}, 1, 5);
+      for (int f = 0; f < 5; ++f) cold[f].push_back(one[f][0]);
+      cold[5].push_back(one[1][0] - one[2][0]);  // the difference within one process
       remove_tree(dir);
       const std::string pch_dir = make_temp_dir("tiers");
       try {
@@ -391,14 +431,14 @@ int main(int argc, char** argv) {
       }
       remove_tree(pch_dir);
     }
-    const double request = median(cold[0]), compile = median(cold[1]);
     char warm_compile[32] = "no PCH", warm_nvrtc[32] = "-";
     if (!warm[1].empty()) {
       std::snprintf(warm_compile, sizeof warm_compile, "%.1f ms", median(warm[1]));
       std::snprintf(warm_nvrtc, sizeof warm_nvrtc, "%.1f ms", median(warm[2]));
     }
-    std::printf("| %s | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %s | %s |\n", s.label, request, compile,
-                median(cold[2]), median(cold[3]), jit_medians[i] - request - compile, warm_compile, warm_nvrtc);
+    std::printf("| %s | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %s | %s |\n", s.label,
+                median(cold[0]), median(cold[1]), median(cold[2]), median(cold[3]), median(cold[4]), median(cold[5]),
+                warm_compile, warm_nvrtc);
   }
 
   if (!json_path.empty()) {

@@ -7,12 +7,16 @@
 #include "cache_test_util.hpp"
 #include "base/cubin_elf.hpp"
 #include "chain/entry.hpp"
+#include "jit/request.hpp"
 #include "jit_test_util.hpp"
 
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -311,4 +315,57 @@ TEST_CASE("a unit that includes nothing is compiled with NVRTC's -minimal first;
   const CompileOutcome trivial = compile_unit(kiln::test::example_request(kiln::test::example_unit("vector_add"), 90));
   require_ok(trivial);
   CHECK(trivial.entry->kernels.at(0).lowered == "vector_add");
+}
+
+namespace {
+
+// The bytes of section `name` of the 64-bit ELF file `elf`, or empty (a test's reader: the files are
+// NVRTC's own, just made).
+std::string elf_section(const std::string& elf, const std::string& name) {
+  const auto u16 = [&](std::size_t at) { std::uint16_t v; std::memcpy(&v, elf.data() + at, 2); return v; };
+  const auto u32 = [&](std::size_t at) { std::uint32_t v; std::memcpy(&v, elf.data() + at, 4); return v; };
+  const auto u64 = [&](std::size_t at) { std::uint64_t v; std::memcpy(&v, elf.data() + at, 8); return v; };
+  if (elf.size() < 64) return {};
+  const std::uint64_t shoff = u64(0x28);
+  const std::uint16_t shentsize = u16(0x3a), shnum = u16(0x3c), shstrndx = u16(0x3e);
+  if (shoff + std::uint64_t{shnum} * shentsize > elf.size() || shstrndx >= shnum) return {};
+  const std::uint64_t strings = u64(shoff + std::uint64_t{shstrndx} * shentsize + 0x18);
+  for (std::uint16_t i = 0; i < shnum; ++i) {
+    const std::uint64_t header = shoff + std::uint64_t{i} * shentsize;
+    const std::uint64_t offset = u64(header + 0x18), size = u64(header + 0x20);
+    if (std::string(elf.c_str() + strings + u32(header)) == name && offset + size <= elf.size())
+      return elf.substr(offset, size);
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("a part of a unit's request makes only its kernels, each with the code the whole unit's compile gives it") {
+  const CompileRequest whole = kiln::test::example_request(kiln::test::example_unit("scale"), 90);
+  REQUIRE(whole.kernels.size() == 2);
+  const CompileOutcome all = compile_unit(whole);
+  require_ok(all);
+  for (const std::size_t k : {std::size_t{0}, std::size_t{1}}) {
+    const CompileRequest part = kiln::detail::part_request(whole, {k});
+    REQUIRE(part.kernels.size() == 1);
+    CHECK(part.kernels[0].lowered == whole.kernels[k].lowered);
+    CHECK(part.expressions[0] == whole.expressions[k]);
+    CHECK(part.source == whole.source);
+    const CompileOutcome out = compile_unit(part);
+    require_ok(out);
+    const kiln::detail::Cubin cubin = kiln::detail::read_cubin(std::string_view(out.entry->cubin));
+    CHECK(cubin.kernels == std::vector<std::string>{whole.kernels[k].lowered});  // the other is not there
+    const std::string text = ".text." + whole.kernels[k].lowered;
+    const std::string code = elf_section(out.entry->cubin, text);
+    CHECK(!code.empty());
+    CHECK(code == elf_section(all.entry->cubin, text));
+  }
+  // Both, in the other order: a part's kernels are in the order it names them.
+  const CompileRequest swapped = kiln::detail::part_request(whole, {1, 0});
+  CHECK(swapped.kernels[0].name == whole.kernels[1].name);
+  CHECK(swapped.expressions[1] == whole.expressions[0]);
+  CHECK_THROWS_AS(kiln::detail::part_request(whole, {2}), std::out_of_range);
+  CHECK_THROWS_AS(kiln::detail::part_request(whole, {}), std::invalid_argument);
+  CHECK_THROWS_AS(kiln::detail::part_request(whole, {0, 0}), std::invalid_argument);
 }

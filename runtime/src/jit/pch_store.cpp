@@ -3,6 +3,7 @@
 
 #include "chain/key.hpp"  // sha256
 #include "base/summed_file.hpp"
+#include "jit/pch_pack.hpp"
 
 #include <cuda.h>
 #include <fcntl.h>
@@ -80,7 +81,7 @@ std::string pch_family(const CompileRequest& request, std::string_view headers_d
   if (!request.ptx.empty()) return {};
   const std::string prefix = leading_directives(request.source);
   if (prefix.find("include") == std::string::npos) return {};
-  std::string key = "kiln pch 2\n";
+  std::string key = "kiln pch 3\n";  // 3: files packed (jit/pch_pack.hpp)
   field(key, std::to_string(CUDA_VERSION));
   field(key, std::to_string(request.arch));
   key += "options ";
@@ -99,9 +100,14 @@ std::filesystem::path pch_path(const std::filesystem::path& entries, std::string
 
 std::filesystem::path pch_temp_path(const std::filesystem::path& final_path) { return summed_temp_path(final_path); }
 
-Status publish_pch(const std::filesystem::path& temp, const std::filesystem::path& final_path) {
-  if (!std::filesystem::exists(temp)) return fail("NVRTC wrote no PCH file " + temp.string());
-  return publish_summed(temp, final_path);
+Status publish_pch(const std::filesystem::path& raw, const std::filesystem::path& final_path) {
+  if (!std::filesystem::exists(raw)) return fail("NVRTC wrote no PCH file " + raw.string());
+  const std::filesystem::path packed = pch_temp_path(final_path);
+  const Status made = pack_pch(raw, packed, pch_threads());
+  std::error_code ignored;
+  std::filesystem::remove(raw, ignored);
+  if (!made) return made;
+  return publish_summed(packed, final_path);
 }
 
 Status verify_pch(const std::filesystem::path& path) { return verify_summed(path); }

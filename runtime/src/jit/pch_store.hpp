@@ -4,9 +4,10 @@
 // NVRTC reads a PCH file only in a process whose heap sits where the writer's did: with ASLR off
 // (personality ADDR_NO_RANDOMIZE), which kiln-jitd turns on for itself (runtime/tools/kiln_jitd.cpp).
 // Elsewhere NVRTC rejects the file and compiles without it: slow, never wrong. Files live in the cache's
-// entry directory, counted by its size cap: <key>.pch (NVRTC's bytes, written by the worker that built
-// it, temp file then rename) and <key>.pch.sum (its size and SHA-256, renamed into place first). A file
-// whose sum does not match is deleted, never handed to NVRTC.
+// entry directory, counted by its size cap: <key>.pch (NVRTC's bytes packed in zstd frames,
+// jit/pch_pack.hpp, written by the worker that built it, temp file then rename) and <key>.pch.sum (the
+// packed file's size and SHA-256, renamed into place first). A file whose sum does not match is deleted,
+// never unpacked.
 #pragma once
 
 #include "base/result.hpp"
@@ -33,9 +34,10 @@ std::string pch_family(const CompileRequest& request, std::string_view headers_d
 // <entries>/<family>.pch: where a family's PCH lives in a cache whose entry directory is `entries`.
 std::filesystem::path pch_path(const std::filesystem::path& entries, std::string_view family);
 
-// Worker side, after NVRTC created `temp`: the sum, then the file, renamed into place at `final_path`.
-// On failure both temp files are removed and the reason given.
-Status publish_pch(const std::filesystem::path& temp, const std::filesystem::path& final_path);
+// Worker side, after NVRTC created `raw`: packed into a temp file (jit/pch_pack.hpp), `raw` removed, then
+// the sum and the packed file renamed into place at `final_path`. On failure every temp file is removed
+// and the reason given.
+Status publish_pch(const std::filesystem::path& raw, const std::filesystem::path& final_path);
 // A unique temp name next to `final_path`, for NVRTC's --create-pch.
 std::filesystem::path pch_temp_path(const std::filesystem::path& final_path);
 

@@ -17,6 +17,14 @@ namespace kiln::detail {
 // and the headers it includes, from the catalog's bundle, in memory.
 CompileRequest make_request(const Catalog& catalog, std::uint32_t unit, unsigned arch);
 
+// A part of a unit's request (docs/DESIGN.md, "A unit's kernels over several workers"): the same source,
+// options and headers with only the kernels at `kernels` (indices into `unit`'s, in their order) and
+// their name expressions. NVRTC instantiates a table unit's kernels only through its name expressions
+// (templates/unit.cu.j2), so a part's compile makes those kernels, each as the whole unit's compile
+// makes it, and no other. Throws std::out_of_range for an index the unit does not have, and
+// std::invalid_argument for no index, or one given twice.
+CompileRequest part_request(const CompileRequest& unit, const std::vector<std::size_t>& kernels);
+
 // The PCH family of a catalog's request, with its file in `cache` (empty when the cache is not usable).
 PchFamily request_family(const Catalog& catalog, const CompileRequest& request, const DiskCache& cache);
 

@@ -3,6 +3,7 @@
 
 #include "base/parse.hpp"  // KILN_JIT_PCH, read as the host reads it
 
+#include "jit/pch_pack.hpp"
 #include "jit/pch_store.hpp"
 #include "jit/protocol.hpp"
 
@@ -15,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,16 +32,54 @@ int quit(const std::string& what) {
   return 2;
 }
 
+using Clock = std::chrono::steady_clock;
+
+// The request's packed PCH file, unpacked into memory for NVRTC. The worker keeps the PCH it unpacked
+// last while its requests go on reading the same file (the pool sends a worker that read a family's PCH
+// only that family's again, or a request without one), so a second use costs no unpacking.
+Result<std::string> unpack_for(const std::filesystem::path& packed, UnpackedPch& kept) {
+  struct stat st {};
+  if (::stat(packed.c_str(), &st) == 0 && kept.same_file(st)) return kept.path();
+  kept = UnpackedPch();  // its memory back before the next is unpacked
+  Result<UnpackedPch> opened = UnpackedPch::open(packed, pch_threads());
+  if (!opened) return fail(opened.error());
+  kept = std::move(opened).value();
+  return kept.path();
+}
+
 // The outcome of one request. NVRTC writes a PCH it is asked to create into a temp file next to the
-// request's path; the worker publishes it there (sum first, then the file), or says in the log why not.
-std::string answer(const CompileFunction& compile, CompileRequest request) {
+// request's path; the worker packs and publishes it there (sum first, then the file), or says in the log
+// why not. A PCH it is asked to use is unpacked into memory first; one that cannot be is not used (the
+// unit compiles without, and the log says why, as for a file NVRTC cannot read).
+std::string answer(const CompileFunction& compile, CompileRequest request, UnpackedPch& kept) {
   try {
     std::filesystem::path final_path;
     if (request.pch == PchMode::create) {
       final_path = request.pch_path;
       request.pch_path = pch_temp_path(final_path).string();
     }
+    if (request.pch != PchMode::use) kept = UnpackedPch();
+    double unpack_ms = 0;
+    std::string unpack_failure;
+    if (request.pch == PchMode::use) {
+      const auto start = Clock::now();
+      Result<std::string> path = unpack_for(request.pch_path, kept);
+      unpack_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      if (path) {
+        request.pch_path = std::move(path).value();
+      } else {
+        unpack_failure = "kiln: compiled without the precompiled header " + request.pch_path + ", which could not be unpacked: " + path.error() + "\n";
+        request.pch = PchMode::none;
+        request.pch_path.clear();
+      }
+    }
     CompileOutcome outcome = compile(request);
+    // NVRTC's time with a PCH includes unpacking it: what using the file costs.
+    outcome.nvrtc_ms += unpack_ms;
+    if (!unpack_failure.empty()) {
+      outcome.pch = PchResult::failed;
+      outcome.log = unpack_failure + outcome.log;
+    }
     if (request.pch == PchMode::create) {
       if (outcome.pch == PchResult::created) {
         if (const Status published = publish_pch(request.pch_path, final_path); !published) {
@@ -96,6 +136,7 @@ int serve_compile_requests(int in, int out, const CompileFunction& compile) {
   }
   if (const auto w = write_frame(out, encode_hello({::getpid(), kCacheFormatVersion, aslr_off()})); w.status != IoStatus::ok)
     return quit("sending hello: " + w.error);
+  UnpackedPch kept;
   for (;;) {
     const FrameRead read = read_frame(in);
     if (read.status == IoStatus::end_of_stream) return 0;
@@ -107,7 +148,7 @@ int serve_compile_requests(int in, int out, const CompileFunction& compile) {
     auto request = decode_request(message->body);
     if (!request) return quit(request.error());
     const std::string unit = request->unit;
-    if (const auto w = write_frame(out, answer(compile, std::move(request).value())); w.status != IoStatus::ok)
+    if (const auto w = write_frame(out, answer(compile, std::move(request).value(), kept)); w.status != IoStatus::ok)
       return quit("sending the outcome of unit " + unit + ": " + w.error);
   }
 }
