@@ -66,8 +66,14 @@ class Json(unittest.TestCase):
         self.assertTrue(doc["disk_cache"]["usable"])
         self.assertEqual(doc["disk_cache"]["dir"], self.cache)
         self.assertFalse(doc["remote_cache"]["usable"])
-        names = {k["name"] for r in doc["registries"] for k in r["kernels"]}
-        self.assertIn("block_sum_f32", names)
+        kernels = {k["name"]: k for r in doc["registries"] for k in r["kernels"]}
+        self.assertIn("block_sum_f32", kernels)
+        # Lists are JSON arrays, one binary's label each, not a space-separated string.
+        for k in kernels.values():
+            self.assertIsInstance(k["embedded"], list)
+            for label in k["embedded"]:
+                self.assertRegex(label, r"^(sm|compute|lto)_\d+$")
+        self.assertTrue(kernels["block_sum_f32"]["embedded"])
 
     def test_status(self):
         # Without a GPU nothing is warmed: the JSON says why, and the exit status is 1.

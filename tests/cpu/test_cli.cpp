@@ -3,8 +3,7 @@
 #include <kiln/cache.hpp>
 #include <doctest/doctest.h>
 
-#include "cache_test_util.hpp"
-#include "run_process.hpp"
+#include "cli_test_util.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,29 +12,10 @@
 
 #ifdef KILN_TEST_CLI
 
+using kiln::test::entries;
+using kiln::test::kiln_cli;
 using kiln::test::ProcessResult;
-using kiln::test::run_process;
-
-namespace {
-
-using Env = std::map<std::string, std::optional<std::string>>;
-
-ProcessResult kiln_cli(std::vector<std::string> args, const std::filesystem::path& cache, Env env = {},
-                       const std::function<bool()>& in_child = {}) {
-  args.insert(args.begin(), KILN_TEST_CLI);
-  env.emplace("KILN_CACHE_DIR", cache.string());
-  env.emplace("KILN_CACHE", std::nullopt);
-  env.emplace("KILN_CACHE_MAX_BYTES", std::nullopt);
-  return run_process(args, env, std::chrono::seconds(180), in_child);
-}
-
-std::size_t entries(const std::filesystem::path& cache) {
-  return kiln::test::files_in(kiln::test::entries_dir(cache), ".kiln").size();
-}
-
-bool says(const ProcessResult& r, std::string_view text) { return r.output.find(text) != std::string::npos; }
-
-}  // namespace
+using kiln::test::says;
 
 TEST_CASE("kiln precompile of a kernel no registry has fails and names it") {
   kiln::test::TempDir tmp;

@@ -123,7 +123,9 @@ const char* compression_name(Compression compression) {
   return compression == Compression::zstd ? "zstd" : compression == Compression::lto ? "lto" : "none";
 }
 
-void list_catalog(const Catalog& catalog) {
+// Returns whether a cell was abbreviated to fit a line.
+bool list_catalog(const Catalog& catalog) {
+  bool abbreviated = false;
   std::uint64_t stored = 0, size = 0;
   for (const auto& b : catalog.binaries) {
     stored += b.stored_size;
@@ -149,7 +151,7 @@ void list_catalog(const Catalog& catalog) {
     std::cout << "\n  unit " << catalog.str(unit.name) << " ("
               << (unit.linked ? "linked: built at run time with its operator" + (what.empty() ? "" : "; " + what) : what)
               << ")\n";
-    kernels.print("    ");
+    abbreviated = kernels.print("    ", kLineWidth) || abbreviated;
     if (unit.binary_count) {
       Table binaries;
       binaries.row({"binary", "embedded", "unpacked", "stored as"});
@@ -159,9 +161,10 @@ void list_catalog(const Catalog& catalog) {
                       : b.compression == Compression::none ? "as is"
                                                            : compression_name(b.compression)});
       }
-      binaries.print("    ");
+      abbreviated = binaries.print("    ", kLineWidth) || abbreviated;
     }
   }
+  return abbreviated;
 }
 
 void json_catalog(Json& j, const Catalog& catalog) {
@@ -204,10 +207,14 @@ int list(const Invocation& in) {
     std::cout << j.end().end().str();
     return 0;
   }
+  bool abbreviated = false;
   for (std::size_t i = 0; i < in.registries.size(); ++i) {
     if (i) std::cout << '\n';
-    list_catalog(*in.registries[i]);
+    abbreviated = list_catalog(*in.registries[i]) || abbreviated;
   }
+  if (abbreviated)
+    std::cout << "\n(long names are shortened around \"...\" to fit " << kLineWidth << " columns; `" << in.program
+              << " list --json` has them whole)\n";
   return 0;
 }
 
@@ -244,7 +251,11 @@ int info(const Invocation& in) {
     for (const auto& k : catalog.kernels) {
       const std::string name(catalog.str(k.name));
       const std::string embedded = embedded_labels(catalog, catalog.units[k.unit]);
-      if (in.json) j.object().field("name", name).field("unit", catalog.str(catalog.units[k.unit].name)).field("embedded", embedded);
+      if (in.json) {
+        j.object().field("name", name).field("unit", catalog.str(catalog.units[k.unit].name)).key("embedded").array();
+        for (const auto& b : catalog.binaries_of(catalog.units[k.unit])) j.value(binary_label(b));
+        j.end();
+      }
       if (!d) {
         table.row({name, embedded.empty() ? "nothing embedded" : embedded});
         if (in.json) j.end();
