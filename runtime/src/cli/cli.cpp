@@ -32,7 +32,9 @@ struct Command {
 
 constexpr Command commands[] = {
     {"list", "[--json]", "every registry's units, kernels and embedded binaries with their sizes", list, true},
-    {"info", "[--json]", "this machine's GPU, and the tier and binary each kernel would load from", info, true},
+    {"info", "[--json]",
+     "this machine's GPU, the disk cache per registry and architecture, and the tier and binary each kernel\n"
+     "would load from (with no GPU: what is embedded, and on disk for which architecture)", info, true},
     {"precompile", "[--arch sm_XX]... [--jobs N] [KERNEL...] | --record FILE --arch sm_XX...",
      "JIT-compile into the disk cache (every kernel by default) for this GPU, or for each --arch with no\n"
      "GPU needed; with --record, what a run recorded (KILN_RECORD=FILE): its programs given at run time and\n"
@@ -40,13 +42,16 @@ constexpr Command commands[] = {
      precompile, false},
     {"status", "[--json]", "warm every kernel (embedded and disk: deferred; the rest: JIT) and show where each came from",
      status, true},
-    {"cache", "stats [--json] | verify | prune [BYTES] | clear | export [--registry R] [--arch sm_XX] FILE |\n"
-              "      import FILE | push [--registry R] [--arch sm_XX]",
-     "the disk cache: where it is, entries and bytes (stats, with the remote cache); check every entry and\n"
-     "precompiled header and remove the bad ones (verify); evict least recently used entries down to BYTES\n"
-     "(prune; 512M, 2G; default: the cap); remove everything (clear); write matching entries into one\n"
-     "verified pack (export), check a whole pack then add its entries (import), upload matching entries to\n"
-     "the remote cache, KILN_REMOTE_CACHE (push)",
+    {"cache", "stats [--json] | list [--registry R] [--arch sm_XX] [--json] | show PACK [--json] | verify |\n"
+              "      prune [BYTES] | clear | export [--registry R] [--arch sm_XX] FILE | import FILE |\n"
+              "      push [--registry R] [--arch sm_XX]",
+     "the disk cache: where it is, entries and bytes per registry and architecture (stats, with the remote\n"
+     "cache); every entry with its unit, architecture, size, last use and the tier that made it (list); a\n"
+     "pack checked whole, then what it holds (show; exits 1 for a pack that does not check out); check\n"
+     "every entry and precompiled header and remove the bad ones (verify); evict least recently used\n"
+     "entries down to BYTES (prune; 512M, 2G; default: the cap); remove everything (clear); write matching\n"
+     "entries into one verified pack (export), check a whole pack then add its entries (import), upload\n"
+     "matching entries to the remote cache, KILN_REMOTE_CACHE (push)",
      cache, true},
 };
 
@@ -227,13 +232,18 @@ int info(const Invocation& in) {
   const std::optional<DeviceInfo> d = device(*registries.front(), why);
   DiskCache& cache = default_cache();
   RemoteCache& remote = default_remote();
+  const detail::Inventory inventory = detail::take_inventory(cache);  // what is on disk, for which architecture
   Json j;
   if (in.json) {
     j.object();
     json_device(j, d, why);
     j.key("disk_cache").object().field("usable", cache.usable());
-    if (cache.usable()) j.field("dir", cache.config().dir.string()).field("max_bytes", cache.config().max_bytes);
-    else j.field("reason", cache.unusable_reason());
+    if (cache.usable()) {
+      j.field("dir", cache.config().dir.string()).field("max_bytes", cache.config().max_bytes);
+      json_breakdown(j, inventory);
+    } else {
+      j.field("reason", cache.unusable_reason());
+    }
     j.end().key("remote_cache").object().field("usable", remote.usable());
     if (remote.usable()) j.field("where", remote.where());
     else j.field("reason", remote.unusable_reason());
@@ -241,23 +251,30 @@ int info(const Invocation& in) {
   } else {
     print_device(d, why);
     print_cache_line(cache);
+    print_breakdown(inventory, "  ");
     std::cout << "remote cache: " << (remote.usable() ? remote.where() : remote.unusable_reason()) << "\n";
   }
   for (auto& registry : registries) {
     const Catalog& catalog = registry->catalog();
     Table table;
     if (in.json) j.object().field("name", catalog.name).key("kernels").array();
-    table.row(d ? std::vector<std::string>{"kernel", "tier", "binary"} : std::vector<std::string>{"kernel", "embedded"});
+    table.row(d ? std::vector<std::string>{"kernel", "tier", "binary"}
+                : std::vector<std::string>{"kernel", "embedded", "on disk"});
     for (const auto& k : catalog.kernels) {
       const std::string name(catalog.str(k.name));
       const std::string embedded = embedded_labels(catalog, catalog.units[k.unit]);
+      const std::vector<unsigned> on_disk = archs_on_disk(inventory, catalog.name, catalog.str(catalog.units[k.unit].name));
       if (in.json) {
         j.object().field("name", name).field("unit", catalog.str(catalog.units[k.unit].name)).key("embedded").array();
         for (const auto& b : catalog.binaries_of(catalog.units[k.unit])) j.value(binary_label(b));
+        j.end().key("on_disk").array();
+        for (const unsigned arch : on_disk) j.value("sm_" + std::to_string(arch));
         j.end();
       }
       if (!d) {
-        table.row({name, embedded.empty() ? "nothing embedded" : embedded});
+        std::string disk;
+        for (const unsigned arch : on_disk) disk += (disk.empty() ? "sm_" : " sm_") + std::to_string(arch);
+        table.row({name, embedded.empty() ? "nothing embedded" : embedded, disk.empty() ? "-" : disk});
         if (in.json) j.end();
         continue;
       }
