@@ -5,9 +5,14 @@
 #include <kiln/cache_pack.hpp>
 #include <doctest/doctest.h>
 
+#include "chain/key.hpp"
+#include "chain/key_parts.hpp"
 #include "cli/output.hpp"
 #include "cli_test_util.hpp"
+#include "examples_catalog.hpp"
 #include "fake_cubin.hpp"
+#include "jit/request.hpp"
+#include "registry/query.hpp"
 
 #include <algorithm>
 #include <iostream>
@@ -23,6 +28,27 @@ std::vector<std::string> lines(const std::string& text) {
 }
 
 }  // namespace
+
+TEST_CASE("key parts: recorded after the compiler's line, read back, and what changed named") {
+  using kiln::detail::KeyPart;
+  kiln::CacheEntry entry;
+  entry.compiler = "nvrtc 13.0 + nvjitlink 13.0";
+  CHECK_FALSE(kiln::detail::recorded_key_parts(entry));  // an older kiln's entry
+  const std::vector<KeyPart> was = kiln::detail::key_parts("tu", "-O3", {"f<int>"}, {{"x.h", "x"}, {"y.h", "y"}});
+  kiln::detail::record_key_parts(entry, was);
+  CHECK(kiln::detail::compiler_line(entry) == "nvrtc 13.0 + nvjitlink 13.0");
+  REQUIRE(kiln::detail::recorded_key_parts(entry));
+  CHECK(*kiln::detail::recorded_key_parts(entry) == was);
+  const std::vector<KeyPart> now = kiln::detail::key_parts("tu", "-O3", {"f<int>"}, {{"x.h", "x2"}, {"z.h", "z"}});
+  CHECK(kiln::detail::changed_parts(was, now) ==
+        std::vector<std::string>{"header x.h", "header z.h (newly included)", "header y.h (no longer included)"});
+  CHECK(kiln::detail::changed_parts(was, kiln::detail::key_parts("tu2", "-O2", {"f<int>"}, {{"x.h", "x"}, {"y.h", "y"}})) ==
+        std::vector<std::string>{"its translation unit", "its options"});
+  CHECK(kiln::detail::changed_parts(was, was).empty());
+  // Recorded again: replaced, not appended.
+  kiln::detail::record_key_parts(entry, now);
+  CHECK(*kiln::detail::recorded_key_parts(entry) == now);
+}
 
 TEST_CASE("a table wider than its line shortens its widest cells around \"...\", keeping start and end") {
   CHECK(kiln::cli::abbreviate("abcdefghij", 7) == "abc...j");
@@ -226,6 +252,147 @@ TEST_CASE("kiln cache show checks a pack whole and lists its entries; a damaged 
   CHECK(says(bad, "is not a sound cache pack: it is damaged"));
   CHECK(kiln_cli({"cache", "show", (tmp.path() / "missing.kpack").string()}, tmp.path()).status == 1);
   CHECK(kiln_cli({"cache", "show"}, tmp.path()).status == 2);
+}
+
+namespace {
+
+// A text with the line of `field` replaced by `value` (added after the last line when it has none).
+std::string with_field(std::string text, const std::string& field, const std::string& value) {
+  const std::string prefix = "\n" + field + "=";
+  const auto at = text.find(prefix);
+  if (at == std::string::npos) return text + field + "=" + value + "\n";
+  const auto end = text.find('\n', at + 1);
+  return text.replace(at + prefix.size(), end - at - prefix.size(), value);
+}
+
+// An entry of examples/vector_add under `key`, recording `parts` when given.
+void plant(const std::filesystem::path& root, const kiln::CacheKey& key, const std::optional<std::vector<kiln::detail::KeyPart>>& parts,
+           const std::string& options) {
+  const kiln::Catalog& catalog = kiln::examples::catalog();
+  const std::string lowered(catalog.str(catalog.find("vector_add")->lowered));
+  kiln::CacheEntry e;
+  e.arch = key.arch;
+  e.kernels = {{"vector_add", lowered}};
+  e.options = options;
+  e.compiler = "nvrtc 13.0 + nvjitlink 13.0";
+  if (parts) kiln::detail::record_key_parts(e, *parts);
+  e.cubin = kiln::test::fake_cubin(key.arch, {lowered}, kiln::test::noise(500, 1));
+  kiln::DiskCache cache(kiln::test::config_at(root));
+  REQUIRE(cache.store(key, e));
+}
+
+}  // namespace
+
+TEST_CASE("kiln why names the nearest entry on disk and the field of the key that differs") {
+  const kiln::Catalog& catalog = kiln::examples::catalog();
+  const std::uint32_t unit = catalog.find("vector_add")->unit;
+  const std::string options(catalog.str(catalog.units[unit].options));
+  const auto parts = kiln::detail::unit_key_parts(catalog, unit);
+  kiln::test::TempDir tmp;
+  // sm_72: no cubin of the examples runs there, nor their PTX (of a newer architecture): it is compiled.
+  kiln::CacheKey want;
+  {
+    kiln::DiskCache cache(kiln::test::config_at(tmp.path() / "keys"));
+    want = kiln::detail::unit_cache_key(catalog, catalog.units[unit], 72, cache);
+  }
+  const auto asked = [&](const std::filesystem::path& root) {
+    const auto r = kiln_cli({"why", "--arch", "sm_72", "vector_add"}, root);
+    CHECK(r.status == 0);
+    return r;
+  };
+  const auto variant = [&](const std::string& name, const std::string& field, const std::string& value) {
+    const auto root = tmp.path() / name;
+    plant(root, *kiln::detail::key_from_text(with_field(want.text, field, value)), parts, options);
+    return asked(root);
+  };
+  SUBCASE("nothing on disk") {
+    const auto r = asked(tmp.path() / "empty");
+    CAPTURE(r.output);
+    CHECK(says(r, "vector_add (unit examples/vector_add) for sm_72: it will be compiled; nothing cached has its key (" +
+                      want.hex.substr(0, 16) + ")"));
+    CHECK(says(r, "no entry of examples/vector_add is on disk"));
+  }
+  SUBCASE("its own entry serves it") {
+    plant(tmp.path() / "own", want, parts, options);
+    const auto r = asked(tmp.path() / "own");
+    CAPTURE(r.output);
+    CHECK(says(r, "the disk cache serves it (entry " + want.hex.substr(0, 16) + ")"));
+  }
+  SUBCASE("the architecture") {
+    kiln::DiskCache cache(kiln::test::config_at(tmp.path() / "arch"));
+    plant(tmp.path() / "arch", kiln::detail::unit_cache_key(catalog, catalog.units[unit], 70, cache), parts, options);
+    const auto r = asked(tmp.path() / "arch");
+    CAPTURE(r.output);
+    CHECK(says(r, "differs in:\n    the architecture (sm_70, not sm_72)\n"));
+  }
+  SUBCASE("a compiler version") {
+    for (const auto& [field, shown] : {std::pair{"nvrtc", "the NVRTC version (12.0, not "},
+                                       std::pair{"nvjitlink", "the nvJitLink version (12.0, not "},
+                                       std::pair{"cccl", "the CCCL version its headers are from (12.0, not "}}) {
+      const auto r = variant(field, field, "12.0");
+      CAPTURE(r.output);
+      CHECK(says(r, std::string("differs in:\n    ") + shown));
+    }
+  }
+  SUBCASE("the code it was built from, an operator") {
+    const auto code = variant("code", "code", "compute_70");
+    CAPTURE(code.output);
+    CHECK(says(code, "differs in:\n    the code it is built from (compute_70's embedded PTX then; its own architecture's now)"));
+    const auto linked = variant("linked", "linked", std::string(64, 'b'));
+    CAPTURE(linked.output);
+    CHECK(says(linked, "differs in:\n    an operator linked into it"));
+  }
+  SUBCASE("the source digest: a header, the options, or an older kiln's entry") {
+    // The entry was built when the unit included one header more.
+    auto changed = parts;
+    changed.push_back({"header gone.cuh", "0000000000000000"});
+    const auto key = *kiln::detail::key_from_text(with_field(want.text, "source", std::string(64, 'c')));
+    plant(tmp.path() / "header", key, changed, options);
+    const auto r = asked(tmp.path() / "header");
+    CAPTURE(r.output);
+    CHECK(says(r, "differs in:\n    the source digest: header gone.cuh (no longer included)\n"));
+    // Its translation unit changed.
+    auto source = parts;
+    source[0].digest = "0000000000000000";
+    plant(tmp.path() / "source", key, source, options);
+    const auto t = asked(tmp.path() / "source");
+    CAPTURE(t.output);
+    CHECK(says(t, "differs in:\n    the source digest: its translation unit\n"));
+    auto opts = parts;
+    opts[1].digest = "0000000000000000";
+    plant(tmp.path() / "options", key, opts, "-DOTHER");
+    const auto o = asked(tmp.path() / "options");
+    CAPTURE(o.output);
+    CHECK(says(o, "differs in:\n    the source digest: its options (then: -DOTHER; now: "));
+    plant(tmp.path() / "older", key, std::nullopt, options);
+    const auto old = asked(tmp.path() / "older");
+    CAPTURE(old.output);
+    CHECK(says(old, "(made by an older kiln, which kept no digests of the parts)"));
+  }
+  SUBCASE("the format: entries of another cache format beside") {
+    std::filesystem::create_directories(tmp.path() / "format" / "v1");
+    kiln::test::write_bytes(tmp.path() / "format" / "v1" / (std::string(64, 'd') + ".kiln"), "old");
+    const auto r = asked(tmp.path() / "format");
+    CAPTURE(r.output);
+    CHECK(says(r, "1 entry of cache format 1 in "));
+  }
+}
+
+TEST_CASE("kiln why: an embedded cubin serves it; what it does not understand is refused") {
+  kiln::test::TempDir tmp;
+  const kiln::Catalog& catalog = kiln::examples::catalog();
+  const auto& cubin = catalog.binaries_of(catalog.units[catalog.find("vector_add")->unit]).front();
+  const auto served = kiln_cli({"why", "--arch", "sm_" + std::to_string(cubin.arch), "vector_add"}, tmp.path());
+  CAPTURE(served.output);
+  CHECK(served.status == 0);
+  CHECK(says(served, "the embedded sm_" + std::to_string(cubin.arch) + " cubin serves it; nothing is compiled"));
+  CHECK(kiln_cli({"why", "--arch", "sm_72", "no_such_kernel"}, tmp.path()).status == 2);
+  CHECK(kiln_cli({"why", "--arch", "sm_72"}, tmp.path()).status == 2);
+  CHECK(kiln_cli({"why", "--frobnicate", "vector_add"}, tmp.path()).status == 2);
+  const auto no_gpu = kiln_cli({"why", "vector_add"}, tmp.path(), {{"CUDA_VISIBLE_DEVICES", ""}});
+  CAPTURE(no_gpu.output);
+  CHECK(no_gpu.status == 1);
+  CHECK(says(no_gpu, "pass --arch sm_XX"));
 }
 
 #endif

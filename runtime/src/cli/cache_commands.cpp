@@ -5,6 +5,7 @@
 #include "base/parse.hpp"  // the one parser of sizes and architectures (shared with the variables)
 #include "cli/commands.hpp"
 #include "chain/key.hpp"        // key_field
+#include "chain/key_parts.hpp"  // compiler_line
 #include "cli/output.hpp"
 
 #include <algorithm>
@@ -211,7 +212,7 @@ int list_entries(const Invocation& in) {
     j.object().field("registry", e.registry).field("unit", e.unit).field("arch", e.key.arch).field("key", e.key.hex)
         .field("bytes", e.bytes).field("used", static_cast<std::uint64_t>(std::max<std::time_t>(0, e.used)))
         .field("age_s", static_cast<std::uint64_t>(std::max<std::time_t>(0, now - e.used)));
-    if (entry) j.field("made_by", detail::made_by(*entry)).field("compiler", entry->compiler);
+    if (entry) j.field("made_by", detail::made_by(*entry)).field("compiler", detail::compiler_line(*entry));
     else j.field("problem", entry.error());
     j.field("linked", detail::key_field(e.key.text, "linked") != "?");
     if (const std::string code = detail::key_field(e.key.text, "code"); code != "?") j.field("code", code);
@@ -245,7 +246,7 @@ int show_pack(const Invocation& in) {
     j.object().field("pack", files[0]).field("bytes", pack.bytes).key("entries").array();
     for (const PackMember& m : pack.entries)
       j.object().field("registry", detail::key_field(m.key.text, "registry")).field("unit", detail::key_field(m.key.text, "unit"))
-          .field("arch", m.key.arch).field("key", m.key.hex).field("bytes", m.bytes).field("compiler", m.compiler).end();
+          .field("arch", m.key.arch).field("key", m.key.hex).field("bytes", m.bytes).field("compiler", m.compiler.substr(0, m.compiler.find('\n'))).end();
     std::cout << j.end().end().str();
     return 0;
   }

@@ -40,6 +40,12 @@ constexpr Command commands[] = {
      "GPU needed; with --record, what a run recorded (KILN_RECORD=FILE): its programs given at run time and\n"
      "the kernels no embedded binary served; exits 1 unless every unit asked for is in the cache",
      precompile, false},
+    {"why", "[--arch sm_XX]... KERNEL...",
+     "what serves each kernel for this GPU or each --arch (an embedded cubin, the disk cache, the fleet's\n"
+     "cache), or, for one that will be compiled, why nothing cached serves it: the nearest entry of its unit\n"
+     "on disk and which fields of the key differ (the source digest, down to its translation unit, a header,\n"
+     "its options or kernels; the architecture; a compiler version; the format)",
+     why, false},
     {"status", "[--json]", "warm every kernel (embedded and disk: deferred; the rest: JIT) and show where each came from",
      status, true},
     {"cache", "stats [--json] | list [--registry R] [--arch sm_XX] [--json] | show PACK [--json] | verify |\n"

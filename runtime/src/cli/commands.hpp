@@ -29,6 +29,7 @@ int info(const Invocation& in);
 int status(const Invocation& in);
 int precompile(const Invocation& in);
 int cache(const Invocation& in);  // args[0]: stats, list, show, verify, prune, clear, export, import, push
+int why(const Invocation& in);
 
 // The disk cache's location and state, one line.
 void print_cache_line(const DiskCache& cache);

@@ -2,6 +2,7 @@
 // it will take (the pool's order).
 #pragma once
 
+#include "chain/key_parts.hpp"
 #include "jit/compiler/compile.hpp"
 #include "jit/pool/pool.hpp"  // PchFamily
 
@@ -16,6 +17,10 @@ namespace kiln::detail {
 // The request that compiles unit `unit` of `catalog` for `arch`: its translation unit, options, kernels
 // and the headers it includes, from the catalog's bundle, in memory.
 CompileRequest make_request(const Catalog& catalog, std::uint32_t unit, unsigned arch);
+
+// The key parts (chain/key_parts.hpp) of unit `unit` of `catalog`, as make_request gathers them: what
+// build_unit records in the entries it makes, and `kiln why` compares a miss's nearest entry with.
+std::vector<KeyPart> unit_key_parts(const Catalog& catalog, std::uint32_t unit);
 
 // The PCH family of a catalog's request, with its file in `cache` (empty when the cache is not usable).
 PchFamily request_family(const Catalog& catalog, const CompileRequest& request, const DiskCache& cache);
