@@ -240,7 +240,8 @@ TEST_CASE("kiln COMMAND --help prints that command's usage, and an unknown optio
   const auto help = kiln_cli({"precompile", "--help"}, tmp.path());
   CAPTURE(help.output);
   CHECK(help.status == 0);
-  CHECK(help.output.starts_with("usage: kiln precompile [--arch sm_XX]... [--jobs N] [KERNEL...] | --record FILE --arch sm_XX...\n"));
+  CHECK(help.output.starts_with("usage: kiln precompile [--arch sm_XX]... [--jobs N] [KERNEL...] | --record FILE --arch sm_XX... |\n"
+                                "      --link FILE --arch sm_XX... [KERNEL...]\n"));
   CHECK_FALSE(says(help, "cache stats"));
   const auto bad = kiln_cli({"precompile", "--frobnicate"}, tmp.path());
   CAPTURE(bad.output);

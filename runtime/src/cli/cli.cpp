@@ -35,10 +35,13 @@ constexpr Command commands[] = {
     {"info", "[--json]",
      "this machine's GPU, the disk cache per registry and architecture, and the tier and binary each kernel\n"
      "would load from (with no GPU: what is embedded, and on disk for which architecture)", info, true},
-    {"precompile", "[--arch sm_XX]... [--jobs N] [KERNEL...] | --record FILE --arch sm_XX...",
+    {"precompile", "[--arch sm_XX]... [--jobs N] [KERNEL...] | --record FILE --arch sm_XX... |\n"
+                   "      --link FILE --arch sm_XX... [KERNEL...]",
      "JIT-compile into the disk cache (every kernel by default) for this GPU, or for each --arch with no\n"
      "GPU needed; with --record, what a run recorded (KILN_RECORD=FILE): its programs given at run time and\n"
-     "the kernels no embedded binary served; exits 1 unless every unit asked for is in the cache",
+     "the kernels no embedded binary served; with --link, the linked units of the kernels (every linked\n"
+     "unit by default) built with FILE's code (an operator's translation unit), as a get() with it would,\n"
+     "so a broken operator fails here; exits 1 unless every unit asked for is in the cache",
      precompile, false},
     {"why", "[--arch sm_XX]... KERNEL...",
      "what serves each kernel for this GPU or each --arch (an embedded cubin, the disk cache, the fleet's\n"
