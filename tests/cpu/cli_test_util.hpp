@@ -1,4 +1,5 @@
-// Runs the real `kiln` command (KILN_TEST_CLI) over a cache directory of the test's, as a user would.
+// Runs the real `kiln` command (KILN_TEST_CLI) over a cache directory of the test's, as a user would, and
+// reads what a process said.
 #pragma once
 
 #include "cache_test_util.hpp"
@@ -30,8 +31,13 @@ inline ProcessResult kiln_cli(std::vector<std::string> args, const std::filesyst
 
 inline std::size_t entries(const std::filesystem::path& cache) { return files_in(entries_dir(cache), ".kiln").size(); }
 
-inline bool says(const ProcessResult& r, std::string_view text) { return r.output.find(text) != std::string::npos; }
-
 }  // namespace kiln::test
 
 #endif
+
+namespace kiln::test {
+
+// Whether a process's output has `text`.
+inline bool says(const ProcessResult& r, std::string_view text) { return r.output.find(text) != std::string::npos; }
+
+}  // namespace kiln::test

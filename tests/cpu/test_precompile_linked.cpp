@@ -8,6 +8,9 @@
 #include "catalog_builder.hpp"
 #include "cli_test_util.hpp"
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
 
 namespace {
@@ -22,39 +25,50 @@ constexpr const char* kBroken = "__device__ float op(float a, float b) { return 
 
 }  // namespace
 
+// The cases run in a new process of this suite (default_cache() is configured once per process, from
+// the environment; a fork would inherit a JIT pool whose threads it does not have).
 TEST_CASE("precompile_linked builds a linked unit with an operator for an architecture, or says why not") {
-  kiln::test::TempDir tmp;
-  const int status = kiln::test::run_in_child([&] {
-    // In a child: default_cache() is built once per process, from the environment of its first use.
-    ::setenv("KILN_CACHE_DIR", (tmp.path() / "cache").c_str(), 1);
-    ::unsetenv("KILN_REMOTE_CACHE");
-    kiln::test::ChildChecks checks;
-    kiln::test::CatalogBuilder builder;
-    const std::uint32_t unit = builder.linked_unit("apply", kUnit, "-rdc=true");
-    builder.kernel("apply", unit, "lt_apply", "lt_apply");
-    builder.unit("plain", {});
-    builder.kernel("plain_kernel", 1);
-    const kiln::Catalog catalog = builder.build("linktest");
-    const auto good = kiln::precompile_linked(catalog, 80, {"apply"}, {"operator op", kGood});
-    checks.expect(good.size() == 1 && good[0].ok && good[0].compiled, "a good operator is compiled and cached: " +
-                                                                        (good.empty() ? "" : good[0].error));
-    const auto again = kiln::precompile_linked(catalog, 80, {}, {"operator op", kGood});
-    checks.expect(again.size() == 1 && again[0].ok && again[0].cached, "built again: the disk cache has it");
-    const auto broken = kiln::precompile_linked(catalog, 80, {"apply"}, {"operator op", kBroken});
-    checks.expect(broken.size() == 1 && !broken[0].ok && !broken[0].compiled, "a broken operator fails");
-    checks.expect(!broken.empty() && broken[0].error.find("NVRTC") != std::string::npos &&
-                      broken[0].error.find("return a +;") != std::string::npos,
-                  "its error names NVRTC and carries the operator's text: " + (broken.empty() ? "" : broken[0].error));
-    bool refused = false;
-    try {
-      kiln::precompile_linked(catalog, 80, {"plain_kernel"}, {"operator op", kGood});
-    } catch (const kiln::Error& e) {
-      refused = std::string(e.what()).find("which is not linked") != std::string::npos;
-    }
-    checks.expect(refused, "a kernel of a unit that is not linked is refused");
-    return checks.exit_code();
-  });
-  CHECK(status == 0);
+  if (std::getenv("KILN_TEST_LINKED_CHILD") == nullptr) {
+    kiln::test::TempDir tmp;
+    char self[4096] = {};
+    REQUIRE(::readlink("/proc/self/exe", self, sizeof self - 1) > 0);
+    const auto child = kiln::test::run_process({self, "-tc=precompile_linked builds*"},
+                                               {{"KILN_TEST_LINKED_CHILD", "1"},
+                                                {"KILN_CACHE_DIR", (tmp.path() / "cache").string()},
+                                                {"KILN_REMOTE_CACHE", std::nullopt}},
+                                               std::chrono::seconds(240));
+    CAPTURE(child.output);
+    CHECK(child.status == 0);
+    CHECK(kiln::test::says(child, " 1 passed | 0 failed"));  // the case ran, in the child
+    return;
+  }
+  kiln::test::CatalogBuilder builder;
+  const std::uint32_t unit = builder.linked_unit("apply", kUnit, "-rdc=true");
+  builder.kernel("apply", unit, "lt_apply", "lt_apply");
+  builder.unit("plain", {});
+  builder.kernel("plain_kernel", 1);
+  const kiln::Catalog catalog = builder.build("linktest");
+  const auto good = kiln::precompile_linked(catalog, 80, {"apply"}, {"operator op", kGood});
+  REQUIRE(good.size() == 1);
+  CAPTURE(good[0].error);
+  CHECK(good[0].ok);
+  CHECK(good[0].compiled);
+  // Asked again: the disk cache has it.
+  const auto again = kiln::precompile_linked(catalog, 80, {}, {"operator op", kGood});
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].ok);
+  CHECK(again[0].cached);
+  // A broken operator: not compiled, NVRTC's log and the operator's text in the error.
+  const auto broken = kiln::precompile_linked(catalog, 80, {"apply"}, {"operator op", kBroken});
+  REQUIRE(broken.size() == 1);
+  CAPTURE(broken[0].error);
+  CHECK_FALSE(broken[0].ok);
+  CHECK_FALSE(broken[0].compiled);
+  CHECK(broken[0].error.find("NVRTC") != std::string::npos);
+  CHECK(broken[0].error.find("return a +;") != std::string::npos);
+  // A kernel of a unit that is not linked takes no code.
+  CHECK_THROWS_WITH_AS(kiln::precompile_linked(catalog, 80, {"plain_kernel"}, {"operator op", kGood}),
+                       doctest::Contains("which is not linked"), kiln::Error);
 }
 
 #ifdef KILN_TEST_CLI
