@@ -142,13 +142,6 @@ int stats(const Invocation& in) {
   return 0;
 }
 
-// "40 s", "12 min", "3 h", "5 d": how long ago `then` was.
-std::string age(std::time_t then, std::time_t now) {
-  const std::int64_t s = std::max<std::int64_t>(0, now - then);
-  return s < 120 ? std::to_string(s) + " s" : s < 7200 ? std::to_string(s / 60) + " min"
-         : s < 172800 ? std::to_string(s / 3600) + " h" : std::to_string(s / 86400) + " d";
-}
-
 // The tier that made an entry and with what: "jit", "ptx", "jit, with an operator".
 std::string made_by(const CacheKey& key, const std::string& compiler) {
   CacheEntry entry;
@@ -206,7 +199,7 @@ int list_entries(const Invocation& in) {
     const auto entry = detail::read_listed(cache, e);
     const std::string by = entry ? made_by(e.key, entry->compiler) : "(damaged: " + entry.error() + ")";
     if (!in.json) {
-      table.row({e.registry, e.unit, sm(e.key.arch), human(e.bytes), age(e.used, now) + " ago", by, e.key.hex.substr(0, 16)});
+      table.row({e.registry, e.unit, sm(e.key.arch), human(e.bytes), ago(e.used, now) + " ago", by, e.key.hex.substr(0, 16)});
       continue;
     }
     j.object().field("registry", e.registry).field("unit", e.unit).field("arch", e.key.arch).field("key", e.key.hex)

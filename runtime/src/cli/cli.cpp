@@ -212,6 +212,25 @@ int refuse(const Invocation& in, std::string_view command, std::string_view why)
   return 2;
 }
 
+bool all_known(const Invocation& in, const std::vector<std::string>& names) {
+  for (const auto& n : names) {
+    if (std::any_of(in.registries.begin(), in.registries.end(), [&](const Catalog* c) { return c->find(n) != nullptr; }))
+      continue;
+    for (const Catalog* c : in.registries) std::cerr << unknown_kernel_message(*c, n) << '\n';
+    return false;
+  }
+  return true;
+}
+
+std::optional<unsigned> device_arch(const Invocation& in, const Catalog& catalog, std::string_view command,
+                                    std::string_view what) {
+  Registry registry(catalog);
+  std::string why;
+  if (const std::optional<DeviceInfo> d = device(registry, why)) return d->arch;
+  std::cerr << why << "\n" << in.program << " " << command << ": no GPU to " << what << ": pass --arch sm_XX\n";
+  return std::nullopt;
+}
+
 int list(const Invocation& in) {
   if (!in.args.empty()) return refuse(in, "list", "unexpected argument '" + std::string(in.args[0]) + "'");
   if (in.json) {

@@ -8,6 +8,7 @@
 #include "cli/output.hpp"
 #include "disk/inventory.hpp"
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -45,5 +46,12 @@ void print_remote(RemoteCache& remote, bool ping);
 
 // `program command: why` on stderr, and the status for an argument the command does not understand.
 int refuse(const Invocation& in, std::string_view command, std::string_view why);
+
+// Whether each of `names` is a kernel of some registry; if not, says so on stderr, with close names.
+bool all_known(const Invocation& in, const std::vector<std::string>& names);
+// This machine's GPU's architecture, as `catalog`'s registry sees it; without one, nothing, and on stderr
+// why and "PROGRAM COMMAND: no GPU to WHAT: pass --arch sm_XX". Other errors propagate.
+std::optional<unsigned> device_arch(const Invocation& in, const Catalog& catalog, std::string_view command,
+                                    std::string_view what);
 
 }  // namespace kiln::cli

@@ -69,6 +69,12 @@ std::string count(std::size_t n, std::string_view one, std::string_view many) {
   return std::to_string(n) + " " + std::string(n == 1 ? one : many);
 }
 
+std::string ago(std::time_t then, std::time_t now) {
+  const std::int64_t s = std::max<std::int64_t>(0, now - then);
+  return s < 120 ? std::to_string(s) + " s" : s < 7200 ? std::to_string(s / 60) + " min"
+         : s < 172800 ? std::to_string(s / 3600) + " h" : std::to_string(s / 86400) + " d";
+}
+
 std::string json_string(std::string_view text) {
   std::string out = "\"";
   for (const char c : text) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ctime>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,7 @@ std::string fixed1(double value);                   // "3.2"
 std::string kib(std::size_t bytes);                 // "45.0 KiB"
 std::string human(std::uint64_t bytes);             // 1.0 GiB, 3.2 MiB, 45.0 KiB: for sizes that may be anything
 std::string count(std::size_t n, std::string_view one, std::string_view many);  // "1 unit", "3 units"
+std::string ago(std::time_t then, std::time_t now);  // how long before `now` `then` was: "40 s", "12 min", "3 h", "5 d"
 // `text` in at most `width` characters: its start, "...", its end (two thirds of the room to the start).
 std::string abbreviate(std::string_view text, std::size_t width);
 

@@ -164,22 +164,9 @@ int precompile(const Invocation& in) {
   if (!record.empty() && !link.empty()) return refuse(in, "precompile", "--record and --link: one at a time");
   if (!link.empty() && jobs) return refuse(in, "precompile", "--link builds one unit after another: no --jobs");
   if (!record.empty()) return precompile_record_file(in, record, archs, names);
-  if (!link.empty()) {
-    for (const auto& n : names) {
-      if (std::any_of(in.registries.begin(), in.registries.end(), [&](const Catalog* c) { return c->find(n) != nullptr; }))
-        continue;
-      for (const Catalog* c : in.registries) std::cerr << unknown_kernel_message(*c, n) << '\n';
-      return 2;
-    }
-    return precompile_linked_file(in, link, archs, names);
-  }
   // A name no registry has is a mistake to report, not a unit to skip.
-  for (const auto& n : names) {
-    if (std::any_of(in.registries.begin(), in.registries.end(), [&](const Catalog* c) { return c->find(n) != nullptr; }))
-      continue;
-    for (const Catalog* c : in.registries) std::cerr << unknown_kernel_message(*c, n) << '\n';
-    return 2;
-  }
+  if (!all_known(in, names)) return 2;
+  if (!link.empty()) return precompile_linked_file(in, link, archs, names);
   // Each registry asked for, its units' names and the architecture to compile them for.
   struct Work {
     const Catalog* catalog = nullptr;
@@ -197,14 +184,9 @@ int precompile(const Invocation& in) {
     if (!names.empty() && mine.empty()) continue;
     std::vector<unsigned> targets = archs;
     if (targets.empty()) {
-      Registry registry(*catalog);
-      try {
-        targets.push_back(registry.device().arch);
-      } catch (const Error& e) {
-        if (e.code() != Errc::no_driver && e.code() != Errc::no_device) throw;
-        std::cerr << e.what() << "\n" << in.program << " precompile: no GPU to compile for: pass --arch sm_XX\n";
-        return 1;
-      }
+      const std::optional<unsigned> arch = device_arch(in, *catalog, "precompile", "compile for");
+      if (!arch) return 1;
+      targets.push_back(*arch);
     }
     // Every --arch given, each compiled.
     for (const unsigned target : targets) {

@@ -82,12 +82,6 @@ std::string difference(std::string_view field, const CacheKey& had, const CacheK
   return std::string(field);
 }
 
-std::string ago(std::time_t then) {
-  const std::int64_t s = std::max<std::int64_t>(0, std::time(nullptr) - then);
-  return s < 120 ? std::to_string(s) + " s" : s < 7200 ? std::to_string(s / 60) + " min"
-         : s < 172800 ? std::to_string(s / 3600) + " h" : std::to_string(s / 86400) + " d";
-}
-
 // Entry files of other cache formats beside this kiln's (<root>/v<N>): "12 entries of cache format 1 in DIR".
 std::vector<std::string> other_formats(const DiskCache& cache) {
   std::vector<std::string> notes;
@@ -126,21 +120,11 @@ int why(const Invocation& in) {
     }
   }
   if (names.empty()) return refuse(in, "why", "which kernel? name one or more");
-  for (const auto& n : names) {
-    if (std::any_of(in.registries.begin(), in.registries.end(), [&](const Catalog* c) { return c->find(n) != nullptr; }))
-      continue;
-    for (const Catalog* c : in.registries) std::cerr << unknown_kernel_message(*c, n) << '\n';
-    return 2;
-  }
+  if (!all_known(in, names)) return 2;
   if (archs.empty()) {
-    Registry registry(*in.registries.front());
-    try {
-      archs.push_back(registry.device().arch);
-    } catch (const Error& e) {
-      if (e.code() != Errc::no_driver && e.code() != Errc::no_device) throw;
-      std::cerr << e.what() << "\n" << in.program << " why: no GPU to ask for: pass --arch sm_XX\n";
-      return 1;
-    }
+    const std::optional<unsigned> arch = device_arch(in, *in.registries.front(), "why", "ask for");
+    if (!arch) return 1;
+    archs.push_back(*arch);
   }
   DiskCache& cache = default_cache();
   RemoteCache& remote = default_remote();
@@ -197,7 +181,7 @@ int why(const Invocation& in) {
             std::cout << "  no entry of " << catalog->name << "/" << unit_name << " is on disk, for any architecture or compiler\n";
         } else {
           std::cout << "  the nearest on disk, " << nearest->key.hex.substr(0, 16) << " (sm_" << nearest->key.arch
-                    << ", last used " << ago(nearest->used) << " ago), differs in:\n";
+                    << ", last used " << ago(nearest->used, std::time(nullptr)) << " ago), differs in:\n";
           for (const std::string_view f : differing(nearest->key, key))
             std::cout << "    " << (f == "source" ? source_difference(cache, *nearest, *catalog, kernel->unit)
                                                   : difference(f, nearest->key, key))
