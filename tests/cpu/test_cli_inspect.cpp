@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <iostream>
 #include <sstream>
+#include <tuple>
 
 namespace {
 
@@ -343,31 +344,24 @@ TEST_CASE("kiln why names the nearest entry on disk and the field of the key tha
     CHECK(says(linked, "differs in:\n    an operator linked into it"));
   }
   SUBCASE("the source digest: a header, the options, or an older kiln's entry") {
-    // The entry was built when the unit included one header more.
-    auto changed = parts;
-    changed.push_back({"header gone.cuh", "0000000000000000"});
     const auto key = *kiln::detail::key_from_text(with_field(want.text, "source", std::string(64, 'c')));
-    plant(tmp.path() / "header", key, changed, options);
-    const auto r = asked(tmp.path() / "header");
-    CAPTURE(r.output);
-    CHECK(says(r, "differs in:\n    the source digest: header gone.cuh (no longer included)\n"));
-    // Its translation unit changed.
-    auto source = parts;
-    source[0].digest = "0000000000000000";
-    plant(tmp.path() / "source", key, source, options);
-    const auto t = asked(tmp.path() / "source");
-    CAPTURE(t.output);
-    CHECK(says(t, "differs in:\n    the source digest: its translation unit\n"));
-    auto opts = parts;
-    opts[1].digest = "0000000000000000";
-    plant(tmp.path() / "options", key, opts, "-DOTHER");
-    const auto o = asked(tmp.path() / "options");
-    CAPTURE(o.output);
-    CHECK(says(o, "differs in:\n    the source digest: its options (then: -DOTHER; now: "));
-    plant(tmp.path() / "older", key, std::nullopt, options);
-    const auto old = asked(tmp.path() / "older");
-    CAPTURE(old.output);
-    CHECK(says(old, "(made by an older kiln, which kept no digests of the parts)"));
+    auto header = parts;  // built when the unit included one header more
+    header.push_back({"header gone.cuh", "0000000000000000"});
+    auto source = parts, opts = parts;
+    source[0].digest = opts[1].digest = "0000000000000000";
+    using Parts = std::optional<std::vector<kiln::detail::KeyPart>>;
+    const std::tuple<const char*, Parts, std::string, std::string> cases[] = {
+        {"header", header, options, "differs in:\n    the source digest: header gone.cuh (no longer included)\n"},
+        {"source", source, options, "differs in:\n    the source digest: its translation unit\n"},
+        {"options", opts, "-DOTHER", "differs in:\n    the source digest: its options (then: -DOTHER; now: "},
+        {"older", std::nullopt, options, "(made by an older kiln, which kept no digests of the parts)"},
+    };
+    for (const auto& [name, recorded, entry_options, told] : cases) {
+      plant(tmp.path() / name, key, recorded, entry_options);
+      const auto r = asked(tmp.path() / name);
+      CAPTURE(r.output);
+      CHECK(says(r, told));
+    }
   }
   SUBCASE("the format: entries of another cache format beside") {
     std::filesystem::create_directories(tmp.path() / "format" / "v1");
