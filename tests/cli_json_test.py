@@ -66,8 +66,14 @@ class Json(unittest.TestCase):
         self.assertTrue(doc["disk_cache"]["usable"])
         self.assertEqual(doc["disk_cache"]["dir"], self.cache)
         self.assertFalse(doc["remote_cache"]["usable"])
-        names = {k["name"] for r in doc["registries"] for k in r["kernels"]}
-        self.assertIn("block_sum_f32", names)
+        kernels = {k["name"]: k for r in doc["registries"] for k in r["kernels"]}
+        self.assertIn("block_sum_f32", kernels)
+        # Lists are JSON arrays, one binary's label each, not a space-separated string.
+        for k in kernels.values():
+            self.assertIsInstance(k["embedded"], list)
+            for label in k["embedded"]:
+                self.assertRegex(label, r"^(sm|compute|lto)_\d+$")
+        self.assertTrue(kernels["block_sum_f32"]["embedded"])
 
     def test_status(self):
         # Without a GPU nothing is warmed: the JSON says why, and the exit status is 1.
@@ -82,6 +88,38 @@ class Json(unittest.TestCase):
         self.assertEqual(doc["disk_cache"]["dir"], self.cache)
         self.assertFalse(doc["remote_cache"]["usable"])
         self.assertIn("KILN_REMOTE_CACHE", doc["remote_cache"]["reason"])
+
+    def test_cache_breakdown(self):
+        # One unit compiled for sm_86 (real NVRTC, no GPU needed): stats and info break it down by registry
+        # and architecture, info says which architecture each kernel's unit is on disk for, cache list names it.
+        env = dict(os.environ, KILN_CACHE_DIR=self.cache)
+        env.pop("KILN_REMOTE_CACHE", None)
+        subprocess.run([KILN, "precompile", "--arch", "sm_86", "vector_add"], env=env, check=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
+        stats = kiln_json("cache", "stats", cache=self.cache)["disk_cache"]
+        self.assertEqual(stats["by_registry_arch"], [{"registry": "examples", "arch": 86, "entries": 1,
+                                                      "bytes": stats["bytes"] - stats["pch"]["bytes"]}])
+        self.assertIsInstance(stats["unreadable"], list)
+        info = kiln_json("info", cache=self.cache)
+        self.assertEqual(info["disk_cache"]["by_registry_arch"], stats["by_registry_arch"])
+        kernels = {k["name"]: k for r in info["registries"] for k in r["kernels"]}
+        self.assertEqual(kernels["vector_add"]["on_disk"], ["sm_86"])
+        self.assertEqual(kernels["scale_f32"]["on_disk"], [])
+        listed = kiln_json("cache", "list", cache=self.cache)
+        self.assertEqual([(e["registry"], e["unit"], e["arch"], e["made_by"]) for e in listed["entries"]],
+                         [("examples", "vector_add", 86, "jit")])
+        entry = listed["entries"][0]
+        self.assertEqual(len(entry["key"]), 64)
+        self.assertGreater(entry["bytes"], 0)
+        self.assertFalse(entry["linked"])
+        self.assertIn("nvrtc", entry["compiler"])
+        # A pack of it, shown: the same entry.
+        pack = os.path.join(self.tmp.name, "x.kpack")
+        subprocess.run([KILN, "cache", "export", pack], env=env, check=True, stdout=subprocess.PIPE, timeout=60)
+        shown = kiln_json("cache", "show", pack, cache=self.cache)
+        self.assertEqual([(e["registry"], e["unit"], e["arch"], e["key"]) for e in shown["entries"]],
+                         [("examples", "vector_add", 86, entry["key"])])
+        self.assertEqual(shown["bytes"], os.path.getsize(pack))
 
 
 if __name__ == "__main__":

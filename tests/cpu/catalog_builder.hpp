@@ -44,6 +44,21 @@ class CatalogBuilder {
     return static_cast<std::uint32_t>(units_.size() - 1);
   }
 
+  // Adds a linked unit (`linked = true`): no binaries, its translation unit `source` compiled with `options`
+  // (one per line) and linked with the code a LinkedSource gives. Returns its index.
+  std::uint32_t linked_unit(std::string_view name, std::string_view source, std::string_view options) {
+    const std::uint32_t u = unit(name, {});
+    units_[u].source = add(source);
+    units_[u].options = add(options);
+    units_[u].linked = true;
+    return u;
+  }
+
+  // A kernel named by its C++ name `expression` and its symbol `lowered`.
+  void kernel(std::string_view name, std::uint32_t unit, std::string_view expression, std::string_view lowered) {
+    kernels_.push_back({.name = add(name), .expression = add(expression), .lowered = add(lowered), .unit = unit});
+  }
+
   void kernel(std::string_view name, std::uint32_t unit) {
     const std::string expression = "ns::" + std::string(name);
     const std::string lowered = "_Z" + std::to_string(name.size()) + std::string(name) + "v";

@@ -3,9 +3,8 @@
 #include <kiln/cache.hpp>
 #include <doctest/doctest.h>
 
-#include "cache_test_util.hpp"
+#include "cli_test_util.hpp"
 #include "remote_test_util.hpp"  // a real redis-server for cache push
-#include "run_process.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,29 +13,10 @@
 
 #ifdef KILN_TEST_CLI
 
+using kiln::test::entries;
+using kiln::test::kiln_cli;
 using kiln::test::ProcessResult;
-using kiln::test::run_process;
-
-namespace {
-
-using Env = std::map<std::string, std::optional<std::string>>;
-
-ProcessResult kiln_cli(std::vector<std::string> args, const std::filesystem::path& cache, Env env = {},
-                       const std::function<bool()>& in_child = {}) {
-  args.insert(args.begin(), KILN_TEST_CLI);
-  env.emplace("KILN_CACHE_DIR", cache.string());
-  env.emplace("KILN_CACHE", std::nullopt);
-  env.emplace("KILN_CACHE_MAX_BYTES", std::nullopt);
-  return run_process(args, env, std::chrono::seconds(180), in_child);
-}
-
-std::size_t entries(const std::filesystem::path& cache) {
-  return kiln::test::files_in(kiln::test::entries_dir(cache), ".kiln").size();
-}
-
-bool says(const ProcessResult& r, std::string_view text) { return r.output.find(text) != std::string::npos; }
-
-}  // namespace
+using kiln::test::says;
 
 TEST_CASE("kiln precompile of a kernel no registry has fails and names it") {
   kiln::test::TempDir tmp;
@@ -319,7 +299,8 @@ TEST_CASE("kiln COMMAND --help prints that command's usage, and an unknown optio
   const auto help = kiln_cli({"precompile", "--help"}, tmp.path());
   CAPTURE(help.output);
   CHECK(help.status == 0);
-  CHECK(help.output.starts_with("usage: kiln precompile [--arch sm_XX]... [--jobs N] [KERNEL...] | --record FILE --arch sm_XX...\n"));
+  CHECK(help.output.starts_with("usage: kiln precompile [--arch sm_XX]... [--jobs N] [KERNEL...] | --record FILE --arch sm_XX... |\n"
+                                "      --link FILE --arch sm_XX... [KERNEL...]\n"));
   CHECK_FALSE(says(help, "cache stats"));
   const auto bad = kiln_cli({"precompile", "--frobnicate"}, tmp.path());
   CAPTURE(bad.output);

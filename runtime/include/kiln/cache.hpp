@@ -64,7 +64,8 @@ struct CacheEntry {
   unsigned arch = 0;
   std::vector<CachedKernel> kernels;
   std::string options;   // compile options, one per line
-  std::string compiler;  // what built it, e.g. "nvrtc 13.0 + nvjitlink 13.0"
+  std::string compiler;  // what built it, e.g. "nvrtc 13.0 + nvjitlink 13.0"; then, on later lines, the digests
+                         // of its key's parts (what `kiln why` compares), where kiln recorded them
   std::string cubin;     // the device binary (ELF)
 };
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace kiln {
 
@@ -32,6 +33,22 @@ struct PackReport {
 // Writes every entry of `cache` that matches `filter` into the pack `file` (written to a temporary file
 // beside it, then renamed). Throws Error(cache) when the cache is not in use or the file cannot be written.
 PackReport export_pack(DiskCache& cache, const std::filesystem::path& file, const EntryFilter& filter = {});
+
+// One entry of a pack, as its manifest and the entry itself say.
+struct PackMember {
+  CacheKey key;
+  std::uint64_t bytes = 0;  // its entry file's size
+  std::string compiler;     // what built it (CacheEntry::compiler)
+};
+
+struct PackContents {
+  std::uint64_t bytes = 0;  // the pack file's size
+  std::vector<PackMember> entries;  // in manifest order
+};
+
+// Checks the whole pack `file` as import_pack does (digest, manifest, every entry, one at a time) and says
+// what it holds; reads nothing else and changes nothing. Throws Error(cache) naming what is wrong.
+PackContents inspect_pack(const std::filesystem::path& file);
 
 // Checks the whole pack `file`, and only then adds its entries to `cache`. Throws Error(cache) naming the
 // file and what is wrong with it (nothing added), or the cache's problem.

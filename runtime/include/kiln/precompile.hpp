@@ -4,6 +4,7 @@
 #include <kiln/config.hpp>  // C++20, checked first
 
 #include <kiln/catalog.hpp>
+#include <kiln/registry.hpp>  // LinkedSource
 
 #include <cstddef>
 #include <functional>
@@ -38,5 +39,15 @@ struct PrecompileResult {
 std::vector<PrecompileResult> precompile(
     const Catalog& catalog, unsigned arch, const std::vector<std::string>& kernels = {}, unsigned jobs = 0,
     const std::function<void(const PrecompileResult&, std::size_t done, std::size_t total)>& progress = {});
+
+// Compiles the linked units of `kernels` (every linked unit when empty) with `link` for `arch`, as
+// Registry::get(name, link) builds them on a device of that architecture (the unit's embedded LTO-IR, or its
+// source, linked with the link's code by NVRTC and nvJitLink), into the default disk cache (and the remote
+// cache when one is configured), one unit after another. No GPU is needed: CI catches an operator that does
+// not compile or link. A unit that fails is a result (!ok, the compiler's log in `error`). Throws
+// kiln::Error for an unknown kernel name or one whose unit is not linked, a catalog with no linked unit, a
+// disabled or refused cache, or missing NVRTC.
+std::vector<PrecompileResult> precompile_linked(const Catalog& catalog, unsigned arch,
+                                                const std::vector<std::string>& kernels, const LinkedSource& link);
 
 }  // namespace kiln

@@ -6,7 +6,8 @@
 //            64 + both sizes == the file size
 //   key text CacheKeyFields::text(), compared byte for byte with the expected key
 //   frame    one zstd frame, content size and content checksum present, holding the payload:
-//            u32 arch, u32 kernel count, per kernel (str name, str lowered), str options, str compiler,
+//            u32 arch, u32 kernel count, per kernel (str name, str lowered), str options, str compiler
+//            (what built it on its first line; the key's parts after it, chain/key_parts.hpp),
 //            str cubin — each str is a u32 length and the bytes; nothing may follow the cubin
 // The frame digest catches damage that zstd's content checksum cannot: a flipped bit in an unused part
 // of a compressed block (~1% of single-bit flips) still decodes to the right bytes. With it, any change

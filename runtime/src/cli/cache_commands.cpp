@@ -1,15 +1,20 @@
-// `cache stats | verify | prune | clear | export | import | push`: the disk cache, cache packs and the
-// remote cache from the command line.
+// `cache stats | list | show | verify | prune | clear | export | import | push`: the disk cache, cache
+// packs and the remote cache from the command line.
 #include <kiln/kiln.hpp>
 
 #include "base/parse.hpp"  // the one parser of sizes and architectures (shared with the variables)
 #include "cli/commands.hpp"
+#include "chain/key.hpp"        // key_field
+#include "chain/key_parts.hpp"  // compiler_line
 #include "cli/output.hpp"
 #include "program/record.hpp"  // kProgramRegistry: programs given at run time, any program may have them
 
 #include <algorithm>
+#include <ctime>
 #include <iostream>
+#include <map>
 #include <string>
+#include <tuple>
 
 namespace kiln::cli {
 
@@ -48,6 +53,60 @@ void print_remote(RemoteCache& remote, bool ping) {
 
 namespace {
 
+std::string sm(unsigned arch) { return "sm_" + std::to_string(arch); }
+
+struct Bucket {
+  std::uint64_t entries = 0, bytes = 0;
+};
+
+// Entries and bytes per (registry, architecture), in order.
+std::map<std::pair<std::string, unsigned>, Bucket> buckets(const detail::Inventory& inventory) {
+  std::map<std::pair<std::string, unsigned>, Bucket> out;
+  for (const detail::ListedEntry& e : inventory.entries) {
+    Bucket& b = out[{e.registry, e.key.arch}];
+    ++b.entries;
+    b.bytes += e.bytes;
+  }
+  return out;
+}
+
+}  // namespace
+
+void print_breakdown(const detail::Inventory& inventory, std::string_view indent) {
+  Table table;
+  table.row({"registry", "arch", "entries", "size"});
+  for (const auto& [where, b] : buckets(inventory))
+    table.row({where.first, sm(where.second), std::to_string(b.entries), human(b.bytes)});
+  if (inventory.pch_files)
+    table.row({"(precompiled headers)", "-", std::to_string(inventory.pch_files), human(inventory.pch_bytes)});
+  if (!inventory.entries.empty() || inventory.pch_files) table.print(indent);
+  if (!inventory.unreadable.empty())
+    std::cout << indent << count(inventory.unreadable.size(), "entry file does", "entry files do")
+              << " not check out (`kiln cache verify` removes the bad ones)\n";
+}
+
+void json_breakdown(Json& j, const detail::Inventory& inventory) {
+  j.key("by_registry_arch").array();
+  for (const auto& [where, b] : buckets(inventory))
+    j.object().field("registry", where.first).field("arch", where.second).field("entries", b.entries)
+        .field("bytes", b.bytes).end();
+  j.end().key("pch").object().field("files", inventory.pch_files).field("bytes", inventory.pch_bytes).end();
+  j.key("unreadable").array();
+  for (const auto& u : inventory.unreadable) j.value(u);
+  j.end();
+}
+
+std::vector<unsigned> archs_on_disk(const detail::Inventory& inventory, std::string_view registry, std::string_view unit) {
+  std::vector<unsigned> archs;
+  for (const detail::ListedEntry& e : inventory.entries)
+    if (e.registry == registry && e.unit == unit && (archs.empty() || archs.back() != e.key.arch)) archs.push_back(e.key.arch);
+  std::sort(archs.begin(), archs.end());
+  archs.erase(std::unique(archs.begin(), archs.end()), archs.end());
+  return archs;
+}
+
+namespace {
+
 int stats(const Invocation& in) {
   DiskCache& cache = default_cache();
   RemoteCache& remote = default_remote();
@@ -56,6 +115,7 @@ int stats(const Invocation& in) {
     const CacheStats s = cache.stats();
     std::cout << count(s.entries, "entry", "entries") << ", " << count(s.pch_files, "precompiled header", "precompiled headers")
               << ", " << human(s.bytes) << "\n";
+    print_breakdown(detail::take_inventory(cache), "  ");
     print_remote(remote, true);
     return 0;
   }
@@ -65,6 +125,7 @@ int stats(const Invocation& in) {
     const CacheStats s = cache.stats();
     j.field("dir", cache.config().dir.string()).field("max_bytes", cache.config().max_bytes).field("entries", s.entries)
         .field("pch_files", s.pch_files).field("bytes", s.bytes);
+    json_breakdown(j, detail::take_inventory(cache));
   } else {
     j.field("reason", cache.unusable_reason());
   }
@@ -79,6 +140,118 @@ int stats(const Invocation& in) {
     j.field("reason", remote.unusable_reason());
   }
   std::cout << j.end().end().str();
+  return 0;
+}
+
+// The tier that made an entry and with what: "jit", "ptx", "jit, with an operator".
+std::string made_by(const CacheKey& key, const std::string& compiler) {
+  CacheEntry entry;
+  entry.compiler = compiler;
+  return detail::made_by(entry) + (detail::key_field(key.text, "linked") != "?" ? ", with an operator" : "");
+}
+
+// The options of `cache list` and `cache export`/`push`: --registry R, --arch sm_XX (one each), and the
+// other arguments, in order. Returns 2 (refused) or 0.
+int filter_options(const Invocation& in, std::string_view sub, EntryFilter& filter, std::vector<std::string>& rest) {
+  for (std::size_t i = 1; i < in.args.size(); ++i) {
+    const std::string_view a = in.args[i];
+    if (a == "--registry" && i + 1 < in.args.size() && sub != "import" && sub != "show") {
+      if (!filter.registry.empty() && filter.registry != in.args[i + 1])
+        return refuse(in, "cache", std::string(sub) + ": one --registry at a time");
+      filter.registry = std::string(in.args[++i]);
+    } else if (a == "--arch" && i + 1 < in.args.size() && sub != "import" && sub != "show") {
+      const auto arch = detail::parse_arch(in.args[++i]);
+      if (!arch) return refuse(in, "cache", std::string(sub) + ": " + arch.error());
+      if (filter.arch != 0 && filter.arch != *arch)
+        return refuse(in, "cache", std::string(sub) + ": one --arch at a time (sm_" + std::to_string(filter.arch) +
+                                       " and sm_" + std::to_string(*arch) + " given)" +
+                                       (sub == "list" ? "" : ": make one pack per architecture"));
+      filter.arch = *arch;
+    } else if (a.starts_with("--")) {
+      return refuse(in, "cache", std::string(sub) + ": unknown option '" + std::string(a) + "'");
+    } else {
+      rest.emplace_back(a);
+    }
+  }
+  return 0;
+}
+
+// list [--registry R] [--arch sm_XX]: every entry, read whole and checked, one line each.
+int list_entries(const Invocation& in) {
+  EntryFilter filter;
+  std::vector<std::string> rest;
+  if (const int refused = filter_options(in, "list", filter, rest)) return refused;
+  if (!rest.empty()) return refuse(in, "cache", "list: unexpected argument '" + rest[0] + "'");
+  DiskCache& cache = default_cache();
+  if (!cache.usable()) {
+    std::cerr << in.program << " cache list: the disk cache is not in use: " << cache.unusable_reason() << '\n';
+    return 1;
+  }
+  const detail::Inventory inventory = detail::take_inventory(cache);
+  const std::time_t now = std::time(nullptr);
+  Json j;
+  Table table;
+  if (in.json) j.object().field("dir", cache.config().dir.string()).key("entries").array();
+  else print_cache_line(cache), table.row({"registry", "unit", "arch", "size", "used", "made by", "key"});
+  std::size_t shown = 0;
+  for (const detail::ListedEntry& e : inventory.entries) {
+    if (!filter.matches(e.key)) continue;
+    ++shown;
+    const auto entry = detail::read_listed(cache, e);
+    const std::string by = entry ? made_by(e.key, entry->compiler) : "(damaged: " + entry.error() + ")";
+    if (!in.json) {
+      table.row({e.registry, e.unit, sm(e.key.arch), human(e.bytes), ago(e.used, now) + " ago", by, e.key.hex.substr(0, 16)});
+      continue;
+    }
+    j.object().field("registry", e.registry).field("unit", e.unit).field("arch", e.key.arch).field("key", e.key.hex)
+        .field("bytes", e.bytes).field("used", static_cast<std::uint64_t>(std::max<std::time_t>(0, e.used)))
+        .field("age_s", static_cast<std::uint64_t>(std::max<std::time_t>(0, now - e.used)));
+    if (entry) j.field("made_by", detail::made_by(*entry)).field("compiler", detail::compiler_line(*entry));
+    else j.field("problem", entry.error());
+    j.field("linked", detail::key_field(e.key.text, "linked") != "?");
+    if (const std::string code = detail::key_field(e.key.text, "code"); code != "?") j.field("code", code);
+    j.end();
+  }
+  if (in.json) {
+    j.end();
+    json_breakdown(j, inventory);
+    std::cout << j.end().str();
+    return 0;
+  }
+  if (shown) table.print("  ");
+  std::string what = filter.registry.empty() ? "" : " of registry " + filter.registry;
+  if (filter.arch) what += " for " + sm(filter.arch);
+  std::cout << count(shown, "entry", "entries") << what << "\n";
+  if (!inventory.unreadable.empty())
+    std::cout << count(inventory.unreadable.size(), "entry file does", "entry files do")
+              << " not check out (`" << in.program << " cache verify` removes the bad ones)\n";
+  return 0;
+}
+
+// show PACK: the pack checked whole, then its manifest: what each entry is, its size, and what made it.
+int show_pack(const Invocation& in) {
+  EntryFilter unused;
+  std::vector<std::string> files;
+  if (const int refused = filter_options(in, "show", unused, files)) return refused;
+  if (files.size() != 1) return refuse(in, "cache", "show: needs one PACK");
+  const PackContents pack = inspect_pack(files[0]);
+  if (in.json) {
+    Json j;
+    j.object().field("pack", files[0]).field("bytes", pack.bytes).key("entries").array();
+    for (const PackMember& m : pack.entries)
+      j.object().field("registry", detail::key_field(m.key.text, "registry")).field("unit", detail::key_field(m.key.text, "unit"))
+          .field("arch", m.key.arch).field("key", m.key.hex).field("bytes", m.bytes).field("compiler", m.compiler.substr(0, m.compiler.find('\n'))).end();
+    std::cout << j.end().end().str();
+    return 0;
+  }
+  std::cout << "pack " << files[0] << ": " << count(pack.entries.size(), "entry", "entries") << ", " << human(pack.bytes)
+            << "; its digest and every entry check out\n";
+  Table table;
+  table.row({"registry", "unit", "arch", "size", "made by", "key"});
+  for (const PackMember& m : pack.entries)
+    table.row({detail::key_field(m.key.text, "registry"), detail::key_field(m.key.text, "unit"), sm(m.key.arch),
+               human(m.bytes), made_by(m.key, m.compiler), m.key.hex.substr(0, 16)});
+  if (!pack.entries.empty()) table.print("  ");
   return 0;
 }
 
@@ -123,25 +296,7 @@ int maintain(const Invocation& in, std::string_view sub) {
 int share(const Invocation& in, std::string_view sub) {
   EntryFilter filter;
   std::vector<std::string> files;
-  for (std::size_t i = 1; i < in.args.size(); ++i) {
-    const std::string_view a = in.args[i];
-    if (a == "--registry" && i + 1 < in.args.size() && sub != "import") {
-      if (!filter.registry.empty() && filter.registry != in.args[i + 1])
-        return refuse(in, "cache", std::string(sub) + ": one --registry at a time");
-      filter.registry = std::string(in.args[++i]);
-    } else if (a == "--arch" && i + 1 < in.args.size() && sub != "import") {
-      const auto arch = detail::parse_arch(in.args[++i]);
-      if (!arch) return refuse(in, "cache", std::string(sub) + ": " + arch.error());
-      if (filter.arch != 0 && filter.arch != *arch)
-        return refuse(in, "cache", std::string(sub) + ": one --arch at a time (sm_" + std::to_string(filter.arch) +
-                                       " and sm_" + std::to_string(*arch) + " given): make one pack per architecture");
-      filter.arch = *arch;
-    } else if (a.starts_with("--")) {
-      return refuse(in, "cache", std::string(sub) + ": unknown option '" + std::string(a) + "'");
-    } else {
-      files.emplace_back(a);
-    }
-  }
+  if (const int refused = filter_options(in, sub, filter, files)) return refused;
   if (files.size() != (sub == "push" ? 0u : 1u))
     return refuse(in, "cache", std::string(sub) + (sub == "push" ? ": takes no file" : ": needs one FILE"));
   // A registry this program does not have is a mistake to report, as a kernel no registry has is (an empty
@@ -179,7 +334,8 @@ int share(const Invocation& in, std::string_view sub) {
 
 int cache(const Invocation& in) {
   const std::string_view sub = in.args.empty() ? "" : in.args[0];
-  if (in.json && sub != "stats") return refuse(in, "cache", "--json is for `cache stats`");
+  if (in.json && sub != "stats" && sub != "list" && sub != "show")
+    return refuse(in, "cache", "--json is for `cache stats`, `cache list` and `cache show`");
   if (sub == "stats" || sub == "verify" || sub == "clear") {
     if (in.args.size() > 1) return refuse(in, "cache", std::string(sub) + ": unexpected argument '" + std::string(in.args[1]) + "'");
     return sub == "stats" ? stats(in) : maintain(in, sub);
@@ -189,7 +345,9 @@ int cache(const Invocation& in) {
     return maintain(in, sub);
   }
   if (sub == "export" || sub == "import" || sub == "push") return share(in, sub);
-  return refuse(in, "cache", sub.empty() ? "which? stats, verify, prune, clear, export, import or push"
+  if (sub == "list") return list_entries(in);
+  if (sub == "show") return show_pack(in);
+  return refuse(in, "cache", sub.empty() ? "which? stats, list, show, verify, prune, clear, export, import or push"
                                          : "unknown subcommand '" + std::string(sub) + "'");
 }
 

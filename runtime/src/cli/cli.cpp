@@ -32,21 +32,35 @@ struct Command {
 
 constexpr Command commands[] = {
     {"list", "[--json]", "every registry's units, kernels and embedded binaries with their sizes", list, true},
-    {"info", "[--json]", "this machine's GPU, and the tier and binary each kernel would load from", info, true},
-    {"precompile", "[--arch sm_XX]... [--jobs N] [KERNEL...] | --record FILE --arch sm_XX...",
+    {"info", "[--json]",
+     "this machine's GPU, the disk cache per registry and architecture, and the tier and binary each kernel\n"
+     "would load from (with no GPU: what is embedded, and on disk for which architecture)", info, true},
+    {"precompile", "[--arch sm_XX]... [--jobs N] [KERNEL...] | --record FILE --arch sm_XX... |\n"
+                   "      --link FILE --arch sm_XX... [KERNEL...]",
      "JIT-compile into the disk cache (every kernel by default) for this GPU, or for each --arch with no\n"
      "GPU needed; with --record, what a run recorded (KILN_RECORD=FILE): its programs given at run time and\n"
-     "the kernels no embedded binary served; exits 1 unless every unit asked for is in the cache",
+     "the kernels no embedded binary served; with --link, the linked units of the kernels (every linked\n"
+     "unit by default) built with FILE's code (an operator's translation unit), as a get() with it would,\n"
+     "so a broken operator fails here; exits 1 unless every unit asked for is in the cache",
      precompile, false},
+    {"why", "[--arch sm_XX]... KERNEL...",
+     "what serves each kernel for this GPU or each --arch (an embedded cubin, the disk cache, the fleet's\n"
+     "cache), or, for one that will be compiled, why nothing cached serves it: the nearest entry of its unit\n"
+     "on disk and which fields of the key differ (the source digest, down to its translation unit, a header,\n"
+     "its options or kernels; the architecture; a compiler version; the format)",
+     why, false},
     {"status", "[--json]", "warm every kernel (embedded and disk: deferred; the rest: JIT) and show where each came from",
      status, true},
-    {"cache", "stats [--json] | verify | prune [BYTES] | clear | export [--registry R] [--arch sm_XX] FILE |\n"
-              "      import FILE | push [--registry R] [--arch sm_XX]",
-     "the disk cache: where it is, entries and bytes (stats, with the remote cache); check every entry and\n"
-     "precompiled header and remove the bad ones (verify); evict least recently used entries down to BYTES\n"
-     "(prune; 512M, 2G; default: the cap); remove everything (clear); write matching entries into one\n"
-     "verified pack (export), check a whole pack then add its entries (import), upload matching entries to\n"
-     "the remote cache, KILN_REMOTE_CACHE (push)",
+    {"cache", "stats [--json] | list [--registry R] [--arch sm_XX] [--json] | show PACK [--json] | verify |\n"
+              "      prune [BYTES] | clear | export [--registry R] [--arch sm_XX] FILE | import FILE |\n"
+              "      push [--registry R] [--arch sm_XX]",
+     "the disk cache: where it is, entries and bytes per registry and architecture (stats, with the remote\n"
+     "cache); every entry with its unit, architecture, size, last use and the tier that made it (list); a\n"
+     "pack checked whole, then what it holds (show; exits 1 for a pack that does not check out); check\n"
+     "every entry and precompiled header and remove the bad ones (verify); evict least recently used\n"
+     "entries down to BYTES (prune; 512M, 2G; default: the cap); remove everything (clear); write matching\n"
+     "entries into one verified pack (export), check a whole pack then add its entries (import), upload\n"
+     "matching entries to the remote cache, KILN_REMOTE_CACHE (push)",
      cache, true},
 };
 
@@ -123,7 +137,9 @@ const char* compression_name(Compression compression) {
   return compression == Compression::zstd ? "zstd" : compression == Compression::lto ? "lto" : "none";
 }
 
-void list_catalog(const Catalog& catalog) {
+// Returns whether a cell was abbreviated to fit a line.
+bool list_catalog(const Catalog& catalog) {
+  bool abbreviated = false;
   std::uint64_t stored = 0, size = 0;
   for (const auto& b : catalog.binaries) {
     stored += b.stored_size;
@@ -149,7 +165,7 @@ void list_catalog(const Catalog& catalog) {
     std::cout << "\n  unit " << catalog.str(unit.name) << " ("
               << (unit.linked ? "linked: built at run time with its operator" + (what.empty() ? "" : "; " + what) : what)
               << ")\n";
-    kernels.print("    ");
+    abbreviated = kernels.print("    ", kLineWidth) || abbreviated;
     if (unit.binary_count) {
       Table binaries;
       binaries.row({"binary", "embedded", "unpacked", "stored as"});
@@ -159,9 +175,10 @@ void list_catalog(const Catalog& catalog) {
                       : b.compression == Compression::none ? "as is"
                                                            : compression_name(b.compression)});
       }
-      binaries.print("    ");
+      abbreviated = binaries.print("    ", kLineWidth) || abbreviated;
     }
   }
+  return abbreviated;
 }
 
 void json_catalog(Json& j, const Catalog& catalog) {
@@ -195,6 +212,25 @@ int refuse(const Invocation& in, std::string_view command, std::string_view why)
   return 2;
 }
 
+bool all_known(const Invocation& in, const std::vector<std::string>& names) {
+  for (const auto& n : names) {
+    if (std::any_of(in.registries.begin(), in.registries.end(), [&](const Catalog* c) { return c->find(n) != nullptr; }))
+      continue;
+    for (const Catalog* c : in.registries) std::cerr << unknown_kernel_message(*c, n) << '\n';
+    return false;
+  }
+  return true;
+}
+
+std::optional<unsigned> device_arch(const Invocation& in, const Catalog& catalog, std::string_view command,
+                                    std::string_view what) {
+  Registry registry(catalog);
+  std::string why;
+  if (const std::optional<DeviceInfo> d = device(registry, why)) return d->arch;
+  std::cerr << why << "\n" << in.program << " " << command << ": no GPU to " << what << ": pass --arch sm_XX\n";
+  return std::nullopt;
+}
+
 int list(const Invocation& in) {
   if (!in.args.empty()) return refuse(in, "list", "unexpected argument '" + std::string(in.args[0]) + "'");
   if (in.json) {
@@ -204,10 +240,14 @@ int list(const Invocation& in) {
     std::cout << j.end().end().str();
     return 0;
   }
+  bool abbreviated = false;
   for (std::size_t i = 0; i < in.registries.size(); ++i) {
     if (i) std::cout << '\n';
-    list_catalog(*in.registries[i]);
+    abbreviated = list_catalog(*in.registries[i]) || abbreviated;
   }
+  if (abbreviated)
+    std::cout << "\n(long names are shortened around \"...\" to fit " << kLineWidth << " columns; `" << in.program
+              << " list --json` has them whole)\n";
   return 0;
 }
 
@@ -220,13 +260,18 @@ int info(const Invocation& in) {
   const std::optional<DeviceInfo> d = device(*registries.front(), why);
   DiskCache& cache = default_cache();
   RemoteCache& remote = default_remote();
+  const detail::Inventory inventory = detail::take_inventory(cache);  // what is on disk, for which architecture
   Json j;
   if (in.json) {
     j.object();
     json_device(j, d, why);
     j.key("disk_cache").object().field("usable", cache.usable());
-    if (cache.usable()) j.field("dir", cache.config().dir.string()).field("max_bytes", cache.config().max_bytes);
-    else j.field("reason", cache.unusable_reason());
+    if (cache.usable()) {
+      j.field("dir", cache.config().dir.string()).field("max_bytes", cache.config().max_bytes);
+      json_breakdown(j, inventory);
+    } else {
+      j.field("reason", cache.unusable_reason());
+    }
     j.end().key("remote_cache").object().field("usable", remote.usable());
     if (remote.usable()) j.field("where", remote.where());
     else j.field("reason", remote.unusable_reason());
@@ -234,19 +279,30 @@ int info(const Invocation& in) {
   } else {
     print_device(d, why);
     print_cache_line(cache);
+    print_breakdown(inventory, "  ");
     std::cout << "remote cache: " << (remote.usable() ? remote.where() : remote.unusable_reason()) << "\n";
   }
   for (auto& registry : registries) {
     const Catalog& catalog = registry->catalog();
     Table table;
     if (in.json) j.object().field("name", catalog.name).key("kernels").array();
-    table.row(d ? std::vector<std::string>{"kernel", "tier", "binary"} : std::vector<std::string>{"kernel", "embedded"});
+    table.row(d ? std::vector<std::string>{"kernel", "tier", "binary"}
+                : std::vector<std::string>{"kernel", "embedded", "on disk"});
     for (const auto& k : catalog.kernels) {
       const std::string name(catalog.str(k.name));
       const std::string embedded = embedded_labels(catalog, catalog.units[k.unit]);
-      if (in.json) j.object().field("name", name).field("unit", catalog.str(catalog.units[k.unit].name)).field("embedded", embedded);
+      const std::vector<unsigned> on_disk = archs_on_disk(inventory, catalog.name, catalog.str(catalog.units[k.unit].name));
+      if (in.json) {
+        j.object().field("name", name).field("unit", catalog.str(catalog.units[k.unit].name)).key("embedded").array();
+        for (const auto& b : catalog.binaries_of(catalog.units[k.unit])) j.value(binary_label(b));
+        j.end().key("on_disk").array();
+        for (const unsigned arch : on_disk) j.value("sm_" + std::to_string(arch));
+        j.end();
+      }
       if (!d) {
-        table.row({name, embedded.empty() ? "nothing embedded" : embedded});
+        std::string disk;
+        for (const unsigned arch : on_disk) disk += (disk.empty() ? "sm_" : " sm_") + std::to_string(arch);
+        table.row({name, embedded.empty() ? "nothing embedded" : embedded, disk.empty() ? "-" : disk});
         if (in.json) j.end();
         continue;
       }

@@ -1,6 +1,7 @@
 // Tables, sizes and the JSON writer of the command line.
 #include "cli/output.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -8,20 +9,44 @@
 
 namespace kiln::cli {
 
-void Table::print(std::string_view indent) const {
+bool Table::print(std::string_view indent, std::size_t width) const {
   std::vector<std::size_t> widths;
   for (const auto& r : rows_) {
     widths.resize(std::max(widths.size(), r.size()));
     for (std::size_t i = 0; i < r.size(); ++i) widths[i] = std::max(widths[i], r[i].size());
   }
+  // Narrow the widest column, one character at a time, until a full row fits (no column below kNarrowest).
+  constexpr std::size_t kNarrowest = 16;
+  const auto line_width = [&] {
+    std::size_t total = indent.size();
+    for (const std::size_t w : widths) total += w + 2;
+    return widths.empty() ? total : total - 2;
+  };
+  for (std::size_t excess = line_width() > width ? line_width() - width : 0; excess > 0; --excess) {
+    const auto widest = std::max_element(widths.begin(), widths.end());
+    if (*widest <= kNarrowest) break;
+    --*widest;
+  }
+  bool abbreviated = false;
   for (const auto& r : rows_) {
     std::string line(indent);
     for (std::size_t i = 0; i < r.size(); ++i) {
-      line += r[i];
-      if (i + 1 < r.size()) line += std::string(widths[i] - r[i].size() + 2, ' ');
+      const std::string cell = r[i].size() > widths[i] ? abbreviate(r[i], widths[i]) : r[i];
+      abbreviated = abbreviated || cell.size() != r[i].size();
+      line += cell;
+      if (i + 1 < r.size()) line += std::string(widths[i] - cell.size() + 2, ' ');
     }
     std::cout << line << '\n';
   }
+  return abbreviated;
+}
+
+std::string abbreviate(std::string_view text, std::size_t width) {
+  constexpr std::string_view kMark = "...";
+  if (text.size() <= width) return std::string(text);
+  if (width <= kMark.size()) return std::string(text.substr(0, width));
+  const std::size_t room = width - kMark.size(), head = room - room / 3;
+  return std::string(text.substr(0, head)).append(kMark).append(text.substr(text.size() - (room - head)));
 }
 
 std::string fixed1(double value) {
@@ -42,6 +67,12 @@ std::string human(std::uint64_t bytes) {
 
 std::string count(std::size_t n, std::string_view one, std::string_view many) {
   return std::to_string(n) + " " + std::string(n == 1 ? one : many);
+}
+
+std::string ago(std::time_t then, std::time_t now) {
+  const std::int64_t s = std::max<std::int64_t>(0, now - then);
+  return s < 120 ? std::to_string(s) + " s" : s < 7200 ? std::to_string(s / 60) + " min"
+         : s < 172800 ? std::to_string(s / 3600) + " h" : std::to_string(s / 86400) + " d";
 }
 
 std::string json_string(std::string_view text) {

@@ -8,13 +8,17 @@
 #include <kiln/select.hpp>
 
 #include "base/parse.hpp"         // the one parser of counts and architectures
+#include "base/plain_file.hpp"    // open_regular: a --link FILE that cannot block
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "jit/pool/settings.hpp"  // kMaxJitWorkers, the bound --jobs shares with KILN_JIT_WORKERS
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <iostream>
@@ -70,6 +74,62 @@ int precompile_record_file(const Invocation& in, const std::string& path, const 
   return all_ok ? 0 : 1;
 }
 
+// The text of the file `path` a user names (an operator's translation unit): a regular file, at most 16 MiB.
+std::string read_link_file(const std::string& path) {
+  constexpr std::size_t kMaxBytes = std::size_t{16} << 20;
+  auto fd = detail::open_regular(path, O_RDONLY);
+  if (!fd) throw Error(Errc::invalid_argument, "kiln: precompile --link: " + fd.error());
+  std::string text;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd->get(), buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error(Errc::invalid_argument, "kiln: precompile --link: cannot read " + path + ": " + std::strerror(errno));
+    if (n == 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+    if (text.size() > kMaxBytes)
+      throw Error(Errc::invalid_argument, "kiln: precompile --link: " + path + " is larger than 16 MiB: not an operator's text");
+  }
+  return text;
+}
+
+// `precompile --link FILE --arch sm_XX... [KERNEL...]`: the linked units of the kernels (every linked unit
+// when none is named) built with FILE's text as Registry::get(name, LinkedSource) builds them, one line per
+// unit; exit 1 unless every one is in the cache.
+int precompile_linked_file(const Invocation& in, const std::string& path, const std::vector<unsigned>& archs,
+                           const std::vector<std::string>& names) {
+  if (archs.empty()) return refuse(in, "precompile", "--link needs --arch: the architectures to build for");
+  LinkedSource link;
+  link.name = path;
+  link.source = read_link_file(path);
+  bool all_ok = true, any = false;
+  for (const Catalog* catalog : in.registries) {
+    std::vector<std::string> mine;
+    for (const auto& n : names)
+      if (catalog->find(n)) mine.push_back(n);
+    if (!names.empty() && mine.empty()) continue;
+    if (names.empty() && std::none_of(catalog->units.begin(), catalog->units.end(), [](const UnitEntry& u) { return u.linked; }))
+      continue;
+    any = true;
+    for (const unsigned arch : archs) {
+      std::size_t ok = 0, failed = 0;
+      for (const PrecompileResult& r : precompile_linked(*catalog, arch, mine, link)) {
+        std::cout << line(r, r.unit) << (archs.size() > 1 ? " sm_" + std::to_string(arch) : std::string()) << '\n';
+        if (!r.ok && !r.compiled) std::cerr << r.error << '\n';
+        (r.ok ? ok : failed) += 1;
+      }
+      std::cout << "registry " << catalog->name << ", sm_" << arch << ", linked with " << path << ": " << ok
+                << " in the cache, " << failed << " not\n";
+      all_ok = all_ok && failed == 0;
+    }
+  }
+  if (!any) {
+    std::cerr << in.program << " precompile: no registry has a linked unit to build with " << path << '\n';
+    return 1;
+  }
+  return all_ok ? 0 : 1;
+}
+
 }  // namespace
 
 int precompile(const Invocation& in) {
@@ -77,11 +137,12 @@ int precompile(const Invocation& in) {
   unsigned jobs = 0;
   std::vector<std::string> names;
   std::string record;  // --record FILE: what a run recorded (KILN_RECORD), compiled for each --arch
+  std::string link;    // --link FILE: the code linked units are built with (an operator's translation unit)
   for (std::size_t i = 0; i < in.args.size(); ++i) {
     const std::string_view a = in.args[i];
-    if (a == "--record") {
-      if (i + 1 == in.args.size()) return refuse(in, "precompile", "--record needs a file");
-      record = in.args[++i];
+    if (a == "--record" || a == "--link") {
+      if (i + 1 == in.args.size()) return refuse(in, "precompile", std::string(a) + " needs a file");
+      (a == "--record" ? record : link) = in.args[++i];
     } else if (a == "--arch" || a == "--jobs") {
       if (i + 1 == in.args.size()) return refuse(in, "precompile", std::string(a) + " needs a value");
       const std::string_view v = in.args[++i];
@@ -100,14 +161,12 @@ int precompile(const Invocation& in) {
       names.emplace_back(a);
     }
   }
+  if (!record.empty() && !link.empty()) return refuse(in, "precompile", "--record and --link: one at a time");
+  if (!link.empty() && jobs) return refuse(in, "precompile", "--link builds one unit after another: no --jobs");
   if (!record.empty()) return precompile_record_file(in, record, archs, names);
   // A name no registry has is a mistake to report, not a unit to skip.
-  for (const auto& n : names) {
-    if (std::any_of(in.registries.begin(), in.registries.end(), [&](const Catalog* c) { return c->find(n) != nullptr; }))
-      continue;
-    for (const Catalog* c : in.registries) std::cerr << unknown_kernel_message(*c, n) << '\n';
-    return 2;
-  }
+  if (!all_known(in, names)) return 2;
+  if (!link.empty()) return precompile_linked_file(in, link, archs, names);
   // Each registry asked for, its units' names and the architecture to compile them for.
   struct Work {
     const Catalog* catalog = nullptr;
@@ -125,14 +184,9 @@ int precompile(const Invocation& in) {
     if (!names.empty() && mine.empty()) continue;
     std::vector<unsigned> targets = archs;
     if (targets.empty()) {
-      Registry registry(*catalog);
-      try {
-        targets.push_back(registry.device().arch);
-      } catch (const Error& e) {
-        if (e.code() != Errc::no_driver && e.code() != Errc::no_device) throw;
-        std::cerr << e.what() << "\n" << in.program << " precompile: no GPU to compile for: pass --arch sm_XX\n";
-        return 1;
-      }
+      const std::optional<unsigned> arch = device_arch(in, *catalog, "precompile", "compile for");
+      if (!arch) return 1;
+      targets.push_back(*arch);
     }
     // Every --arch given, each compiled.
     for (const unsigned target : targets) {

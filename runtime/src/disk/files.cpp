@@ -5,6 +5,7 @@
 #include "base/unique_fd.hpp"
 #include "chain/entry.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -112,7 +114,7 @@ ssize_t read_full(int fd, char* buffer, std::size_t size) {
 
 }  // namespace
 
-EntryFile read_entry_fd(int fd, const std::filesystem::path& shown) {
+EntryFile read_entry_fd(int fd, const std::filesystem::path& shown, bool head_only) {
   EntryFile f;
   if (::fstat(fd, &f.st) != 0) {
     f.status = EntryFile::Status::unreadable;
@@ -152,8 +154,8 @@ EntryFile read_entry_fd(int fd, const std::filesystem::path& shown) {
     f.problem = whole.error();
     return f;
   }
-  // Then exactly what it promises, which the caps bound (chain/entry.hpp).
-  f.bytes.resize(static_cast<std::size_t>(sizes->file()));
+  // Then exactly what it promises (or its key text alone), which the caps bound (chain/entry.hpp).
+  f.bytes.resize(static_cast<std::size_t>(head_only ? kEntryHeaderSize + sizes->key_text : sizes->file()));
   std::memcpy(f.bytes.data(), header, sizeof header);
   const ssize_t rest = read_full(fd, f.bytes.data() + sizeof header, f.bytes.size() - sizeof header);
   if (rest < 0) {
@@ -172,7 +174,7 @@ EntryFile read_entry_fd(int fd, const std::filesystem::path& shown) {
   return f;
 }
 
-EntryFile read_entry_file(int dir, const std::string& name, const std::filesystem::path& shown) {
+EntryFile read_entry_file(int dir, const std::string& name, const std::filesystem::path& shown, bool head_only) {
   // O_NOFOLLOW: a symlink is refused (ELOOP), never followed; O_NONBLOCK: a FIFO cannot hang the reader.
   const UniqueFd fd(::openat(dir, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (!fd.valid()) {
@@ -189,7 +191,7 @@ EntryFile read_entry_file(int dir, const std::string& name, const std::filesyste
     }
     return f;
   }
-  return read_entry_fd(fd.get(), shown);
+  return read_entry_fd(fd.get(), shown, head_only);
 }
 
 bool remove_bad_entry(int dir, const std::string& name, const EntryFile& file) {
@@ -240,6 +242,36 @@ Status publish_named(int dir, const std::filesystem::path& shown, const std::str
   if (fd.close() != 0) return failed_at("closing", errno);
   if (::renameat(dir, temp.c_str(), dir, final_name.c_str()) != 0) return failed_at("renaming", errno);
   return ok();
+}
+
+namespace {
+
+struct DirCloser {
+  void operator()(DIR* d) const noexcept { ::closedir(d); }
+};
+
+}  // namespace
+
+std::vector<ScannedFile> scan_cache_dir(int dir) {
+  std::vector<ScannedFile> files;
+  const int own = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (own < 0) return files;
+  const std::unique_ptr<DIR, DirCloser> d(::fdopendir(own));
+  if (!d) {
+    ::close(own);
+    return files;
+  }
+  while (const dirent* e = ::readdir(d.get())) {
+    const std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    const auto kind = classify_cache_file(name);
+    if (kind.kind == CacheFileKind::other) continue;
+    ScannedFile f{std::string(name), kind.kind, kind.writer, {}};
+    // Gone since readdir (another process pruned it): nothing to count.
+    if (::fstatat(dir, e->d_name, &f.st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    files.push_back(std::move(f));
+  }
+  return files;
 }
 
 }  // namespace kiln::detail

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kiln::detail {
 
@@ -46,9 +47,22 @@ struct EntryFile {
   bool opened = false;
 };
 // `name` in the cache directory `dir` (a descriptor from disk/directory.hpp); messages show `shown`.
-EntryFile read_entry_file(int dir, const std::string& name, const std::filesystem::path& shown);
+// With `head_only`, bytes are the header and the key text alone (at most 64 KiB past the header): what
+// listing a cache needs, the frame neither read nor checked.
+EntryFile read_entry_file(int dir, const std::string& name, const std::filesystem::path& shown, bool head_only = false);
 // What read_entry_file does once the file is open (the fuzzer feeds it a memfd).
-EntryFile read_entry_fd(int fd, const std::filesystem::path& shown);
+EntryFile read_entry_fd(int fd, const std::filesystem::path& shown, bool head_only = false);
+
+// A file of the cache directory kiln knows the kind of, as readdir and fstatat (not following links) saw it.
+struct ScannedFile {
+  std::string name;
+  CacheFileKind kind;
+  pid_t writer;
+  struct stat st;  // a symlink is seen as a symlink
+};
+// The cache's files in the version directory `dir` (a descriptor opened under the private rule), in
+// readdir's order; files of other names are left out.
+std::vector<ScannedFile> scan_cache_dir(int dir);
 
 // Deletes a bad entry: the file read (if `file.opened`, only while the name still names it) or a symlink,
 // FIFO or socket at the name. Never a directory: kiln makes none at a file's name, so one there is a

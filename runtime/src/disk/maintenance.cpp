@@ -8,7 +8,6 @@
 #include "disk/lock.hpp"
 #include "base/summed_file.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -18,7 +17,6 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <memory>
 #include <unordered_map>
 
 namespace kiln {
@@ -31,39 +29,9 @@ using detail::CacheState;
 // writer on another machine sharing the directory): no entry takes an hour to write.
 constexpr std::time_t kAbandonedTempSeconds = 3600;
 
-struct ScannedFile {
-  std::string name;
-  detail::CacheFileKind kind;
-  pid_t writer;
-  struct stat st;  // fstatat without following: a symlink is seen as a symlink
-};
+using detail::ScannedFile;
 
-struct DirCloser {
-  void operator()(DIR* d) const noexcept { ::closedir(d); }
-};
-
-// The cache's files in the version directory `dir` (a descriptor opened under the private rule).
-std::vector<ScannedFile> scan(int dir) {
-  std::vector<ScannedFile> files;
-  const int own = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (own < 0) return files;
-  const std::unique_ptr<DIR, DirCloser> d(::fdopendir(own));
-  if (!d) {
-    ::close(own);
-    return files;
-  }
-  while (const dirent* e = ::readdir(d.get())) {
-    const std::string_view name = e->d_name;
-    if (name == "." || name == "..") continue;
-    const auto kind = detail::classify_cache_file(name);
-    if (kind.kind == detail::CacheFileKind::other) continue;
-    ScannedFile f{std::string(name), kind.kind, kind.writer, {}};
-    // Gone since readdir (another process pruned it): nothing to count.
-    if (::fstatat(dir, e->d_name, &f.st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    files.push_back(std::move(f));
-  }
-  return files;
-}
+std::vector<ScannedFile> scan(int dir) { return detail::scan_cache_dir(dir); }
 
 // The version directory now, for a whole-directory operation: nothing when gone or refused (what the
 // constructor and every load warn about).

@@ -103,6 +103,7 @@ UnitImage build_unit(const UnitQuery& q, const BuildInput& in) {
   if (!image) {
     CacheEntry entry = compile(q, in);                           // 2
     check_built(q, key, entry);                                  // 3
+    record_key_parts(entry, unit_key_parts(q.catalog, q.unit_index()));  // what `kiln why` compares later
     image.emplace();
     image->source = in.tier;
     image->stored = holds.publish(entry);                        // 4

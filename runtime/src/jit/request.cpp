@@ -82,6 +82,13 @@ CompileRequest part_request(const CompileRequest& unit, const std::vector<std::s
   return part;
 }
 
+std::vector<KeyPart> unit_key_parts(const Catalog& catalog, std::uint32_t unit_index) {
+  const CompileRequest request = make_request(catalog, unit_index, 0);
+  std::vector<std::pair<std::string_view, std::string_view>> headers;
+  for (const Header& h : request.headers) headers.emplace_back(h.name, h.content);
+  return key_parts(request.source, catalog.str(catalog.units[unit_index].options), request.expressions, headers);
+}
+
 PchFamily request_family(const Catalog& catalog, const CompileRequest& request, const DiskCache& cache) {
   if (!cache.usable()) return {};
   std::string key = pch_family(request, catalog.header_bundle_digest, worker_glibc_tunables());

@@ -2,6 +2,7 @@
 // it will take (the pool's order).
 #pragma once
 
+#include "chain/key_parts.hpp"
 #include "jit/compiler/compile.hpp"
 #include "jit/pool/pool.hpp"  // PchFamily
 
@@ -24,6 +25,10 @@ CompileRequest make_request(const Catalog& catalog, std::uint32_t unit, unsigned
 // makes it, and no other. Throws std::out_of_range for an index the unit does not have, and
 // std::invalid_argument for no index, or one given twice.
 CompileRequest part_request(const CompileRequest& unit, const std::vector<std::size_t>& kernels);
+
+// The key parts (chain/key_parts.hpp) of unit `unit` of `catalog`, as make_request gathers them: what
+// build_unit records in the entries it makes, and `kiln why` compares a miss's nearest entry with.
+std::vector<KeyPart> unit_key_parts(const Catalog& catalog, std::uint32_t unit);
 
 // The PCH family of a catalog's request, with its file in `cache` (empty when the cache is not usable).
 PchFamily request_family(const Catalog& catalog, const CompileRequest& request, const DiskCache& cache);

@@ -59,21 +59,25 @@ T get(std::string_view bytes, std::size_t offset) {
   return value;
 }
 
-[[noreturn]] void refuse(const std::filesystem::path& file, const std::string& why) {
-  throw Error(Errc::cache, "kiln: cache import: " + file.string() + " is refused, nothing was imported: " + why);
-}
+// What is wrong with a pack: import_pack and inspect_pack each say it in their own words.
+struct Refused {
+  std::string why;
+};
+
+[[noreturn]] void refuse(const std::filesystem::path&, const std::string& why) { throw Refused{why}; }
 
 // A pack file opened for reading (a regular file only: a FIFO or device cannot block the open), read in
 // pieces at offsets.
 class PackFile {
  public:
-  explicit PackFile(const std::filesystem::path& path) : path_(path) {
+  // `command`: "cache import", "cache show", for messages.
+  PackFile(const std::filesystem::path& path, std::string_view command) : path_(path), command_(command) {
     auto fd = detail::open_regular(path, O_RDONLY);
-    if (!fd) throw Error(Errc::cache, "kiln: cache import: " + fd.error());
+    if (!fd) throw Error(Errc::cache, "kiln: " + command_ + ": " + fd.error());
     fd_ = std::move(fd).value();
     struct stat st {};
     if (::fstat(fd_.get(), &st) != 0)
-      throw Error(Errc::cache, "kiln: cache import: cannot stat " + path.string() + ": " + std::strerror(errno));
+      throw Error(Errc::cache, "kiln: " + command_ + ": cannot stat " + path.string() + ": " + std::strerror(errno));
     size_ = static_cast<std::uint64_t>(st.st_size);
   }
   std::uint64_t size() const noexcept { return size_; }
@@ -85,7 +89,7 @@ class PackFile {
       const ssize_t n = ::pread(fd_.get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0)
-        throw Error(Errc::cache, "kiln: cache import: cannot read " + path_.string() + ": " +
+        throw Error(Errc::cache, "kiln: " + command_ + ": cannot read " + path_.string() + ": " +
                                      (n < 0 ? std::string("read: ") + std::strerror(errno) : "it shrank while being read"));
       done += static_cast<std::size_t>(n);
     }
@@ -94,6 +98,7 @@ class PackFile {
 
  private:
   std::filesystem::path path_;
+  std::string command_;
   detail::UniqueFd fd_;
   std::uint64_t size_ = 0;
 };
@@ -102,6 +107,7 @@ struct PackEntry {
   CacheKey key;
   std::uint64_t offset = 0, size = 0;
   detail::Sha256Digest sum{};  // of the bytes checked: what is stored must be them
+  std::string compiler;        // what built it (CacheEntry::compiler)
 };
 
 // The header: magic, versions, the manifest's size within the file. refuse() for the first problem.
@@ -186,9 +192,10 @@ std::vector<PackEntry> check_pack(const std::filesystem::path& path, const PackF
                               " sm_" + std::to_string(key->arch);
     if (label != named)
       refuse(path, where + " says '" + std::string(label.substr(1, 120)) + "', but its entry is '" + named.substr(1) + "'");
-    if (const auto decoded = detail::decode_entry(file, *key); !decoded)
+    auto decoded = detail::decode_entry(file, *key);
+    if (!decoded)
       refuse(path, entry_name + ", " + detail::describe_key(*key) + ", is not a valid cache entry: " + decoded.error());
-    entries.push_back({std::move(*key), offset, size, detail::sha256(file)});
+    entries.push_back({std::move(*key), offset, size, detail::sha256(file), std::move(decoded->compiler)});
     offset += size;
   }
   if (offset != data_end) refuse(path, std::to_string(data_end - offset) + " bytes follow the last entry the manifest lists");
@@ -236,8 +243,13 @@ PackReport export_pack(DiskCache& cache, const std::filesystem::path& file, cons
 
 PackReport import_pack(DiskCache& cache, const std::filesystem::path& file) {
   if (!cache.usable()) throw Error(Errc::cache, "kiln: cache import: the disk cache is not in use: " + cache.unusable_reason());
-  const PackFile pack(file);
-  const std::vector<PackEntry> entries = check_pack(file, pack);  // all of it, before anything is written
+  const PackFile pack(file, "cache import");
+  std::vector<PackEntry> entries;
+  try {
+    entries = check_pack(file, pack);  // all of it, before anything is written
+  } catch (const Refused& r) {
+    throw Error(Errc::cache, "kiln: cache import: " + file.string() + " is refused, nothing was imported: " + r.why);
+  }
   PackReport report;
   report.entries = entries.size();
   report.bytes = pack.size();
@@ -256,6 +268,18 @@ PackReport import_pack(DiskCache& cache, const std::filesystem::path& file) {
     report.added += !had;
   }
   return report;
+}
+
+PackContents inspect_pack(const std::filesystem::path& file) {
+  const PackFile pack(file, "cache show");
+  PackContents contents;
+  contents.bytes = pack.size();
+  try {
+    for (PackEntry& e : check_pack(file, pack)) contents.entries.push_back({std::move(e.key), e.size, std::move(e.compiler)});
+  } catch (const Refused& r) {
+    throw Error(Errc::cache, "kiln: cache show: " + file.string() + " is not a sound cache pack: " + r.why);
+  }
+  return contents;
 }
 
 }  // namespace kiln
