@@ -17,6 +17,7 @@ using kiln::test::entries;
 using kiln::test::kiln_cli;
 using kiln::test::ProcessResult;
 using kiln::test::says;
+using Env = kiln::test::Env;
 
 TEST_CASE("kiln precompile of a kernel no registry has fails and names it") {
   kiln::test::TempDir tmp;
