@@ -112,9 +112,10 @@ struct Plan : Origin {
 struct DeviceInfo {
   int ordinal = 0;
   std::string name;
-  unsigned arch = 0;   // 90 for compute capability 9.0
+  unsigned arch = 0;   // 90 for compute capability 9.0: the architecture whose binaries this device takes
   int driver_version = 0;  // e.g. 13000
   std::size_t total_memory = 0;
+  unsigned gpu_arch = 0;  // the GPU's own; differs from arch where KILN_DEVICE_ARCH overrides it
 };
 
 struct RegistryStats {

@@ -304,7 +304,7 @@ void Registry::Impl::ensure_device() {
     check(cu.cuDeviceTotalMem(&memory, device), "kiln: cuDeviceTotalMem" + subject);
     int version = 0;
     check(cu.cuDriverGetVersion(&version), "kiln: cuDriverGetVersion");
-    DeviceInfo info{ordinal_, name, arch_of(major, minor), version, memory};
+    DeviceInfo info{ordinal_, name, arch_of(major, minor), version, memory, arch_of(major, minor)};
     // KILN_DEVICE_ARCH=1:80 makes device 1 take sm_80's binaries (a newer GPU runs them): what lets one
     // machine of one kind test a server of mixed architectures (docs/DESIGN.md, "Several GPUs").
     if (const unsigned forced = detail::forced_arch(ordinal_); forced != 0) info.arch = forced;
