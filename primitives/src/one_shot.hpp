@@ -31,6 +31,7 @@ class OneShot {
   // The plan of `device`, built on first use (concurrent first calls build it once). Plans are never
   // destroyed: one-shot calls may come during static destruction, and a plan holds only its kernels.
   const Plan& plan(int device) {
+    if (device < 0 || device >= kMaxDevices) (void)prim::registry(device);  // throws, naming the ordinal
     if (const Plan* made = plans_[device].load(std::memory_order_acquire)) return *made;
     std::lock_guard lock(making_);
     const Plan* made = plans_[device].load(std::memory_order_relaxed);
