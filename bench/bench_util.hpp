@@ -77,16 +77,10 @@ inline double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-// Runs `self args[0] STAMP args[1...]` `runs` times, STAMP being now_ms() at the spawn, with `env`
-// ("NAME=value") added to this process's environment (replacing the same names; with `only_env_kiln`,
-// this process's own KILN_* variables are left out, so that the children's settings are env's alone);
-// each run must print one line of `fields` numbers and exit 0, else a runtime_error says which run
-// failed. `while_running(pid)` is called on the parent's side while each child runs (it returns when
-// the child has ended, e.g. after sampling its memory). Returns the numbers column by column.
-inline std::vector<std::vector<double>> run_children(const char* self, std::vector<std::string> args, int runs,
-                                                     int fields, std::vector<std::string> env = {},
-                                                     const std::function<void(pid_t)>& while_running = {},
-                                                     bool only_env_kiln = false) {
+// This process's environment with `env` ("NAME=value") added, replacing the same names (with
+// `only_env_kiln`, this process's own KILN_* variables left out), null-terminated for posix_spawn. The
+// pointers are into environ and `env`, which must outlive them.
+inline std::vector<char*> environment_with(std::vector<std::string>& env, bool only_env_kiln = false) {
   std::vector<char*> envp;
   for (char** e = environ; *e; ++e) {
     if (only_env_kiln && std::strncmp(*e, "KILN_", 5) == 0) continue;
@@ -98,6 +92,20 @@ inline std::vector<std::vector<double>> run_children(const char* self, std::vect
   }
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
+  return envp;
+}
+
+// Runs `self args[0] STAMP args[1...]` `runs` times, STAMP being now_ms() at the spawn, with `env`
+// ("NAME=value") added to this process's environment (replacing the same names; with `only_env_kiln`,
+// this process's own KILN_* variables are left out, so that the children's settings are env's alone);
+// each run must print one line of `fields` numbers and exit 0, else a runtime_error says which run
+// failed. `while_running(pid)` is called on the parent's side while each child runs (it returns when
+// the child has ended, e.g. after sampling its memory). Returns the numbers column by column.
+inline std::vector<std::vector<double>> run_children(const char* self, std::vector<std::string> args, int runs,
+                                                     int fields, std::vector<std::string> env = {},
+                                                     const std::function<void(pid_t)>& while_running = {},
+                                                     bool only_env_kiln = false) {
+  std::vector<char*> envp = environment_with(env, only_env_kiln);
 
   std::vector<std::vector<double>> columns(fields);
   for (int r = 0; r < runs; ++r) {

@@ -63,6 +63,13 @@ class Json(unittest.TestCase):
         self.assertIn("device", doc)
         if doc["device"] is None:
             self.assertIn("no_device", doc)
+            self.assertEqual(doc["devices"], [])
+        else:
+            # Every visible device, device 0 first; each kernel says what each device would load.
+            self.assertEqual(doc["devices"][0], doc["device"])
+            self.assertEqual([d["ordinal"] for d in doc["devices"]], list(range(len(doc["devices"]))))
+            for kernel in (k for r in doc["registries"] for k in r["kernels"]):
+                self.assertEqual(len(kernel["devices"]), len(doc["devices"]))
         self.assertTrue(doc["disk_cache"]["usable"])
         self.assertEqual(doc["disk_cache"]["dir"], self.cache)
         self.assertFalse(doc["remote_cache"]["usable"])
@@ -79,8 +86,21 @@ class Json(unittest.TestCase):
         # Without a GPU nothing is warmed: the JSON says why, and the exit status is 1.
         doc = kiln_json("status", cache=self.cache, exits=(0, 1))
         self.assertIn("device", doc)
+        self.assertIsInstance(doc["devices"], list)
         self.assertIsInstance(doc["registries"], list)
         self.assertEqual(doc["_exit"], 1 if doc["device"] is None else 0)
+
+    def test_device_arch_override(self):
+        env_before = os.environ.get("KILN_DEVICE_ARCH")
+        os.environ["KILN_DEVICE_ARCH"] = "1:80"
+        try:
+            doc = kiln_json("info", cache=self.cache)
+        finally:
+            if env_before is None:
+                del os.environ["KILN_DEVICE_ARCH"]
+            else:
+                os.environ["KILN_DEVICE_ARCH"] = env_before
+        self.assertEqual(doc["device_arch_override"], "KILN_DEVICE_ARCH=1:80: device 1 takes sm_80's binaries")
 
     def test_cache_stats(self):
         doc = kiln_json("cache", "stats", cache=self.cache)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# scripts/local-gpu-arch.sh, which scripts/setup.sh asks which arch to embed the primitives for: sm_XX
-# from nvidia-smi, and `none` (exit 0) without nvidia-smi, as on CI, where setup once stopped with exit
-# 127, or when it fails or prints something else.
+# scripts/local-gpu-arch.sh, which scripts/setup.sh asks which archs to embed the primitives for: sm_XX
+# from nvidia-smi (each kind of GPU once), and `none` (exit 0) without nvidia-smi, as on CI, where setup
+# once stopped with exit 127, or when it fails or prints something else.
 set -uo pipefail
 script="$(cd "$(dirname "$0")/.." && pwd)/scripts/local-gpu-arch.sh"
 dir=$(mktemp -d)
@@ -22,7 +22,8 @@ check() {  # check NAME EXPECTED [FAKE_BODY]
 }
 check "no nvidia-smi (CI)" none
 check "an H100" sm_90 'echo "9.0"'
-check "two GPUs, the first one's" sm_120 'printf "12.0\n9.0\n"'
+check "two GPUs of two kinds, each once" sm_120,sm_90 'printf "12.0\n9.0\n12.0\n"'
+check "four GPUs of one kind" sm_90 'printf "9.0\n9.0\n9.0\n9.0\n"'
 check "nvidia-smi fails (no driver)" none 'echo "NVIDIA-SMI has failed" >&2; exit 9'
 check "nvidia-smi prints something else" none 'echo "[N/A]"'
 exit $failed

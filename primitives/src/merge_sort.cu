@@ -5,6 +5,7 @@
 #include <kiln/prim/merge_sort_plan.cuh>
 
 #include "fixed_plan.cuh"
+#include "one_shot.hpp"
 #include "stream_temp.cuh"
 
 #include <cuda/std/functional>
@@ -40,8 +41,10 @@ void MergeSortPairs<K>::operator()(K* keys, value_type* values, std::size_t n, C
 
 template <typename K>
 void merge_sort_pairs(K* keys, std::int32_t* values, std::size_t n, CUstream stream) {
-  static const MergeSortPairs<K> plan;
-  detail::ContextScope scope(registry());
+  static detail::OneShot<MergeSortPairs<K>> plans;
+  const int device = detail::one_shot_device(stream);
+  const MergeSortPairs<K>& plan = plans.plan(device);
+  detail::ContextScope scope(registry(device));
   const std::size_t bytes = plan.temp_bytes(n);
   detail::StreamTemp temp(bytes, stream);
   plan(keys, values, n, temp.storage(), stream);

@@ -15,6 +15,7 @@
 #include <kiln/prim/radix_sort.hpp>
 
 #include <kiln/prim/detail/cub_launch.cuh>
+#include "one_shot.hpp"
 #include "stream_temp.cuh"
 
 #include <kiln_prim/radix_sort.cuh>
@@ -363,25 +364,27 @@ void RadixSortPairs<K>::operator()(DoubleBuffer<K>& keys, DoubleBuffer<Value>& v
 // --- one-shot ----------------------------------------------------------------------------------------
 namespace {
 template <typename K>
-const RadixSortPairs<K>& shared_plan() {
-  static const RadixSortPairs<K> plan;
-  return plan;
+const RadixSortPairs<K>& shared_plan(int device) {
+  static detail::OneShot<RadixSortPairs<K>> plans;
+  return plans.plan(device);
 }
 }  // namespace
 
 template <typename K>
 void radix_sort_pairs(const K* keys_in, K* keys_out, const std::int32_t* values_in, std::int32_t* values_out,
                       std::size_t n, CUstream stream) {
-  const RadixSortPairs<K>& plan = shared_plan<K>();
-  detail::ContextScope scope(registry());
+  const int device = detail::one_shot_device(stream);
+  const RadixSortPairs<K>& plan = shared_plan<K>(device);
+  detail::ContextScope scope(registry(device));
   detail::StreamTemp temp(plan.temp_bytes(n), stream);
   plan(keys_in, keys_out, values_in, values_out, n, temp.storage(), stream);
 }
 
 template <typename K>
 void radix_sort_pairs(DoubleBuffer<K>& keys, DoubleBuffer<std::int32_t>& values, std::size_t n, CUstream stream) {
-  const RadixSortPairs<K>& plan = shared_plan<K>();
-  detail::ContextScope scope(registry());
+  const int device = detail::one_shot_device(stream);
+  const RadixSortPairs<K>& plan = shared_plan<K>(device);
+  detail::ContextScope scope(registry(device));
   detail::StreamTemp temp(plan.temp_bytes_double_buffer(n), stream);
   plan(keys, values, n, temp.storage(), stream);
 }

@@ -4,6 +4,7 @@
 #include <kiln/prim/reduce_plan.cuh>
 
 #include "fixed_plan.cuh"
+#include "one_shot.hpp"
 #include "stream_temp.cuh"
 
 #include <cub/detail/choose_offset.cuh>
@@ -46,8 +47,10 @@ void ReduceSum<T>::operator()(const T* in, T* out, std::size_t n, CUstream strea
 
 template <typename T>
 void reduce_sum(const T* in, T* out, std::size_t n, CUstream stream) {
-  static const ReduceSum<T> plan;
-  detail::ContextScope scope(registry());
+  static detail::OneShot<ReduceSum<T>> plans;
+  const int device = detail::one_shot_device(stream);
+  const ReduceSum<T>& plan = plans.plan(device);
+  detail::ContextScope scope(registry(device));
   const std::size_t bytes = plan.temp_bytes(n);
   detail::StreamTemp temp(bytes, stream);
   plan(in, out, n, temp.storage(), stream);

@@ -4,6 +4,7 @@
 #include <kiln/prim/scan_plan.cuh>
 
 #include "fixed_plan.cuh"
+#include "one_shot.hpp"
 #include "stream_temp.cuh"
 
 #include <cuda/std/functional>
@@ -39,8 +40,10 @@ void ExclusiveSum<T>::operator()(const T* in, T* out, std::size_t n, CUstream st
 
 template <typename T>
 void exclusive_sum(const T* in, T* out, std::size_t n, CUstream stream) {
-  static const ExclusiveSum<T> plan;
-  detail::ContextScope scope(registry());
+  static detail::OneShot<ExclusiveSum<T>> plans;
+  const int device = detail::one_shot_device(stream);
+  const ExclusiveSum<T>& plan = plans.plan(device);
+  detail::ContextScope scope(registry(device));
   const std::size_t bytes = plan.temp_bytes(n);
   detail::StreamTemp temp(bytes, stream);
   plan(in, out, n, temp.storage(), stream);

@@ -12,6 +12,8 @@
 
 #include <kiln_prim/search.cuh>
 
+#include "one_shot.hpp"
+
 #include <string>
 
 namespace kiln::prim {
@@ -96,15 +98,15 @@ void SortedSearch<T, S>::operator()(const T* haystack, std::size_t haystack_size
 template <typename T>
 void lower_bound(const T* haystack, std::size_t haystack_size, const T* needles, std::int64_t* out,
                  std::size_t num_needles, CUstream stream) {
-  static const LowerBound<T> plan;
-  plan(haystack, haystack_size, needles, out, num_needles, stream);
+  static detail::OneShot<LowerBound<T>> plans;
+  plans.plan(detail::one_shot_device(stream))(haystack, haystack_size, needles, out, num_needles, stream);
 }
 
 template <typename T>
 void upper_bound(const T* haystack, std::size_t haystack_size, const T* needles, std::int64_t* out,
                  std::size_t num_needles, CUstream stream) {
-  static const UpperBound<T> plan;
-  plan(haystack, haystack_size, needles, out, num_needles, stream);
+  static detail::OneShot<UpperBound<T>> plans;
+  plans.plan(detail::one_shot_device(stream))(haystack, haystack_size, needles, out, num_needles, stream);
 }
 
 #define KILN_PRIM_SEARCH(T)                                                                                       \

@@ -5,6 +5,7 @@
 #include <kiln/prim/segmented_reduce_plan.cuh>
 
 #include "fixed_plan.cuh"
+#include "one_shot.hpp"
 #include "stream_temp.cuh"
 
 #include <cub/detail/choose_offset.cuh>
@@ -87,8 +88,10 @@ void SegmentedReduce<T, Op>::operator()(const T* in, T* out, std::size_t num_seg
 
 template <ReduceOp Op, typename T>
 void segmented_reduce(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets, CUstream stream) {
-  static const SegmentedReduce<T, Op> plan;
-  detail::ContextScope scope(registry());
+  static detail::OneShot<SegmentedReduce<T, Op>> plans;
+  const int device = detail::one_shot_device(stream);
+  const SegmentedReduce<T, Op>& plan = plans.plan(device);
+  detail::ContextScope scope(registry(device));
   const std::size_t bytes = plan.temp_bytes(num_segments);
   detail::StreamTemp temp(bytes, stream);
   plan(in, out, num_segments, offsets, temp.storage(), stream);

@@ -7,6 +7,7 @@
 #include <kiln/prim/segmented_sort.hpp>
 
 #include <kiln/prim/detail/cub_launch.cuh>
+#include "one_shot.hpp"
 #include "stream_temp.cuh"
 
 #include <kiln_prim/segmented_sort.cuh>
@@ -491,8 +492,10 @@ void SegmentedSort<K>::operator()(const K* keys_in, K* keys_out, std::size_t n, 
 template <typename K>
 void segmented_sort(const K* keys_in, K* keys_out, std::size_t n, std::size_t num_segments,
                     const std::int32_t* offsets, CUstream stream) {
-  static const SegmentedSort<K> plan;
-  detail::ContextScope scope(registry());
+  static detail::OneShot<SegmentedSort<K>> plans;
+  const int device = detail::one_shot_device(stream);
+  const SegmentedSort<K>& plan = plans.plan(device);
+  detail::ContextScope scope(registry(device));
   const std::size_t bytes = plan.temp_bytes(n, num_segments);
   detail::StreamTemp temp(bytes, stream);
   plan(keys_in, keys_out, n, num_segments, offsets, temp.storage(), stream);

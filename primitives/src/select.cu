@@ -5,6 +5,7 @@
 #include <kiln/prim/select.hpp>
 
 #include <kiln/prim/detail/select_launch.cuh>
+#include "one_shot.hpp"
 #include "stream_temp.cuh"
 
 #include <limits>
@@ -72,8 +73,10 @@ void SelectIndices<I>::operator()(const std::uint8_t* mask, I* out, I* count, st
 
 template <typename I>
 void select_indices(const std::uint8_t* mask, I* out, I* count, std::size_t n, CUstream stream) {
-  static const SelectIndices<I> plan;
-  detail::ContextScope scope(registry());
+  static detail::OneShot<SelectIndices<I>> plans;
+  const int device = detail::one_shot_device(stream);
+  const SelectIndices<I>& plan = plans.plan(device);
+  detail::ContextScope scope(registry(device));
   const std::size_t bytes = plan.temp_bytes(n);
   detail::StreamTemp temp(bytes, stream);
   plan(mask, out, count, n, temp.storage(), stream);

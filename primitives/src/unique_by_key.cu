@@ -5,6 +5,7 @@
 #include <kiln/prim/unique_by_key_plan.cuh>
 
 #include "fixed_plan.cuh"
+#include "one_shot.hpp"
 #include "stream_temp.cuh"
 
 #include <cuda/std/functional>
@@ -45,8 +46,10 @@ void UniqueByKey<K>::operator()(const K* keys_in, const value_type* values_in, K
 template <typename K>
 void unique_by_key(const K* keys_in, const std::int32_t* values_in, K* keys_out, std::int32_t* values_out,
                    std::uint64_t* num_selected, std::size_t n, CUstream stream) {
-  static const UniqueByKey<K> plan;
-  detail::ContextScope scope(registry());
+  static detail::OneShot<UniqueByKey<K>> plans;
+  const int device = detail::one_shot_device(stream);
+  const UniqueByKey<K>& plan = plans.plan(device);
+  detail::ContextScope scope(registry(device));
   const std::size_t bytes = plan.temp_bytes(n);
   detail::StreamTemp temp(bytes, stream);
   plan(keys_in, values_in, keys_out, values_out, num_selected, n, temp.storage(), stream);

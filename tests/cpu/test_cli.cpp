@@ -217,6 +217,22 @@ TEST_CASE("kiln status without a GPU warms nothing, and says so with a non-zero 
   CHECK(says(r, " precompile --arch sm_XX` fills the disk cache without one"));
 }
 
+TEST_CASE("kiln info and status say what KILN_DEVICE_ARCH overrides, with or without a GPU") {
+  kiln::test::TempDir tmp;
+  for (const char* command : {"info", "status"}) {
+    CAPTURE(command);
+    const auto r = kiln_cli({command}, tmp.path(), {{"CUDA_VISIBLE_DEVICES", ""}, {"KILN_DEVICE_ARCH", "1:80,2:sm_86"}});
+    CAPTURE(r.output);
+    CHECK(r.status == (std::string(command) == "info" ? 0 : 1));  // as without it: status warmed nothing
+    CHECK(says(r, "KILN_DEVICE_ARCH=1:80,2:sm_86: device 1 takes sm_80's binaries, device 2 takes sm_86's binaries"));
+    const auto bad = kiln_cli({command}, tmp.path(), {{"CUDA_VISIBLE_DEVICES", ""}, {"KILN_DEVICE_ARCH", "one:80"}});
+    CAPTURE(bad.output);
+    CHECK(says(bad, "KILN_DEVICE_ARCH=one:80: not a list of DEVICE:ARCH (1:80,2:sm_86); ignored"));
+  }
+  const auto plain = kiln_cli({"info"}, tmp.path(), {{"CUDA_VISIBLE_DEVICES", ""}, {"KILN_DEVICE_ARCH", std::nullopt}});
+  CHECK_FALSE(says(plain, "KILN_DEVICE_ARCH"));
+}
+
 TEST_CASE("kiln precompile compiles each --arch given; cache export refuses a second one") {
   kiln::test::TempDir tmp;
   const auto r = kiln_cli({"precompile", "--arch", "sm_80", "--arch", "sm_86", "--arch", "sm_80", "vector_add"}, tmp.path());

@@ -5,8 +5,13 @@
 #include "base/parse.hpp"
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
+using kiln::detail::forced_arch;
+using kiln::detail::forced_archs;
 using kiln::detail::parse_arch;
 using kiln::detail::parse_count;
 using kiln::detail::parse_size;
@@ -53,4 +58,23 @@ TEST_CASE("parse_arch: sm_ and two or three digits, never wrapped") {
     REQUIRE_FALSE(parsed.ok());
     CHECK(parsed.error().find(std::string("'") + bad + "' is not an architecture") == 0);
   }
+}
+
+TEST_CASE("KILN_DEVICE_ARCH: DEVICE:ARCH pairs, the architecture as 80 or sm_80; anything else ignored") {
+  using Forced = std::vector<std::pair<int, unsigned>>;
+  ::setenv("KILN_DEVICE_ARCH", "1:80,2:sm_86", 1);
+  CHECK(forced_archs() == Forced{{1, 80}, {2, 86}});
+  CHECK(forced_arch(1) == 80);
+  CHECK(forced_arch(2) == 86);
+  CHECK(forced_arch(0) == 0);
+  ::setenv("KILN_DEVICE_ARCH", "0:120", 1);
+  CHECK(forced_arch(0) == 120);
+  for (const char* bad : {"1", "1:", ":80", "1:8", "1:sm_8", "x:80", "1:80;2:86", "1:compute_80"}) {
+    CAPTURE(std::string(bad));
+    ::setenv("KILN_DEVICE_ARCH", bad, 1);
+    CHECK(forced_archs().empty());
+    CHECK(forced_arch(1) == 0);
+  }
+  ::unsetenv("KILN_DEVICE_ARCH");
+  CHECK(forced_archs().empty());
 }

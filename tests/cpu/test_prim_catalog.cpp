@@ -3,11 +3,15 @@
 // architecture it claims and defining every kernel of its unit.
 #include <doctest/doctest.h>
 
+#include <kiln/error.hpp>
 #include <kiln/prim/common.hpp>
 
 #include "fatbin_checks.hpp"
 
 #include <dlfcn.h>
+
+#include <string>
+#include <thread>
 
 TEST_CASE("every primitive unit's fatbins hold a cubin per configured architecture, then PTX, apart; a linked one LTO-IR") {
   kiln::test::check_coverage(kiln::prim::catalog(), KILN_TEST_EMBED_PTX);
@@ -28,4 +32,25 @@ TEST_CASE("libkiln_prim's .nv_fatbin section reads as fatbins back to back and h
   Dl_info info{};
   REQUIRE(dladdr(reinterpret_cast<const void*>(&kiln::prim::catalog), &info) != 0);
   kiln::test::check_in_fatbin_section(kiln::prim::catalog(), info.dli_fname);
+}
+
+TEST_CASE("the primitives' registries: one per device, registry() device 0's without a current context") {
+  kiln::Registry& zero = kiln::prim::registry(0);
+  CHECK(&kiln::prim::registry(0) == &zero);
+  const kiln::Registry* current = nullptr;
+  std::thread([&] { current = &kiln::prim::registry(); }).join();  // a new thread: no context current
+  CHECK(current == &zero);
+  kiln::Registry& one = kiln::prim::registry(1);  // made without CUDA: a device 1 need not exist until used
+  CHECK(&one != &zero);
+  CHECK(&one.catalog() == &kiln::prim::catalog());
+  for (const int bad : {-1, 64}) {
+    CAPTURE(bad);
+    try {
+      (void)kiln::prim::registry(bad);
+      FAIL("a device ordinal out of range was served");
+    } catch (const kiln::Error& e) {
+      CHECK(e.code() == kiln::Errc::invalid_argument);
+      CHECK(std::string(e.what()).find("device " + std::to_string(bad)) != std::string::npos);
+    }
+  }
 }

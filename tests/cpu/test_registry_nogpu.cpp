@@ -7,6 +7,8 @@
 
 #include "catalog_builder.hpp"
 
+#include <thread>
+
 using kiln::test::CatalogBuilder;
 using kiln::test::sm;
 
@@ -98,4 +100,12 @@ TEST_CASE("warm-up without a GPU costs nothing: returns at once, nothing pending
   CHECK(registry.stats().unit_loads == 0);
   // An unknown name is still the caller's mistake, GPU or not.
   CHECK_THROWS_AS(registry.request_warmup({"scale_f16"}), kiln::Error);
+}
+
+TEST_CASE("context_device and stream_device: -1 where nothing can be told") {
+  CHECK(kiln::context_device(nullptr) == -1);
+  // A new thread has no current context (and without a driver, nothing can be asked at all).
+  int device = 0;
+  std::thread([&] { device = kiln::stream_device(nullptr); }).join();
+  CHECK(device == -1);
 }

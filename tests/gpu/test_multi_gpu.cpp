@@ -1,7 +1,8 @@
 // Several GPUs in one process (skipped, exit 77, with fewer than two): every example kernel on each device
 // at once, one thread per device, outputs checked; one library load per image however many devices use
 // it; a kernel refused on another device's stream; and, through KILN_DEVICE_ARCH, a server of mixed
-// architectures: device 1 selects sm_80's binary while device 0 keeps its own.
+// architectures: device 1 selects sm_80's binary while device 0 keeps its own. The primitives' cases are
+// multi_gpu_prim.cpp's, in the same program when the primitives are built.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -11,6 +12,7 @@
 
 #include "device_buffer.hpp"
 #include "examples_catalog.hpp"
+#include "multi_gpu.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -22,20 +24,8 @@
 
 namespace {
 
-int device_count() {
-  int n = 0;
-  kiln::check(kiln::driver().cuDeviceGetCount(&n), "cuDeviceGetCount");
-  return n;
-}
-
-// The context current on this thread for a scope (the registry's, as a runtime-based caller would have it).
-struct Current {
-  explicit Current(kiln::Registry& r) { kiln::check(kiln::driver().cuCtxPushCurrent(r.context()), "push"); }
-  ~Current() {
-    CUcontext ignored = nullptr;
-    kiln::driver().cuCtxPopCurrent(&ignored);
-  }
-};
+using kiln::test::Current;
+using kiln::test::device_count;
 
 // Every kernel of the examples registry launched on the registry's device, its output checked.
 bool examples_work(kiln::Registry& registry) {
@@ -137,6 +127,17 @@ TEST_CASE("mixed architectures: each device selects the binary of its own archit
 }
 
 int main(int argc, char** argv) {
+#ifdef KILN_TEST_PRIMITIVES
+  // A case's child process (run_self.hpp), on a machine the parent already found two GPUs on.
+  if (argc == 3 && std::string(argv[1]) == "--mixed-arch-primitives") {
+    try {
+      return kiln::test::mixed_arch_primitives();
+    } catch (const kiln::Error& e) {
+      std::printf("mixed architectures, primitives: %s\n", e.what());
+      return 1;
+    }
+  }
+#endif
   try {
     if (device_count() < 2) {
       std::printf("multi_gpu suite skipped: fewer than two GPUs\n");

@@ -44,6 +44,7 @@ namespace kiln {
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
   X(cuFuncGetAttribute)          \
   X(cuMemAlloc)                  \
+  X(cuMemGetInfo)                \
   X(cuMemFree)                   \
   X(cuMemcpyHtoD)                \
   X(cuMemcpyDtoH)                \

@@ -112,9 +112,10 @@ struct Plan : Origin {
 struct DeviceInfo {
   int ordinal = 0;
   std::string name;
-  unsigned arch = 0;   // 90 for compute capability 9.0
+  unsigned arch = 0;   // 90 for compute capability 9.0: the architecture whose binaries this device takes
   int driver_version = 0;  // e.g. 13000
   std::size_t total_memory = 0;
+  unsigned gpu_arch = 0;  // the GPU's own; differs from arch where KILN_DEVICE_ARCH overrides it
 };
 
 struct RegistryStats {
@@ -226,6 +227,12 @@ struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
 };
 void launch(const Kernel& kernel, Dim3 grid, Dim3 block, unsigned shared_bytes, CUstream stream, void** args);
+
+// The device (ordinal) a context belongs to; -1 when it cannot be told (a destroyed context, no driver).
+int context_device(CUcontext context) noexcept;
+// The device whose work `stream` queues: its context's; for a null stream (or CU_STREAM_LEGACY,
+// CU_STREAM_PER_THREAD), the current context's. -1 when it cannot be told (no current context).
+int stream_device(CUstream stream) noexcept;
 
 // The arguments as values, of the types the kernel declares: the caller's job with a Kernel (pass 2.0f to
 // a float, not 2.0); a TypedKernel's launch checks them.

@@ -80,9 +80,10 @@ Result<unsigned> parse_arch(std::string_view text) {
   return static_cast<unsigned>(number->value);
 }
 
-unsigned forced_arch(int ordinal) {
+std::vector<std::pair<int, unsigned>> forced_archs() {
   const char* value = std::getenv("KILN_DEVICE_ARCH");
-  if (value == nullptr || *value == '\0') return 0;
+  std::vector<std::pair<int, unsigned>> forced;
+  if (value == nullptr || *value == '\0') return forced;
   std::string_view rest(value);
   while (!rest.empty()) {
     const std::size_t comma = rest.find(',');
@@ -90,15 +91,25 @@ unsigned forced_arch(int ordinal) {
     rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
     const std::size_t colon = item.find(':');
     const auto device = colon == std::string_view::npos ? fail("") : parse_count(item.substr(0, colon), 0, 1024);
-    const auto arch = colon == std::string_view::npos ? fail("") : parse_arch(item.substr(colon + 1));
+    // "80" as well as "sm_80": the short form is what the examples give.
+    const std::string_view arch_text = colon == std::string_view::npos ? std::string_view{} : item.substr(colon + 1);
+    const auto arch = colon == std::string_view::npos ? fail("")
+                      : arch_text.starts_with("sm_") ? parse_arch(arch_text)
+                                                     : parse_arch("sm_" + std::string(arch_text));
     if (!device || !arch) {
       static WarnOnce warnings;
       warnings.warn("KILN_DEVICE_ARCH", "KILN_DEVICE_ARCH='" + std::string(value) + "' is not a list of " +
                                             "DEVICE:ARCH (1:80,2:sm_86); ignoring it");
-      return 0;
+      return {};
     }
-    if (static_cast<int>(*device) == ordinal) return *arch;
+    forced.emplace_back(static_cast<int>(*device), *arch);
   }
+  return forced;
+}
+
+unsigned forced_arch(int ordinal) {
+  for (const auto& [device, arch] : forced_archs())
+    if (device == ordinal) return arch;
   return 0;
 }
 

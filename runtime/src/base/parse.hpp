@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace kiln::detail {
 
@@ -24,6 +26,10 @@ Result<unsigned> parse_arch(std::string_view text);
 // The architecture KILN_DEVICE_ARCH forces on device `ordinal` ("1:80,2:sm_86": device 1 takes sm_80's
 // binaries, device 2 sm_86's), 0 when none; a value that does not parse is warned about once and ignored.
 unsigned forced_arch(int ordinal);
+
+// Every device KILN_DEVICE_ARCH names, with the architecture it forces, in the order given; empty when it
+// is unset or does not parse (warned about once).
+std::vector<std::pair<int, unsigned>> forced_archs();
 
 // On or off: "on", "1", "true", "yes" / "off", "0", "false", "no", in any case. Refuses anything else
 // ("", "2", "disable"), saying what it accepts.

@@ -8,6 +8,7 @@
 #include <kiln/select.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/devices.hpp"
 #include "cli/output.hpp"
 
 #include <algorithm>
@@ -33,8 +34,8 @@ struct Command {
 constexpr Command commands[] = {
     {"list", "[--json]", "every registry's units, kernels and embedded binaries with their sizes", list, true},
     {"info", "[--json]",
-     "this machine's GPU, the disk cache per registry and architecture, and the tier and binary each kernel\n"
-     "would load from (with no GPU: what is embedded, and on disk for which architecture)", info, true},
+     "this machine's GPUs, the disk cache per registry and architecture, and the tier and binary each kernel\n"
+     "would load from on each GPU (with no GPU: what is embedded, and on disk for which architecture)", info, true},
     {"precompile", "[--arch sm_XX]... [--jobs N] [KERNEL...] | --record FILE --arch sm_XX... |\n"
                    "      --link FILE --arch sm_XX... [KERNEL...]",
      "JIT-compile into the disk cache (every kernel by default) for this GPU, or for each --arch with no\n"
@@ -49,7 +50,8 @@ constexpr Command commands[] = {
      "on disk and which fields of the key differ (the source digest, down to its translation unit, a header,\n"
      "its options or kernels; the architecture; a compiler version; the format)",
      why, false},
-    {"status", "[--json]", "warm every kernel (embedded and disk: deferred; the rest: JIT) and show where each came from",
+    {"status", "[--json]",
+     "warm every kernel on every GPU (embedded and disk: deferred; the rest: JIT), and show\nwhere each came from",
      status, true},
     {"cache", "stats [--json] | list [--registry R] [--arch sm_XX] [--json] | show PACK [--json] | verify |\n"
               "      prune [BYTES] | clear | export [--registry R] [--arch sm_XX] FILE | import FILE |\n"
@@ -87,37 +89,6 @@ std::string usage(const std::string& program, std::span<const Catalog* const> re
     text.append(indented(c.what, "      ")).append("\n");
   }
   return text.append("  --help\n      this text; `").append(program).append(" COMMAND --help`: one command's\n");
-}
-
-// Prints the device line (or the reason there is none). Returns the device, or nothing.
-std::optional<DeviceInfo> device(Registry& registry, std::string& why) {
-  try {
-    return registry.device();
-  } catch (const Error& e) {
-    if (e.code() != Errc::no_driver && e.code() != Errc::no_device) throw;
-    why = e.what();
-    return std::nullopt;
-  }
-}
-
-void print_device(const std::optional<DeviceInfo>& d, const std::string& why) {
-  if (!d) {
-    std::cout << why << '\n';
-    return;
-  }
-  std::cout << "device " << d->ordinal << ": " << d->name << ", sm_" << d->arch << ", driver "
-            << d->driver_version / 1000 << "." << d->driver_version % 1000 / 10 << ", "
-            << fixed1(static_cast<double>(d->total_memory) / (1024.0 * 1024.0 * 1024.0)) << " GiB\n";
-}
-
-void json_device(Json& j, const std::optional<DeviceInfo>& d, const std::string& why) {
-  j.key("device");
-  if (!d) {
-    j.null().field("no_device", why);
-    return;
-  }
-  j.object().field("ordinal", d->ordinal).field("name", d->name).field("arch", d->arch)
-      .field("driver_version", d->driver_version).field("total_memory", static_cast<std::uint64_t>(d->total_memory)).end();
 }
 
 std::uint64_t binary_bytes(const Catalog& catalog, const UnitEntry& unit) {
@@ -224,11 +195,14 @@ bool all_known(const Invocation& in, const std::vector<std::string>& names) {
 
 std::optional<unsigned> device_arch(const Invocation& in, const Catalog& catalog, std::string_view command,
                                     std::string_view what) {
-  Registry registry(catalog);
-  std::string why;
-  if (const std::optional<DeviceInfo> d = device(registry, why)) return d->arch;
-  std::cerr << why << "\n" << in.program << " " << command << ": no GPU to " << what << ": pass --arch sm_XX\n";
-  return std::nullopt;
+  Registry registry(catalog);  // device 0's
+  try {
+    return registry.device().arch;
+  } catch (const Error& e) {
+    if (e.code() != Errc::no_driver && e.code() != Errc::no_device) throw;
+    std::cerr << e.what() << "\n" << in.program << " " << command << ": no GPU to " << what << ": pass --arch sm_XX\n";
+    return std::nullopt;
+  }
 }
 
 int list(const Invocation& in) {
@@ -251,20 +225,61 @@ int list(const Invocation& in) {
   return 0;
 }
 
+namespace {
+
+// One registry per (device, catalog), made as they are asked for: [device][catalog].
+class Registries {
+ public:
+  explicit Registries(std::span<const Catalog* const> catalogs) : catalogs_(catalogs) {}
+  std::vector<std::unique_ptr<Registry>>& of(int device) {
+    while (static_cast<int>(by_device_.size()) <= device) {
+      std::vector<std::unique_ptr<Registry>> row;
+      for (const Catalog* c : catalogs_) row.push_back(std::make_unique<Registry>(*c, static_cast<int>(by_device_.size())));
+      by_device_.push_back(std::move(row));
+    }
+    return by_device_[device];
+  }
+  Devices devices() {
+    return visible_devices(*of(0).front(), [this](int d) -> Registry& { return *of(d).front(); });
+  }
+
+ private:
+  std::span<const Catalog* const> catalogs_;
+  std::vector<std::vector<std::unique_ptr<Registry>>> by_device_;
+};
+
+// The device lines (or why there is none), then KILN_DEVICE_ARCH's override where it is set.
+void print_devices(const Devices& devices) {
+  if (devices.list.empty()) std::cout << devices.why << '\n';
+  for (const DeviceInfo& d : devices.list) std::cout << device_line(d) << '\n';
+  if (const std::string line = override_line(); !line.empty()) std::cout << line << '\n';
+}
+
+// "device": device 0 (null and no_device without one, as scripts read it), "devices": every visible one.
+void json_devices(Json& j, const Devices& devices) {
+  j.key("device");
+  if (devices.list.empty()) j.null().field("no_device", devices.why);
+  else json_device(j, devices.list.front());
+  j.key("devices").array();
+  for (const DeviceInfo& d : devices.list) json_device(j, d);
+  j.end();
+  if (const std::string line = override_line(); !line.empty()) j.field("device_arch_override", line);
+}
+
+}  // namespace
+
 int info(const Invocation& in) {
   if (!in.args.empty()) return refuse(in, "info", "unexpected argument '" + std::string(in.args[0]) + "'");
-  std::vector<std::unique_ptr<Registry>> registries;
-  for (const Catalog* c : in.registries) registries.push_back(std::make_unique<Registry>(*c));
+  Registries registries(in.registries);
   // Informational: no driver or no GPU is an answer, not a failure.
-  std::string why;
-  const std::optional<DeviceInfo> d = device(*registries.front(), why);
+  const Devices devices = registries.devices();
   DiskCache& cache = default_cache();
   RemoteCache& remote = default_remote();
   const detail::Inventory inventory = detail::take_inventory(cache);  // what is on disk, for which architecture
   Json j;
   if (in.json) {
     j.object();
-    json_device(j, d, why);
+    json_devices(j, devices);
     j.key("disk_cache").object().field("usable", cache.usable());
     if (cache.usable()) {
       j.field("dir", cache.config().dir.string()).field("max_bytes", cache.config().max_bytes);
@@ -277,17 +292,23 @@ int info(const Invocation& in) {
     else j.field("reason", remote.unusable_reason());
     j.end().key("registries").array();
   } else {
-    print_device(d, why);
+    print_devices(devices);
     print_cache_line(cache);
     print_breakdown(inventory, "  ");
     std::cout << "remote cache: " << (remote.usable() ? remote.where() : remote.unusable_reason()) << "\n";
   }
-  for (auto& registry : registries) {
-    const Catalog& catalog = registry->catalog();
+  const int gpus = static_cast<int>(devices.list.size());
+  for (std::size_t c = 0; c < in.registries.size(); ++c) {
+    const Catalog& catalog = *in.registries[c];
     Table table;
     if (in.json) j.object().field("name", catalog.name).key("kernels").array();
-    table.row(d ? std::vector<std::string>{"kernel", "tier", "binary"}
-                : std::vector<std::string>{"kernel", "embedded", "on disk"});
+    // No GPU: what is embedded and on disk. One GPU: a tier and a binary column; several: a column per
+    // device saying both.
+    std::vector<std::string> header{"kernel"};
+    if (gpus == 0) header.insert(header.end(), {"embedded", "on disk"});
+    if (gpus == 1) header.insert(header.end(), {"tier", "binary"});
+    for (int d = 0; gpus > 1 && d < gpus; ++d) header.push_back("device " + std::to_string(d));
+    table.row(header);
     for (const auto& k : catalog.kernels) {
       const std::string name(catalog.str(k.name));
       const std::string embedded = embedded_labels(catalog, catalog.units[k.unit]);
@@ -299,23 +320,38 @@ int info(const Invocation& in) {
         for (const unsigned arch : on_disk) j.value("sm_" + std::to_string(arch));
         j.end();
       }
-      if (!d) {
+      if (gpus == 0) {
         std::string disk;
         for (const unsigned arch : on_disk) disk += (disk.empty() ? "sm_" : " sm_") + std::to_string(arch);
         table.row({name, embedded.empty() ? "nothing embedded" : embedded, disk.empty() ? "-" : disk});
         if (in.json) j.end();
         continue;
       }
-      const Plan plan = registry->plan(name);
-      const std::string binary = binary_label(plan.ptx ? BinaryKind::ptx : BinaryKind::cubin, plan.arch);
+      std::vector<std::string> row{name};
+      if (in.json) j.key("devices").array();
+      for (int d = 0; d < gpus; ++d) {
+        const Plan plan = registries.of(d)[c]->plan(name);
+        const std::string binary = binary_label(plan.ptx ? BinaryKind::ptx : BinaryKind::cubin, plan.arch);
+        if (in.json) {
+          j.object().field("ordinal", d).field("available", plan.available);
+          if (plan.available) j.field("tier", to_string(plan.source)).field("binary", binary);
+          else j.field("reason", plan.reason);
+          j.end();
+        }
+        if (gpus == 1) row.insert(row.end(), {plan.available ? std::string(to_string(plan.source)) : "-",
+                                              plan.available ? binary : plan.reason});
+        else row.push_back(plan.available ? std::string(to_string(plan.source)) + " " + binary : "- (" + plan.reason + ")");
+      }
       if (in.json) {
+        j.end();
+        // Device 0's, where scripts read it.
+        const Plan plan = registries.of(0)[c]->plan(name);
         j.field("available", plan.available);
-        if (plan.available) j.field("tier", to_string(plan.source)).field("binary", binary);
+        if (plan.available) j.field("tier", to_string(plan.source)).field("binary", binary_label(plan.ptx ? BinaryKind::ptx : BinaryKind::cubin, plan.arch));
         else j.field("reason", plan.reason);
         j.end();
       }
-      table.row(plan.available ? std::vector<std::string>{name, std::string(to_string(plan.source)), binary}
-                               : std::vector<std::string>{name, "-", plan.reason});
+      table.row(row);
     }
     if (in.json) {
       j.end().end();
@@ -330,54 +366,85 @@ int info(const Invocation& in) {
 
 int status(const Invocation& in) {
   if (!in.args.empty()) return refuse(in, "status", "unexpected argument '" + std::string(in.args[0]) + "'");
+  Registries registries(in.registries);
+  const Devices devices = registries.devices();
   Json j;
-  if (in.json) j.object();
-  bool first = true;
-  for (const Catalog* catalog : in.registries) {
-    Registry registry(*catalog);
-    if (first) {
-      std::string why;
-      const std::optional<DeviceInfo> d = device(registry, why);
-      if (in.json) json_device(j, d, why), j.key("registries").array();
-      else print_device(d, why);
-      if (!d) {
-        // Nothing was warmed: not a success. The reason is printed above (or in the JSON's no_device).
-        if (in.json) std::cout << j.end().end().str();
-        std::cerr << in.program << " status: nothing was warmed: no GPU here; `" << in.program
-                  << " precompile --arch sm_XX` fills the disk cache without one\n";
-        return 1;
-      }
-      first = false;
+  if (in.json) j.object(), json_devices(j, devices), j.key("registries").array();
+  else print_devices(devices);
+  if (devices.list.empty()) {
+    // Nothing was warmed: not a success. The reason is printed above (or in the JSON's no_device).
+    if (in.json) std::cout << j.end().end().str();
+    std::cerr << in.program << " status: nothing was warmed: no GPU here; `" << in.program
+              << " precompile --arch sm_XX` fills the disk cache without one\n";
+    return 1;
+  }
+  const int gpus = static_cast<int>(devices.list.size());
+  // Every device's registries are handed their kernels before any is waited for: the JIT pool compiles
+  // each (unit, architecture) once for all of them (the disk cache's lock), every core busy.
+  std::vector<std::vector<std::string>> all(in.registries.size());
+  for (std::size_t c = 0; c < in.registries.size(); ++c) {
+    const Catalog& catalog = *in.registries[c];
+    for (const auto& k : catalog.kernels)
+      if (!catalog.units[k.unit].linked) all[c].emplace_back(catalog.str(k.name));  // built with an operator only
+    for (int d = 0; d < gpus; ++d) registries.of(d)[c]->precompile_all();
+  }
+  for (std::size_t c = 0; c < in.registries.size(); ++c) {
+    const Catalog& catalog = *in.registries[c];
+    std::vector<WarmupStatus> warm;
+    for (int d = 0; d < gpus; ++d) {
+      registries.of(d)[c]->ensure_warm(all[c], std::chrono::minutes(10));
+      warm.push_back(registries.of(d)[c]->status());
     }
-    registry.precompile_all();
-    std::vector<std::string> all;
-    for (const auto& k : catalog->kernels) {
-      if (!catalog->units[k.unit].linked) all.emplace_back(catalog->str(k.name));  // built with an operator only
-    }
-    registry.ensure_warm(all, std::chrono::minutes(10));
-    const WarmupStatus s = registry.status();
     if (in.json) {
-      j.object().field("name", catalog->name).field("submitted", s.submitted).field("compiled", s.compiled)
-          .field("deferred", s.deferred).field("pending", s.pending).field("failed", s.failed).key("kernels").array();
-      for (const auto& k : s.kernels) {
-        j.object().field("name", k.name).field("state", k.state);
-        if (k.state == "loaded") j.field("tier", to_string(k.tier)).field("ms", k.ms);
-        if (!k.error.empty()) j.field("error", k.error);
-        j.end();
+      for (int d = 0; d < gpus; ++d) {
+        const WarmupStatus& s = warm[d];
+        j.object().field("name", catalog.name).field("device", d).field("submitted", s.submitted)
+            .field("compiled", s.compiled).field("deferred", s.deferred).field("pending", s.pending)
+            .field("failed", s.failed).key("kernels").array();
+        for (const auto& k : s.kernels) {
+          j.object().field("name", k.name).field("state", k.state);
+          if (k.state == "loaded") j.field("tier", to_string(k.tier)).field("ms", k.ms);
+          if (!k.error.empty()) j.field("error", k.error);
+          j.end();
+        }
+        j.end().end();
       }
-      j.end().end();
       continue;
     }
-    std::cout << "\nregistry " << catalog->name << ": " << s.submitted << " submitted, " << s.compiled << " compiled, "
-              << s.deferred << " deferred, " << s.pending << " pending, " << s.failed << " failed\n";
+    for (int d = 0; d < gpus; ++d) {
+      const WarmupStatus& s = warm[d];
+      std::cout << (d == 0 ? "\n" : "") << "registry " << catalog.name
+                << (gpus > 1 ? " on device " + std::to_string(d) : std::string()) << ": " << s.submitted
+                << " submitted, " << s.compiled << " compiled, " << s.deferred << " deferred, " << s.pending
+                << " pending, " << s.failed << " failed\n";
+    }
+    // One GPU: state, tier and ms columns; several: a column per device saying them.
     Table table;
-    table.row({"kernel", "state", "tier", "ms"});
-    for (const auto& k : s.kernels)
-      table.row({k.name, k.state, k.state == "loaded" ? std::string(to_string(k.tier)) : "-",
-                 k.state == "loaded" ? fixed1(k.ms) : "-"});
+    std::vector<std::string> header{"kernel"};
+    if (gpus == 1) header.insert(header.end(), {"state", "tier", "ms"});
+    for (int d = 0; gpus > 1 && d < gpus; ++d) header.push_back("device " + std::to_string(d));
+    table.row(header);
+    for (const auto& k : warm[0].kernels) {
+      std::vector<std::string> row{k.name};
+      for (int d = 0; d < gpus; ++d) {
+        const auto same = std::find_if(warm[d].kernels.begin(), warm[d].kernels.end(),
+                                       [&](const WarmupStatus::PerKernel& o) { return o.name == k.name; });
+        if (same == warm[d].kernels.end()) {
+          row.resize(row.size() + (gpus == 1 ? 3 : 1), "-");
+          continue;
+        }
+        const bool loaded = same->state == "loaded";
+        const std::string tier = loaded ? std::string(to_string(same->tier)) : "-", ms = loaded ? fixed1(same->ms) : "-";
+        if (gpus == 1) row.insert(row.end(), {same->state, tier, ms});
+        else row.push_back(loaded ? tier + " " + ms + " ms" : same->state);
+      }
+      table.row(row);
+    }
     table.print("  ");
-    for (const auto& k : s.kernels)
-      if (!k.error.empty()) std::cerr << k.name << ": " << k.error << '\n';
+    for (int d = 0; d < gpus; ++d)
+      for (const auto& k : warm[d].kernels)
+        if (!k.error.empty())
+          std::cerr << k.name << (gpus > 1 ? " on device " + std::to_string(d) : std::string()) << ": " << k.error << '\n';
   }
   if (in.json) {
     const RemoteStats r = default_remote().stats();

@@ -13,11 +13,20 @@ namespace {
 // that asked for it has ended (a worker also dies with its host thread, jit/worker/serve.hpp).
 constexpr std::chrono::seconds kShutdownBound{2};
 
+// The machine-wide compile budget's slots live in the default cache directory: the processes that share
+// it (one per GPU, say) share the budget (docs/DESIGN.md, "A machine-wide compile budget").
+JitPoolOptions process_options() {
+  JitPoolOptions options;
+  DiskCache& cache = default_cache();
+  if (cache.usable()) options.budget_dir = cache.config().dir;
+  return options;
+}
+
 JitPool& pool() {
   // Leaked on purpose: registries destroyed during static destruction may still ask it (a stopped pool
   // fails their requests at once).
   static JitPool& instance = [] () -> JitPool& {
-    JitPool& p = *new JitPool();
+    JitPool& p = *new JitPool(process_options());
     std::atexit([] { pool().shutdown(kShutdownBound); });
     return p;
   }();

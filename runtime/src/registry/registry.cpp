@@ -304,7 +304,7 @@ void Registry::Impl::ensure_device() {
     check(cu.cuDeviceTotalMem(&memory, device), "kiln: cuDeviceTotalMem" + subject);
     int version = 0;
     check(cu.cuDriverGetVersion(&version), "kiln: cuDriverGetVersion");
-    DeviceInfo info{ordinal_, name, arch_of(major, minor), version, memory};
+    DeviceInfo info{ordinal_, name, arch_of(major, minor), version, memory, arch_of(major, minor)};
     // KILN_DEVICE_ARCH=1:80 makes device 1 take sm_80's binaries (a newer GPU runs them): what lets one
     // machine of one kind test a server of mixed architectures (docs/DESIGN.md, "Several GPUs").
     if (const unsigned forced = detail::forced_arch(ordinal_); forced != 0) info.arch = forced;
@@ -372,17 +372,33 @@ std::vector<std::string> Registry::ensure_warm(const std::vector<std::string>& n
 void Registry::precompile_all() { impl_->precompile_all(); }
 WarmupStatus Registry::status() { return impl_->status(); }
 
-namespace {
-
-// The device of `context`; -1 when it cannot be told.
-int device_of(const Driver& cu, CUcontext context) {
+int context_device(CUcontext context) noexcept {
+  if (context == nullptr || !driver_available()) return -1;
+  const Driver& cu = driver();
   if (cu.cuCtxPushCurrent(context) != CUDA_SUCCESS) return -1;
   CUdevice device = -1;
   if (cu.cuCtxGetDevice(&device) != CUDA_SUCCESS) device = -1;
   CUcontext popped = nullptr;
   cu.cuCtxPopCurrent(&popped);
-  return device;
+  // A CUdevice is a handle: the ordinal is the one cuDeviceGet hands it out for.
+  int count = 0;
+  if (device < 0 || cu.cuDeviceGetCount(&count) != CUDA_SUCCESS) return -1;
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    CUdevice handle = -1;
+    if (cu.cuDeviceGet(&handle, ordinal) == CUDA_SUCCESS && handle == device) return ordinal;
+  }
+  return -1;
 }
+
+int stream_device(CUstream stream) noexcept {
+  if (!driver_available()) return -1;
+  const Driver& cu = driver();
+  CUcontext context = nullptr;
+  if (cu.cuStreamGetCtx(stream, &context) != CUDA_SUCCESS) return -1;
+  return context_device(context);
+}
+
+namespace {
 
 // A kernel launches on the device its registry selected its binary for: a stream (or, without one, a
 // current context) of another device is refused, never handed to the driver (a wrong binary, or an
@@ -391,7 +407,7 @@ void check_device(const Driver& cu, const Kernel& kernel, CUstream stream, CUcon
   CUcontext target = current;
   if (stream != nullptr && cu.cuStreamGetCtx(stream, &target) != CUDA_SUCCESS) return;  // the launch says why
   if (target == nullptr || target == kernel.context) return;  // the common case: one pointer compared
-  const int want = device_of(cu, kernel.context), got = device_of(cu, target);
+  const int want = context_device(kernel.context), got = context_device(target);
   if (want < 0 || got < 0 || want == got) return;
   throw Error(Errc::invalid_argument, "kiln: kernel '" + std::string(kernel.name) + "' was made for device " +
                                           std::to_string(want) + (stream != nullptr ? ", and the stream is device " : ", and the current context is device ") +

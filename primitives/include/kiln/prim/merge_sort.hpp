@@ -38,7 +38,7 @@ class MergeSortPairs : public detail::FixedPlan<detail::MergeSortPairsPlan<K>> {
 
 extern template class MergeSortPairs<std::uint64_t>;
 
-// One-shot: a process-wide plan and stream-ordered temporary storage.
+// One-shot: the process-wide plan of the stream's device and stream-ordered temporary storage.
 template <typename K>
 void merge_sort_pairs(K* keys, std::int32_t* values, std::size_t n, CUstream stream = nullptr);
 

@@ -81,7 +81,7 @@ extern template class RadixSortPairs<std::int64_t>;
 extern template class RadixSortPairs<std::uint64_t>;
 extern template class RadixSortPairs<double>;
 
-// One-shot, out of place: a process-wide plan and stream-ordered temporary storage.
+// One-shot, out of place: the process-wide plan of the stream's device and stream-ordered temporary storage.
 template <typename K>
 void radix_sort_pairs(const K* keys_in, K* keys_out, const std::int32_t* values_in, std::int32_t* values_out,
                       std::size_t n, CUstream stream = nullptr);

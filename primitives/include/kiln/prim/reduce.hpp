@@ -49,7 +49,7 @@ class ReduceSum : public detail::FixedPlan<detail::ReduceSumPlan<T>> {
 extern template class ReduceSum<std::int32_t>;
 extern template class ReduceSum<double>;
 
-// One-shot: a process-wide plan and stream-ordered temporary storage.
+// One-shot: the process-wide plan of the stream's device and stream-ordered temporary storage.
 template <typename T>
 void reduce_sum(const T* in, T* out, std::size_t n, CUstream stream = nullptr);
 

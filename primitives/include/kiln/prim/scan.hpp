@@ -35,7 +35,7 @@ class ExclusiveSum : public detail::FixedPlan<detail::ExclusiveSumPlan<T>> {
 extern template class ExclusiveSum<std::int32_t>;
 extern template class ExclusiveSum<std::int64_t>;
 
-// One-shot: a process-wide plan and stream-ordered temporary storage.
+// One-shot: the process-wide plan of the stream's device and stream-ordered temporary storage.
 template <typename T>
 void exclusive_sum(const T* in, T* out, std::size_t n, CUstream stream = nullptr);
 

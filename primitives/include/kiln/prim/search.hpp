@@ -57,7 +57,7 @@ extern template class SortedSearch<std::int64_t, Side::upper>;
 extern template class SortedSearch<std::uint64_t, Side::upper>;
 extern template class SortedSearch<double, Side::upper>;
 
-// One-shot: a process-wide plan.
+// One-shot: the process-wide plan of the stream's device.
 template <typename T>
 void lower_bound(const T* haystack, std::size_t haystack_size, const T* needles, std::int64_t* out,
                  std::size_t num_needles, CUstream stream = nullptr);

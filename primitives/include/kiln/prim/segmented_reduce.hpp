@@ -71,7 +71,7 @@ extern template class SegmentedReduce<double, ReduceOp::sum>;
 extern template class SegmentedReduce<double, ReduceOp::min>;
 extern template class SegmentedReduce<double, ReduceOp::max>;
 
-// One-shot: a process-wide plan and stream-ordered temporary storage.
+// One-shot: the process-wide plan of the stream's device and stream-ordered temporary storage.
 template <ReduceOp Op, typename T>
 void segmented_reduce(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets,
                       CUstream stream = nullptr);

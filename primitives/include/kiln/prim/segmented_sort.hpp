@@ -69,7 +69,7 @@ class SegmentedSort : detail::PlanBase {
 extern template class SegmentedSort<std::int32_t>;
 extern template class SegmentedSort<double>;
 
-// One-shot: a process-wide plan and stream-ordered temporary storage.
+// One-shot: the process-wide plan of the stream's device and stream-ordered temporary storage.
 template <typename K>
 void segmented_sort(const K* keys_in, K* keys_out, std::size_t n, std::size_t num_segments,
                     const std::int32_t* offsets, CUstream stream = nullptr);

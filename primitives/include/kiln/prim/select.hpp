@@ -43,7 +43,7 @@ class SelectIndices : detail::PlanBase {
 extern template class SelectIndices<std::int32_t>;
 extern template class SelectIndices<std::int64_t>;
 
-// One-shot: a process-wide plan and stream-ordered temporary storage.
+// One-shot: the process-wide plan of the stream's device and stream-ordered temporary storage.
 template <typename I>
 void select_indices(const std::uint8_t* mask, I* out, I* count, std::size_t n, CUstream stream = nullptr);
 

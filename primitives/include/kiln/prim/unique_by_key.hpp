@@ -42,7 +42,7 @@ class UniqueByKey : public detail::FixedPlan<detail::UniqueByKeyPlan<K>> {
 extern template class UniqueByKey<std::int32_t>;
 extern template class UniqueByKey<std::uint64_t>;
 
-// One-shot: a process-wide plan and stream-ordered temporary storage.
+// One-shot: the process-wide plan of the stream's device and stream-ordered temporary storage.
 template <typename K>
 void unique_by_key(const K* keys_in, const std::int32_t* values_in, K* keys_out, std::int32_t* values_out,
                    std::uint64_t* num_selected, std::size_t n, CUstream stream = nullptr);

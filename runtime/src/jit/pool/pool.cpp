@@ -154,7 +154,21 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
                    "units compile without them (docs/DESIGN.md, \"PCH across processes\")");
       request.pch = PchMode::none;
     }
+    // A slot of the machine-wide budget for the compile, waited for within the request's own bound.
+    const auto asked = Clock::now();
+    MachineSlots::Held held = budget->acquire(timeout, [&] { return !stopping; });
     const auto start_time = Clock::now();
+    if (budget->on() && !held.holds()) {
+      if (const std::string problem = budget->problem(); !problem.empty()) {
+        warn("budget", problem + " (" + (budget->size() == 1 ? "1 slot" : std::to_string(budget->size()) + " slots") + ")");
+      } else if (!stopping) {
+        warn("over budget", "no compile slot of the machine's " + std::to_string(budget->size()) +
+                                " (KILN_JIT_MACHINE_SLOTS) came free within " + std::to_string(timeout.count() / 1000) +
+                                " s (KILN_JIT_TIMEOUT): compiling beyond the budget");
+        count([](JitPoolStats& s) { ++s.over_budget; });
+      }
+    }
+    if (start_time - asked > std::chrono::milliseconds(1)) count([](JitPoolStats& s) { ++s.budget_waits; });
     const auto deadline = start_time + timeout;
     bool timed_out = false;
     Answer answer = exchange(w, request, [&] {
@@ -166,7 +180,7 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
         trace.request({request.registry + "/" + request.unit, request.arch, w.pid, job.queued, start_time, Clock::now(),
                        answer.outcome.nvrtc_ms, answer.outcome.link_ms, job.estimate_ms, request.link_threads,
                        request.pch == PchMode::create ? "create" : request.pch == PchMode::use ? "use" : "none",
-                       pick.critical, pick.beyond});
+                       pick.critical, pick.beyond, asked});
       }
       ++w.requests;
       const bool read = answer.outcome.pch == PchResult::created || answer.outcome.pch == PchResult::used;
@@ -277,6 +291,14 @@ JitPool::JitPool(JitPoolOptions options) : state_(std::make_unique<State>()) {
     if (!asked) s.warn("pch setting", asked.error());
     s.pch_files = asked ? *asked : true;
   }
+  // A process alone never waits for a slot by default: the budget binds where processes share the cores.
+  const unsigned own = s.max_workers + s.beyond_workers();
+  const Result<unsigned> slots = s.options.machine_slots > 0 ? Result<unsigned>(s.options.machine_slots)
+                                 : machine_slots_from(std::getenv("KILN_JIT_MACHINE_SLOTS"),
+                                                      std::max(std::max(1u, std::thread::hardware_concurrency()), own));
+  if (!slots) s.warn("machine slots", slots.error());
+  s.budget = std::make_unique<MachineSlots>(s.options.budget_dir,
+                                            slots ? *slots : std::max(std::thread::hardware_concurrency(), own));
   const bool from_env = s.options.worker.empty() && std::getenv("KILN_JITD") != nullptr && *std::getenv("KILN_JITD") != '\0';
   const auto places = s.options.worker.empty() ? jit_worker_candidates() : std::vector{s.options.worker};
   for (const auto& p : places) {

@@ -27,6 +27,12 @@ struct JitPoolOptions {
   // Precompiled headers kept in files across processes (jit/pch_store.hpp). nullopt: on, unless
   // KILN_JIT_PCH=0.
   std::optional<bool> pch_files;
+  // The machine-wide compile budget (jit/pool/machine_slots.hpp): the cache directory whose slots every
+  // compile takes one of, shared with the other processes on it. Empty: none, this pool's workers alone.
+  std::filesystem::path budget_dir;
+  // How many compiles the processes on budget_dir run at once. 0: KILN_JIT_MACHINE_SLOTS, else the
+  // machine's cores, and at least this pool's workers (so that a process alone never waits for a slot).
+  unsigned machine_slots = 0;
 };
 
 inline constexpr std::chrono::seconds kDefaultJitTimeout{600};
@@ -52,6 +58,8 @@ struct JitPoolStats {
   std::uint64_t started_ahead = 0;   // workers started before any request (start_ahead)
   std::uint64_t warmed_up = 0;       // of those, warmed up by a compile of one line
   std::uint64_t beyond = 0;          // requests run on a worker beyond the steady count (a table's tail)
+  std::uint64_t budget_waits = 0;    // compiles that waited for a slot of the machine-wide budget
+  std::uint64_t over_budget = 0;     // compiles that ran without one: none was free within KILN_JIT_TIMEOUT
 };
 
 // Compiles requests on up to N worker processes, each driven by one thread of this process.

@@ -7,6 +7,7 @@
 
 #include "base/warn_once.hpp"
 #include "jit/pool/pool.hpp"
+#include "jit/pool/machine_slots.hpp"
 #include "jit/pool/trace.hpp"
 #include "jit/pool/worker_process.hpp"
 
@@ -142,6 +143,7 @@ struct JitPool::State {
   JitPoolStats stats;
   WarnOnce warnings;
   PoolTrace trace;  // KILN_JIT_TRACE
+  std::unique_ptr<MachineSlots> budget;  // the machine-wide compile budget: a slot per compile
 
   // How long a started worker may take to say hello, or to warm up: the request timeout, at most
   // kMaxHelloTimeout (docs/DESIGN.md, "The JIT's two sides").

@@ -34,11 +34,30 @@ struct KernelRef {
 
 inline KernelRef ref(const Kernel& kernel) { return {kernel.launch_handle(), kernel.name}; }
 
+// Empty when `stream` queues work on the current context's device, which is the plan's (every plan call
+// makes its registry's context current); else why the plan refuses it. One pointer compare in the common
+// case; the driver is asked which devices the two contexts are only when they differ.
+inline std::string stream_refusal(CUstream stream) {
+  if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) return {};
+  const Driver& cu = kiln::driver();
+  CUcontext of_stream = nullptr, current = nullptr;
+  if (cu.cuStreamGetCtx(stream, &of_stream) != CUDA_SUCCESS || of_stream == nullptr) return {};  // the launch says why
+  if (cu.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current == of_stream) return {};
+  const int plan = kiln::context_device(current), other = kiln::context_device(of_stream);
+  if (plan < 0 || other < 0 || plan == other) return {};
+  return "the plan's kernels are device " + std::to_string(plan) + "'s (its registry's) and the stream is device " +
+         std::to_string(other) + "'s: make the plan on device " + std::to_string(other) +
+         "'s registry (kiln::prim::registry(" + std::to_string(other) +
+         ")), whose binary is for that device's architecture";
+}
+
 // The first launch or query failure of one plan call.
 struct LaunchStatus {
   CUresult result = CUDA_SUCCESS;
   std::string_view kernel;
   const char* what = "";
+  bool stream_checked = false;  // the call's stream is checked once, before its first launch
+  std::string refused;          // why the stream was refused (stream_refusal): nothing was launched
 
   void record(CUresult r, std::string_view name, const char* call) {
     if (r != CUDA_SUCCESS && result == CUDA_SUCCESS) {
@@ -56,6 +75,11 @@ class Launcher {
 
   template <typename... Args>
   cudaError_t doit(KernelRef kernel, const Args&... args) const {
+    if (!status_->stream_checked) {
+      status_->stream_checked = true;
+      status_->refused = stream_refusal(stream_);
+    }
+    if (!status_->refused.empty()) return cudaErrorInvalidResourceHandle;  // CUB stops; check_dispatch throws
     void* argv[] = {const_cast<void*>(static_cast<const void*>(&args))..., nullptr};
     CUresult r;
     if (dependent_) {
@@ -152,8 +176,11 @@ struct RuntimePolicy {
 };
 
 // Turns the outcome of one CUB dispatch into kiln's error model: a launch or query the driver refused, or
-// an error CUB itself returned, becomes kiln::Error(driver) naming the primitive and the kernel.
+// an error CUB itself returned, becomes kiln::Error(driver) naming the primitive and the kernel; a stream
+// of another device, kiln::Error(invalid_argument).
 inline void check_dispatch(cudaError_t returned, const LaunchStatus& status, std::string_view primitive) {
+  if (!status.refused.empty())
+    throw kiln::Error(Errc::invalid_argument, "kiln::prim::" + std::string(primitive) + ": " + status.refused);
   if (status.result != CUDA_SUCCESS) {
     const char* name = nullptr;
     const char* text = nullptr;

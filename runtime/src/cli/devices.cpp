@@ -1,0 +1,44 @@
+// The visible devices as info and status print them (cli/devices.hpp).
+#include "cli/devices.hpp"
+
+#include <kiln/driver.hpp>
+
+#include "base/parse.hpp"  // forced_archs
+
+#include <cstdlib>
+
+namespace kiln::cli {
+
+std::string device_line(const DeviceInfo& d) {
+  std::string line = "device " + std::to_string(d.ordinal) + ": " + d.name + ", sm_" +
+                     std::to_string(d.gpu_arch != 0 ? d.gpu_arch : d.arch);
+  if (d.gpu_arch != 0 && d.arch != d.gpu_arch) line += ", takes sm_" + std::to_string(d.arch) + "'s binaries (KILN_DEVICE_ARCH)";
+  return line + ", driver " + std::to_string(d.driver_version / 1000) + "." + std::to_string(d.driver_version % 1000 / 10) +
+         ", " + fixed1(static_cast<double>(d.total_memory) / (1024.0 * 1024.0 * 1024.0)) + " GiB";
+}
+
+std::string override_line() {
+  const char* value = std::getenv("KILN_DEVICE_ARCH");
+  if (value == nullptr || *value == '\0') return {};
+  const auto forced = detail::forced_archs();
+  if (forced.empty()) return std::string("KILN_DEVICE_ARCH=") + value + ": not a list of DEVICE:ARCH (1:80,2:sm_86); ignored";
+  std::string line = std::string("KILN_DEVICE_ARCH=") + value + ":";
+  for (std::size_t i = 0; i < forced.size(); ++i)
+    line += (i ? ", device " : " device ") + std::to_string(forced[i].first) + " takes sm_" +
+            std::to_string(forced[i].second) + "'s binaries";
+  return line;
+}
+
+void json_device(Json& j, const DeviceInfo& d) {
+  j.object().field("ordinal", d.ordinal).field("name", d.name).field("arch", d.arch)
+      .field("gpu_arch", d.gpu_arch != 0 ? d.gpu_arch : d.arch).field("overridden", d.gpu_arch != 0 && d.arch != d.gpu_arch)
+      .field("driver_version", d.driver_version).field("total_memory", static_cast<std::uint64_t>(d.total_memory)).end();
+}
+
+int visible_count() {
+  int count = 0;
+  check(driver().cuDeviceGetCount(&count), "kiln: cuDeviceGetCount");
+  return count;
+}
+
+}  // namespace kiln::cli
