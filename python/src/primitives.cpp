@@ -243,6 +243,8 @@ const std::map<std::pair<std::string, std::string>, Factory>& factories() {
 }
 
 const Catalog* primitives_catalog() { return &prim::catalog(); }
+// The primitives' own registry of `device`, which their C++ one-shot calls use too: one per device.
+Registry& primitives_registry(int device) { return prim::registry(device); }
 
 #else  // a package built without libkiln_prim (-Dprimitives=false, or -Dpython=only without -Dprimitives=true)
 
@@ -258,12 +260,15 @@ const std::map<std::pair<std::string, std::string>, Factory>& factories() {
               "this kiln package was built without the primitives: configure kiln with -Dprimitives=true "
               "(pip install -Csetup-args=-Dprimitives=true .)");
 }
+[[noreturn]] Registry& primitives_registry(int) {
+  primitives_catalog();
+}
 
 #endif
 
 // The primitive for (name, type) on `device`, made once per process: its kernels resolved then.
 std::shared_ptr<Primitive> primitive_for(const std::string& name, const std::string& type, int device) {
-  const Catalog* catalog = primitives_catalog();
+  primitives_catalog();  // a package without the primitives says so here
   auto factory = factories().find({name, type});
   if (factory == factories().end()) {
     std::string types;
@@ -278,7 +283,7 @@ std::shared_ptr<Primitive> primitive_for(const std::string& name, const std::str
   std::lock_guard lock(mutex);
   auto& slot = (*made)[{name, type, device}];
   if (!slot) {
-    Registry& registry = registry_of(*catalog, device);
+    Registry& registry = primitives_registry(device);
     slot = factory->second(registry);
     slot->device = device;
     slot->registry = &registry;
@@ -363,7 +368,7 @@ void bind_primitives(py::module_& m) {
       },
       "{primitive: [NumPy dtype names]}: what this package's libkiln_prim instantiates (empty without it).");
   m.def(
-      "primitives_registry", [](int device) { return PyRegistry{&registry_of(*primitives_catalog(), device)}; },
+      "primitives_registry", [](int device) { return PyRegistry{&primitives_registry(device)}; },
       py::arg("device") = 0,
       "The registry of kiln's primitives on `device` (kernels/primitives.toml): precompile, warm-up, status.");
 }
