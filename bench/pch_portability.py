@@ -10,10 +10,12 @@ machine, so that only the machine differs):
                against FILE (built elsewhere); against a PCH built here whose headers were then touched
                (their mtimes changed, contents not); against one whose headers then moved (another -I path)
 Prints a Markdown table: each compile's wall time, and whether NVRTC used the PCH (else its log's first lines).
-Needs the CUDA toolkit (NVRTC, nvJitLink, CCCL headers), setarch and zstd; no GPU.
+Needs the CUDA toolkit (NVRTC, nvJitLink, CCCL headers), setarch and libzstd (as kiln does); no GPU.
 Usage: bench/pch_portability.py write FILE | use FILE [--toolkit DIR]
 """
 import argparse
+import ctypes
+import ctypes.util
 import os
 import shutil
 import subprocess
@@ -23,6 +25,40 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HEADERS = "/tmp/kiln-pch-portability/include"
+
+
+def zstd():
+    """libzstd through ctypes (kiln links it; the zstd command may not be installed)."""
+    lib = ctypes.CDLL(ctypes.util.find_library("zstd") or "libzstd.so.1")
+    lib.ZSTD_compressBound.restype = ctypes.c_size_t
+    lib.ZSTD_compress.restype = ctypes.c_size_t
+    lib.ZSTD_getFrameContentSize.restype = ctypes.c_ulonglong
+    lib.ZSTD_decompress.restype = ctypes.c_size_t
+    lib.ZSTD_isError.restype = ctypes.c_uint
+    return lib
+
+
+def pack(source, target):
+    lib, data = zstd(), open(source, "rb").read()
+    out = ctypes.create_string_buffer(lib.ZSTD_compressBound(ctypes.c_size_t(len(data))))
+    size = lib.ZSTD_compress(out, ctypes.c_size_t(len(out)), data, ctypes.c_size_t(len(data)), 3)
+    if lib.ZSTD_isError(ctypes.c_size_t(size)):
+        sys.exit("pch_portability: zstd could not compress the PCH")
+    with open(target, "wb") as f:
+        f.write(out.raw[:size])
+
+
+def unpack(source, target):
+    lib, data = zstd(), open(source, "rb").read()
+    n = lib.ZSTD_getFrameContentSize(data, ctypes.c_size_t(len(data)))
+    if n >= (1 << 63):  # unknown or an error
+        sys.exit(f"pch_portability: {source} is not a zstd frame with its size")
+    out = ctypes.create_string_buffer(n)
+    size = lib.ZSTD_decompress(out, ctypes.c_size_t(n), data, ctypes.c_size_t(len(data)))
+    if lib.ZSTD_isError(ctypes.c_size_t(size)) or size != n:
+        sys.exit(f"pch_portability: {source} does not unpack")
+    with open(target, "wb") as f:
+        f.write(out.raw[:size])
 
 
 def copy_headers(where):
@@ -56,7 +92,7 @@ def write(args):
         ms = build_pch(args.toolkit, pch, HEADERS)
         size = os.path.getsize(pch)
         if args.file.endswith(".zst"):
-            subprocess.run(["zstd", "-q", "-f", "-T0", "-3", pch, "-o", args.file], check=True)
+            pack(pch, args.file)
         else:
             shutil.copyfile(pch, args.file)
     print(f"PCH built in {ms:.0f} ms: {size / 1e6:.1f} MB, written to {args.file} "
@@ -69,7 +105,7 @@ def use(args):
         copy_headers(HEADERS)
         foreign = os.path.join(tmp, "foreign.pch")
         if args.file.endswith(".zst"):
-            subprocess.run(["zstd", "-q", "-d", "-f", args.file, "-o", foreign], check=True)
+            unpack(args.file, foreign)
         else:
             shutil.copyfile(args.file, foreign)
         compile_unit(args.toolkit, "cold", "-", HEADERS)  # the libraries and headers into the page cache
@@ -100,9 +136,8 @@ def main():
     parser.add_argument("file")
     parser.add_argument("--toolkit", default=os.environ.get("KILN_TOOLKIT", "/usr/local/cuda"))
     args = parser.parse_args()
-    for tool in ("setarch", "zstd"):
-        if shutil.which(tool) is None:
-            sys.exit(f"pch_portability: {tool} is not installed")
+    if shutil.which("setarch") is None:
+        sys.exit("pch_portability: setarch is not installed (util-linux)")
     return write(args) if args.step == "write" else use(args)
 
 
