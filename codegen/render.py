@@ -16,11 +16,31 @@ TEMPLATE_DIR = CODEGEN_DIR.parent / "templates"
 CODEGEN_FILES = sorted(str(p) for p in CODEGEN_DIR.glob("*.py"))
 
 
+@jinja2.pass_context
+def _at_render_time(_context, value):
+    """The identity, but taking the context: Jinja2 then folds no output at compile time."""
+    return value
+
+
+class _TableSandbox(jinja2.sandbox.SandboxedEnvironment):
+    """A sandbox that evaluates nothing of a template while compiling it. Jinja2 folds constant
+    expressions when it compiles (its optimizer, and each output's constants), in the process that
+    compiles: `{{ 'a' * 10**11 }}` would build 100 GB there, outside the bounds the rendering child has
+    (bounded.py), and hang a machine with that much memory. Operators are left to run time (the
+    sandbox's call_binop, which applies them), the optimizer is off, and output is finalized at run time."""
+
+    intercepted_binops = frozenset(jinja2.sandbox.SandboxedEnvironment.default_binop_table)
+    intercepted_unops = frozenset(jinja2.sandbox.SandboxedEnvironment.default_unop_table)
+
+    def __init__(self, **options):
+        super().__init__(optimized=False, finalize=_at_render_time, **options)
+
+
 def environment(*extra_dirs: Path) -> jinja2.Environment:
     """The environment every template is rendered in: kiln's own, and a table's families. Sandboxed,
     because a family is a table's text: `{{ cycler.__init__.__globals__.os.system(...) }}` must not reach
     Python. StrictUndefined: a template that names a value the generator did not pass is a bug, not ""."""
-    return jinja2.sandbox.SandboxedEnvironment(
+    return _TableSandbox(
         loader=jinja2.FileSystemLoader([str(TEMPLATE_DIR), *map(str, extra_dirs)]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -32,7 +52,7 @@ def environment(*extra_dirs: Path) -> jinja2.Environment:
 
 def sandbox() -> jinja2.Environment:
     """The sandboxed environment for short templates from a table (kernel name expressions)."""
-    return jinja2.sandbox.SandboxedEnvironment(undefined=jinja2.StrictUndefined)
+    return _TableSandbox(undefined=jinja2.StrictUndefined)
 
 
 def write_if_different(path: Path, content: str | bytes) -> bool:

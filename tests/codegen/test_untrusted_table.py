@@ -105,6 +105,20 @@ class UntrustedTable(TableCase):
             with self.subTest(field=field, table=table[-60:]):
                 self.one_line_refusal(table, f"field '{field}'")
 
+    def test_nothing_is_evaluated_while_a_template_compiles(self):
+        # Jinja2 folds constants when it compiles, in the compiling process, which no bound covers:
+        # `'a' * 10**11` hung a machine with the memory to build it. Folded, each of these puts a 10 MB
+        # string into the compiled code; left to run time, the code is as short as the text.
+        import jinja2.meta
+        import render
+        for text in ("{{ 'a' * 10**7 }}", "{{ 'a' * 10000000 }}", "{{ -(10**7) * 'a' }}",
+                     "{{ 'a' | center(10000000) }}", "{{ ('a' ~ 'b') * 5000000 }}"):
+            for env in (render.environment(), render.sandbox()):
+                with self.subTest(text=text, env=type(env).__name__):
+                    self.assertLess(len(env.compile(text, raw=True)), 10_000)
+                    jinja2.meta.find_undeclared_variables(env.parse(text))  # as spec.family_params does
+        self.assertEqual(render.sandbox().from_string("{{ 'ab' * 3 }}{{ -2 }}").render(), "ababab-2")
+
     def test_a_family_is_rendered_within_bounds(self):
         (self.root / "fam" / "loop.cu.j2").write_text(
             "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}" + KERNEL)
