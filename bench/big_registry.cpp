@@ -137,6 +137,7 @@ std::uint64_t tree_rss(pid_t root) {
 struct TraceSummary {
   double busy = 0;         // the workers' time on requests / (the pool's size x span)
   double compile_ms = 0;   // median NVRTC + nvJitLink of a request, as the worker measured them
+  double compile_total_ms = 0;  // NVRTC + nvJitLink of every request, summed: the compilers' own time
   double exchange_ms = 0;  // median of the rest of a request on its worker: transfer, decoding, stripping
   double first_ms = 0;     // the first request's start, from the pool's making
   double span_ms = 0;      // first start to last end
@@ -187,6 +188,7 @@ TraceSummary summarize_trace(const std::string& path, unsigned pool_size) {
   // The pool's size, not the workers seen: a worker replaced (to build a PCH on a fresh one) is one slot.
   t.busy = busy / (static_cast<double>(pool_size) * t.span_ms);
   t.compile_ms = median(compile);
+  for (const double c : compile) t.compile_total_ms += c;
   t.exchange_ms = median(exchange);
   t.first_ms = first;
   t.spawn_ms = spawn.empty() ? 0 : median(spawn);
@@ -348,13 +350,32 @@ int main(int argc, char** argv) {
     }
     return std::pair{median(wall), traces};
   };
-  double table_ms = 0;
+  double table_ms = 0, one_worker_ms = 0, one_worker_compilers_ms = 0;
   std::vector<TraceSummary> most_traces;
   for (unsigned w : workers) {
     auto [wall, traces] =
         jit_row("(c) all cold through JIT, " + std::to_string(w) + (w == 1 ? " worker process" : " worker processes"),
                 {"KILN_JIT_WORKERS=" + std::to_string(w)}, w == most, w);
+    if (w == 1) {
+      one_worker_ms = wall;
+      std::vector<double> totals;
+      for (const auto& t : traces) totals.push_back(t.compile_total_ms);
+      one_worker_compilers_ms = median(totals);
+    }
     if (w == most) table_ms = wall, most_traces = std::move(traces);
+  }
+  // One worker against the same units compiled serially in one process: kiln's in-process JIT on one
+  // thread (NVRTC + nvJitLink with kiln's options, no worker), and the compilers' own time in the
+  // worker's trace. A laptop's or a 2-core CI runner's cold start is the first row.
+  if (one_worker_ms > 0) {
+    const double serial = jit_row("(c) all cold, 1 in-process thread: NVRTC + nvJitLink serially, no worker",
+                                  {"KILN_JIT_WORKERS=1", "KILN_JITD=/nonexistent/kiln-jitd"}, false, 1)
+                              .first;
+    char ratio[96];
+    std::snprintf(ratio, sizeof ratio, "%.3f / %.3f", one_worker_ms / serial, one_worker_ms / one_worker_compilers_ms);
+    table.row("(c) 1 worker / 1 in-process thread / the compilers' own time", ratio,
+              "medians of the rows above; the compilers' time: NVRTC + nvJitLink of every request, as the "
+              "worker measured them, summed (" + std::to_string(static_cast<long>(one_worker_compilers_ms)) + " ms)");
   }
   // The bound no schedule beats: the unit the table ended with, alone in a new process with the same
   // workers (T). Every unit of the table has one kernel named as the unit (big_registry/make_table.py).
