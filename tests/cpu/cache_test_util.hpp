@@ -127,6 +127,12 @@ inline bool same_entry(const CacheEntry& a, const CacheEntry& b) {
   return a.arch == b.arch && same_kernels && a.options == b.options && a.compiler == b.compiler && a.cubin == b.cubin;
 }
 
+// A file's permission bits (with set-id and sticky), or a value no test expects when it cannot be read.
+inline mode_t mode_of(const std::filesystem::path& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 ? st.st_mode & 07777 : static_cast<mode_t>(-1);
+}
+
 inline std::string read_bytes(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};

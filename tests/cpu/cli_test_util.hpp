@@ -40,4 +40,9 @@ namespace kiln::test {
 // Whether a process's output has `text`.
 inline bool says(const ProcessResult& r, std::string_view text) { return r.output.find(text) != std::string::npos; }
 
+// One field of a demand record as the runtime writes it (KILN_RECORD): "KIND N\nVALUE\n", N the value's bytes.
+inline std::string record_field(std::string_view kind, std::string_view value) {
+  return std::string(kind) + " " + std::to_string(value.size()) + "\n" + std::string(value) + "\n";
+}
+
 }  // namespace kiln::test

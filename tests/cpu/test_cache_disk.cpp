@@ -12,6 +12,7 @@
 #include <thread>
 
 using kiln::test::entries_dir;
+using kiln::test::mode_of;
 using kiln::test::sample_entry;
 using kiln::test::sample_key;
 
@@ -39,12 +40,6 @@ struct OneEntry {
     CHECK(cache.warnings().back().find(reason) != std::string::npos);
   }
 };
-
-mode_t mode_of(const std::filesystem::path& p) {
-  struct stat st {};
-  REQUIRE(::stat(p.c_str(), &st) == 0);
-  return st.st_mode & 07777;
-}
 
 }  // namespace
 

@@ -32,9 +32,7 @@ TEST_CASE("kiln precompile --record compiles what a run recorded, for each --arc
   const auto record = tmp.path() / "demand.record";
   // A record as the runtime writes it (KILN_RECORD): a program given at run time and a table's kernel.
   const std::string source = "extern \"C\" __global__ void twice(float* x) { x[threadIdx.x] *= 2; }\n";
-  const auto field = [](std::string_view kind, std::string_view value) {
-    return std::string(kind) + " " + std::to_string(value.size()) + "\n" + std::string(value) + "\n";
-  };
+  const auto field = kiln::test::record_field;
   std::ofstream(record) << "kiln record 1\nprogram\n" << field("label", "cli/twice") << field("source", source)
                         << field("kernel", "twice") << "end\ntable\n" << field("registry", "examples")
                         << field("kernel", "vector_add") << "arch 86\nend\n";
@@ -156,9 +154,7 @@ TEST_CASE("kiln cache export and push --registry program share programs' entries
   kiln::test::TempDir tmp;
   const auto record = tmp.path() / "demand.record";
   const std::string source = "extern \"C\" __global__ void thrice(float* x) { x[threadIdx.x] *= 3; }\n";
-  const auto field = [](std::string_view kind, std::string_view value) {
-    return std::string(kind) + " " + std::to_string(value.size()) + "\n" + std::string(value) + "\n";
-  };
+  const auto field = kiln::test::record_field;
   std::ofstream(record) << "kiln record 1\nprogram\n" << field("label", "cli/thrice") << field("source", source)
                         << field("kernel", "thrice") << "end\n";
   const Env fleet{{"KILN_REMOTE_CACHE", server.url()}, {"KILN_REMOTE_KEY", kiln::test::kFleetKey}};

@@ -17,6 +17,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using kiln::test::mode_of;
 
 // Bytes shaped like a PCH's: runs of pointers into one heap, text, and noise; zstd shrinks them ~10x.
 std::string pch_like(std::size_t size) {
@@ -31,12 +32,6 @@ std::string pch_like(std::size_t size) {
   }
   out.resize(size);
   return out;
-}
-
-mode_t mode_of(const fs::path& p) {
-  struct stat st {};
-  REQUIRE(::stat(p.c_str(), &st) == 0);
-  return st.st_mode & 0777;
 }
 
 }  // namespace

@@ -169,7 +169,6 @@ TEST_CASE("a program compiles through the tiers into the disk cache, and a new p
 
 TEST_CASE("a program that does not compile is an error carrying its label and NVRTC's log") {
   const PrivateCache here;
-  kiln::DiskCache& cache = *here.cache;
   const kiln::RegistryOptions& options = here.options;
   kiln::ProgramSource broken = saxpy();
   broken.source += "\n__global__ void oops() { undeclared_thing(); }\n";
