@@ -5,7 +5,7 @@
 // Prints two Markdown tables. Runs on as many GPUs as are visible (CUDA_VISIBLE_DEVICES); with one, the
 // one-GPU rows only.
 //
-//   bench_multi_gpu [--devices 1,2,4] [--runs N] [--no-cold]
+//   bench_multi_gpu [--devices 1,2,4] [--runs N] [--group-runs N] [--no-cold]
 //
 // Every measurement is a fresh process (this program run again as a child) with a fresh cache directory.
 #include <kiln/driver.hpp>
@@ -262,14 +262,16 @@ std::string range(const std::vector<double>& v) {
 int run(const char* self, int argc, char** argv) {
   std::vector<int> device_counts{1, 2, 4};
   int runs = 3;
+  int group_runs = 1;
   bool cold_groups = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--devices" && i + 1 < argc) device_counts = parse_list(argv[++i]);
     else if (a == "--runs" && i + 1 < argc) runs = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--group-runs" && i + 1 < argc) group_runs = std::max(1, std::atoi(argv[++i]));
     else if (a == "--no-cold") cold_groups = false;
     else {
-      std::fprintf(stderr, "usage: bench_multi_gpu [--devices 1,2,4] [--runs N] [--no-cold]\n");
+      std::fprintf(stderr, "usage: bench_multi_gpu [--devices 1,2,4] [--runs N] [--group-runs N] [--no-cold]\n");
       return 2;
     }
   }
@@ -316,9 +318,10 @@ int run(const char* self, int argc, char** argv) {
   }
   if (!cold_groups) return 0;
 
-  std::printf("\n### One process per GPU, every kernel cold through the JIT, against one process alone (one run each)\n\n");
+  std::printf("\n### One process per GPU, every kernel cold through the JIT, against one process alone (medians of %d "
+              "rounds, the rows alternating)\n\n", group_runs);
   std::printf("Each process sees its GPU as device 0 (CUDA_VISIBLE_DEVICES). ready ms: from its spawn to every kernel "
-              "ready; at once: the most compiles running at the same moment on the machine (the processes' JIT "
+              "ready, the least and most of every round; at once: the most compiles running at the same moment on the machine (the processes' JIT "
               "traces); CPU s: every process and compiler. The budget: KILN_JIT_MACHINE_SLOTS (default: the cores).\n\n");
   std::printf("| processes | cache directory | budget | wall ms | ready ms per process | units compiled | at once | CPU s | still cold |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
@@ -335,22 +338,40 @@ int run(const char* self, int argc, char** argv) {
     rows.push_back({d, true, "4096"});
     rows.push_back({d, false, ""});
   }
-  for (const Row& row : rows) {
-    std::vector<std::string> env;
-    if (!row.budget.empty()) env.push_back("KILN_JIT_MACHINE_SLOTS=" + row.budget);
-    Group g;
-    try {
-      g = run_group(self, row.processes, gpus, row.shared, env);
-    } catch (const std::exception& e) {  // the row says so, and the others still run
-      std::printf("| %d | %s | %s | failed: %s |\n", row.processes, row.shared ? "one, shared" : "one each",
-                  row.budget.empty() ? (cores + " slots").c_str() : "none", e.what());
+  // Rounds alternate the rows, so a drift of the machine spreads over every row alike; medians per row.
+  std::vector<std::vector<Group>> done(rows.size());
+  std::vector<std::string> failed(rows.size());
+  for (int r = 0; r < group_runs; ++r) {
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (!failed[i].empty()) continue;
+      std::vector<std::string> env;
+      if (!rows[i].budget.empty()) env.push_back("KILN_JIT_MACHINE_SLOTS=" + rows[i].budget);
+      try {
+        done[i].push_back(run_group(self, rows[i].processes, gpus, rows[i].shared, env));
+      } catch (const std::exception& e) {  // the row says so, and the others still run
+        failed[i] = e.what();
+      }
+    }
+  }
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Row& row = rows[i];
+    const std::string budget = row.budget.empty() ? cores + " slots" : "none";
+    const char* cache = row.shared ? "one, shared" : "one each";
+    if (!failed[i].empty()) {
+      std::printf("| %d | %s | %s | failed: %s |\n", row.processes, cache, budget.c_str(), failed[i].c_str());
       continue;
     }
-    std::printf("| %d | %s | %s | %.0f | %s | %llu | %d | %.1f | %d |\n", row.processes,
-                row.shared ? "one, shared" : "one each", row.budget.empty() ? (cores + " slots").c_str() : "none",
-                g.wall_ms, range(g.ready_ms).c_str(), static_cast<unsigned long long>(g.compiles), g.most_at_once,
-                g.cpu_s, g.cold_left);
-    std::fflush(stdout);
+    std::vector<double> wall, ready, compiles, at_once, cpu, cold;
+    for (const Group& g : done[i]) {
+      wall.push_back(g.wall_ms);
+      ready.insert(ready.end(), g.ready_ms.begin(), g.ready_ms.end());
+      compiles.push_back(static_cast<double>(g.compiles));
+      at_once.push_back(g.most_at_once);
+      cpu.push_back(g.cpu_s);
+      cold.push_back(g.cold_left);
+    }
+    std::printf("| %d | %s | %s | %.0f | %s | %.0f | %.0f | %.1f | %.0f |\n", row.processes, cache, budget.c_str(),
+                median(wall), range(ready).c_str(), median(compiles), median(at_once), median(cpu), median(cold));
   }
   return 0;
 }
