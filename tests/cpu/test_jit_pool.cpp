@@ -405,16 +405,17 @@ TEST_CASE("a worker's warm-up and a compile in this process each take a slot of 
     kiln::detail::MachineSlots::Held held = elsewhere.acquire(std::chrono::seconds(10));
     REQUIRE(held.holds());
     pool.start_ahead(90);
-    REQUIRE(eventually([&] { return pool.worker_pids().size() == 1; }));
+    // The trace's spawn line comes with the worker's hello, right before the warm-up asks for its slot.
+    REQUIRE(eventually([&] { return kiln::test::read_text(trace).find("\"event\":\"spawn\"") != std::string::npos; }));
     std::this_thread::sleep_for(hold);
-    CHECK(pool.stats().warmed_up == 0);  // its worker said hello, and waits for the slot
+    CHECK(pool.stats().warmed_up == 0);  // its worker waits for the slot
     held.release();
     REQUIRE(eventually([&] { return pool.stats().warmed_up == 1; }));
     CHECK(pool.stats().budget_waits == 1);
   }
   const auto warm_ups = slot_waits(trace, "kiln/warm-up");
   REQUIRE(warm_ups.size() == 1);
-  CHECK(warm_ups[0] >= 0.8 * hold.count());
+  CHECK(warm_ups[0] >= 0.5 * hold.count());
   {
     JitPoolOptions o = fake_pool(1);
     o.worker = "/nonexistent/kiln-jitd";
@@ -433,7 +434,7 @@ TEST_CASE("a worker's warm-up and a compile in this process each take a slot of 
   }
   const auto here = slot_waits(trace, "tests/here", 0);
   REQUIRE(here.size() == 1);
-  CHECK(here[0] >= 0.8 * hold.count());
+  CHECK(here[0] >= 0.5 * hold.count());
 }
 
 TEST_CASE("a warm-up waiting for a slot of the budget gives way to a request that comes meanwhile") {
