@@ -7,6 +7,7 @@
 
 #include "chain/key.hpp"
 #include "chain/key_parts.hpp"
+#include "cli/devices.hpp"
 #include "cli/output.hpp"
 #include "cli_test_util.hpp"
 #include "examples_catalog.hpp"
@@ -50,6 +51,39 @@ TEST_CASE("key parts: recorded after the compiler's line, read back, and what ch
   kiln::detail::record_key_parts(entry, now);
   CHECK(*kiln::detail::recorded_key_parts(entry) == now);
 }
+
+TEST_CASE("precompile without --arch compiles for every device's architecture, each once, KILN_DEVICE_ARCH applied") {
+  // It compiled for device 0's alone: a server of sm_90s beside sm_80s started cold on the sm_80s.
+  const auto device = [](int ordinal, unsigned arch, unsigned gpu_arch) {
+    kiln::DeviceInfo d;
+    d.ordinal = ordinal;
+    d.arch = arch;
+    d.gpu_arch = gpu_arch;
+    return d;
+  };
+  const std::vector<kiln::DeviceInfo> one{device(0, 90, 90)};
+  CHECK(kiln::cli::archs_taken(one) == std::vector<unsigned>{90});
+  CHECK(kiln::cli::archs_taken_line(one) == "compiling for every visible device's architecture: sm_90 (device 0)");
+  // Device 2 is an sm_90 told it is an sm_80 (KILN_DEVICE_ARCH=2:80), device 3 an sm_80.
+  const std::vector<kiln::DeviceInfo> mixed{device(0, 90, 90), device(1, 90, 90), device(2, 80, 90), device(3, 80, 80)};
+  CHECK(kiln::cli::archs_taken(mixed) == std::vector<unsigned>{90, 80});
+  CHECK(kiln::cli::archs_taken_line(mixed) ==
+        "compiling for every visible device's architecture: sm_90 (devices 0, 1), sm_80 (devices 2, 3, KILN_DEVICE_ARCH)");
+}
+
+#ifdef KILN_TEST_CLI
+TEST_CASE("kiln precompile without --arch and without a GPU says to pass one and exits 1, compiling nothing") {
+  kiln::test::TempDir tmp;
+  for (const std::optional<std::string> forced : {std::optional<std::string>(), std::optional<std::string>("1:80")}) {
+    const auto r = kiln::test::kiln_cli({"precompile", "vector_add"}, tmp.path(),
+                                        {{"CUDA_VISIBLE_DEVICES", ""}, {"KILN_DEVICE_ARCH", forced}});
+    CAPTURE(r.output);
+    CHECK(r.status == 1);
+    CHECK(kiln::test::says(r, "kiln precompile: no GPU to compile for: pass --arch sm_XX"));
+    CHECK_FALSE(kiln::test::says(r, "compiling for"));
+  }
+}
+#endif
 
 TEST_CASE("a table wider than its line shortens its widest cells around \"...\", keeping start and end") {
   CHECK(kiln::cli::abbreviate("abcdefghij", 7) == "abc...j");

@@ -10,6 +10,7 @@
 #include "examples_catalog.hpp"
 #include "fake_compile.hpp"
 #include "jit/pch_store.hpp"
+#include "jit/pool/machine_slots.hpp"
 #include "jit/pool/pool.hpp"
 #include "jit/pool/settings.hpp"
 #include "jit/protocol.hpp"  // kHostPidVariable
@@ -365,6 +366,94 @@ TEST_CASE("start_ahead starts one worker before any request, which the first req
     CHECK(pool.stats().started_ahead == 0);
     CHECK(pool.worker_pids().empty());
   }
+}
+
+namespace {
+
+// The "slot_wait" of the trace's request lines for `unit` (REGISTRY/UNIT) by `worker` (-1: any).
+std::vector<double> slot_waits(const std::filesystem::path& trace, const std::string& unit, long worker = -1) {
+  std::vector<double> waits;
+  std::ifstream in(trace);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("\"unit\":\"" + unit + "\"") == std::string::npos) continue;
+    if (worker >= 0 && line.find("\"worker\":" + std::to_string(worker) + ",") == std::string::npos) continue;
+    const std::size_t at = line.find("\"slot_wait\":");
+    REQUIRE_MESSAGE(at != std::string::npos, line);
+    waits.push_back(std::stod(line.substr(at + 12)));
+  }
+  return waits;
+}
+
+// `o` under a machine-wide budget of one slot, in `dir`.
+JitPoolOptions one_slot(JitPoolOptions o, const std::filesystem::path& dir) {
+  o.budget_dir = dir;
+  o.machine_slots = 1;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("a worker's warm-up and a compile in this process each take a slot of the machine-wide budget") {
+  // Both compiled beside the budget: with every slot held elsewhere they went at once.
+  kiln::test::TempDir dir;
+  const auto trace = dir.path() / "trace.jsonl";
+  kiln::test::ScopedEnv env("KILN_JIT_TRACE", trace.c_str());
+  kiln::detail::MachineSlots elsewhere(dir.path() / "cache", 1);  // another process's, as flock sees it
+  const auto hold = std::chrono::milliseconds(300);
+  {
+    JitPool pool(one_slot(fake_pool(1), dir.path() / "cache"));
+    kiln::detail::MachineSlots::Held held = elsewhere.acquire(std::chrono::seconds(10));
+    REQUIRE(held.holds());
+    pool.start_ahead(90);
+    // The trace's spawn line comes with the worker's hello, right before the warm-up asks for its slot.
+    REQUIRE(eventually([&] { return kiln::test::read_text(trace).find("\"event\":\"spawn\"") != std::string::npos; }));
+    std::this_thread::sleep_for(hold);
+    CHECK(pool.stats().warmed_up == 0);  // its worker waits for the slot
+    held.release();
+    REQUIRE(eventually([&] { return pool.stats().warmed_up == 1; }));
+    CHECK(pool.stats().budget_waits == 1);
+  }
+  const auto warm_ups = slot_waits(trace, "kiln/warm-up");
+  REQUIRE(warm_ups.size() == 1);
+  CHECK(warm_ups[0] >= 0.5 * hold.count());
+  {
+    JitPoolOptions o = fake_pool(1);
+    o.worker = "/nonexistent/kiln-jitd";
+    JitPool pool(one_slot(o, dir.path() / "cache"));
+    kiln::detail::MachineSlots::Held held = elsewhere.acquire(std::chrono::seconds(10));
+    REQUIRE(held.holds());
+    auto compiled = pool.submit(fake_request("here"));
+    CHECK(compiled.wait_for(hold) == std::future_status::timeout);
+    held.release();
+    REQUIRE(compiled.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+    const CompileOutcome outcome = compiled.get();
+    REQUIRE(outcome.entry.ok());
+    CHECK(served_by(outcome) == ::getpid());
+    CHECK(pool.stats().in_process == 1);
+    CHECK(pool.stats().budget_waits == 1);
+  }
+  const auto here = slot_waits(trace, "tests/here", 0);
+  REQUIRE(here.size() == 1);
+  CHECK(here[0] >= 0.5 * hold.count());
+}
+
+TEST_CASE("a warm-up waiting for a slot of the budget gives way to a request that comes meanwhile") {
+  kiln::test::TempDir dir;
+  kiln::detail::MachineSlots elsewhere(dir.path(), 1);
+  JitPool pool(one_slot(fake_pool(1), dir.path()));
+  kiln::detail::MachineSlots::Held held = elsewhere.acquire(std::chrono::seconds(10));
+  REQUIRE(held.holds());
+  pool.start_ahead(90);
+  REQUIRE(eventually([&] { return pool.worker_pids().size() == 1; }));
+  const pid_t ahead = pool.worker_pids().front();
+  auto compiled = pool.submit(fake_request("first"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  held.release();
+  const CompileOutcome outcome = compiled.get();
+  REQUIRE(outcome.entry.ok());
+  CHECK(served_by(outcome) == ahead);  // the worker started ahead serves it, unwarmed
+  CHECK(pool.stats().warmed_up == 0);
+  CHECK(pool.stats().spawned == 1);
 }
 
 TEST_CASE("KILN_JIT_TRACE: one JSON line per worker started and per request answered, with its worker and times") {

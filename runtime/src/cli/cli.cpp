@@ -38,11 +38,12 @@ constexpr Command commands[] = {
      "would load from on each GPU (with no GPU: what is embedded, and on disk for which architecture)", info, true},
     {"precompile", "[--arch sm_XX]... [--jobs N] [KERNEL...] | --record FILE --arch sm_XX... |\n"
                    "      --link FILE --arch sm_XX... [KERNEL...]",
-     "JIT-compile into the disk cache (every kernel by default) for this GPU, or for each --arch with no\n"
-     "GPU needed; with --record, what a run recorded (KILN_RECORD=FILE): its programs given at run time and\n"
-     "the kernels no embedded binary served; with --link, the linked units of the kernels (every linked\n"
-     "unit by default) built with FILE's code (an operator's translation unit), as a get() with it would,\n"
-     "so a broken operator fails here; exits 1 unless every unit asked for is in the cache",
+     "JIT-compile into the disk cache (every kernel by default) for each visible GPU's architecture, or for\n"
+     "each --arch with no GPU needed; with --record, what a run recorded (KILN_RECORD=FILE): its programs\n"
+     "given at run time and the kernels no embedded binary served; with --link, the linked units of the\n"
+     "kernels (every linked unit by default) built with FILE's code (an operator's translation unit), as a\n"
+     "get() with it would, so a broken operator fails here; exits 1 unless every unit asked for is in the\n"
+     "cache",
      precompile, false},
     {"why", "[--arch sm_XX]... KERNEL...",
      "what serves each kernel for this GPU or each --arch (an embedded cubin, the disk cache, the fleet's\n"
@@ -193,6 +194,14 @@ bool all_known(const Invocation& in, const std::vector<std::string>& names) {
   return true;
 }
 
+namespace {
+
+void say_no_gpu(const Invocation& in, std::string_view why, std::string_view command, std::string_view what) {
+  std::cerr << why << "\n" << in.program << " " << command << ": no GPU to " << what << ": pass --arch sm_XX\n";
+}
+
+}  // namespace
+
 std::optional<unsigned> device_arch(const Invocation& in, const Catalog& catalog, std::string_view command,
                                     std::string_view what) {
   Registry registry(catalog);  // device 0's
@@ -200,9 +209,23 @@ std::optional<unsigned> device_arch(const Invocation& in, const Catalog& catalog
     return registry.device().arch;
   } catch (const Error& e) {
     if (e.code() != Errc::no_driver && e.code() != Errc::no_device) throw;
-    std::cerr << e.what() << "\n" << in.program << " " << command << ": no GPU to " << what << ": pass --arch sm_XX\n";
+    say_no_gpu(in, e.what(), command, what);
     return std::nullopt;
   }
+}
+
+std::optional<std::vector<DeviceInfo>> every_device(const Invocation& in, const Catalog& catalog, std::string_view command,
+                                                    std::string_view what) {
+  std::vector<std::unique_ptr<Registry>> registries;  // one per device
+  registries.push_back(std::make_unique<Registry>(catalog));
+  Devices devices = visible_devices(*registries.front(), [&](int d) -> Registry& {
+    return *registries.emplace_back(std::make_unique<Registry>(catalog, d));
+  });
+  if (devices.list.empty()) {
+    say_no_gpu(in, devices.why, command, what);
+    return std::nullopt;
+  }
+  return std::move(devices.list);
 }
 
 int list(const Invocation& in) {

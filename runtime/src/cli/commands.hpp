@@ -3,6 +3,7 @@
 
 #include <kiln/cache.hpp>
 #include <kiln/catalog.hpp>
+#include <kiln/registry.hpp>
 #include <kiln/remote.hpp>
 
 #include "cli/output.hpp"
@@ -53,5 +54,9 @@ bool all_known(const Invocation& in, const std::vector<std::string>& names);
 // why and "PROGRAM COMMAND: no GPU to WHAT: pass --arch sm_XX". Other errors propagate.
 std::optional<unsigned> device_arch(const Invocation& in, const Catalog& catalog, std::string_view command,
                                     std::string_view what);
+// Every visible device, as registries of `catalog` see them (KILN_DEVICE_ARCH applied); without a GPU,
+// nothing, and on stderr what device_arch says.
+std::optional<std::vector<DeviceInfo>> every_device(const Invocation& in, const Catalog& catalog, std::string_view command,
+                                                    std::string_view what);
 
 }  // namespace kiln::cli

@@ -1,10 +1,11 @@
-// The visible devices as info and status print them (cli/devices.hpp).
+// The visible devices as info and status print them, and precompile compiles for them (cli/devices.hpp).
 #include "cli/devices.hpp"
 
 #include <kiln/driver.hpp>
 
 #include "base/parse.hpp"  // forced_archs
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace kiln::cli {
@@ -33,6 +34,31 @@ void json_device(Json& j, const DeviceInfo& d) {
   j.object().field("ordinal", d.ordinal).field("name", d.name).field("arch", d.arch)
       .field("gpu_arch", d.gpu_arch != 0 ? d.gpu_arch : d.arch).field("overridden", d.gpu_arch != 0 && d.arch != d.gpu_arch)
       .field("driver_version", d.driver_version).field("total_memory", static_cast<std::uint64_t>(d.total_memory)).end();
+}
+
+std::vector<unsigned> archs_taken(const std::vector<DeviceInfo>& devices) {
+  std::vector<unsigned> archs;
+  for (const DeviceInfo& d : devices)
+    if (std::find(archs.begin(), archs.end(), d.arch) == archs.end()) archs.push_back(d.arch);
+  return archs;
+}
+
+std::string archs_taken_line(const std::vector<DeviceInfo>& devices) {
+  std::string line = "compiling for every visible device's architecture:";
+  const std::vector<unsigned> archs = archs_taken(devices);
+  for (std::size_t i = 0; i < archs.size(); ++i) {
+    std::string ordinals;
+    std::size_t count = 0;
+    bool overridden = false;
+    for (const DeviceInfo& d : devices) {
+      if (d.arch != archs[i]) continue;
+      ordinals += (count++ ? ", " : "") + std::to_string(d.ordinal);
+      overridden = overridden || (d.gpu_arch != 0 && d.arch != d.gpu_arch);
+    }
+    line += (i ? ", sm_" : " sm_") + std::to_string(archs[i]) + (count == 1 ? " (device " : " (devices ") + ordinals +
+            (overridden ? ", KILN_DEVICE_ARCH)" : ")");
+  }
+  return line;
 }
 
 int visible_count() {

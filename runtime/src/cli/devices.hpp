@@ -1,5 +1,6 @@
 // What info and status say of the visible devices: one line each (its GPU, the architecture whose binaries
-// it takes, KILN_DEVICE_ARCH's override), the override itself, and the same in JSON.
+// it takes, KILN_DEVICE_ARCH's override), the override itself, and the same in JSON; and the architectures
+// precompile compiles for without --arch.
 #pragma once
 
 #include <kiln/error.hpp>
@@ -35,6 +36,12 @@ std::string override_line();
 void json_device(Json& j, const DeviceInfo& d);
 // The number of visible devices, once device 0 is known to be there.
 int visible_count();
+
+// What precompile compiles for without --arch: each architecture whose binaries a device takes
+// (KILN_DEVICE_ARCH applied), once, in the order of the first device that takes it.
+std::vector<unsigned> archs_taken(const std::vector<DeviceInfo>& devices);
+// "compiling for every visible device's architecture: sm_90 (devices 0, 1), sm_80 (device 2, KILN_DEVICE_ARCH)"
+std::string archs_taken_line(const std::vector<DeviceInfo>& devices);
 
 template <typename OfDevice>
 Devices visible_devices(Registry& first, OfDevice&& of_device) {

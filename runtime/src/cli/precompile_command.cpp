@@ -1,5 +1,5 @@
 // `precompile [--arch sm_XX]... [--jobs N] [KERNEL...]`: kiln::precompile over the registries, for each arch
-// given, one line per unit (a progress bar on a terminal), a count per registry and arch, and an exit status
+// given (none: each visible device's), one line per unit (a progress bar on a terminal), a count per registry and arch, and an exit status
 // that says whether every unit asked for is in the disk cache. Registries compile at once unless --jobs bounds the units in flight.
 #include <kiln/catalog.hpp>
 #include <kiln/kiln.hpp>
@@ -10,6 +10,7 @@
 #include "base/parse.hpp"         // the one parser of counts and architectures
 #include "base/plain_file.hpp"    // open_regular: a --link FILE that cannot block
 #include "cli/commands.hpp"
+#include "cli/devices.hpp"
 #include "cli/output.hpp"
 #include "jit/pool/settings.hpp"  // kMaxJitWorkers, the bound --jobs shares with KILN_JIT_WORKERS
 
@@ -133,7 +134,7 @@ int precompile_linked_file(const Invocation& in, const std::string& path, const 
 }  // namespace
 
 int precompile(const Invocation& in) {
-  std::vector<unsigned> archs;  // each one given, in order, once; none: this machine's GPU
+  std::vector<unsigned> archs;  // each one given, in order, once; none: every visible device's
   unsigned jobs = 0;
   std::vector<std::string> names;
   std::string record;  // --record FILE: what a run recorded (KILN_RECORD), compiled for each --arch
@@ -182,14 +183,15 @@ int precompile(const Invocation& in) {
     for (const auto& n : names)
       if (catalog->find(n)) mine.push_back(n);
     if (!names.empty() && mine.empty()) continue;
-    std::vector<unsigned> targets = archs;
-    if (targets.empty()) {
-      const std::optional<unsigned> arch = device_arch(in, *catalog, "precompile", "compile for");
-      if (!arch) return 1;
-      targets.push_back(*arch);
+    if (archs.empty()) {
+      // No --arch: every visible device's architecture, each once (a server may mix them).
+      const std::optional<std::vector<DeviceInfo>> devices = every_device(in, *catalog, "precompile", "compile for");
+      if (!devices) return 1;
+      archs = archs_taken(*devices);
+      std::cout << archs_taken_line(*devices) << '\n';
     }
-    // Every --arch given, each compiled.
-    for (const unsigned target : targets) {
+    // Every architecture, each compiled.
+    for (const unsigned target : archs) {
       Work& w = work.emplace_back();
       w.catalog = catalog;
       w.units = units_of(*catalog, mine);

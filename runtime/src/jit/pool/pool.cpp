@@ -156,19 +156,9 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
     }
     // A slot of the machine-wide budget for the compile, waited for within the request's own bound.
     const auto asked = Clock::now();
-    MachineSlots::Held held = budget->acquire(timeout, [&] { return !stopping; });
+    MachineSlots::Held held = budget_slot(timeout);
     const auto start_time = Clock::now();
-    if (budget->on() && !held.holds()) {
-      if (const std::string problem = budget->problem(); !problem.empty()) {
-        warn("budget", problem + " (" + (budget->size() == 1 ? "1 slot" : std::to_string(budget->size()) + " slots") + ")");
-      } else if (!stopping) {
-        warn("over budget", "no compile slot of the machine's " + std::to_string(budget->size()) +
-                                " (KILN_JIT_MACHINE_SLOTS) came free within " + std::to_string(timeout.count() / 1000) +
-                                " s (KILN_JIT_TIMEOUT): compiling beyond the budget");
-        count([](JitPoolStats& s) { ++s.over_budget; });
-      }
-    }
-    if (start_time - asked > std::chrono::milliseconds(1)) count([](JitPoolStats& s) { ++s.budget_waits; });
+    if (missed(held) && !stopping) over_budget();
     const auto deadline = start_time + timeout;
     bool timed_out = false;
     Answer answer = exchange(w, request, [&] {
@@ -217,12 +207,43 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
 
 void JitPool::State::compile_here(Job& job) {
   count([](JitPoolStats& s) { ++s.in_process; });
-  job.request.pch = PchMode::none;  // this process runs with ASLR on: NVRTC here cannot read PCH files
+  CompileRequest& request = job.request;
+  request.pch = PchMode::none;  // this process runs with ASLR on: NVRTC here cannot read PCH files
+  // A compile here is a compile on the machine's cores as a worker's is: it takes a slot of the budget.
+  const auto asked = Clock::now();
+  MachineSlots::Held held = budget_slot(timeout);
+  const auto start_time = Clock::now();
+  if (missed(held)) {
+    if (stopping) return fail_job(job, "kiln: the JIT pool shut down before compiling " + describe_unit(request));
+    over_budget();
+  }
   try {
-    job.promise.set_value(options.in_process(job.request));
+    CompileOutcome outcome = options.in_process(request);
+    held.release();
+    trace.request({request.registry + "/" + request.unit, request.arch, 0, job.queued, start_time, Clock::now(),
+                   outcome.nvrtc_ms, outcome.link_ms, job.estimate_ms, request.link_threads, "none", false, false, asked});
+    job.promise.set_value(std::move(outcome));
   } catch (...) {
     job.promise.set_exception(std::current_exception());
   }
+}
+
+MachineSlots::Held JitPool::State::budget_slot(std::chrono::milliseconds bound, const std::function<bool()>& keep_waiting) {
+  const auto asked = Clock::now();
+  MachineSlots::Held held = budget->acquire(bound, [&] { return !stopping && (!keep_waiting || keep_waiting()); });
+  if (budget->on() && !held.holds()) {
+    if (const std::string problem = budget->problem(); !problem.empty())
+      warn("budget", problem + " (" + (budget->size() == 1 ? "1 slot" : std::to_string(budget->size()) + " slots") + ")");
+  }
+  if (Clock::now() - asked > std::chrono::milliseconds(1)) count([](JitPoolStats& s) { ++s.budget_waits; });
+  return held;
+}
+
+void JitPool::State::over_budget() {
+  warn("over budget", "no compile slot of the machine's " + std::to_string(budget->size()) +
+                          " (KILN_JIT_MACHINE_SLOTS) came free within " + std::to_string(timeout.count() / 1000) +
+                          " s (KILN_JIT_TIMEOUT): compiling beyond the budget");
+  count([](JitPoolStats& s) { ++s.over_budget; });
 }
 
 void JitPool::State::give_up_on_workers(Job& job, const std::string& why) {
@@ -378,17 +399,27 @@ void JitPool::State::warm_up(Slot& slot, unsigned arch) {
   request.expressions = {"kiln_warm_up"};
   request.arch = arch;
   Worker& w = slot.worker;
+  // A compile as any other: it takes a slot of the budget, waiting for one within the warm-up's bound and
+  // only while no request is queued. A request that comes meanwhile is served by this worker at once,
+  // unwarmed, rather than wait for a slot twice; a warm-up that gets no slot is left out.
+  const auto asked = Clock::now();
+  MachineSlots::Held held = budget_slot(hello_timeout(), [&] {
+    const std::lock_guard lock(mutex);
+    return queue.empty();
+  });
+  if (missed(held)) return;
   const auto start_time = Clock::now();
   const auto deadline = start_time + hello_timeout();
   const Answer answer = exchange(w, request, [&] { return !stopping && !w.exited() && Clock::now() < deadline; });
+  held.release();
   if (!answer.answered) {
     (void)retire(slot, std::chrono::milliseconds(0));  // the first request starts another, and says why if it cannot
     return;
   }
   // Its heap is no longer a fresh worker's: the PCH rules replace it before it builds or reads a PCH file.
   ++w.requests;
-  trace.request({request.registry + "/" + request.unit, arch, w.pid, start_time, start_time, Clock::now(),
-                 answer.outcome.nvrtc_ms, answer.outcome.link_ms, 0, 1, "none", false});
+  trace.request({request.registry + "/" + request.unit, arch, w.pid, asked, start_time, Clock::now(),
+                 answer.outcome.nvrtc_ms, answer.outcome.link_ms, 0, 1, "none", false, false, asked});
   if (answer.outcome.entry.ok()) count([](JitPoolStats& s) { ++s.warmed_up; });
 }
 

@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -184,6 +185,16 @@ struct JitPool::State {
   void give_up_on_workers(Job& job, const std::string& why);
   // Starts the slot's worker and hears its hello.
   Status start(Slot& slot);
+  // A slot of the machine-wide budget for one compile (a request's, a warm-up's, or one in this process):
+  // waited for at most `bound`, only while the pool runs and `keep_waiting` says so, holding nothing else
+  // meanwhile. A wait is counted (budget_waits); slots that cannot be used are said once, and the compile
+  // goes without one. Holds none where there is no budget, or where none came free in time (missed()).
+  MachineSlots::Held budget_slot(std::chrono::milliseconds bound, const std::function<bool()>& keep_waiting = {});
+  // The budget binds and no slot came free within the bound: the compile goes beyond it (over_budget()),
+  // or a warm-up is left out.
+  bool missed(const MachineSlots::Held& held) const { return budget->on() && !held.holds() && budget->problem().empty(); }
+  // Says once, and counts, that a compile runs beyond the budget.
+  void over_budget();
   // Adds a slot and its thread, which serves it (throws std::system_error, adding none, when no thread
   // can be started). Under `mutex`.
   void add_slot(bool start_ahead, unsigned warm_arch = 0);

@@ -30,7 +30,8 @@ class PoolTrace {
   //  "nvrtc":MS,"link":MS,"threads":N,"pch":"none|create|use","critical":BOOL,"beyond":BOOL,"estimate":MS,
   //  "slot_wait":MS,"origin":MS}: "origin" is when the pool was made on the machine's monotonic clock
   //  (CLOCK_MONOTONIC), so that origin + start and origin + end of two processes' traces compare.
-  // A request's start is after its compile slot was taken (the machine-wide budget).
+  // A request's start is after its compile slot was taken (the machine-wide budget). "worker" is 0 for a
+  // request compiled in this process (no worker could start); a worker's warm-up is unit "kiln/warm-up".
   struct Request {
     std::string unit;
     unsigned arch = 0;
