@@ -65,6 +65,11 @@ void bind_kernels(py::module_& m) {
                           reinterpret_cast<std::uintptr_t>(s));
   }, py::arg("grid"), py::arg("block"), py::arg("args"), py::arg("stream") = py::none());
 
+  // A stream as launches take it, as its handle (an int; 0 for None): what kiln.primitives compares with a
+  // library's current stream.
+  m.def("_stream_handle", [](const py::handle& stream) { return reinterpret_cast<std::uintptr_t>(to_stream(stream)); },
+        py::arg("stream"));
+
   py::class_<Plan>(m, "Plan", "Where get() would take a kernel from, without loading anything.")
       .def_readonly("available", &Plan::available)
       .def_readonly("reason", &Plan::reason)

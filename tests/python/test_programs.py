@@ -139,6 +139,93 @@ def test_a_wrong_argument_is_named():
         layout(1, 1, [Stream("__cuda_array_interface__", {})], None)
 
 
+def test_numpy_scalars_of_every_size_and_many_arguments():
+    layout = kiln._kiln._launch_layout
+    scalars = [np.bool_(True), np.int8(-2), np.float16(1.5), np.uint16(7), np.int64(-(1 << 40)), np.float64(-0.25),
+               np.complex64(1 - 2j), np.complex128(3 + 4j), np.longdouble(2.5)]
+    assert layout(1, 1, scalars, None)[2] == [v.tobytes() for v in scalars]
+    with pytest.raises(TypeError, match="argument 1 \\(void\\).*32 bytes"):
+        layout(1, 1, [0, np.void(b"x" * 32)], None)
+    many = list(range(-20, 20)) + [0.5, None] * 5  # past the arguments a launch keeps on the stack
+    assert layout(1, 1, many, None)[2] == [np.int64(v).tobytes() if isinstance(v, int) else
+                                           np.float64(v).tobytes() if v is not None else bytes(8) for v in many]
+    assert layout(1, 1, (np.int32(1), 2), None)[2] == layout(1, 1, [np.int32(1), 2], None)[2]  # tuple or list
+    assert layout(1, 1, [(1 << 64) - 1, -(1 << 63)], None)[2] == [b"\xff" * 8, (1 << 63).to_bytes(8, "little")]
+
+
+class FakeModule:
+    """A module of that name in sys.modules, for a test, and only where the real one is not loaded."""
+
+    def __init__(self, monkeypatch, name, **members):
+        if name in sys.modules:
+            pytest.skip(f"the real {name} is loaded")
+        module = type(sys)(name)
+        for key, value in members.items():
+            setattr(module, key, value)
+        monkeypatch.setitem(sys.modules, name, module)
+
+
+def test_a_cupy_array_is_passed_by_its_data_pointer(monkeypatch):
+    # CuPy's __cuda_array_interface__ is a dict it builds on each read: a launch reads .data.ptr instead.
+    class Memory:
+        ptr = 0x7F0000002000
+
+    class ndarray:  # noqa: N801 (CuPy's name)
+        data = Memory()
+        reads = 0
+
+        @property
+        def __cuda_array_interface__(self):
+            type(self).reads += 1
+            return {"data": (0x7F0000002000, False), "shape": (4,), "typestr": "<f4", "version": 3}
+
+    FakeModule(monkeypatch, "cupy", ndarray=ndarray)
+
+    class View(ndarray):  # CuPy's arrays are ndarray or derive from it
+        data = type("Offset", (), {"ptr": 0x7F0000002010})()
+
+    args = kiln._kiln._launch_layout(1, 1, [ndarray(), View()], None)[2]
+    assert args == [(0x7F0000002000).to_bytes(8, "little"), (0x7F0000002010).to_bytes(8, "little")]
+    assert ndarray.reads == 0
+
+
+def test_a_torch_tensor_is_passed_by_its_data_ptr(monkeypatch):
+    class Tensor:
+        def __init__(self, is_cuda=True, requires_grad=False):
+            self.is_cuda, self.requires_grad = is_cuda, requires_grad
+
+        def data_ptr(self):
+            return 0x7F0000003000
+
+        @property
+        def __cuda_array_interface__(self):
+            if not self.is_cuda:
+                raise AttributeError("Can't get __cuda_array_interface__ on non-CUDA tensor type")
+            if self.requires_grad:
+                raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad")
+            return {"data": (0x7F0000003000, False), "shape": (4,), "typestr": "<f4", "version": 3}
+
+    FakeModule(monkeypatch, "torch", Tensor=Tensor)
+    layout = kiln._kiln._launch_layout
+    assert layout(1, 1, [Tensor()], None)[2] == [(0x7F0000003000).to_bytes(8, "little")]
+    # what __cuda_array_interface__ refuses stays refused, named
+    with pytest.raises(TypeError, match="argument 0 \\(Tensor\\): not a kernel argument"):
+        layout(1, 1, [Tensor(is_cuda=False)], None)
+    with pytest.raises(TypeError, match="argument 1 \\(Tensor\\).*requires grad"):
+        layout(1, 1, [0, Tensor(requires_grad=True)], None)
+
+
+def test_stream_handles():
+    assert kiln._kiln._stream_handle(None) == 0
+    assert kiln._kiln._stream_handle(Stream("ptr", 43)) == 43
+    assert kiln._kiln._stream_handle(Stream("cuda_stream", 44)) == 44
+    assert kiln._kiln._stream_handle(Stream("__cuda_stream__", lambda: (0, 45))) == 45
+    with pytest.raises(ValueError, match="stream"):
+        kiln._kiln._stream_handle(-1)
+    with pytest.raises(TypeError, match="stream .*str, not an int"):
+        kiln._kiln._stream_handle(Stream("ptr", "0x1"))
+
+
 # --- GPU: the lead runs these on a GPU machine with CuPy and PyTorch; skipped here.
 
 
