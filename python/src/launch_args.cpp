@@ -230,6 +230,8 @@ py::object fast_sequence(const py::handle& sequence, const char* what) {
 }  // namespace
 
 LaunchArgs::LaunchArgs(const py::handle& args) {
+  if (!PySequence_Check(args.ptr()))
+    throw py::type_error("args (" + type_name(args) + "): pass a sequence (a tuple or list) of the kernel's arguments");
   py::object items = fast_sequence(args, "args: a sequence of kernel arguments");
   count_ = static_cast<std::size_t>(PySequence_Fast_GET_SIZE(items.ptr()));
   if (count_ <= kInline) {
@@ -301,6 +303,46 @@ Dim3 to_dim3(const py::handle& value, const char* what) {
   unsigned* parts[] = {&d.x, &d.y, &d.z};
   for (Py_ssize_t i = 0; i < size; ++i) *parts[i] = one(PySequence_Fast_GET_ITEM(items.ptr(), i));
   return d;
+}
+
+LaunchCall launch_call(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, const char* function) {
+  static constexpr const char* kNames[] = {"grid", "block", "args", "shared_mem", "stream"};
+  constexpr Py_ssize_t kCount = 5, kRequired = 3;
+  PyObject* given[kCount] = {};
+  if (nargs > kCount)
+    throw py::type_error(std::string(function) + "() takes at most 5 arguments (" + std::to_string(nargs) + " given)");
+  for (Py_ssize_t i = 0; i < nargs; ++i) given[i] = args[i];
+  const Py_ssize_t named = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t k = 0; k < named; ++k) {
+    PyObject* name = PyTuple_GET_ITEM(kwnames, k);
+    Py_ssize_t index = 0;
+    while (index < kCount && PyUnicode_CompareWithASCIIString(name, kNames[index]) != 0) ++index;
+    if (index == kCount)
+      throw py::type_error(std::string(function) + "() got an unexpected keyword argument '" +
+                           std::string(py::str(name)) + "'");
+    if (given[index] != nullptr)
+      throw py::type_error(std::string(function) + "() got multiple values for argument '" + kNames[index] + "'");
+    given[index] = args[nargs + k];
+  }
+  for (Py_ssize_t i = 0; i < kRequired; ++i)
+    if (given[i] == nullptr)
+      throw py::type_error(std::string(function) + "() missing required argument '" + kNames[i] + "'");
+  LaunchCall call;
+  call.grid = to_dim3(given[0], "grid");
+  call.block = to_dim3(given[1], "block");
+  call.args = given[2];
+  if (PyObject* shared = given[3]) {
+    if (!PyLong_Check(shared))
+      throw py::type_error("shared_mem: " + type_name(py::handle(shared)) + " is not an int");
+    int overflow = 0;
+    const long long bytes = PyLong_AsLongLongAndOverflow(shared, &overflow);
+    if (overflow == 0 && bytes == -1 && PyErr_Occurred()) throw py::error_already_set();
+    if (overflow != 0 || bytes < 0 || bytes > std::numeric_limits<unsigned>::max())
+      throw py::value_error("shared_mem: " + std::string(py::str(shared)) + " is not a size in bytes");
+    call.shared_mem = static_cast<unsigned>(bytes);
+  }
+  call.stream = given[4] == nullptr ? nullptr : to_stream(given[4]);
+  return call;
 }
 
 CUstream to_stream(const py::handle& stream) {

@@ -47,6 +47,17 @@ class LaunchArgs {
 // An int or a tuple of one to three ints; `what` names it in the error ("grid", "block").
 Dim3 to_dim3(const pybind11::handle& value, const char* what);
 
+// A call kernel(grid, block, args, shared_mem=0, stream=None), its arguments positional or by name, as
+// a METH_FASTCALL | METH_KEYWORDS function receives them (`function` names it in errors): converted and
+// checked but for args, which LaunchArgs reads (borrowed from the caller's call).
+struct LaunchCall {
+  Dim3 grid, block;
+  unsigned shared_mem = 0;
+  CUstream stream = nullptr;
+  PyObject* args = nullptr;
+};
+LaunchCall launch_call(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, const char* function);
+
 // None (the legacy default stream), an int (a CUstream's address), an object with __cuda_stream__
 // (cuda.core), .cuda_stream (PyTorch) or .ptr (CuPy).
 CUstream to_stream(const pybind11::handle& stream);
