@@ -1,17 +1,22 @@
-"""kiln from Python against CuPy and against kiln's C++: four tables.
+"""kiln from Python against CuPy and against kiln's C++: five tables.
 
 1. First call of each primitive family in a fresh Python process, import and CUDA context excluded (the
    arrays are made first): kiln's one-shot call, to its result on the host, beside CuPy's own first call of
    the same operation (cupy.cumsum for the scan, cupy.sort for the sorts, ...) with its kernel cache cold
    (an empty CUPY_CACHE_DIR) and warm (the same directory, a new process).
-2. Steady state on CuPy arrays at 2^24 and 2^28 items: a kiln plan called from Python, back to back on one
+2. The same first call of each family that needs temporary storage, with that storage from CuPy's pool
+   (what a one-shot call on CuPy arrays does) and from the driver's stream-ordered pool (cuMemAllocAsync,
+   what it does for other arrays or another stream than CuPy's current one): their difference is the cost
+   of the driver pool's first use in a process.
+3. Steady state on CuPy arrays at 2^24 and 2^28 items: a kiln plan called from Python, back to back on one
    stream, against the same plan called from C++ in a loop (the C++ plan's throughput), by CUDA events.
-3. Launch overhead: an empty kernel of a run-time program launched from Python (kiln.Kernel) against CuPy's
-   RawKernel on the same source, host microseconds per launch.
-4. A run-time program: cold (empty caches), disk hit in a new process, and in-memory hits (by handle, by
+4. Launch overhead: an empty kernel of a run-time program launched from Python (kiln.Kernel) against CuPy's
+   RawKernel on the same source, host microseconds per launch; the array passed as a CuPy array, then as
+   its address (an int), which leaves out the reading of an array.
+5. A run-time program: cold (empty caches), disk hit in a new process, and in-memory hits (by handle, by
    content), against CuPy's RawModule on the same source.
 
-    python3 bench/python_prims.py [--runs N] [--sizes 24,28] [--parts first,steady,launch,program]
+    python3 bench/python_prims.py [--runs N] [--sizes 24,28] [--parts first,temp,steady,launch,program]
 
 Run with PYTHONPATH=build/python (the package as built; its primitives embedded for this GPU's architecture,
 else the first calls include a disk load or a compile: the table says which tier served them).
@@ -90,15 +95,17 @@ def cupy_call(cupy, family, args):
 
 
 def child_first(library, family):
-    """One fresh process: the first call of `family`, in ms, to its result on the host."""
+    """One fresh process: the first call of `family`, in ms, to its result on the host. library "kiln-driver"
+    is kiln with a one-shot call's temporary storage from the driver's pool (cuMemAllocAsync)."""
     import cupy
 
     cupy.cuda.Device(0).use()
     args = arrays(cupy, family, 1 << 16)
     cupy.cuda.Device().synchronize()  # context, data and CuPy's own set-up done
-    if library == "kiln":
+    if library in ("kiln", "kiln-driver"):
         import kiln
 
+        kiln.primitives._library_temp = library == "kiln"
         t0 = time.perf_counter()
         out = kiln_call(kiln, family, args)
         first = out[0] if isinstance(out, tuple) else out
@@ -142,6 +149,19 @@ def first_calls(runs):
             cold, warm = f"{statistics.median(cold_ms):.1f}", f"{statistics.median(warm_ms):.2f}"
         print(f"| {family} | {statistics.median(kiln_ms):.3f} | {', '.join(sorted(sources))} | "
               f"{CUPY_OP[family] or '—'} | {cold} | {warm} |", flush=True)
+
+
+def temp_first_calls(runs):
+    print("\n## First call, temporary storage from CuPy's pool or from the driver's (cuMemAllocAsync) (2^16 items; "
+          "ms to the result on the host, fresh processes)\n")
+    print("| family | temp from CuPy's pool | temp by cuMemAllocAsync | difference |")
+    print("|---|---|---|---|")
+    for family in FAMILIES:
+        if family in ("lower_bound", "upper_bound"):  # no temporary storage
+            continue
+        pool = statistics.median([run_child(["--child-first", "kiln", family])["ms"] for _ in range(runs)])
+        driver = statistics.median([run_child(["--child-first", "kiln-driver", family])["ms"] for _ in range(runs)])
+        print(f"| {family} | {pool:.3f} | {driver:.3f} | {driver - pool:.3f} |", flush=True)
 
 
 def steady(log2_sizes, reps):
@@ -236,22 +256,30 @@ def launch_overhead(launches=20000):
     stream = cupy.cuda.Stream(non_blocking=True)
     kernel = kiln.program(NOOP, name_expressions=["noop"], label="bench/noop").get("noop")
     raw = cupy.RawKernel(NOOP, "noop")
-    args = (x, np.int32(16))
+    by_array = (x, np.int32(16))
+    by_address = (x.data.ptr, np.int32(16))
 
-    def kiln_launch():
-        for _ in range(launches):
-            kernel(1, 32, args, stream=stream)
+    def kiln_launch(args):
+        def loop():
+            for _ in range(launches):
+                kernel(1, 32, args, stream=stream)
+        return loop
 
-    def cupy_launch():
-        for _ in range(launches):
-            raw((1,), (32,), args, stream=stream)
+    def cupy_launch(args):
+        def loop():
+            for _ in range(launches):
+                raw((1,), (32,), args, stream=stream)
+        return loop
 
-    results = {"kiln.Kernel": [], "cupy.RawKernel": []}
-    kiln_launch()
-    cupy_launch()
+    loops = {"kiln.Kernel": kiln_launch(by_array), "cupy.RawKernel": cupy_launch(by_array),
+             "kiln.Kernel, address as int": kiln_launch(by_address),
+             "cupy.RawKernel, address as int": cupy_launch(by_address)}
+    results = {name: [] for name in loops}
+    for loop in loops.values():
+        loop()
     stream.synchronize()
     for _ in range(5):
-        for name, loop in (("kiln.Kernel", kiln_launch), ("cupy.RawKernel", cupy_launch)):
+        for name, loop in loops.items():
             t0 = time.perf_counter()
             loop()
             results[name].append((time.perf_counter() - t0) / launches * 1e6)
@@ -340,7 +368,7 @@ def main():
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per first-call figure (median)")
     parser.add_argument("--sizes", default="24,28", help="log2 of the steady state's item counts")
     parser.add_argument("--reps", type=int, default=20, help="calls per timed batch in the steady state")
-    parser.add_argument("--parts", default="first,steady,launch,program")
+    parser.add_argument("--parts", default="first,temp,steady,launch,program")
     args = parser.parse_args()
     parts = args.parts.split(",")
     import cupy
@@ -352,6 +380,8 @@ def main():
           f"Python {sys.version.split()[0]}")
     if "first" in parts:
         first_calls(args.runs)
+    if "temp" in parts:
+        temp_first_calls(args.runs)
     if "steady" in parts:
         steady([int(s) for s in args.sizes.split(",")], args.reps)
     if "launch" in parts:

@@ -9,11 +9,12 @@ primitive comes two ways, as cuda.compute's do:
     plan(temp, d_in, d_out, n, stream=s)                   # reusable, any stream, never allocates
     d_out = kiln.exclusive_sum(d_in, stream=s)             # one-shot: outputs made by d_in's library
 
-Calls are stream-ordered and return before the GPU is done; a one-shot call's temporary storage is
-allocated and freed in stream order (cuMemAllocAsync), as C++'s one-shot functions do. Outputs not given
-are made by the library of the first input array (type(x).__module__): cupy.empty on the array's device,
-or torch.empty on its device; for any other library, pass them. Nothing here touches the driver before the
-first primitive of a kind is made on a device. docs/python.md is the guide.
+Calls are stream-ordered and return before the GPU is done. Outputs not given are made by the library of
+the first input array (type(x).__module__): cupy.empty on the array's device, or torch.empty on its
+device; for any other library, pass them. A one-shot call's temporary storage comes from that library's
+pool too when the call's stream is the library's current one, else it is allocated and freed in stream
+order on the call's stream (cuMemAllocAsync), as C++'s one-shot functions do. Nothing here touches the
+driver before the first primitive of a kind is made on a device. docs/python.md is the guide.
 """
 
 from . import _kiln
@@ -283,15 +284,37 @@ class Primitive:
         return f"<kiln.{self._primitive} plan {self.dtype} on device {self.device}>"
 
 
+# A one-shot call takes its temporary storage from the pool of its first array's library (CuPy's or
+# PyTorch's, warm by the time arrays exist) when that pool orders it on the call's stream; else from the
+# driver's stream-ordered pool (cuMemAllocAsync), with which a family's first call in a fresh process took
+# 8-13 ms where one needing no storage took under 1 ms. False sends every call to the driver's pool:
+# bench/python_prims.py (--parts temp) measures the difference.
+_library_temp = True
+
+
 def _once(primitive, kind, objs, sizes, stream):
     arrays, dtype, device = _checked(primitive, kind, objs, sizes)
-    _primitive_of(kind, dtype, device).run_once([a.pointer for a in arrays], sizes[0], sizes[1], stream)
+    native = _primitive_of(kind, dtype, device)
+    pointers = [a.pointer for a in arrays]
+    if _library_temp:
+        nbytes = native.temp_bytes(sizes[0], sizes[1])
+        temp, pointer = _library_storage(arrays[0].obj, nbytes, stream) if nbytes else (None, 0)
+        if temp is not None or nbytes == 0:
+            # temp is given back to its pool when this returns: the pool reuses it in its stream's order,
+            # after the work enqueued here.
+            native.run(pointers, sizes[0], sizes[1], pointer, nbytes, stream)
+            return
+    native.run_once(pointers, sizes[0], sizes[1], stream)
 
 
-def _allocate(like, shape, dtype, primitive, role):
-    """An output of the library `like` (an _Array) comes from, on its device."""
-    like = like.obj
-    library = type(like).__module__.partition(".")[0]
+def _library_of(obj):
+    """The library an array comes from, by its type's module: "cupy", "torch", "numba", ..."""
+    return type(obj).__module__.partition(".")[0]
+
+
+def _empty(library, like, shape, dtype):
+    """An array of `library` ("cupy" or "torch") on the device of `like`, from its pool on its current stream;
+    None for another library."""
     if library == "cupy":
         import cupy
 
@@ -301,8 +324,47 @@ def _allocate(like, shape, dtype, primitive, role):
         import torch
 
         return torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
-    raise ArgumentTypeError(f"kiln.{primitive}: {role} was not given, and kiln makes outputs only for CuPy arrays "
-                            f"and PyTorch tensors, not {type(like).__module__}.{type(like).__name__}: pass it")
+    return None
+
+
+def _current_stream(library, like):
+    """The stream `library` allocates on for the device of `like` (its current stream), as an int; None for
+    another library."""
+    if library == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(_device_of(like)):
+            return cupy.cuda.get_current_stream().ptr
+    if library == "torch":
+        import torch
+
+        return torch.cuda.current_stream(like.device).cuda_stream
+    return None
+
+
+def _library_storage(like, nbytes, stream):
+    """(array, its address): nbytes of temporary storage from the pool of the library `like` comes from, when
+    the call's stream is that library's current stream; else (None, 0). A pool reuses a block freed on the
+    stream it was allocated on without waiting: on the call's stream that is ordered after the call, on
+    another stream it would not be."""
+    library = _library_of(like)
+    current = _current_stream(library, like)
+    if current is None or current != _kiln._stream_handle(stream):
+        return None, 0
+    temp = _empty(library, like, (nbytes,), "uint8")
+    # the address without __cuda_array_interface__, which PyTorch builds in Python on each read
+    return temp, (temp.data.ptr if library == "cupy" else temp.data_ptr())
+
+
+def _allocate(like, shape, dtype, primitive, role):
+    """An output of the library `like` (an _Array) comes from, on its device."""
+    like = like.obj
+    made = _empty(_library_of(like), like, shape, dtype)
+    if made is None:
+        raise ArgumentTypeError(f"kiln.{primitive}: {role} was not given, and kiln makes outputs only for CuPy "
+                                f"arrays and PyTorch tensors, not {type(like).__module__}.{type(like).__name__}: "
+                                "pass it")
+    return made
 
 
 # ---- plans -------------------------------------------------------------------------------------------------

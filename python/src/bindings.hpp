@@ -1,6 +1,7 @@
 // What the parts of the module share: the handles Python holds, and each part's bind function.
 #pragma once
 
+#include <kiln/error.hpp>
 #include <kiln/program.hpp>
 #include <kiln/registry.hpp>
 
@@ -22,6 +23,8 @@ struct PyRegistry {
 };
 
 void bind_errors(pybind11::module_& m);
+// Raises kiln.Error for `e` (sets the Python error), where pybind11's translators do not run.
+void set_python_error(const Error& e);
 void bind_kernels(pybind11::module_& m);
 void bind_registries(pybind11::module_& m);
 void bind_record(pybind11::module_& m);

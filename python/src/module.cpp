@@ -8,11 +8,21 @@
 namespace py = pybind11;
 
 namespace kiln::python {
+namespace {
+
+// kiln.Error. Made once and never freed: the translator may run until the interpreter's end.
+PyObject* error_type = nullptr;
+
+}  // namespace
+
+void set_python_error(const Error& e) {
+  py::object instance = py::handle(error_type)(py::str(e.what()));
+  instance.attr("code") = py::str(std::string(to_string(e.code())));
+  PyErr_SetObject(error_type, instance.ptr());
+}
 
 // kiln::Error becomes kiln.Error, an Exception with .code (the Errc's name) and the message as str().
 void bind_errors(py::module_& m) {
-  // Made once and never freed: the translator may run until the interpreter's end.
-  static PyObject* error_type = nullptr;
   error_type = PyErr_NewExceptionWithDoc("kiln.Error",
                                 "An error of kiln's: .code is the kind (unknown_kernel, no_driver, compile, ...), "
                                 "str() the message with its context.",
@@ -24,9 +34,7 @@ void bind_errors(py::module_& m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const Error& e) {
-      py::object instance = py::handle(error_type)(py::str(e.what()));
-      instance.attr("code") = py::str(std::string(to_string(e.code())));
-      PyErr_SetObject(error_type, instance.ptr());
+      set_python_error(e);
     }
   });
 }

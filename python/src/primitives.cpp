@@ -54,9 +54,10 @@ struct Primitive {
 
 #ifdef KILN_PYTHON_PRIMITIVES
 
-// A one-shot call's temporary storage, allocated and freed in stream order from the device's memory pool,
-// as C++'s one-shot functions do (cudaMallocAsync), but through the driver: the CUDA runtime that
-// libkiln_prim carries would cost its own initialisation on a process's first call.
+// A one-shot call's temporary storage when the arrays' library cannot give it (kiln/primitives.py), allocated
+// and freed in stream order from the device's memory pool, as C++'s one-shot functions do (cudaMallocAsync),
+// but through the driver: the CUDA runtime that libkiln_prim carries would cost its own initialisation on a
+// process's first call.
 class StreamStorage {
  public:
   StreamStorage(std::size_t bytes, CUstream stream) : stream_(stream), bytes_(bytes) {
@@ -339,7 +340,8 @@ void bind_primitives(py::module_& m) {
 #endif
           },
           py::arg("pointers"), py::arg("n"), py::arg("m"), py::arg("stream") = py::none(),
-          "A call with stream-ordered temporary storage (cuMemAllocAsync), as C++'s one-shot functions.")
+          "A call with stream-ordered temporary storage (cuMemAllocAsync), as C++'s one-shot functions: what a "
+          "one-shot call uses when the arrays' library cannot give its storage in the stream's order.")
       .def(
           "_run_repeated",
           [](const Primitive& p, const std::vector<std::uintptr_t>& pointers, std::size_t n, std::size_t m,

@@ -357,6 +357,77 @@ def test_the_stream_is_honoured(lib, spin):
     assert lib.host(total)[0] == 2 * n
 
 
+def test_one_shot_temporary_storage_from_cupys_pool(cupy):
+    # A one-shot call takes its storage from CuPy's allocator when the call's stream is CuPy's current one,
+    # and from the driver's pool on any other stream (CuPy's pool would reuse it unordered with the call).
+    if not kiln.primitive_types():
+        pytest.skip("the package was built without primitives")
+    n = 1 << 20
+    d_in = cupy.arange(n, dtype=cupy.int32)
+    d_out = cupy.empty_like(d_in)
+    need = kiln.make_exclusive_sum(d_in, d_out).temp_bytes(n)
+    assert need > 0
+    expected = np.concatenate([[0], np.cumsum(np.arange(n, dtype=np.int64))[:-1]]).astype(np.int32)
+    cupy.cuda.Device().synchronize()
+    pool = cupy.cuda.MemoryPool()
+    previous = cupy.cuda.get_allocator()
+    cupy.cuda.set_allocator(pool.malloc)
+    try:
+        kiln.exclusive_sum(d_in, d_out)  # the default stream, CuPy's current one
+        assert pool.total_bytes() >= need and pool.used_bytes() == 0  # from CuPy's pool, given back
+        np.testing.assert_array_equal(cupy.asnumpy(d_out), expected)
+        side = cupy.cuda.Stream(non_blocking=True)
+        held = pool.total_bytes()
+        d_out.fill(0)
+        cupy.cuda.Device().synchronize()
+        kiln.exclusive_sum(d_in, d_out, stream=side)  # not CuPy's current stream: the driver's pool
+        assert pool.total_bytes() == held
+        side.synchronize()
+        np.testing.assert_array_equal(cupy.asnumpy(d_out), expected)
+        d_out.fill(0)
+        cupy.cuda.Device().synchronize()
+        with side:  # now CuPy's current stream: its pool, on that stream
+            kiln.exclusive_sum(d_in, d_out, stream=side)
+            assert pool.total_bytes() > held
+        side.synchronize()
+        np.testing.assert_array_equal(cupy.asnumpy(d_out), expected)
+    finally:
+        cupy.cuda.set_allocator(previous)
+    pool.free_all_blocks()
+
+
+def test_one_shot_temporary_storage_from_torchs_allocator(torch):
+    if not kiln.primitive_types():
+        pytest.skip("the package was built without primitives")
+    n = 1 << 20
+    d_in = torch.arange(n, dtype=torch.int32, device="cuda")
+    d_out = torch.empty_like(d_in)
+    need = kiln.make_exclusive_sum(d_in, d_out).temp_bytes(n)
+    assert need > 0
+    expected = np.concatenate([[0], np.cumsum(np.arange(n, dtype=np.int64))[:-1]]).astype(np.int32)
+    torch.cuda.synchronize()
+    held = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    kiln.exclusive_sum(d_in, d_out)  # the default stream, PyTorch's current one
+    assert torch.cuda.max_memory_allocated() >= held + need and torch.cuda.memory_allocated() == held
+    np.testing.assert_array_equal(d_out.cpu().numpy(), expected)
+    side = torch.cuda.Stream()
+    d_out.zero_()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    kiln.exclusive_sum(d_in, d_out, stream=side)  # not PyTorch's current stream: the driver's pool
+    assert torch.cuda.max_memory_allocated() == held
+    side.synchronize()
+    np.testing.assert_array_equal(d_out.cpu().numpy(), expected)
+    d_out.zero_()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):  # now PyTorch's current stream: its allocator, on that stream
+        kiln.exclusive_sum(d_in, d_out, stream=side)
+    assert torch.cuda.max_memory_allocated() >= held + need
+    side.synchronize()
+    np.testing.assert_array_equal(d_out.cpu().numpy(), expected)
+
+
 def test_arrays_on_another_device(cupy):
     if cupy.cuda.runtime.getDeviceCount() < 2 or not kiln.primitive_types():
         pytest.skip("needs two GPUs")

@@ -107,36 +107,152 @@ class Stream:
 
 def test_arguments_are_passed_as_cupy_passes_them():
     layout = kiln._kiln._launch_layout
-    grid, block, args, stream = layout(3, (128, 2), [DeviceArray(0x7F0000001000), np.float32(2.5), np.int32(-7),
-                                                    np.uint8(9), 5, 1.5, None, True], None)
-    assert grid == (3, 1, 1) and block == (128, 2, 1) and stream == 0
+    grid, block, args, stream, shared = layout(3, (128, 2), [DeviceArray(0x7F0000001000), np.float32(2.5),
+                                                            np.int32(-7), np.uint8(9), 5, 1.5, None, True])
+    assert grid == (3, 1, 1) and block == (128, 2, 1) and stream == 0 and shared == 0
     assert args[0] == (0x7F0000001000).to_bytes(8, "little")
     assert args[1] == np.float32(2.5).tobytes() and args[2] == np.int32(-7).tobytes() and args[3] == b"\x09"
     assert args[4] == np.int64(5).tobytes()      # a Python int is int64
     assert args[5] == np.float64(1.5).tobytes()  # a Python float is float64
     assert args[6] == bytes(8)                   # None is a null pointer
     assert args[7] == np.int64(1).tobytes()
-    assert layout(1, 1, [], 42)[3] == 42
-    assert layout(1, 1, [], Stream("ptr", 43))[3] == 43           # CuPy
-    assert layout(1, 1, [], Stream("cuda_stream", 44))[3] == 44   # PyTorch
+    assert layout(1, 1, [], stream=42)[3] == 42
+    assert layout(1, 1, [], stream=Stream("ptr", 43))[3] == 43           # CuPy
+    assert layout(1, 1, [], stream=Stream("cuda_stream", 44))[3] == 44   # PyTorch
+    # positional or by name, as Kernel.__call__ takes them
+    assert layout(1, 1, [], 1024, 45)[3:] == (45, 1024)
+    assert layout(args=[7], block=2, grid=1, stream=46, shared_mem=8) == ((1, 1, 1), (2, 1, 1),
+                                                                         [np.int64(7).tobytes()], 46, 8)
+
+
+def test_a_call_of_the_wrong_shape_is_a_type_error():
+    layout = kiln._kiln._launch_layout
+    with pytest.raises(TypeError, match="missing required argument 'args'"):
+        layout(1, 1)
+    with pytest.raises(TypeError, match="at most 5 arguments"):
+        layout(1, 1, [], 0, None, None)
+    with pytest.raises(TypeError, match="multiple values for argument 'grid'"):
+        layout(1, 1, [], grid=2)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'streams'"):
+        layout(1, 1, [], streams=None)
+    with pytest.raises(TypeError, match="shared_mem: float"):
+        layout(1, 1, [], shared_mem=1.5)
+    with pytest.raises(ValueError, match="shared_mem: -1"):
+        layout(1, 1, [], shared_mem=-1)
+    with pytest.raises(TypeError, match="args \\(dict\\)"):
+        layout(1, 1, {"a": 1})
+    assert "shared_mem" in kiln.Kernel.__call__.__doc__ and "shared_mem" in kiln.Kernel.launch.__doc__
+
+
+def test_a_kernel_is_callable():
+    # Kernel.__call__ is set on the type after pybind11 made it: its instances must be callable through it.
+    # (The instance made here holds no kernel, so it is not called.)
+    assert callable(kiln.Kernel.__new__(kiln.Kernel))
 
 
 def test_a_wrong_argument_is_named():
     layout = kiln._kiln._launch_layout
     with pytest.raises(TypeError, match="argument 1 \\(str\\)"):
-        layout(1, 32, [np.float32(1), "x"], None)
+        layout(1, 32, [np.float32(1), "x"])
     with pytest.raises(TypeError, match="argument 0 \\(ndarray\\).*host memory"):
-        layout(1, 32, [np.zeros(4, np.float32)], None)
+        layout(1, 32, [np.zeros(4, np.float32)])
     with pytest.raises(ValueError, match="argument 2.*64 bits"):
-        layout(1, 32, [0, 0, 1 << 70], None)
+        layout(1, 32, [0, 0, 1 << 70])
     with pytest.raises(ValueError, match="block"):
-        layout(1, 0, [], None)
+        layout(1, 0, [])
     with pytest.raises(ValueError, match="grid"):
-        layout((1, 1, 1, 1), 1, [], None)
+        layout((1, 1, 1, 1), 1, [])
     with pytest.raises(TypeError, match="stream"):
-        layout(1, 1, [], "default")
+        layout(1, 1, [], stream="default")
     with pytest.raises(ValueError, match="argument 0.*data"):
-        layout(1, 1, [Stream("__cuda_array_interface__", {})], None)
+        layout(1, 1, [Stream("__cuda_array_interface__", {})])
+
+
+def test_numpy_scalars_of_every_size_and_many_arguments():
+    layout = kiln._kiln._launch_layout
+    scalars = [np.bool_(True), np.int8(-2), np.float16(1.5), np.uint16(7), np.int64(-(1 << 40)), np.float64(-0.25),
+               np.complex64(1 - 2j), np.complex128(3 + 4j), np.longdouble(2.5)]
+    assert layout(1, 1, scalars)[2] == [v.tobytes() for v in scalars]
+    with pytest.raises(TypeError, match="argument 1 \\(void\\).*32 bytes"):
+        layout(1, 1, [0, np.void(b"x" * 32)])
+    many = list(range(-20, 20)) + [0.5, None] * 5  # past the arguments a launch keeps on the stack
+    assert layout(1, 1, many)[2] == [np.int64(v).tobytes() if isinstance(v, int) else
+                                           np.float64(v).tobytes() if v is not None else bytes(8) for v in many]
+    assert layout(1, 1, (np.int32(1), 2))[2] == layout(1, 1, [np.int32(1), 2])[2]  # tuple or list
+    assert layout(1, 1, [(1 << 64) - 1, -(1 << 63)])[2] == [b"\xff" * 8, (1 << 63).to_bytes(8, "little")]
+
+
+class FakeModule:
+    """A module of that name in sys.modules, for a test, and only where the real one is not loaded."""
+
+    def __init__(self, monkeypatch, name, **members):
+        if name in sys.modules:
+            pytest.skip(f"the real {name} is loaded")
+        module = type(sys)(name)
+        for key, value in members.items():
+            setattr(module, key, value)
+        monkeypatch.setitem(sys.modules, name, module)
+
+
+def test_a_cupy_array_is_passed_by_its_data_pointer(monkeypatch):
+    # CuPy's __cuda_array_interface__ is a dict it builds on each read: a launch reads .data.ptr instead.
+    class Memory:
+        ptr = 0x7F0000002000
+
+    class ndarray:  # noqa: N801 (CuPy's name)
+        data = Memory()
+        reads = 0
+
+        @property
+        def __cuda_array_interface__(self):
+            type(self).reads += 1
+            return {"data": (0x7F0000002000, False), "shape": (4,), "typestr": "<f4", "version": 3}
+
+    FakeModule(monkeypatch, "cupy", ndarray=ndarray)
+
+    class View(ndarray):  # CuPy's arrays are ndarray or derive from it
+        data = type("Offset", (), {"ptr": 0x7F0000002010})()
+
+    args = kiln._kiln._launch_layout(1, 1, [ndarray(), View()])[2]
+    assert args == [(0x7F0000002000).to_bytes(8, "little"), (0x7F0000002010).to_bytes(8, "little")]
+    assert ndarray.reads == 0
+
+
+def test_a_torch_tensor_is_passed_by_its_data_ptr(monkeypatch):
+    class Tensor:
+        def __init__(self, is_cuda=True, requires_grad=False):
+            self.is_cuda, self.requires_grad = is_cuda, requires_grad
+
+        def data_ptr(self):
+            return 0x7F0000003000
+
+        @property
+        def __cuda_array_interface__(self):
+            if not self.is_cuda:
+                raise AttributeError("Can't get __cuda_array_interface__ on non-CUDA tensor type")
+            if self.requires_grad:
+                raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad")
+            return {"data": (0x7F0000003000, False), "shape": (4,), "typestr": "<f4", "version": 3}
+
+    FakeModule(monkeypatch, "torch", Tensor=Tensor)
+    layout = kiln._kiln._launch_layout
+    assert layout(1, 1, [Tensor()])[2] == [(0x7F0000003000).to_bytes(8, "little")]
+    # what __cuda_array_interface__ refuses stays refused, named
+    with pytest.raises(TypeError, match="argument 0 \\(Tensor\\): not a kernel argument"):
+        layout(1, 1, [Tensor(is_cuda=False)])
+    with pytest.raises(TypeError, match="argument 1 \\(Tensor\\).*requires grad"):
+        layout(1, 1, [0, Tensor(requires_grad=True)])
+
+
+def test_stream_handles():
+    assert kiln._kiln._stream_handle(None) == 0
+    assert kiln._kiln._stream_handle(Stream("ptr", 43)) == 43
+    assert kiln._kiln._stream_handle(Stream("cuda_stream", 44)) == 44
+    assert kiln._kiln._stream_handle(Stream("__cuda_stream__", lambda: (0, 45))) == 45
+    with pytest.raises(ValueError, match="stream"):
+        kiln._kiln._stream_handle(-1)
+    with pytest.raises(TypeError, match="stream .*str, not an int"):
+        kiln._kiln._stream_handle(Stream("ptr", "0x1"))
 
 
 # --- GPU: the lead runs these on a GPU machine with CuPy and PyTorch; skipped here.
