@@ -6,6 +6,7 @@
 #pragma once
 
 #include "base/warn_once.hpp"
+#include "jit/pool/host_pch.hpp"
 #include "jit/pool/pool.hpp"
 #include "jit/pool/machine_slots.hpp"
 #include "jit/pool/trace.hpp"
@@ -47,6 +48,10 @@ inline constexpr auto kRecheck = std::chrono::milliseconds(25);
 // that include nothing have no family and never wait; a CUB unit compiles for seconds.
 inline constexpr auto kGather = std::chrono::milliseconds(5);
 inline constexpr auto kGatherMax = std::chrono::milliseconds(50);
+// How long the host keeps its unpacked PCH copies (host_pch.hpp) once nothing is queued or running: a
+// program that asks for units one at a time replaces a worker (a PCH is read only by a fresh one)
+// between them, and the next would unpack again.
+inline constexpr auto kHostPchLinger = std::chrono::seconds(5);
 
 // What a family's PCH costs, before the family has measured its own (docs/DESIGN.md: the CUB example
 // on a 16-core H100 host compiles cold in 1.8-2.3 s, builds its PCH in ~3.5 s, compiles warm in 0.36-0.62 s).
@@ -144,6 +149,9 @@ struct JitPool::State {
   WarnOnce warnings;
   PoolTrace trace;  // KILN_JIT_TRACE
   std::unique_ptr<MachineSlots> budget;  // the machine-wide compile budget: a slot per compile
+  HostPchCopies pch_copies;  // the families' PCH files unpacked once here, which the workers open
+  bool pch_copies_held = false;  // a copy may be kept: dropped kHostPchLinger after the pool went idle
+  Clock::time_point idle_since;  // when the last request ended with nothing queued
 
   // How long a started worker may take to say hello, or to warm up: the request timeout, at most
   // kMaxHelloTimeout (docs/DESIGN.md, "The JIT's two sides").
