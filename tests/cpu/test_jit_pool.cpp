@@ -6,6 +6,7 @@
 
 #include "cache_test_util.hpp"
 #include "base/cubin_elf.hpp"
+#include "base/summed_file.hpp"
 #include "chain/entry.hpp"
 #include "examples_catalog.hpp"
 #include "fake_compile.hpp"
@@ -1275,6 +1276,31 @@ TEST_CASE("a host that is not dumpable makes no copy of a PCH (its workers could
   INFO(line);
   CHECK(trace_field(line, "host_copy") == 0);
   CHECK(trace_field(line, "unpack") > 0);
+}
+
+TEST_CASE("a PCH file that cannot be unpacked, by the host or (a host not dumpable) by the worker: one warning, and its family compiles without one") {
+  for (const bool dumpable : {true, false}) {
+    CAPTURE(dumpable);
+    kiln::test::TempDir dir;
+    const auto path = family(dir.path()).path;
+    // NVRTC's own bytes under a right sum: a file of an older kiln, never packed.
+    const auto temp = dir.path() / "raw.tmp";
+    std::ofstream(temp, std::ios::binary) << kiln::test::kFakePch;
+    REQUIRE(kiln::detail::publish_summed(temp, path).ok());
+    ::prctl(PR_SET_DUMPABLE, dumpable ? 1 : 0);
+    JitPool pool(fake_pool(1));
+    const CompileOutcome first = pool.compile(family_request("first"), family(dir.path()));
+    const CompileOutcome second = pool.compile(family_request("second"), family(dir.path()));
+    ::prctl(PR_SET_DUMPABLE, 1);
+    REQUIRE(first.entry.ok());
+    REQUIRE(second.entry.ok());
+    CHECK(first.pch != kiln::detail::PchResult::used);
+    CHECK(second.pch == kiln::detail::PchResult::none);  // none asked for: the family has no PCH now
+    REQUIRE(pool.warnings().size() == 1);
+    CHECK(pool.warnings()[0].find("not using a precompiled header") != std::string::npos);
+    CHECK(pool.warnings()[0].find(path.string()) != std::string::npos);
+    CHECK(memory_files_named("kiln-pch") == 0);
+  }
 }
 
 TEST_CASE("a PCH file that fails its sum is deleted and never handed to the compiler; one the compiler rejects is deleted too") {

@@ -216,7 +216,7 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
         trace.request({request.registry + "/" + request.unit, request.arch, w.pid, job.queued, start_time, Clock::now(),
                        answer.outcome.nvrtc_ms, answer.outcome.link_ms, job.estimate_ms, request.link_threads,
                        request.pch == PchMode::create ? "create" : request.pch == PchMode::use ? "use" : "none",
-                       pick.critical, pick.beyond, asked, !request.pch_unpacked.empty(), copy.unpack_ms,
+                       pick.critical, pick.beyond, asked, request.pch == PchMode::use && !request.pch_unpacked.empty(), copy.unpack_ms,
                        answer.outcome.pch_unpack_ms});
       }
       ++w.requests;
