@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <sys/resource.h>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -40,7 +41,8 @@ CompileRequest cub_request(unsigned arch) {
 
 // `request` on a fresh worker: its outcome, or exit on any failure (a benchmark of a broken compile
 // means nothing).
-kiln::detail::CompileOutcome on_fresh_worker(const CompileRequest& request) {
+kiln::detail::CompileOutcome on_fresh_worker(const CompileRequest& request, double* cpu_ms = nullptr) {
+  const double cpu_before = kiln::bench::children_cpu_seconds();
   static const std::filesystem::path executable = kiln::detail::find_jit_worker();
   if (executable.empty()) {
     std::fprintf(stderr, "bench_pch_first_use: no kiln-jitd found (set KILN_JITD)\n");
@@ -60,6 +62,7 @@ kiln::detail::CompileOutcome on_fresh_worker(const CompileRequest& request) {
   }
   kiln::detail::Answer a = kiln::detail::exchange(*worker, request, in_time);
   worker->retire(std::chrono::milliseconds(300));
+  if (cpu_ms != nullptr) *cpu_ms = 1000 * (kiln::bench::children_cpu_seconds() - cpu_before);
   const kiln::detail::PchResult wanted =
       request.pch == kiln::detail::PchMode::create ? kiln::detail::PchResult::created : kiln::detail::PchResult::used;
   if (!a.answered || a.exception || !a.outcome.entry || a.outcome.pch != wanted) {
@@ -70,6 +73,13 @@ kiln::detail::CompileOutcome on_fresh_worker(const CompileRequest& request) {
     std::exit(1);
   }
   return a.outcome;
+}
+
+// This process's CPU time so far (every thread's), in milliseconds.
+double self_cpu_ms() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return 1e3 * static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
 }
 
 }  // namespace
@@ -99,14 +109,20 @@ int main(int argc, char** argv) {
   request.pch = kiln::detail::PchMode::use;
 
   std::vector<double> plain_ms, host_unpack_ms, first_ms, further_ms, own_ms, own_unpack_ms;
+  // CPU time: the worker's whole life (start, NVRTC, nvJitLink), and the host's unpacking.
+  std::vector<double> plain_cpu, host_cpu, first_cpu, further_cpu, own_cpu;
+  double cpu = 0;
   const auto with_plain_file = [&] {
     CompileRequest r = request;
     r.pch_unpacked = plain.string();  // the worker opens it as it would the host's copy: NVRTC reads the file
-    plain_ms.push_back(on_fresh_worker(r).nvrtc_ms);
+    plain_ms.push_back(on_fresh_worker(r, &cpu).nvrtc_ms);
+    plain_cpu.push_back(cpu);
   };
   const auto with_host_copy = [&] {
     kiln::detail::HostPchCopies copies;  // a new process's: nothing unpacked yet
+    const double self_before = self_cpu_ms();
     const auto copy = copies.get(family, packed);
+    host_cpu.push_back(self_cpu_ms() - self_before);
     if (!copy || !copy->pch) {
       std::fprintf(stderr, "bench_pch_first_use: no host copy: %s\n", copy ? "this process is not dumpable" : copy.error().c_str());
       std::exit(1);
@@ -114,8 +130,10 @@ int main(int argc, char** argv) {
     host_unpack_ms.push_back(copy->unpack_ms);
     CompileRequest r = request;
     r.pch_unpacked = copy->pch->shared_path();
-    first_ms.push_back(on_fresh_worker(r).nvrtc_ms);
-    further_ms.push_back(on_fresh_worker(r).nvrtc_ms);
+    first_ms.push_back(on_fresh_worker(r, &cpu).nvrtc_ms);
+    first_cpu.push_back(cpu);
+    further_ms.push_back(on_fresh_worker(r, &cpu).nvrtc_ms);
+    further_cpu.push_back(cpu);
   };
   for (int i = 0; i < pairs; ++i) {
     if (i % 2 == 0) {
@@ -126,7 +144,8 @@ int main(int argc, char** argv) {
       with_plain_file();
     }
     // Each worker unpacking the packed file itself (no host copy), as where the host is not dumpable.
-    const auto outcome = on_fresh_worker(request);
+    const auto outcome = on_fresh_worker(request, &cpu);
+    own_cpu.push_back(cpu);
     own_ms.push_back(outcome.nvrtc_ms);
     own_unpack_ms.push_back(outcome.pch_unpack_ms);
   }
@@ -146,16 +165,17 @@ int main(int argc, char** argv) {
               "(NVRTC's PCH %llu bytes, packed %llu bytes)\n\n",
               "examples/block_sum_f32", arch, pairs, static_cast<unsigned long long>(std::filesystem::file_size(plain)),
               static_cast<unsigned long long>(std::filesystem::file_size(packed)));
-  std::printf("| how | NVRTC, its PCH opened or unpacked included (range) | host unpacks, once per process (range) | against NVRTC's plain file, per pair |\n"
-              "|---|---:|---:|---:|\n");
-  std::printf("| NVRTC's plain file (in the page cache) | %.0f ms (%s) | | |\n", base, range(plain_ms).c_str());
-  std::printf("| packed, host's copy: a process's first worker | %.0f ms (%s) | %.0f ms (%s) | %+.0f ms, %+.0f ms with the host's unpacking |\n",
+  std::printf("| how | NVRTC, its PCH opened or unpacked included (range) | host unpacks, once per process (range) | against NVRTC's plain file, per pair | worker's CPU | host's CPU |\n"
+              "|---|---:|---:|---:|---:|---:|\n");
+  std::printf("| NVRTC's plain file (in the page cache) | %.0f ms (%s) | | | %.0f ms | |\n", base, range(plain_ms).c_str(),
+              median(plain_cpu));
+  std::printf("| packed, host's copy: a process's first worker | %.0f ms (%s) | %.0f ms (%s) | %+.0f ms, %+.0f ms with the host's unpacking | %.0f ms | %.0f ms |\n",
               median(first_ms), range(first_ms).c_str(), host, range(host_unpack_ms).c_str(), against_plain(first_ms, 0),
-              against_plain(first_ms, 1));
-  std::printf("| packed, host's copy: further workers | %.0f ms (%s) | | %+.0f ms |\n", median(further_ms),
-              range(further_ms).c_str(), against_plain(further_ms, 0));
-  std::printf("| packed, each worker unpacks it (%.0f ms of it unpacking) | %.0f ms (%s) | | %+.0f ms |\n",
-              median(own_unpack_ms), median(own_ms), range(own_ms).c_str(), against_plain(own_ms, 0));
+              against_plain(first_ms, 1), median(first_cpu), median(host_cpu));
+  std::printf("| packed, host's copy: further workers | %.0f ms (%s) | | %+.0f ms | %.0f ms | |\n", median(further_ms),
+              range(further_ms).c_str(), against_plain(further_ms, 0), median(further_cpu));
+  std::printf("| packed, each worker unpacks it (%.0f ms of it unpacking) | %.0f ms (%s) | | %+.0f ms | %.0f ms | |\n",
+              median(own_unpack_ms), median(own_ms), range(own_ms).c_str(), against_plain(own_ms, 0), median(own_cpu));
   kiln::bench::remove_tree(dir.string());
   return 0;
 }
