@@ -11,6 +11,7 @@
 #include "examples_catalog.hpp"
 #include "fake_compile.hpp"
 #include "jit/pch_store.hpp"
+#include "jit/pool/host_pch.hpp"
 #include "jit/pool/pool.hpp"
 #include "jit/pool/settings.hpp"
 #include "jit/pool/worker_process.hpp"
@@ -1231,6 +1232,31 @@ TEST_CASE("a family's PCH is unpacked once, in the host: each fresh worker opens
   CHECK(trace_field(u2, "unpack") == 0);
   CHECK(trace_field(u3, "host_copy") == 0);  // the worker's own is enough
   CHECK(trace_field(u3, "unpack") == 0);
+}
+
+TEST_CASE("the host keeps its unpacked PCH copies while the pool works, at most kHostPchFamilies of them, and drops them once it is idle") {
+  kiln::test::TempDir dir;
+  std::vector<kiln::detail::PchFamily> families;
+  for (std::size_t i = 0; i < kiln::detail::kHostPchFamilies + 1; ++i) {
+    families.push_back({numbered("family-", i), dir.path() / numbered("family-", i)});
+    plant_pch(families.back().path, kiln::test::kFakePch);
+  }
+  JitPoolOptions options = fake_pool(1);
+  options.pch_linger = std::chrono::seconds(2);
+  JitPool pool(options);
+  for (std::size_t i = 0; i < families.size(); ++i) {
+    // A request of no family between: the next family's goes to a fresh worker, which needs a copy.
+    REQUIRE(pool.compile(fake_request(numbered("plain", i))).entry.ok());
+    const CompileOutcome o = pool.compile(family_request(numbered("u", i)), families[i]);
+    REQUIRE(o.entry.ok());
+    CHECK(o.pch == kiln::detail::PchResult::used);
+    CHECK(memory_files_named("kiln-pch") == std::min(i + 1, kiln::detail::kHostPchFamilies));
+  }
+  // Idle: within the linger (2 s here) and a margin, none is left.
+  CHECK(eventually([] { return memory_files_named("kiln-pch") == 0; }, std::chrono::seconds(10)));
+  // And the pool makes one again when it is asked.
+  REQUIRE(pool.compile(fake_request("plain-again")).entry.ok());
+  CHECK(pool.compile(family_request("again"), families[0]).pch == kiln::detail::PchResult::used);
 }
 
 TEST_CASE("a worker that cannot open the host's copy of a PCH unpacks the packed file itself, and uses it") {

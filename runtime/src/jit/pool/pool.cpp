@@ -50,8 +50,8 @@ void JitPool::State::serve(Slot& slot) {
       // in a long-running process costs no wake-ups, but one to drop the host's PCH copies.
       while (!stopping && !(picked = this->pick())) {
         if (queue.empty() && pch_copies_held && busy == 0) {
-          if (Clock::now() < idle_since + kHostPchLinger) {
-            wake.wait_until(lock, idle_since + kHostPchLinger);
+          if (Clock::now() < idle_since + options.pch_linger) {
+            wake.wait_until(lock, idle_since + options.pch_linger);
           } else {
             pch_copies_held = false;
             lock.unlock();  // their memory goes outside the lock

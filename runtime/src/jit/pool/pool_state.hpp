@@ -48,10 +48,6 @@ inline constexpr auto kRecheck = std::chrono::milliseconds(25);
 // that include nothing have no family and never wait; a CUB unit compiles for seconds.
 inline constexpr auto kGather = std::chrono::milliseconds(5);
 inline constexpr auto kGatherMax = std::chrono::milliseconds(50);
-// How long the host keeps its unpacked PCH copies (host_pch.hpp) once nothing is queued or running: a
-// program that asks for units one at a time replaces a worker (a PCH is read only by a fresh one)
-// between them, and the next would unpack again.
-inline constexpr auto kHostPchLinger = std::chrono::seconds(5);
 
 // What a family's PCH costs, before the family has measured its own (docs/DESIGN.md: the CUB example
 // on a 16-core H100 host compiles cold in 1.8-2.3 s, builds its PCH in ~3.5 s, compiles warm in 0.36-0.62 s).
@@ -150,7 +146,7 @@ struct JitPool::State {
   PoolTrace trace;  // KILN_JIT_TRACE
   std::unique_ptr<MachineSlots> budget;  // the machine-wide compile budget: a slot per compile
   HostPchCopies pch_copies;  // the families' PCH files unpacked once here, which the workers open
-  bool pch_copies_held = false;  // a copy may be kept: dropped kHostPchLinger after the pool went idle
+  bool pch_copies_held = false;  // a copy may be kept: dropped options.pch_linger after the pool went idle
   Clock::time_point idle_since;  // when the last request ended with nothing queued
 
   // How long a started worker may take to say hello, or to warm up: the request timeout, at most
