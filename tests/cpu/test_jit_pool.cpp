@@ -6,13 +6,16 @@
 
 #include "cache_test_util.hpp"
 #include "base/cubin_elf.hpp"
+#include "base/summed_file.hpp"
 #include "chain/entry.hpp"
 #include "examples_catalog.hpp"
 #include "fake_compile.hpp"
 #include "jit/pch_store.hpp"
+#include "jit/pool/host_pch.hpp"
 #include "jit/pool/machine_slots.hpp"
 #include "jit/pool/pool.hpp"
 #include "jit/pool/settings.hpp"
+#include "jit/pool/worker_process.hpp"
 #include "jit/protocol.hpp"  // kHostPidVariable
 #include "jit_test_util.hpp"
 
@@ -28,6 +31,7 @@
 #include <fstream>
 #include <future>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -172,6 +176,35 @@ bool soon_gone(pid_t pid) {
   while (!gone(pid) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   return gone(pid);
+}
+
+// The trace's request line of `unit` (as the pool names it, "tests/<unit>"); empty when there is none.
+std::string trace_line(const std::filesystem::path& trace, const std::string& unit) {
+  std::ifstream in(trace);
+  for (std::string line; std::getline(in, line);)
+    if (line.find("\"unit\":\"" + unit + "\"") != std::string::npos) return line;
+  return {};
+}
+
+// A number or flag of a trace line ("true" is 1): NaN when the line has no such field.
+double trace_field(const std::string& line, const std::string& field) {
+  const std::size_t at = line.find("\"" + field + "\":");
+  if (at == std::string::npos) return std::numeric_limits<double>::quiet_NaN();
+  const std::string value = line.substr(at + field.size() + 3);
+  if (value.starts_with("true")) return 1;
+  if (value.starts_with("false")) return 0;
+  return std::stod(value);
+}
+
+// This process's memory files named `name` (the host's unpacked PCH copies are "kiln-pch").
+std::size_t memory_files_named(const std::string& name) {
+  std::size_t n = 0;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const auto target = std::filesystem::read_symlink(fd.path(), ec);
+    if (!ec && target.string().starts_with("/memfd:" + name + " ")) ++n;
+  }
+  return n;
 }
 
 JitPoolOptions real_pool(unsigned workers) {
@@ -1257,6 +1290,134 @@ TEST_CASE("a PCH that cannot be written only means compiles without one: every u
   CHECK(pool.warnings()[0].find("not using a precompiled header") != std::string::npos);
 }
 
+TEST_CASE("a family's PCH is unpacked once, in the host: each fresh worker opens that copy and unpacks nothing") {
+  kiln::test::TempDir dir;
+  const auto trace = dir.path() / "trace.jsonl";
+  plant_pch(family(dir.path()).path, kiln::test::kFakePch);
+  kiln::test::ScopedEnv env("KILN_JIT_TRACE", trace.c_str());
+  JitPool pool(fake_pool(1));
+  const auto used = [&](const char* unit) {
+    const CompileOutcome o = pool.compile(family_request(unit), family(dir.path()));
+    REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
+    CHECK(o.pch == kiln::detail::PchResult::used);  // the fake compiler read the PCH's bytes by its path
+    CHECK(o.pch_unpack_ms == 0);
+    return pool.worker_pids().at(0);
+  };
+  const pid_t first = used("u1");
+  REQUIRE(pool.compile(fake_request("plain")).entry.ok());  // the worker is no longer fresh: replaced
+  const pid_t second = used("u2");
+  CHECK(second != first);
+  CHECK(used("u3") == second);  // a worker that read the PCH keeps its copy open
+  CHECK(memory_files_named("kiln-pch") == 1);  // one copy in the host, made once
+  CHECK(pool.warnings().empty());
+
+  const std::string u1 = trace_line(trace, "tests/u1"), u2 = trace_line(trace, "tests/u2"), u3 = trace_line(trace, "tests/u3");
+  INFO(u1 << "\n" << u2 << "\n" << u3);
+  CHECK(trace_field(u1, "host_copy") == 1);
+  CHECK(trace_field(u1, "host_unpack") > 0);  // made for the first worker
+  CHECK(trace_field(u1, "unpack") == 0);
+  CHECK(trace_field(u2, "host_copy") == 1);
+  CHECK(trace_field(u2, "host_unpack") == 0);  // the same copy for the second
+  CHECK(trace_field(u2, "unpack") == 0);
+  CHECK(trace_field(u3, "host_copy") == 0);  // the worker's own is enough
+  CHECK(trace_field(u3, "unpack") == 0);
+}
+
+TEST_CASE("the host keeps its unpacked PCH copies while the pool works, at most kHostPchFamilies of them, and drops them once it is idle") {
+  kiln::test::TempDir dir;
+  std::vector<kiln::detail::PchFamily> families;
+  for (std::size_t i = 0; i < kiln::detail::kHostPchFamilies + 1; ++i) {
+    families.push_back({numbered("family-", i), dir.path() / numbered("family-", i)});
+    plant_pch(families.back().path, kiln::test::kFakePch);
+  }
+  JitPoolOptions options = fake_pool(1);
+  options.pch_linger = std::chrono::seconds(2);
+  JitPool pool(options);
+  for (std::size_t i = 0; i < families.size(); ++i) {
+    // A request of no family between: the next family's goes to a fresh worker, which needs a copy.
+    REQUIRE(pool.compile(fake_request(numbered("plain", i))).entry.ok());
+    const CompileOutcome o = pool.compile(family_request(numbered("u", i)), families[i]);
+    REQUIRE(o.entry.ok());
+    CHECK(o.pch == kiln::detail::PchResult::used);
+    CHECK(memory_files_named("kiln-pch") == std::min(i + 1, kiln::detail::kHostPchFamilies));
+  }
+  // Idle: within the linger (2 s here) and a margin, none is left.
+  CHECK(eventually([] { return memory_files_named("kiln-pch") == 0; }, std::chrono::seconds(10)));
+  // And the pool makes one again when it is asked.
+  REQUIRE(pool.compile(fake_request("plain-again")).entry.ok());
+  CHECK(pool.compile(family_request("again"), families[0]).pch == kiln::detail::PchResult::used);
+}
+
+TEST_CASE("a worker that cannot open the host's copy of a PCH unpacks the packed file itself, and uses it") {
+  kiln::test::TempDir dir;
+  const auto packed = family(dir.path()).path;
+  plant_pch(packed, kiln::test::kFakePch);
+  auto worker = kiln::detail::spawn_worker(fake_jitd(), true);
+  REQUIRE_MESSAGE(worker.ok(), worker.error());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  const auto in_time = [&] { return std::chrono::steady_clock::now() < deadline; };
+  REQUIRE(kiln::detail::read_hello(*worker, in_time).ok());
+  CompileRequest r = family_request("fallback");
+  r.pch = kiln::detail::PchMode::use;
+  r.pch_path = packed.string();
+  // A descriptor the host does not have (a host that dropped its copy, or whose /proc/<pid>/fd is not
+  // the user's: not dumpable).
+  r.pch_unpacked = "/proc/" + std::to_string(::getpid()) + "/fd/1000000";
+  const kiln::detail::Answer a = kiln::detail::exchange(*worker, r, in_time);
+  worker->retire(std::chrono::milliseconds(300));
+  REQUIRE_MESSAGE(a.answered, a.problem);
+  REQUIRE(a.outcome.entry.ok());
+  CHECK(a.outcome.pch == kiln::detail::PchResult::used);
+  CHECK(a.outcome.pch_unpack_ms > 0);
+  CHECK(a.outcome.log.find("could not be unpacked") == std::string::npos);
+}
+
+TEST_CASE("a host that is not dumpable makes no copy of a PCH (its workers could not open it): each worker unpacks the file") {
+  kiln::test::TempDir dir;
+  const auto trace = dir.path() / "trace.jsonl";
+  plant_pch(family(dir.path()).path, kiln::test::kFakePch);
+  kiln::test::ScopedEnv env("KILN_JIT_TRACE", trace.c_str());
+  struct Undumpable {
+    Undumpable() { ::prctl(PR_SET_DUMPABLE, 0); }
+    ~Undumpable() { ::prctl(PR_SET_DUMPABLE, 1); }
+  } undumpable;
+  JitPool pool(fake_pool(1));
+  const CompileOutcome o = pool.compile(family_request("undumpable"), family(dir.path()));
+  REQUIRE(o.entry.ok());
+  CHECK(o.pch == kiln::detail::PchResult::used);
+  CHECK(o.pch_unpack_ms > 0);
+  CHECK(memory_files_named("kiln-pch") == 0);
+  const std::string line = trace_line(trace, "tests/undumpable");
+  INFO(line);
+  CHECK(trace_field(line, "host_copy") == 0);
+  CHECK(trace_field(line, "unpack") > 0);
+}
+
+TEST_CASE("a PCH file that cannot be unpacked, by the host or (a host not dumpable) by the worker: one warning, and its family compiles without one") {
+  for (const bool dumpable : {true, false}) {
+    CAPTURE(dumpable);
+    kiln::test::TempDir dir;
+    const auto path = family(dir.path()).path;
+    // NVRTC's own bytes under a right sum: a file of an older kiln, never packed.
+    const auto temp = dir.path() / "raw.tmp";
+    std::ofstream(temp, std::ios::binary) << kiln::test::kFakePch;
+    REQUIRE(kiln::detail::publish_summed(temp, path).ok());
+    ::prctl(PR_SET_DUMPABLE, dumpable ? 1 : 0);
+    JitPool pool(fake_pool(1));
+    const CompileOutcome first = pool.compile(family_request("first"), family(dir.path()));
+    const CompileOutcome second = pool.compile(family_request("second"), family(dir.path()));
+    ::prctl(PR_SET_DUMPABLE, 1);
+    REQUIRE(first.entry.ok());
+    REQUIRE(second.entry.ok());
+    CHECK(first.pch != kiln::detail::PchResult::used);
+    CHECK(second.pch == kiln::detail::PchResult::none);  // none asked for: the family has no PCH now
+    REQUIRE(pool.warnings().size() == 1);
+    CHECK(pool.warnings()[0].find("not using a precompiled header") != std::string::npos);
+    CHECK(pool.warnings()[0].find(path.string()) != std::string::npos);
+    CHECK(memory_files_named("kiln-pch") == 0);
+  }
+}
+
 TEST_CASE("a PCH file that fails its sum is deleted and never handed to the compiler; one the compiler rejects is deleted too") {
   kiln::test::TempDir dir;
   const auto path = family(dir.path()).path;
@@ -1389,6 +1550,8 @@ TEST_CASE("the real kiln-jitd: a worker that compiled another unit first is repl
     }
     REQUIRE(pool.stats().pch_created == 1);
   }
+  const auto trace = dir.path() / "trace.jsonl";
+  kiln::test::ScopedEnv env("KILN_JIT_TRACE", trace.c_str());
   JitPool pool(real_pool(1));
   // The worker compiles a unit of no family first: its heap is no longer where the PCH's writer's was.
   CompileRequest plain = kiln::test::example_request(kiln::test::example_unit("vector_add"), 90);
@@ -1411,6 +1574,28 @@ TEST_CASE("the real kiln-jitd: a worker that compiled another unit first is repl
   REQUIRE(again);
   CHECK(again->pch == kiln::detail::PchResult::used);
   CHECK(pool.worker_pids().front() == reader);
+  // Another worker after another unit: it opens the copy the host unpacked for the first, and NVRTC takes
+  // it (docs/DESIGN.md, "PCH files at rest").
+  REQUIRE(pool.compile(kiln::test::example_request(kiln::test::example_unit("vector_add"), 90)).entry.ok());
+  auto e = pool.submit(cub_request("block_sum_f32_fourth"), cub_family(dir.path()));
+  const auto third_worker = real_outcome(e);
+  REQUIRE(third_worker);
+  INFO(third_worker->log);
+  CHECK(third_worker->pch == kiln::detail::PchResult::used);
+  CHECK(pool.worker_pids().front() != reader);
+  const std::string first_use = trace_line(trace, "examples/block_sum_f32_again"),
+                    kept = trace_line(trace, "examples/block_sum_f32_third"),
+                    second_use = trace_line(trace, "examples/block_sum_f32_fourth");
+  INFO(first_use << "\n" << kept << "\n" << second_use);
+  CHECK(trace_field(first_use, "host_copy") == 1);
+  CHECK(trace_field(first_use, "unpack") == 0);
+  CHECK(trace_field(kept, "unpack") == 0);
+  CHECK(trace_field(second_use, "host_copy") == 1);
+  CHECK(trace_field(second_use, "host_unpack") == 0);
+  CHECK(trace_field(second_use, "unpack") == 0);
+  MESSAGE("block_sum_f32 with the PCH: the host's unpacking " << trace_field(first_use, "host_unpack")
+          << " ms, once; NVRTC on each fresh worker " << trace_field(first_use, "nvrtc") << " and "
+          << trace_field(second_use, "nvrtc") << " ms, on the worker that kept it " << trace_field(kept, "nvrtc") << " ms");
 }
 
 TEST_CASE("the real kiln-jitd killed mid-NVRTC compile of a CUB unit: retried once on a new worker, and the pool keeps serving") {

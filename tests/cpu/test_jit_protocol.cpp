@@ -29,6 +29,7 @@ CompileRequest sample_request() {
   r.arch = 90;
   r.pch = PchMode::use;
   r.pch_path = "/home/u/.cache/kiln/v1/0123.pch";
+  r.pch_unpacked = "/proc/4321/fd/17";
   r.ptx = ".version 9.0\n.target sm_90\n";
   r.link_threads = 7;
   r.link_source = std::string("\x7f" "LTO\0ir", 7);  // bytes, NUL included
@@ -47,6 +48,7 @@ CompileOutcome sample_outcome() {
   o.link_ms = 31.5;
   o.globals_removed = 1093;
   o.pch = PchResult::used;
+  o.pch_unpack_ms = 212.75;
   return o;
 }
 
@@ -70,6 +72,7 @@ void require_same(const CompileRequest& a, const CompileRequest& b) {
   CHECK(a.arch == b.arch);
   CHECK(a.pch == b.pch);
   CHECK(a.pch_path == b.pch_path);
+  CHECK(a.pch_unpacked == b.pch_unpacked);
   CHECK(a.ptx == b.ptx);
   CHECK(a.link_threads == b.link_threads);
   CHECK(a.link_source == b.link_source);
@@ -124,6 +127,8 @@ TEST_CASE("an outcome, its cache entry, a failure and a hello survive a round tr
   CHECK(back->nvrtc_ms == o.nvrtc_ms);
   CHECK(back->link_ms == o.link_ms);
   CHECK(back->globals_removed == o.globals_removed);
+  CHECK(back->pch == o.pch);
+  CHECK(back->pch_unpack_ms == o.pch_unpack_ms);
 
   CompileOutcome failed;
   failed.entry = kiln::detail::fail("examples/scale for sm_90: nvrtcCompileProgram failed");

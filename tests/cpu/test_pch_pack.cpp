@@ -9,7 +9,9 @@
 
 #include <zstd.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -143,4 +145,60 @@ TEST_CASE("a published PCH is packed: its sum, the cache's stats and its cap cou
   const kiln::PruneReport pruned = cache.prune(on_disk + 1024);
   CHECK(pruned.pch_removed == 0);
   CHECK(fs::exists(final_path));
+}
+
+TEST_CASE("a PCH unpacked in this process is sealed, and another process of the user opens it by path, read-only") {
+  kiln::test::TempDir dir;
+  const std::string raw = pch_like(kiln::detail::kPchFrameBytes + 777);
+  kiln::test::write_bytes(dir.path() / "raw", raw);
+  const fs::path packed = dir.path() / "packed";
+  REQUIRE(kiln::detail::pack_pch(dir.path() / "raw", packed, 2).ok());
+  auto host = kiln::detail::UnpackedPch::open(packed, 2, kiln::detail::UnpackIn::this_process);
+  REQUIRE_MESSAGE(host.ok(), host.error());
+  CHECK(host->bytes() == raw.size());
+  const std::string shared = host->shared_path();
+  CHECK(shared.starts_with("/proc/" + std::to_string(::getpid()) + "/fd/"));
+  CHECK(kiln::test::read_bytes(shared) == raw);
+
+  // What a worker does with the path: its own descriptor, named for NVRTC as /proc/self/fd/<n>.
+  auto opened = kiln::detail::UnpackedPch::open_unpacked(shared, packed);
+  REQUIRE_MESSAGE(opened.ok(), opened.error());
+  CHECK(opened->bytes() == raw.size());
+  CHECK(opened->path() != host->path());
+  CHECK(kiln::test::read_bytes(opened->path()) == raw);
+  struct stat st {};
+  REQUIRE(::stat(packed.c_str(), &st) == 0);
+  CHECK(opened->same_file(st));
+  // It outlives the host's copy: the memory goes with the last descriptor.
+  host = kiln::detail::UnpackedPch();
+  CHECK(kiln::test::read_bytes(opened->path()) == raw);
+
+  // Sealed: a process that opens it for writing cannot change, grow or cut what the others read.
+  auto sealed = kiln::detail::UnpackedPch::open(packed, 1, kiln::detail::UnpackIn::this_process);
+  REQUIRE(sealed.ok());
+  const int fd = ::open(sealed->shared_path().c_str(), O_RDWR | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  CHECK(::pwrite(fd, "x", 1, 0) == -1);
+  CHECK(::ftruncate(fd, 1) == -1);
+  ::close(fd);
+  CHECK(kiln::test::read_bytes(sealed->path()) == raw);
+}
+
+TEST_CASE("an unpacked path that cannot be opened, or is no regular file, is refused at once, naming it") {
+  kiln::test::TempDir dir;
+  kiln::test::write_bytes(dir.path() / "raw", pch_like(1 << 16));
+  const fs::path packed = dir.path() / "packed";
+  REQUIRE(kiln::detail::pack_pch(dir.path() / "raw", packed, 1).ok());
+  const std::string closed = "/proc/" + std::to_string(::getpid()) + "/fd/1000000";
+  const auto missing = kiln::detail::UnpackedPch::open_unpacked(closed, packed);
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().find(closed) != std::string::npos);
+  // A FIFO: an open that waits for a writer would block the worker; it is opened without and refused.
+  const fs::path fifo = dir.path() / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const auto not_file = kiln::detail::UnpackedPch::open_unpacked(fifo.string(), packed);
+  REQUIRE_FALSE(not_file.ok());
+  CHECK(not_file.error().find("not a regular file") != std::string::npos);
+  kiln::test::write_bytes(dir.path() / "empty", "");
+  CHECK_FALSE(kiln::detail::UnpackedPch::open_unpacked((dir.path() / "empty").string(), packed).ok());
 }

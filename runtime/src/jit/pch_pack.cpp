@@ -229,6 +229,10 @@ UnpackedPch& UnpackedPch::operator=(UnpackedPch&& other) noexcept {
 
 std::string UnpackedPch::path() const { return "/proc/self/fd/" + std::to_string(fd_); }
 
+std::string UnpackedPch::shared_path() const {
+  return "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(fd_);
+}
+
 bool UnpackedPch::same_file(const struct stat& packed) const noexcept {
   return fd_ >= 0 && packed.st_dev == dev_ && packed.st_ino == ino_;
 }
@@ -303,20 +307,43 @@ Status unpack_into(const std::filesystem::path& packed, int fd, unsigned threads
 
 }  // namespace
 
-Result<UnpackedPch> UnpackedPch::open(const std::filesystem::path& packed, unsigned threads) {
+Result<UnpackedPch> UnpackedPch::open(const std::filesystem::path& packed, unsigned threads, UnpackIn where) {
   struct stat st {};
   if (::stat(packed.c_str(), &st) != 0) return fail(errno_text("opening " + packed.string()));
   UnpackedPch pch;
-  pch.fd_ = ::memfd_create("kiln-pch", MFD_CLOEXEC);
+  pch.fd_ = ::memfd_create("kiln-pch", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (pch.fd_ < 0) return fail(errno_text("unpacking " + packed.string() + ": memfd_create"));
   pch.dev_ = st.st_dev;
   pch.ino_ = st.st_ino;
   const int fd = pch.fd_;
-  if (const Status unpacked = run_in_child([&] { return unpack_into(packed, fd, threads); }); !unpacked)
-    return fail(unpacked.error());
-  struct stat unpacked {};
-  if (::fstat(pch.fd_, &unpacked) != 0) return fail(errno_text("unpacking " + packed.string()));
-  pch.bytes_ = static_cast<std::uint64_t>(unpacked.st_size);
+  const Status unpacked = where == UnpackIn::child ? run_in_child([&] { return unpack_into(packed, fd, threads); })
+                                                   : unpack_into(packed, fd, threads);
+  if (!unpacked) return fail(unpacked.error());
+  // Workers open the host's copy by path, read-write if they ask: sealed, none of them can change what
+  // the others read. Nothing maps it for writing (it was filled with pwrite), so the seal takes.
+  if (::fcntl(pch.fd_, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) != 0)
+    return fail(errno_text("unpacking " + packed.string() + ": sealing its memory file"));
+  struct stat content {};
+  if (::fstat(pch.fd_, &content) != 0) return fail(errno_text("unpacking " + packed.string()));
+  pch.bytes_ = static_cast<std::uint64_t>(content.st_size);
+  return pch;
+}
+
+Result<UnpackedPch> UnpackedPch::open_unpacked(const std::string& unpacked, const std::filesystem::path& packed) {
+  struct stat st {};
+  if (::stat(packed.c_str(), &st) != 0) return fail(errno_text("opening " + packed.string()));
+  UnpackedPch pch;
+  // O_NONBLOCK: a path that names a FIFO must not block the worker (it is refused below).
+  pch.fd_ = ::open(unpacked.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (pch.fd_ < 0) return fail(errno_text("opening " + unpacked));
+  struct stat content {};
+  if (::fstat(pch.fd_, &content) != 0) return fail(errno_text("reading " + unpacked));
+  if (!S_ISREG(content.st_mode)) return fail(unpacked + " is not a regular file");
+  if (content.st_size <= 0 || static_cast<std::uint64_t>(content.st_size) > kMaxPchBytes)
+    return fail(unpacked + " is " + std::to_string(content.st_size) + " bytes");
+  pch.dev_ = st.st_dev;
+  pch.ino_ = st.st_ino;
+  pch.bytes_ = static_cast<std::uint64_t>(content.st_size);
   return pch;
 }
 

@@ -6,8 +6,10 @@
 // kPchFrameBytes of content), so that a worker unpacks it on several threads. NVRTC reads a PCH only by
 // path (--use-pch=<file>, mapped privately at its recorded addresses): the worker unpacks into an
 // anonymous memory file (memfd) and hands NVRTC /proc/self/fd/<n>; nothing raw is written to disk.
-// Both run in a child process (fork): NVRTC refuses a PCH in a process whose heap the unpacking's
-// threads and buffers have moved.
+// The JIT pool's host process unpacks a family's file once, in itself, and its workers open that memory
+// file by path (/proc/<host pid>/fd/<n>); a worker that cannot unpacks the file in a child process
+// (fork): NVRTC refuses a PCH in a process whose heap the unpacking's threads and buffers have moved.
+// Packing runs in a child too.
 #pragma once
 
 #include "base/result.hpp"
@@ -31,7 +33,12 @@ inline constexpr std::uint64_t kMaxPchBytes = std::uint64_t{4} << 30;
 // frames on up to `threads` threads. `raw` is left as it is.
 Status pack_pch(const std::filesystem::path& raw, const std::filesystem::path& packed, unsigned threads);
 
-// A packed PCH unpacked into an anonymous memory file of this process, for NVRTC to read by path.
+// Where a PCH is unpacked: in a child process (a worker, whose heap NVRTC's PCH depends on), or in this
+// one (the pool's host, where NVRTC does not run).
+enum class UnpackIn { child, this_process };
+
+// A packed PCH unpacked into an anonymous memory file, for NVRTC to read by path. Sealed once written
+// (F_SEAL_WRITE, _GROW, _SHRINK): a process that opens it by path reads it and cannot change it.
 class UnpackedPch {
  public:
   UnpackedPch() = default;
@@ -43,10 +50,17 @@ class UnpackedPch {
 
   // Unpacks the file at `packed` on up to `threads` threads. Fails, naming the file, on anything that is
   // not a run of zstd frames within the bounds above, or when memory cannot be had.
-  static Result<UnpackedPch> open(const std::filesystem::path& packed, unsigned threads);
+  static Result<UnpackedPch> open(const std::filesystem::path& packed, unsigned threads, UnpackIn where = UnpackIn::child);
+  // Opens `unpacked`, the packed file at `packed` already unpacked by another process (its `shared_path()`),
+  // without blocking. Fails, naming it, when it cannot be opened or is not a regular file of at most
+  // kMaxPchBytes.
+  static Result<UnpackedPch> open_unpacked(const std::string& unpacked, const std::filesystem::path& packed);
 
   // /proc/self/fd/<n>: what NVRTC's --use-pch is given. Valid while this object lives.
   std::string path() const;
+  // /proc/<this pid>/fd/<n>: where another process of the same user opens it, while this object lives
+  // and this process is dumpable (prctl PR_GET_DUMPABLE: /proc/<pid>/fd of one that is not is root's).
+  std::string shared_path() const;
   std::uint64_t bytes() const noexcept { return bytes_; }
   // The packed file it came from (device and inode): a file replaced since is another.
   bool same_file(const struct stat& packed) const noexcept;

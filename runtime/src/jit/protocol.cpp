@@ -194,6 +194,7 @@ std::string encode_request(const CompileRequest& r) {
   out.u32(r.arch);
   out.put<std::uint8_t>(static_cast<std::uint8_t>(r.pch));
   out.str(r.pch_path);
+  out.str(r.pch_unpacked);
   out.str(r.ptx);
   out.u32(r.link_threads);
   out.str(r.link_source);
@@ -214,6 +215,7 @@ std::string encode_outcome(const CompileOutcome& o) {
   out.put<double>(o.link_ms);
   out.put<std::uint64_t>(o.globals_removed);
   out.put<std::uint8_t>(static_cast<std::uint8_t>(o.pch));
+  out.put<double>(o.pch_unpack_ms);
   return std::move(out).frame();
 }
 
@@ -279,6 +281,7 @@ Result<CompileRequest> decode_request(std::string_view body) {
   r.arch = in.u32("arch");
   r.pch = static_cast<PchMode>(in.below<std::uint8_t>("pch mode", static_cast<std::uint8_t>(PchMode::use) + 1));
   r.pch_path = in.str("pch path");
+  r.pch_unpacked = in.str("unpacked pch path");
   r.ptx = in.str("ptx");
   r.link_threads = in.u32("link threads");
   r.link_source = in.str("link source");
@@ -299,6 +302,7 @@ Result<CompileOutcome> decode_outcome(std::string_view body) {
   o.link_ms = in.get<double>("link ms");
   o.globals_removed = static_cast<std::size_t>(in.get<std::uint64_t>("globals removed"));
   o.pch = static_cast<PchResult>(in.below<std::uint8_t>("pch result", static_cast<std::uint8_t>(PchResult::failed) + 1));
+  o.pch_unpack_ms = in.get<double>("pch unpack ms");
   auto checked = finished(std::move(o), in, "outcome");
   if (!checked) return checked;
   if (!ok) {

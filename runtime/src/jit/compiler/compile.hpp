@@ -39,6 +39,10 @@ struct CompileRequest {
   unsigned arch = 0;                     // SM number to build a cubin for
   PchMode pch = PchMode::none;
   std::string pch_path;
+  // With `use`: the file at pch_path already unpacked by the pool's host (/proc/<host pid>/fd/<n>, a
+  // sealed memory file), which the worker opens instead of unpacking pch_path itself; empty: none, or it
+  // could not be made (docs/DESIGN.md, "PCH files at rest").
+  std::string pch_unpacked;
   // The PTX tier: assemble this PTX (compute_N with N <= arch, embedded by nvcc) instead of compiling
   // the source: no NVRTC, no headers.
   std::string ptx;
@@ -82,6 +86,9 @@ struct CompileOutcome {
   double link_ms = 0;
   std::size_t globals_removed = 0;  // unreferenced module-scope .global variables dropped from the PTX
   PchResult pch = PchResult::none;
+  // The worker's own unpacking of the request's packed PCH file (included in nvrtc_ms); 0 where it opened
+  // the host's unpacked copy, or kept the one its last request read.
+  double pch_unpack_ms = 0;
   // The lowered names NVRTC gave the request's kernels whose names it did not know (a program given at
   // run time), in their order: compile_unit writes them into the entry. Not sent across the protocol.
   std::vector<std::string> lowered;

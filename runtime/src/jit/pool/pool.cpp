@@ -47,10 +47,22 @@ void JitPool::State::serve(Slot& slot) {
       ++idle;
       // A thread whose requests all wait (for a PCH, their batch, a worker) looks again soon: waiting may
       // stop paying. With nothing queued it sleeps until notified (a request, a shutdown): an idle pool
-      // in a long-running process costs no wake-ups.
+      // in a long-running process costs no wake-ups, but one to drop the host's PCH copies.
       while (!stopping && !(picked = this->pick())) {
-        if (queue.empty()) wake.wait(lock);
-        else wake.wait_for(lock, gathering ? kGather : kRecheck);
+        if (queue.empty() && pch_copies_held && busy == 0) {
+          if (Clock::now() < idle_since + options.pch_linger) {
+            wake.wait_until(lock, idle_since + options.pch_linger);
+          } else {
+            pch_copies_held = false;
+            lock.unlock();  // their memory goes outside the lock
+            pch_copies.drop_all();
+            lock.lock();
+          }
+        } else if (queue.empty()) {
+          wake.wait(lock);
+        } else {
+          wake.wait_for(lock, gathering ? kGather : kRecheck);
+        }
       }
       --idle;
       if (stopping) break;
@@ -85,6 +97,7 @@ void JitPool::State::serve(Slot& slot) {
       slot.estimate_ms = 0;
       slot.critical = false;
       --busy;
+      if (busy == 0 && queue.empty()) idle_since = Clock::now();
     }
     wake.notify_all();
   }
@@ -121,6 +134,7 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
   request.pch_path = pick.pch == PchMode::none ? std::string() : job.family.path.string();
   if (request.pch == PchMode::use) touch_pch(job.family.path);  // most recently used: the cap evicts it last
   request.link_threads = pick.link_threads;
+  request.pch_unpacked.clear();
   std::vector<std::string> deaths;
   // A PCH file other processes can read is one NVRTC wrote from a fresh heap: built on a fresh worker
   // (docs/DESIGN.md, "PCH across processes": written after a compile, it was refused elsewhere).
@@ -131,6 +145,28 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
   if (request.pch == PchMode::use && slot.worker.running() && slot.worker.requests > 0 &&
       slot.worker.reads_pch != job.family.key)
     retire(slot, kExitGrace);
+  // The family's PCH unpacked once in this process, which the worker opens (docs/DESIGN.md, "PCH files at
+  // rest"), unless the worker keeps the copy its last request used. Held until the answer: the copy
+  // lives while the worker may still open it.
+  HostPchCopies::Copy copy;
+  if (request.pch == PchMode::use && !(slot.worker.running() && slot.worker.holds_pch == job.family.key)) {
+    Result<HostPchCopies::Copy> got = pch_copies.get(job.family.key, job.family.path);
+    if (got) {
+      copy = std::move(got).value();
+    } else {
+      // As for a file the worker cannot unpack: one warning, and the family compiles without a PCH.
+      warn("pch", "not using a precompiled header (units compile without one): " + got.error());
+      const std::lock_guard lock(mutex);
+      families[job.family.key].pch = Family::Pch::unusable;
+      request.pch = PchMode::none;
+      request.pch_path.clear();
+    }
+    if (copy.pch) {
+      request.pch_unpacked = copy.pch->shared_path();
+      const std::lock_guard lock(mutex);
+      pch_copies_held = true;
+    }
+  }
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     if (!slot.worker.running()) {
       const Status started = stopping ? Status(fail("the pool is shutting down")) : start(slot);
@@ -170,11 +206,15 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
         trace.request({request.registry + "/" + request.unit, request.arch, w.pid, job.queued, start_time, Clock::now(),
                        answer.outcome.nvrtc_ms, answer.outcome.link_ms, job.estimate_ms, request.link_threads,
                        request.pch == PchMode::create ? "create" : request.pch == PchMode::use ? "use" : "none",
-                       pick.critical, pick.beyond, asked});
+                       pick.critical, pick.beyond, asked, request.pch == PchMode::use && !request.pch_unpacked.empty(), copy.unpack_ms,
+                       answer.outcome.pch_unpack_ms});
       }
       ++w.requests;
       const bool read = answer.outcome.pch == PchResult::created || answer.outcome.pch == PchResult::used;
       w.reads_pch = read ? job.family.key : std::string();
+      w.holds_pch = answer.outcome.pch == PchResult::used ? job.family.key : std::string();
+      // A file NVRTC refused, or one the worker could not read: the family compiles without it now.
+      if (answer.outcome.pch == PchResult::rejected || answer.outcome.pch == PchResult::failed) pch_copies.drop(job.family.key);
       {
         const std::lock_guard lock(mutex);
         if (!answer.exception) learn(job.family, pick, answer.outcome, ms_since(start_time));

@@ -16,6 +16,11 @@
 
 namespace kiln::detail {
 
+// How long the host keeps the PCH files it unpacked for its workers (jit/pool/host_pch.hpp) once nothing
+// is queued or running: a program that asks for units one at a time replaces a worker (a PCH is read
+// only by a fresh one) between units of different families, and the next would unpack again.
+inline constexpr std::chrono::seconds kHostPchLinger{5};
+
 struct JitPoolOptions {
   unsigned workers = 0;                       // 0: KILN_JIT_WORKERS, else the number of cores, at most 16
   unsigned cores = 0;                         // the cores the compiles share; 0: std::thread::hardware_concurrency()
@@ -33,6 +38,8 @@ struct JitPoolOptions {
   // How many compiles the processes on budget_dir run at once. 0: KILN_JIT_MACHINE_SLOTS, else the
   // machine's cores, and at least this pool's workers (so that a process alone never waits for a slot).
   unsigned machine_slots = 0;
+  // How long the host keeps the PCH files it unpacked for its workers once nothing is queued or running.
+  std::chrono::milliseconds pch_linger{kHostPchLinger};
 };
 
 inline constexpr std::chrono::seconds kDefaultJitTimeout{600};

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "base/warn_once.hpp"
+#include "jit/pool/host_pch.hpp"
 #include "jit/pool/pool.hpp"
 #include "jit/pool/machine_slots.hpp"
 #include "jit/pool/trace.hpp"
@@ -145,6 +146,9 @@ struct JitPool::State {
   WarnOnce warnings;
   PoolTrace trace;  // KILN_JIT_TRACE
   std::unique_ptr<MachineSlots> budget;  // the machine-wide compile budget: a slot per compile
+  HostPchCopies pch_copies;  // the families' PCH files unpacked once here, which the workers open
+  bool pch_copies_held = false;  // a copy may be kept: dropped options.pch_linger after the pool went idle
+  Clock::time_point idle_since;  // when the last request ended with nothing queued
 
   // How long a started worker may take to say hello, or to warm up: the request timeout, at most
   // kMaxHelloTimeout (docs/DESIGN.md, "The JIT's two sides").

@@ -81,6 +81,8 @@ void PoolTrace::request(const Request& r) {
         "\",\"critical\":" + (r.critical ? "true" : "false") + ",\"beyond\":" + (r.beyond ? "true" : "false") +
         ",\"estimate\":" + number(r.estimate_ms) +
         ",\"slot_wait\":" + number(r.slot_asked == Clock::time_point{} ? 0.0 : std::chrono::duration<double, std::milli>(r.start - r.slot_asked).count()) +
+        ",\"host_copy\":" + (r.host_copy ? "true" : "false") + ",\"host_unpack\":" + number(r.host_unpack_ms) +
+        ",\"unpack\":" + number(r.unpack_ms) +
         ",\"origin\":" + number(std::chrono::duration<double, std::milli>(origin_.time_since_epoch()).count()) + "}\n");
 }
 

@@ -25,6 +25,8 @@ struct Worker {
   // The PCH family whose file this worker's last request created or read: NVRTC here reads it again.
   // Any other PCH file only a fresh worker reads (docs/DESIGN.md, "PCH across processes").
   std::string reads_pch;
+  // The PCH family whose unpacked file it keeps open: its last request used it (not one that created it).
+  std::string holds_pch;
   bool reaped = false;     // it ended, and was reaped
   int status = 0;          // wait status, once reaped
 

@@ -34,13 +34,25 @@ int quit(const std::string& what) {
 
 using Clock = std::chrono::steady_clock;
 
-// The request's packed PCH file, unpacked into memory for NVRTC. The worker keeps the PCH it unpacked
-// last while its requests go on reading the same file (the pool sends a worker that read a family's PCH
-// only that family's again, or a request without one), so a second use costs no unpacking.
-Result<std::string> unpack_for(const std::filesystem::path& packed, UnpackedPch& kept) {
+// The request's packed PCH file, unpacked into memory for NVRTC: the host's copy where the request
+// names one and this worker can open it, else unpacked here (in a child process). The worker keeps the
+// PCH it opened last while its requests go on reading the same file (the pool sends a worker that read
+// a family's PCH only that family's again, or a request without one), so a second use costs nothing.
+// `unpacked_here` says whether this call unpacked it.
+Result<std::string> unpack_for(const CompileRequest& request, UnpackedPch& kept, bool& unpacked_here) {
+  const std::filesystem::path packed = request.pch_path;
   struct stat st {};
   if (::stat(packed.c_str(), &st) == 0 && kept.same_file(st)) return kept.path();
   kept = UnpackedPch();  // its memory back before the next is unpacked
+  if (!request.pch_unpacked.empty()) {
+    // Not openable where the host is not dumpable (its /proc/<pid>/fd is root's) or has dropped the
+    // copy: then this worker unpacks the file as it would without one.
+    if (Result<UnpackedPch> shared = UnpackedPch::open_unpacked(request.pch_unpacked, packed)) {
+      kept = std::move(shared).value();
+      return kept.path();
+    }
+  }
+  unpacked_here = true;
   Result<UnpackedPch> opened = UnpackedPch::open(packed, pch_threads());
   if (!opened) return fail(opened.error());
   kept = std::move(opened).value();
@@ -49,8 +61,8 @@ Result<std::string> unpack_for(const std::filesystem::path& packed, UnpackedPch&
 
 // The outcome of one request. NVRTC writes a PCH it is asked to create into a temp file next to the
 // request's path; the worker packs and publishes it there (sum first, then the file), or says in the log
-// why not. A PCH it is asked to use is unpacked into memory first; one that cannot be is not used (the
-// unit compiles without, and the log says why, as for a file NVRTC cannot read).
+// why not. A PCH it is asked to use is opened or unpacked into memory first; one that cannot be is not
+// used (the unit compiles without, and the log says why, as for a file NVRTC cannot read).
 std::string answer(const CompileFunction& compile, CompileRequest request, UnpackedPch& kept) {
   try {
     std::filesystem::path final_path;
@@ -60,10 +72,11 @@ std::string answer(const CompileFunction& compile, CompileRequest request, Unpac
     }
     if (request.pch != PchMode::use) kept = UnpackedPch();
     double unpack_ms = 0;
+    bool unpacked_here = false;
     std::string unpack_failure;
     if (request.pch == PchMode::use) {
       const auto start = Clock::now();
-      Result<std::string> path = unpack_for(request.pch_path, kept);
+      Result<std::string> path = unpack_for(request, kept, unpacked_here);
       unpack_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
       if (path) {
         request.pch_path = std::move(path).value();
@@ -73,9 +86,11 @@ std::string answer(const CompileFunction& compile, CompileRequest request, Unpac
         request.pch_path.clear();
       }
     }
+    request.pch_unpacked.clear();  // the compiler reads pch_path, now this process's own
     CompileOutcome outcome = compile(request);
-    // NVRTC's time with a PCH includes unpacking it: what using the file costs.
+    // NVRTC's time with a PCH includes opening or unpacking it: what using the file costs.
     outcome.nvrtc_ms += unpack_ms;
+    if (unpacked_here) outcome.pch_unpack_ms = unpack_ms;
     if (!unpack_failure.empty()) {
       outcome.pch = PchResult::failed;
       outcome.log = unpack_failure + outcome.log;

@@ -8,8 +8,10 @@ namespace kiln::detail {
 // Says hello on `out` (saying whether this process runs with ASLR off, so that NVRTC here reads PCH
 // files), then answers each request read from `in` with compile's outcome (or, when it throws, a failure
 // message carrying the exception), until `in` ends. A PCH the request asks to create is written to a
-// temp file and published at the request's path (jit/pch_store.hpp). Returns the process exit code: 0 at
-// a clean end of input, 2 on a protocol or pipe error (described on stderr).
+// temp file and published at the request's path (jit/pch_store.hpp); one it asks to use is read from the
+// host's unpacked copy where the request names one it can open, else unpacked here (jit/pch_pack.hpp).
+// Returns the process exit code: 0 at a clean end of input, 2 on a protocol or pipe error (described on
+// stderr).
 // Takes over stdout: if `out` is 1, it is moved to another descriptor and 1 points at stderr, so a
 // stray print in the compiler cannot corrupt the frame stream.
 int serve_compile_requests(int in, int out, const CompileFunction& compile);
