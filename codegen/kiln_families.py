@@ -6,7 +6,8 @@ every row exports (`<unit>_<key>` = a name expression over the parameters), so a
 its template is <name>.cu.j2 beside it unless the declaration names another (`template`). A declaration
 may instead take the parameters, include directories and kernels of another declared family (`extends`),
 changing a parameter's default: kiln's primitives are the open families' kernels for kiln's operators.
-Only kiln defines these: the prefixes are looked up in kiln's own folders alone, never in a table's
+A prim.* declaration also names the fixed-type plan of libkiln_prim its rows instantiate (`[plan]`,
+read by plan_types.py). Only kiln defines these: the prefixes are looked up in kiln's own folders alone, never in a table's
 `template_dirs`."""
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ DIRECTORY = render.TEMPLATE_DIR / "families" / "kiln"
 # prefix -> the folder its declarations are in
 FOLDERS = {PREFIX: DIRECTORY, "prim.": render.TEMPLATE_DIR / "families" / "prim"}
 _NAME = re.compile(r"[a-z_][a-z0-9_]*")
-DECLARATION_FIELDS = ("include_dirs", "params", "kernels", "template", "extends")
+DECLARATION_FIELDS = ("include_dirs", "params", "kernels", "template", "extends", "plan")
 PARAM_FIELDS = ("doc", "default", "pattern")
+PLAN_FIELDS = ("class", "args", "unit", "values")
+_CLASS = re.compile(r"[A-Z][A-Za-z0-9]*")
 
 
 @dataclass(frozen=True)
@@ -35,12 +38,22 @@ class Param:
 
 
 @dataclass(frozen=True)
+class Plan:
+    """The fixed-type plan of libkiln_prim a prim.* family's rows instantiate, one instance per row."""
+    cls: str                          # the class template, kiln::prim::<cls>
+    args: tuple[str, ...]             # the parameters that name an instance, in the order of X(...)'s arguments
+    unit: str                         # the row's name the plan looks its kernels up by: "reduce_{T}"
+    values: dict[str, dict[str, str]]  # a parameter that is no type: its row values -> the host's spelling
+
+
+@dataclass(frozen=True)
 class Declaration:
     template: Path
     path: Path                      # the .toml
     include_dirs: tuple[Path, ...]
     params: dict[str, Param]
     kernels: dict[str, str]         # suffix -> name expression
+    plan: Plan | None = None        # prim.*: the fixed-type plan its rows are instances of
 
 
 def prefix_of(family: str) -> str | None:
@@ -102,4 +115,24 @@ def load(path: Path, extending: tuple[Path, ...] = ()) -> Declaration:
     template = path.parent / template_name if isinstance(template_name, str) else path
     if not isinstance(template_name, str) or not template.is_file():
         bad(f"no template {template_name} beside it")
-    return Declaration(template, path, include_dirs, params, dict(kernels))
+    plan = load_plan(data["plan"], params, bad) if "plan" in data else None
+    return Declaration(template, path, include_dirs, params, dict(kernels), plan)
+
+
+def load_plan(data, params: dict[str, Param], bad) -> Plan:
+    """A declaration's [plan]: the class, the parameters that name an instance (declared ones), the unit
+    name pattern over them, and the host's spelling of each parameter that is no type."""
+    if not isinstance(data, dict) or set(data) - set(PLAN_FIELDS):
+        bad(f"plan: expected a table with {', '.join(PLAN_FIELDS)}")
+    cls, args, unit, values = data.get("class"), data.get("args"), data.get("unit"), data.get("values", {})
+    if not isinstance(cls, str) or not _CLASS.fullmatch(cls):
+        bad(f"plan.class: expected the name of a class template of kiln::prim, got {cls!r}")
+    if not isinstance(args, list) or not args or not all(isinstance(a, str) and a in params for a in args):
+        bad(f"plan.args: expected a list of the declared parameters ({', '.join(sorted(params))}), got {args!r}")
+    if not isinstance(unit, str) or not all(f"{{{a}}}" in unit for a in args):
+        bad(f"plan.unit: expected the unit's name with {', '.join(f'{{{a}}}' for a in args)} in it, got {unit!r}")
+    if not isinstance(values, dict) or not all(
+            k in args and isinstance(v, dict) and v and all(isinstance(x, str) for x in v.values())
+            for k, v in values.items()):
+        bad("plan.values: expected { Param = { \"row value\" = \"host spelling\", ... } } for parameters in plan.args")
+    return Plan(cls, tuple(args), unit, {k: dict(v) for k, v in values.items()})

@@ -16,12 +16,14 @@ and rewritten only when it changes.
   fatbin   pack one unit's compiled targets into its fatbins (fatbinary, compressed)
   catalog  check every fatbin's images and emit the registration table (.cpp/.hpp) and the .incbin
            assembly of all fatbins
+  plan-types  the types of libkiln_prim's fixed-type plans, an X-macro list per prim.* family, from
+           kiln's primitives table (kiln/prim/plan_types.hpp)
   from-record  turn a demand record (KILN_RECORD) into a spec table: the programs a run compiled at run
            time, with their sources, to embed next release
 
 This file is the command line only: each command calls its step (unit_source.py, nvcc_compile.py,
-lowering.py, fatbin.py, catalog.py), and `build` calls table_build.py, which runs them all over a table. No module
-of the generator imports this file; the kiln-gen launcher and the tests do.
+lowering.py, fatbin.py, catalog.py, plan_types.py), and `build` calls table_build.py, which runs them all
+over a table. No module of the generator imports this file; the kiln-gen launcher and the tests do.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import errors
 import fatbin
 import lowering
 import nvcc_compile
+import plan_types
 import progress
 import render
 import spec as specmod
@@ -101,6 +104,11 @@ def cmd_fatbin(args) -> int:
 def cmd_catalog(args) -> int:
     catalog.write_catalog(load_spec(args), Path(args.dir), Path(args.toolkit),
                           {kind: Path(getattr(args, kind)) for kind in catalog.CATALOG_TEMPLATES})
+    return 0
+
+
+def cmd_plan_types(args) -> int:
+    plan_types.write_header(load_spec(args), Path(args.output), Path(args.depfile) if args.depfile else None)
     return 0
 
 
@@ -208,6 +216,10 @@ def parser(toolkit: str | None = None, ptx_strip: str | None = None) -> argparse
     ca = with_spec(sub.add_parser("catalog", help="emit the registration table and fatbin assembly"))
     for a in ("--dir", "--toolkit", "--cpp", "--hpp", "--asm"):
         ca.add_argument(a, required=True)
+    pt = with_spec(sub.add_parser("plan-types", help="the types of libkiln_prim's fixed-type plans as X-macro "
+                                                     "lists (kiln/prim/plan_types.hpp)"))
+    pt.add_argument("--output", required=True, help="the header to write (rewritten only when it changes)")
+    pt.add_argument("--depfile", help="write a Make-style depfile for ninja")
     fr = sub.add_parser("from-record", help="a spec table of the programs a demand record (KILN_RECORD) holds")
     fr.add_argument("record", help="the record a run wrote (KILN_RECORD=FILE, kiln::record_demand)")
     fr.add_argument("--out", required=True, help="the directory to write the table, sources/ and include/ into")
@@ -223,7 +235,7 @@ def positive(text: str) -> int:
 
 COMMANDS = {"build": cmd_build, "units": cmd_units, "registry": cmd_registry, "source": cmd_source,
             "compile": cmd_compile, "lower": cmd_lower, "fatbin": cmd_fatbin, "catalog": cmd_catalog,
-            "from-record": cmd_from_record}
+            "plan-types": cmd_plan_types, "from-record": cmd_from_record}
 
 
 def main(argv=None, toolkit: str | None = None, ptx_strip: str | None = None) -> int:

@@ -1,6 +1,8 @@
 """Suite cpu: a consumer that compiles kiln's public headers below C++20 gets one message saying so
 (kiln/config.hpp), not the parser errors the headers would give; at C++20 the same includes compile.
-g++ on kiln.hpp and prim.hpp, nvcc (preprocessing stops it) on a plan header, each syntax-only: a second."""
+g++ on kiln.hpp and prim.hpp, nvcc (preprocessing stops it) on a plan header, each syntax-only: a second.
+prim.hpp where the build has the primitives: `--prim-include DIR` names where kiln/prim/plan_types.hpp,
+which it includes, was generated."""
 
 import subprocess
 import sys
@@ -19,10 +21,12 @@ def compile_text(cmd: list[str], text: str, suffix: str) -> subprocess.Completed
 
 def main() -> int:
     cxx, source, toolkit = sys.argv[1], Path(sys.argv[2]).resolve(), Path(sys.argv[3])
+    prim = sys.argv[5] if sys.argv[4:5] == ["--prim-include"] else None
     inc = [f"-I{source / 'runtime' / 'include'}", f"-I{source / 'primitives' / 'include'}",
-           f"-I{source / 'primitives' / 'device'}", f"-I{toolkit / 'include'}"]
+           *([f"-I{prim}"] if prim else []), f"-I{source / 'primitives' / 'device'}", f"-I{toolkit / 'include'}"]
     failures = []
-    cases = [([cxx, "-fsyntax-only", *inc], "#include <kiln/kiln.hpp>\n#include <kiln/prim.hpp>\n", ".cpp")]
+    text = "#include <kiln/kiln.hpp>\n" + ("#include <kiln/prim.hpp>\n" if prim else "")
+    cases = [([cxx, "-fsyntax-only", *inc], text, ".cpp")]
     nvcc = toolkit / "bin" / "nvcc"
     if nvcc.exists():  # the plans: nvcc's host preprocessing meets the check before CUB's headers
         cases.append(([str(nvcc), "-E", *inc], "#include <kiln/prim/scan_plan.cuh>\n", ".cu"))

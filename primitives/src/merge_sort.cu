@@ -50,8 +50,16 @@ void merge_sort_pairs(K* keys, std::int32_t* values, std::size_t n, CUstream str
   plan(keys, values, n, temp.storage(), stream);
 }
 
-template class detail::FixedPlan<detail::MergeSortPairsPlan<std::uint64_t>>;
-template class MergeSortPairs<std::uint64_t>;
-template void merge_sort_pairs(std::uint64_t*, std::int32_t*, std::size_t, CUstream);
+// One of each per row of kernels/primitives.toml (kiln/prim/plan_types.hpp), kind by kind: the order
+// nvcc instantiates them in decides which steps of CUB's policy walk it keeps out of line.
+#define KILN_PRIM_FIXED(K) template class detail::FixedPlan<detail::MergeSortPairsPlan<K>>;
+#define KILN_PRIM_PLAN(K) template class MergeSortPairs<K>;
+#define KILN_PRIM_ONE_SHOT(K) template void merge_sort_pairs(K*, std::int32_t*, std::size_t, CUstream);
+KILN_PRIM_MERGE_SORT_PAIRS_TYPES(KILN_PRIM_FIXED)
+KILN_PRIM_MERGE_SORT_PAIRS_TYPES(KILN_PRIM_PLAN)
+KILN_PRIM_MERGE_SORT_PAIRS_TYPES(KILN_PRIM_ONE_SHOT)
+#undef KILN_PRIM_FIXED
+#undef KILN_PRIM_PLAN
+#undef KILN_PRIM_ONE_SHOT
 
 }  // namespace kiln::prim

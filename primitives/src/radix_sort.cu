@@ -389,14 +389,12 @@ void radix_sort_pairs(DoubleBuffer<K>& keys, DoubleBuffer<std::int32_t>& values,
   plan(keys, values, n, temp.storage(), stream);
 }
 
-#define KILN_RADIX_SORT_PAIRS(K)                                                                            \
-  template class RadixSortPairs<K>;                                                                         \
+// Per row of kernels/primitives.toml (kiln/prim/plan_types.hpp): the plan and its one-shot functions.
+#define KILN_PRIM_INSTANTIATE(K) \
+  template class RadixSortPairs<K>; \
   template void radix_sort_pairs(const K*, K*, const std::int32_t*, std::int32_t*, std::size_t, CUstream); \
   template void radix_sort_pairs(DoubleBuffer<K>&, DoubleBuffer<std::int32_t>&, std::size_t, CUstream);
-KILN_RADIX_SORT_PAIRS(std::int32_t)
-KILN_RADIX_SORT_PAIRS(std::int64_t)
-KILN_RADIX_SORT_PAIRS(std::uint64_t)
-KILN_RADIX_SORT_PAIRS(double)
-#undef KILN_RADIX_SORT_PAIRS
+KILN_PRIM_RADIX_SORT_PAIRS_TYPES(KILN_PRIM_INSTANTIATE)
+#undef KILN_PRIM_INSTANTIATE
 
 }  // namespace kiln::prim

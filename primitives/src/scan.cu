@@ -49,11 +49,16 @@ void exclusive_sum(const T* in, T* out, std::size_t n, CUstream stream) {
   plan(in, out, n, temp.storage(), stream);
 }
 
-template class detail::FixedPlan<detail::ExclusiveSumPlan<std::int32_t>>;
-template class detail::FixedPlan<detail::ExclusiveSumPlan<std::int64_t>>;
-template class ExclusiveSum<std::int32_t>;
-template class ExclusiveSum<std::int64_t>;
-template void exclusive_sum(const std::int32_t*, std::int32_t*, std::size_t, CUstream);
-template void exclusive_sum(const std::int64_t*, std::int64_t*, std::size_t, CUstream);
+// One of each per row of kernels/primitives.toml (kiln/prim/plan_types.hpp), kind by kind: the order
+// nvcc instantiates them in decides which steps of CUB's policy walk it keeps out of line.
+#define KILN_PRIM_FIXED(T) template class detail::FixedPlan<detail::ExclusiveSumPlan<T>>;
+#define KILN_PRIM_PLAN(T) template class ExclusiveSum<T>;
+#define KILN_PRIM_ONE_SHOT(T) template void exclusive_sum(const T*, T*, std::size_t, CUstream);
+KILN_PRIM_EXCLUSIVE_SUM_TYPES(KILN_PRIM_FIXED)
+KILN_PRIM_EXCLUSIVE_SUM_TYPES(KILN_PRIM_PLAN)
+KILN_PRIM_EXCLUSIVE_SUM_TYPES(KILN_PRIM_ONE_SHOT)
+#undef KILN_PRIM_FIXED
+#undef KILN_PRIM_PLAN
+#undef KILN_PRIM_ONE_SHOT
 
 }  // namespace kiln::prim

@@ -109,15 +109,11 @@ void upper_bound(const T* haystack, std::size_t haystack_size, const T* needles,
   plans.plan(detail::one_shot_device(stream))(haystack, haystack_size, needles, out, num_needles, stream);
 }
 
-#define KILN_PRIM_SEARCH(T)                                                                                       \
-  template class SortedSearch<T, Side::lower>;                                                                    \
-  template class SortedSearch<T, Side::upper>;                                                                    \
-  template void lower_bound(const T*, std::size_t, const T*, std::int64_t*, std::size_t, CUstream);               \
-  template void upper_bound(const T*, std::size_t, const T*, std::int64_t*, std::size_t, CUstream);
-KILN_PRIM_SEARCH(std::int32_t)
-KILN_PRIM_SEARCH(std::int64_t)
-KILN_PRIM_SEARCH(std::uint64_t)
-KILN_PRIM_SEARCH(double)
-#undef KILN_PRIM_SEARCH
+// Per row of kernels/primitives.toml (kiln/prim/plan_types.hpp): the plan and its one-shot function.
+#define KILN_PRIM_INSTANTIATE(T, S) \
+  template class SortedSearch<T, Side::S>; \
+  template void S##_bound(const T*, std::size_t, const T*, std::int64_t*, std::size_t, CUstream);
+KILN_PRIM_SORTED_SEARCH_TYPES(KILN_PRIM_INSTANTIATE)
+#undef KILN_PRIM_INSTANTIATE
 
 }  // namespace kiln::prim

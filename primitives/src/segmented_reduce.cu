@@ -97,18 +97,17 @@ void segmented_reduce(const T* in, T* out, std::size_t num_segments, const std::
   plan(in, out, num_segments, offsets, temp.storage(), stream);
 }
 
-template class detail::FixedPlan<detail::SegmentedReducePlan<std::int32_t, ReduceOp::sum>>;
-template class detail::FixedPlan<detail::SegmentedReducePlan<double, ReduceOp::sum>>;
-template class detail::FixedPlan<detail::SegmentedReducePlan<double, ReduceOp::min>>;
-template class detail::FixedPlan<detail::SegmentedReducePlan<double, ReduceOp::max>>;
-template class SegmentedReduce<std::int32_t, ReduceOp::sum>;
-template class SegmentedReduce<double, ReduceOp::sum>;
-template class SegmentedReduce<double, ReduceOp::min>;
-template class SegmentedReduce<double, ReduceOp::max>;
-template void segmented_reduce<ReduceOp::sum>(const std::int32_t*, std::int32_t*, std::size_t, const std::int32_t*,
-                                              CUstream);
-template void segmented_reduce<ReduceOp::sum>(const double*, double*, std::size_t, const std::int32_t*, CUstream);
-template void segmented_reduce<ReduceOp::min>(const double*, double*, std::size_t, const std::int32_t*, CUstream);
-template void segmented_reduce<ReduceOp::max>(const double*, double*, std::size_t, const std::int32_t*, CUstream);
+// One of each per row of kernels/primitives.toml (kiln/prim/plan_types.hpp), kind by kind: the order
+// nvcc instantiates them in decides which steps of CUB's policy walk it keeps out of line.
+#define KILN_PRIM_FIXED(T, Op) template class detail::FixedPlan<detail::SegmentedReducePlan<T, ReduceOp::Op>>;
+#define KILN_PRIM_PLAN(T, Op) template class SegmentedReduce<T, ReduceOp::Op>;
+#define KILN_PRIM_ONE_SHOT(T, Op) \
+  template void segmented_reduce<ReduceOp::Op>(const T*, T*, std::size_t, const std::int32_t*, CUstream);
+KILN_PRIM_SEGMENTED_REDUCE_TYPES(KILN_PRIM_FIXED)
+KILN_PRIM_SEGMENTED_REDUCE_TYPES(KILN_PRIM_PLAN)
+KILN_PRIM_SEGMENTED_REDUCE_TYPES(KILN_PRIM_ONE_SHOT)
+#undef KILN_PRIM_FIXED
+#undef KILN_PRIM_PLAN
+#undef KILN_PRIM_ONE_SHOT
 
 }  // namespace kiln::prim

@@ -501,10 +501,14 @@ void segmented_sort(const K* keys_in, K* keys_out, std::size_t n, std::size_t nu
   plan(keys_in, keys_out, n, num_segments, offsets, temp.storage(), stream);
 }
 
-template class SegmentedSort<std::int32_t>;
-template class SegmentedSort<double>;
-template void segmented_sort(const std::int32_t*, std::int32_t*, std::size_t, std::size_t, const std::int32_t*,
-                             CUstream);
-template void segmented_sort(const double*, double*, std::size_t, std::size_t, const std::int32_t*, CUstream);
+// One of each per row of kernels/primitives.toml (kiln/prim/plan_types.hpp), kind by kind: the order
+// nvcc instantiates them in decides which steps of CUB's policy walk it keeps out of line.
+#define KILN_PRIM_PLAN(K) template class SegmentedSort<K>;
+#define KILN_PRIM_ONE_SHOT(K) \
+  template void segmented_sort(const K*, K*, std::size_t, std::size_t, const std::int32_t*, CUstream);
+KILN_PRIM_SEGMENTED_SORT_TYPES(KILN_PRIM_PLAN)
+KILN_PRIM_SEGMENTED_SORT_TYPES(KILN_PRIM_ONE_SHOT)
+#undef KILN_PRIM_PLAN
+#undef KILN_PRIM_ONE_SHOT
 
 }  // namespace kiln::prim

@@ -82,9 +82,13 @@ void select_indices(const std::uint8_t* mask, I* out, I* count, std::size_t n, C
   plan(mask, out, count, n, temp.storage(), stream);
 }
 
-template class SelectIndices<std::int32_t>;
-template class SelectIndices<std::int64_t>;
-template void select_indices(const std::uint8_t*, std::int32_t*, std::int32_t*, std::size_t, CUstream);
-template void select_indices(const std::uint8_t*, std::int64_t*, std::int64_t*, std::size_t, CUstream);
+// One of each per row of kernels/primitives.toml (kiln/prim/plan_types.hpp), kind by kind: the order
+// nvcc instantiates them in decides which steps of CUB's policy walk it keeps out of line.
+#define KILN_PRIM_PLAN(I) template class SelectIndices<I>;
+#define KILN_PRIM_ONE_SHOT(I) template void select_indices(const std::uint8_t*, I*, I*, std::size_t, CUstream);
+KILN_PRIM_SELECT_INDICES_TYPES(KILN_PRIM_PLAN)
+KILN_PRIM_SELECT_INDICES_TYPES(KILN_PRIM_ONE_SHOT)
+#undef KILN_PRIM_PLAN
+#undef KILN_PRIM_ONE_SHOT
 
 }  // namespace kiln::prim

@@ -55,13 +55,17 @@ void unique_by_key(const K* keys_in, const std::int32_t* values_in, K* keys_out,
   plan(keys_in, values_in, keys_out, values_out, num_selected, n, temp.storage(), stream);
 }
 
-template class detail::FixedPlan<detail::UniqueByKeyPlan<std::int32_t>>;
-template class detail::FixedPlan<detail::UniqueByKeyPlan<std::uint64_t>>;
-template class UniqueByKey<std::int32_t>;
-template class UniqueByKey<std::uint64_t>;
-template void unique_by_key(const std::int32_t*, const std::int32_t*, std::int32_t*, std::int32_t*, std::uint64_t*,
-                            std::size_t, CUstream);
-template void unique_by_key(const std::uint64_t*, const std::int32_t*, std::uint64_t*, std::int32_t*,
-                            std::uint64_t*, std::size_t, CUstream);
+// One of each per row of kernels/primitives.toml (kiln/prim/plan_types.hpp), kind by kind: the order
+// nvcc instantiates them in decides which steps of CUB's policy walk it keeps out of line.
+#define KILN_PRIM_FIXED(K) template class detail::FixedPlan<detail::UniqueByKeyPlan<K>>;
+#define KILN_PRIM_PLAN(K) template class UniqueByKey<K>;
+#define KILN_PRIM_ONE_SHOT(K) \
+  template void unique_by_key(const K*, const std::int32_t*, K*, std::int32_t*, std::uint64_t*, std::size_t, CUstream);
+KILN_PRIM_UNIQUE_BY_KEY_TYPES(KILN_PRIM_FIXED)
+KILN_PRIM_UNIQUE_BY_KEY_TYPES(KILN_PRIM_PLAN)
+KILN_PRIM_UNIQUE_BY_KEY_TYPES(KILN_PRIM_ONE_SHOT)
+#undef KILN_PRIM_FIXED
+#undef KILN_PRIM_PLAN
+#undef KILN_PRIM_ONE_SHOT
 
 }  // namespace kiln::prim

@@ -33,6 +33,7 @@ import steps
 INSTALLED = ["lib/cmake/kiln/kilnConfig.cmake", "lib/cmake/kiln/kilnConfigVersion.cmake", "include/kiln/prim/detail/plan.hpp",
              "include/kiln/kiln.hpp", "include/kiln/registry.hpp", "include/kiln/cli.hpp", "lib/libkiln.so",
              "lib/pkgconfig/kiln.pc", "lib/libkiln_prim.so", "lib/pkgconfig/kiln_prim.pc", "include/kiln/prim.hpp",
+             "include/kiln/prim/plan_types.hpp",
              "lib/pkgconfig/kiln_prim_headers.pc", "include/kiln/prim/reduce_plan.cuh",
              "share/kiln/primitives/device/kiln_prim/iterators.cuh",
              "bin/kiln", "bin/kiln-gen", "share/kiln/codegen/kiln_gen.py", "share/kiln/codegen/table_build.py",
@@ -40,7 +41,8 @@ INSTALLED = ["lib/cmake/kiln/kilnConfig.cmake", "lib/cmake/kiln/kilnConfigVersio
 # With -Dprimitives=false: the plans stay (kiln_prim_headers.pc names them), the library and its headers go.
 PLANS_ONLY = ["lib/pkgconfig/kiln_prim_headers.pc", "include/kiln/prim/reduce_plan.cuh", "include/kiln/prim/scan_plan.cuh",
               "include/kiln/prim/common.hpp", "include/kiln/prim/detail/plan.hpp"]
-PRIM_LIBRARY = ["lib/libkiln_prim.so", "lib/pkgconfig/kiln_prim.pc", "include/kiln/prim.hpp", "include/kiln/prim/reduce.hpp"]
+PRIM_LIBRARY = ["lib/libkiln_prim.so", "lib/pkgconfig/kiln_prim.pc", "include/kiln/prim.hpp", "include/kiln/prim/reduce.hpp",
+                "include/kiln/prim/plan_types.hpp"]  # generated from kernels/primitives.toml
 
 
 def precompiled(arch: str, compiled: int, cached: int) -> str:
@@ -81,6 +83,11 @@ def installed(args) -> int:
         steps.run(["pkg-config", "--libs", "kiln_prim"], env={"PKG_CONFIG_PATH": str(prefix / "lib" / "pkgconfig")}, out=out)
         if "-lkiln_prim" not in out[-1] or "-lkiln" not in out[-1].replace("-lkiln_prim", ""):
             raise steps.StepFailed("pkg-config --libs kiln_prim does not name libkiln_prim and libkiln")
+        # The fixed-type plans' headers compile (g++) with kiln_prim.pc's flags alone: the list of their types
+        # they include, generated in the build tree, is installed beside them.
+        steps.run(["pkg-config", "--cflags", "kiln_prim"], env={"PKG_CONFIG_PATH": str(prefix / "lib" / "pkgconfig")}, out=out)
+        (tmp / "prim_headers.cpp").write_text("#include <kiln/prim.hpp>\n")
+        steps.run(["c++", "-std=c++20", "-fsyntax-only", *out[-1].split(), str(tmp / "prim_headers.cpp")])
         # The header-only plans and their device types, for a project's own nvcc code on its kiln.* rows.
         steps.run(["pkg-config", "--cflags", "kiln_prim_headers"],
                   env={"PKG_CONFIG_PATH": str(prefix / "lib" / "pkgconfig")}, out=out)
@@ -172,7 +179,8 @@ def operators_only(args, tmp: Path) -> None:
     root = tmp / "operators" / (tmp / "prefix").relative_to("/")
     missing = [f for f in ["lib/libkiln_prim.so", "lib/pkgconfig/kiln_prim.pc", "include/kiln/prim/operator.hpp", *PLANS_ONLY]
                if not (root / f).exists()]
-    extra = [f for f in ["include/kiln/prim.hpp", "include/kiln/prim/reduce.hpp"] if (root / f).exists()]
+    extra = [f for f in ["include/kiln/prim.hpp", "include/kiln/prim/reduce.hpp", "include/kiln/prim/plan_types.hpp"]
+             if (root / f).exists()]
     if missing or extra:
         raise steps.StepFailed(f"-Dprimitives=operators installed {extra} and not {missing}")
     out: list[str] = []

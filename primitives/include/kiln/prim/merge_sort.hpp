@@ -1,10 +1,11 @@
 // Device-wide stable merge sort of key/value pairs
-// (cub::DeviceMergeSort::SortPairs) through kiln's registry. Specs: merge_sort_pairs_u64.
+// (cub::DeviceMergeSort::SortPairs) through kiln's registry. Specs: merge_sort_pairs_<K> (u64, …).
 #pragma once
 
 #include <kiln/config.hpp>  // C++20, checked first
 
 #include <kiln/prim/common.hpp>
+#include <kiln/prim/plan_types.hpp>  // generated from kernels/primitives.toml
 
 #include <cstddef>
 #include <cstdint>
@@ -19,7 +20,7 @@ struct MergeSortPairsPlan;  // MergeSort<K, int, less> on the unit merge_sort_pa
 // Sorts keys[0, n) ascending by `<` (the spec's comparator, ::cuda::std::less<>) in place and moves
 // values[i] with keys[i]. Stable: pairs with equal keys keep their input order. (CUB documents SortPairs as
 // not guaranteed stable but runs the same dispatch for StableSortPairs; kiln's tests check stability.)
-template <typename K>  // std::uint64_t
+template <typename K>  // a type of KILN_PRIM_MERGE_SORT_PAIRS_TYPES
 class MergeSortPairs : public detail::FixedPlan<detail::MergeSortPairsPlan<K>> {
  public:
   using value_type = std::int32_t;
@@ -36,7 +37,10 @@ class MergeSortPairs : public detail::FixedPlan<detail::MergeSortPairsPlan<K>> {
   // architecture; kernel(), where the kernels came from (embedded, disk, JIT) and the arch of their binary.
 };
 
-extern template class MergeSortPairs<std::uint64_t>;
+// One per row of its family in kernels/primitives.toml (kiln/prim/plan_types.hpp).
+#define KILN_PRIM_EXTERN(K) extern template class MergeSortPairs<K>;
+KILN_PRIM_MERGE_SORT_PAIRS_TYPES(KILN_PRIM_EXTERN)
+#undef KILN_PRIM_EXTERN
 
 // One-shot: the process-wide plan of the stream's device and stream-ordered temporary storage.
 template <typename K>

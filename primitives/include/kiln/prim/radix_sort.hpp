@@ -1,6 +1,6 @@
 // Device-wide radix sort of key/value pairs, ascending, over all key bits
-// (cub::DeviceRadixSort::SortPairs) through kiln's registry. Specs: radix_sort_pairs_i32,
-// radix_sort_pairs_i64, radix_sort_pairs_u64, radix_sort_pairs_f64; values are std::int32_t.
+// (cub::DeviceRadixSort::SortPairs) through kiln's registry. Specs: radix_sort_pairs_<K>
+// (i32, i64, u64, f64, …); values are std::int32_t.
 //
 // The sort is stable: pairs with equal keys keep their input order. Keys are ordered as CUB orders them:
 // integers by value; doubles by their bits after CUB's twiddle (sign bit set: all bits flipped, else only
@@ -13,6 +13,7 @@
 #include <kiln/config.hpp>  // C++20, checked first
 
 #include <kiln/prim/common.hpp>
+#include <kiln/prim/plan_types.hpp>  // generated from kernels/primitives.toml
 
 #include <cstddef>
 #include <cstdint>
@@ -33,7 +34,7 @@ struct DoubleBuffer {
   T* alternate() const { return buffers[selector ^ 1]; }
 };
 
-template <typename K>  // std::int32_t, std::int64_t, std::uint64_t or double
+template <typename K>  // a type of KILN_PRIM_RADIX_SORT_PAIRS_TYPES
 class RadixSortPairs {
  public:
   using Value = std::int32_t;
@@ -76,10 +77,10 @@ class RadixSortPairs {
   Workspace workspace_;
 };
 
-extern template class RadixSortPairs<std::int32_t>;
-extern template class RadixSortPairs<std::int64_t>;
-extern template class RadixSortPairs<std::uint64_t>;
-extern template class RadixSortPairs<double>;
+// One per row of its family in kernels/primitives.toml (kiln/prim/plan_types.hpp).
+#define KILN_PRIM_EXTERN(K) extern template class RadixSortPairs<K>;
+KILN_PRIM_RADIX_SORT_PAIRS_TYPES(KILN_PRIM_EXTERN)
+#undef KILN_PRIM_EXTERN
 
 // One-shot, out of place: the process-wide plan of the stream's device and stream-ordered temporary storage.
 template <typename K>

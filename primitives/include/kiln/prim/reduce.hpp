@@ -1,10 +1,11 @@
 // Device-wide sum (cub::DeviceReduce::Sum) through kiln's registry.
-// Specs: reduce_i32, reduce_f64.
+// Specs: reduce_<T> (i32, f64, …), a row each in kernels/primitives.toml.
 #pragma once
 
 #include <kiln/config.hpp>  // C++20, checked first
 
 #include <kiln/prim/common.hpp>
+#include <kiln/prim/plan_types.hpp>  // generated from kernels/primitives.toml
 
 #include <cstddef>
 #include <cstdint>
@@ -29,7 +30,7 @@ struct ReduceSumPlan;  // Reduce<T, plus> on the unit reduce_<T> (primitives/src
 //    kernel, or two GPUs, may round differently (as CUB built for two architectures does);
 //  - the zero-initialised start value takes part: a sum of -0.0 alone is +0.0, and an integer-valued
 //    double sum that stays below 2^53 is exact in any order.
-template <typename T>  // std::int32_t or double
+template <typename T>  // a type of KILN_PRIM_REDUCE_SUM_TYPES
 class ReduceSum : public detail::FixedPlan<detail::ReduceSumPlan<T>> {
  public:
   explicit ReduceSum(Registry& registry = prim::registry());
@@ -46,8 +47,10 @@ class ReduceSum : public detail::FixedPlan<detail::ReduceSumPlan<T>> {
   // kernel.
 };
 
-extern template class ReduceSum<std::int32_t>;
-extern template class ReduceSum<double>;
+// One per row of its family in kernels/primitives.toml (kiln/prim/plan_types.hpp).
+#define KILN_PRIM_EXTERN(T) extern template class ReduceSum<T>;
+KILN_PRIM_REDUCE_SUM_TYPES(KILN_PRIM_EXTERN)
+#undef KILN_PRIM_EXTERN
 
 // One-shot: the process-wide plan of the stream's device and stream-ordered temporary storage.
 template <typename T>

@@ -1,10 +1,11 @@
 // Device-wide exclusive prefix sum (cub::DeviceScan::ExclusiveSum) through kiln's
-// registry. Specs: exclusive_scan_i32, exclusive_scan_i64.
+// registry. Specs: exclusive_scan_<T> (i32, i64, …), a row each in kernels/primitives.toml.
 #pragma once
 
 #include <kiln/config.hpp>  // C++20, checked first
 
 #include <kiln/prim/common.hpp>
+#include <kiln/prim/plan_types.hpp>  // generated from kernels/primitives.toml
 
 #include <cstddef>
 #include <cstdint>
@@ -17,7 +18,7 @@ struct ExclusiveSumPlan;  // ExclusiveScan<T, plus> on the unit exclusive_scan_<
 }  // namespace detail
 
 // out[i] = in[0] + … + in[i-1], out[0] = 0. In place (in == out) is allowed.
-template <typename T>  // std::int32_t or std::int64_t
+template <typename T>  // a type of KILN_PRIM_EXCLUSIVE_SUM_TYPES
 class ExclusiveSum : public detail::FixedPlan<detail::ExclusiveSumPlan<T>> {
  public:
   explicit ExclusiveSum(Registry& registry = prim::registry());
@@ -32,8 +33,10 @@ class ExclusiveSum : public detail::FixedPlan<detail::ExclusiveSumPlan<T>> {
   // came from (embedded, disk, JIT) and the arch of their binary.
 };
 
-extern template class ExclusiveSum<std::int32_t>;
-extern template class ExclusiveSum<std::int64_t>;
+// One per row of its family in kernels/primitives.toml (kiln/prim/plan_types.hpp).
+#define KILN_PRIM_EXTERN(T) extern template class ExclusiveSum<T>;
+KILN_PRIM_EXCLUSIVE_SUM_TYPES(KILN_PRIM_EXTERN)
+#undef KILN_PRIM_EXTERN
 
 // One-shot: the process-wide plan of the stream's device and stream-ordered temporary storage.
 template <typename T>

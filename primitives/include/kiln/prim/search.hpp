@@ -1,11 +1,12 @@
 // Vectorised binary search: for each needle, its insertion position in a sorted
 // haystack (numpy/CuPy's searchsorted, side 'left' or 'right'), through kiln's registry.
-// Specs: lower_bound_i32/i64/f64/u64, upper_bound_i32/i64/f64/u64.
+// Specs: lower_bound_<T>, upper_bound_<T> (i32, i64, f64, u64, …).
 #pragma once
 
 #include <kiln/config.hpp>  // C++20, checked first
 
 #include <kiln/prim/common.hpp>
+#include <kiln/prim/plan_types.hpp>  // generated from kernels/primitives.toml
 
 #include <cstddef>
 #include <cstdint>
@@ -24,7 +25,7 @@ enum class Side {
 // haystack_size (upper), and -0.0 equals +0.0 (unlike numpy, which sorts NaN last). All pointers are
 // device pointers; haystack_size and num_needles are limited to 2^32 - 1 (kiln::Error, Errc::invalid_argument, beyond).
 // Needs no temporary storage.
-template <typename T, Side S>  // T: std::int32_t, std::int64_t, std::uint64_t or double
+template <typename T, Side S>  // a pair of KILN_PRIM_SORTED_SEARCH_TYPES
 class SortedSearch : detail::PlanBase {
  public:
   explicit SortedSearch(Registry& registry = prim::registry());
@@ -48,14 +49,10 @@ using LowerBound = SortedSearch<T, Side::lower>;
 template <typename T>
 using UpperBound = SortedSearch<T, Side::upper>;
 
-extern template class SortedSearch<std::int32_t, Side::lower>;
-extern template class SortedSearch<std::int64_t, Side::lower>;
-extern template class SortedSearch<std::uint64_t, Side::lower>;
-extern template class SortedSearch<double, Side::lower>;
-extern template class SortedSearch<std::int32_t, Side::upper>;
-extern template class SortedSearch<std::int64_t, Side::upper>;
-extern template class SortedSearch<std::uint64_t, Side::upper>;
-extern template class SortedSearch<double, Side::upper>;
+// One per row of its family in kernels/primitives.toml (kiln/prim/plan_types.hpp).
+#define KILN_PRIM_EXTERN(T, S) extern template class SortedSearch<T, Side::S>;
+KILN_PRIM_SORTED_SEARCH_TYPES(KILN_PRIM_EXTERN)
+#undef KILN_PRIM_EXTERN
 
 // One-shot: the process-wide plan of the stream's device.
 template <typename T>

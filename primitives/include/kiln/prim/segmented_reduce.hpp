@@ -1,12 +1,13 @@
 // One sum, minimum or maximum per segment
 // (cub::DeviceSegmentedReduce::Sum/Min/Max) through kiln's registry.
-// Specs: segmented_reduce_sum_i32, segmented_reduce_sum_f64, segmented_reduce_min_f64,
-// segmented_reduce_max_f64.
+// Specs: segmented_reduce_<op>_<T> (sum_i32, sum_f64, min_f64, max_f64, …), a row each in
+// kernels/primitives.toml.
 #pragma once
 
 #include <kiln/config.hpp>  // C++20, checked first
 
 #include <kiln/prim/common.hpp>
+#include <kiln/prim/plan_types.hpp>  // generated from kernels/primitives.toml
 
 #include <cstddef>
 #include <cstdint>
@@ -41,7 +42,7 @@ struct SegmentedReducePlan;  // SegmentedReduction<T, Op's functor> on segmented
 //    max(x, NaN) = x but max(NaN, x) = NaN. Whether a NaN survives, and which elements it hides, depends on
 //    where it falls in the order. Two rules hold in any order: min of a segment of only NaN gives that NaN,
 //    and max of any segment whose aggregate is NaN (for one, a segment of only NaN) gives -DBL_MAX.
-template <typename T, ReduceOp Op>  // <std::int32_t, sum>, <double, sum>, <double, min>, <double, max>
+template <typename T, ReduceOp Op>  // a pair of KILN_PRIM_SEGMENTED_REDUCE_TYPES
 class SegmentedReduce : public detail::FixedPlan<detail::SegmentedReducePlan<T, Op>> {
  public:
   explicit SegmentedReduce(Registry& registry = prim::registry());
@@ -66,10 +67,10 @@ using SegmentedMin = SegmentedReduce<T, ReduceOp::min>;
 template <typename T>
 using SegmentedMax = SegmentedReduce<T, ReduceOp::max>;
 
-extern template class SegmentedReduce<std::int32_t, ReduceOp::sum>;
-extern template class SegmentedReduce<double, ReduceOp::sum>;
-extern template class SegmentedReduce<double, ReduceOp::min>;
-extern template class SegmentedReduce<double, ReduceOp::max>;
+// One per row of its family in kernels/primitives.toml (kiln/prim/plan_types.hpp).
+#define KILN_PRIM_EXTERN(T, Op) extern template class SegmentedReduce<T, ReduceOp::Op>;
+KILN_PRIM_SEGMENTED_REDUCE_TYPES(KILN_PRIM_EXTERN)
+#undef KILN_PRIM_EXTERN
 
 // One-shot: the process-wide plan of the stream's device and stream-ordered temporary storage.
 template <ReduceOp Op, typename T>

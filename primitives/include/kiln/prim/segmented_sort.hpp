@@ -1,10 +1,11 @@
 // Sorting keys within segments (cub::DeviceSegmentedSort::SortKeys, ascending)
-// through kiln's registry. Specs: segmented_sort_i32, segmented_sort_f64.
+// through kiln's registry. Specs: segmented_sort_<K> (i32, f64, …).
 #pragma once
 
 #include <kiln/config.hpp>  // C++20, checked first
 
 #include <kiln/prim/common.hpp>
+#include <kiln/prim/plan_types.hpp>  // generated from kernels/primitives.toml
 
 #include <cstddef>
 #include <cstdint>
@@ -38,7 +39,7 @@ struct SegmentedSortLimits {
 // by descending. Smaller segments are merge sorted by a (sub-)warp with operator<: stable, zeros as above, but a
 // NaN compares with nothing, so where NaNs land in such a segment follows from CUB's merge network (the tests
 // replay it), not from any order.
-template <typename K>  // std::int32_t or double
+template <typename K>  // a type of KILN_PRIM_SEGMENTED_SORT_TYPES
 class SegmentedSort : detail::PlanBase {
  public:
   explicit SegmentedSort(Registry& registry = prim::registry());
@@ -66,8 +67,10 @@ class SegmentedSort : detail::PlanBase {
   Kernel fallback_, small_, large_, partition_init_, partition_;
 };
 
-extern template class SegmentedSort<std::int32_t>;
-extern template class SegmentedSort<double>;
+// One per row of its family in kernels/primitives.toml (kiln/prim/plan_types.hpp).
+#define KILN_PRIM_EXTERN(K) extern template class SegmentedSort<K>;
+KILN_PRIM_SEGMENTED_SORT_TYPES(KILN_PRIM_EXTERN)
+#undef KILN_PRIM_EXTERN
 
 // One-shot: the process-wide plan of the stream's device and stream-ordered temporary storage.
 template <typename K>

@@ -1,11 +1,12 @@
 // The indices of the nonzero bytes of a mask, in increasing order (stream
 // compaction: cub::DeviceSelect::Flagged over a counting iterator) through kiln's registry.
-// Specs: select_i32, select_i64 (the index type).
+// Specs: select_<I> (i32, i64, …: the index type).
 #pragma once
 
 #include <kiln/config.hpp>  // C++20, checked first
 
 #include <kiln/prim/common.hpp>
+#include <kiln/prim/plan_types.hpp>  // generated from kernels/primitives.toml
 
 #include <cstddef>
 #include <cstdint>
@@ -16,7 +17,7 @@ namespace kiln::prim {
 // in increasing order, and k to *count. mask, out and count are device pointers; out needs room for k
 // indices (n at most) and must not overlap mask. n is limited to 2^31 - 1 for std::int32_t indices (every
 // index and the count must fit) and to 2^32 - 1 for std::int64_t; larger n throws kiln::Error(Errc::invalid_argument).
-template <typename I>  // std::int32_t or std::int64_t
+template <typename I>  // a type of KILN_PRIM_SELECT_INDICES_TYPES
 class SelectIndices : detail::PlanBase {
  public:
   explicit SelectIndices(Registry& registry = prim::registry());
@@ -40,8 +41,10 @@ class SelectIndices : detail::PlanBase {
   Kernel init_, sweep_;
 };
 
-extern template class SelectIndices<std::int32_t>;
-extern template class SelectIndices<std::int64_t>;
+// One per row of its family in kernels/primitives.toml (kiln/prim/plan_types.hpp).
+#define KILN_PRIM_EXTERN(I) extern template class SelectIndices<I>;
+KILN_PRIM_SELECT_INDICES_TYPES(KILN_PRIM_EXTERN)
+#undef KILN_PRIM_EXTERN
 
 // One-shot: the process-wide plan of the stream's device and stream-ordered temporary storage.
 template <typename I>

@@ -1,10 +1,11 @@
 // Device-wide unique by key (cub::DeviceSelect::UniqueByKey) through kiln's
-// registry. Specs: unique_by_key_i32, unique_by_key_u64.
+// registry. Specs: unique_by_key_<K> (i32, u64, …).
 #pragma once
 
 #include <kiln/config.hpp>  // C++20, checked first
 
 #include <kiln/prim/common.hpp>
+#include <kiln/prim/plan_types.hpp>  // generated from kernels/primitives.toml
 
 #include <cstddef>
 #include <cstdint>
@@ -20,7 +21,7 @@ struct UniqueByKeyPlan;  // Unique<K, int, equal_to> on the unit unique_by_key_<
 // came with it to keys_out and values_out, compacted in input order, and writes the number of runs to
 // *num_selected (a device pointer; the call returns before it is written). The inputs are usually sorted,
 // so that runs are all the equal keys. No range may overlap another (CUB does not support in place).
-template <typename K>  // std::int32_t or std::uint64_t
+template <typename K>  // a type of KILN_PRIM_UNIQUE_BY_KEY_TYPES
 class UniqueByKey : public detail::FixedPlan<detail::UniqueByKeyPlan<K>> {
  public:
   using value_type = std::int32_t;
@@ -39,8 +40,10 @@ class UniqueByKey : public detail::FixedPlan<detail::UniqueByKeyPlan<K>> {
   // came from (embedded, disk, JIT) and the arch of their binary.
 };
 
-extern template class UniqueByKey<std::int32_t>;
-extern template class UniqueByKey<std::uint64_t>;
+// One per row of its family in kernels/primitives.toml (kiln/prim/plan_types.hpp).
+#define KILN_PRIM_EXTERN(K) extern template class UniqueByKey<K>;
+KILN_PRIM_UNIQUE_BY_KEY_TYPES(KILN_PRIM_EXTERN)
+#undef KILN_PRIM_EXTERN
 
 // One-shot: the process-wide plan of the stream's device and stream-ordered temporary storage.
 template <typename K>
