@@ -16,12 +16,14 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #ifdef KILN_PYTHON_PRIMITIVES
 #include <kiln/driver.hpp>
 #include <kiln/prim.hpp>
+#include <kiln/prim/plan_types.hpp>  // generated: the types of the table's rows
 
 #include <dlfcn.h>
 #endif
@@ -208,38 +210,55 @@ std::shared_ptr<Primitive> segmented_sort(Registry& r) {
 
 using Factory = std::shared_ptr<Primitive> (*)(Registry&);
 
-// Every (primitive, type) libkiln_prim instantiates: the 27 specs of kernels/primitives.toml. A type is
-// NumPy's dtype name of the primitive's keys or items (for select, of its indices).
+// NumPy's dtype name of a type the primitives' table may name (codegen/plan_types.py's six).
+template <class T>
+constexpr const char* dtype_name() {
+  if constexpr (std::is_same_v<T, std::int32_t>) return "int32";
+  else if constexpr (std::is_same_v<T, std::uint32_t>) return "uint32";
+  else if constexpr (std::is_same_v<T, std::int64_t>) return "int64";
+  else if constexpr (std::is_same_v<T, std::uint64_t>) return "uint64";
+  else if constexpr (std::is_same_v<T, float>) return "float32";
+  else {
+    static_assert(std::is_same_v<T, double>, "a type of the primitives' table has no NumPy name here");
+    return "float64";
+  }
+}
+
+// Every (primitive, type) libkiln_prim instantiates: the lists kiln-gen writes from kernels/primitives.toml
+// (kiln/prim/plan_types.hpp), so a row of the table reaches Python with no edit here. A type is NumPy's
+// dtype name of the primitive's keys or items (for select, of its indices).
 const std::map<std::pair<std::string, std::string>, Factory>& factories() {
+#define KILN_PY_ONE_TYPE(name, function, T) {{name, dtype_name<T>()}, &function<T>},
+#define KILN_PY_EXCLUSIVE_SUM(T) KILN_PY_ONE_TYPE("exclusive_sum", exclusive_sum, T)
+#define KILN_PY_REDUCE_SUM(T) KILN_PY_ONE_TYPE("reduce_sum", reduce_sum, T)
+#define KILN_PY_MERGE_SORT_PAIRS(T) KILN_PY_ONE_TYPE("merge_sort_pairs", merge_sort_pairs, T)
+#define KILN_PY_UNIQUE_BY_KEY(T) KILN_PY_ONE_TYPE("unique_by_key", unique_by_key, T)
+#define KILN_PY_RADIX_SORT_PAIRS(T) KILN_PY_ONE_TYPE("radix_sort_pairs", radix_sort_pairs, T)
+#define KILN_PY_SELECT_INDICES(T) KILN_PY_ONE_TYPE("select_indices", select_indices, T)
+#define KILN_PY_SEGMENTED_SORT(T) KILN_PY_ONE_TYPE("segmented_sort", segmented_sort, T)
+#define KILN_PY_SEGMENTED_REDUCE(T, Op) {{"segmented_" #Op, dtype_name<T>()}, &segmented_reduce<T, prim::ReduceOp::Op>},
+#define KILN_PY_SORTED_SEARCH(T, Bound) {{#Bound "_bound", dtype_name<T>()}, &sorted_search<T, prim::Side::Bound>},
   static const std::map<std::pair<std::string, std::string>, Factory> table = {
-      {{"exclusive_sum", "int32"}, &exclusive_sum<std::int32_t>},
-      {{"exclusive_sum", "int64"}, &exclusive_sum<std::int64_t>},
-      {{"reduce_sum", "int32"}, &reduce_sum<std::int32_t>},
-      {{"reduce_sum", "float64"}, &reduce_sum<double>},
-      {{"segmented_sum", "int32"}, &segmented_reduce<std::int32_t, prim::ReduceOp::sum>},
-      {{"segmented_sum", "float64"}, &segmented_reduce<double, prim::ReduceOp::sum>},
-      {{"segmented_min", "float64"}, &segmented_reduce<double, prim::ReduceOp::min>},
-      {{"segmented_max", "float64"}, &segmented_reduce<double, prim::ReduceOp::max>},
-      {{"merge_sort_pairs", "uint64"}, &merge_sort_pairs<std::uint64_t>},
-      {{"unique_by_key", "int32"}, &unique_by_key<std::int32_t>},
-      {{"unique_by_key", "uint64"}, &unique_by_key<std::uint64_t>},
-      {{"radix_sort_pairs", "int32"}, &radix_sort_pairs<std::int32_t>},
-      {{"radix_sort_pairs", "int64"}, &radix_sort_pairs<std::int64_t>},
-      {{"radix_sort_pairs", "uint64"}, &radix_sort_pairs<std::uint64_t>},
-      {{"radix_sort_pairs", "float64"}, &radix_sort_pairs<double>},
-      {{"select_indices", "int32"}, &select_indices<std::int32_t>},
-      {{"select_indices", "int64"}, &select_indices<std::int64_t>},
-      {{"lower_bound", "int32"}, &sorted_search<std::int32_t, prim::Side::lower>},
-      {{"lower_bound", "int64"}, &sorted_search<std::int64_t, prim::Side::lower>},
-      {{"lower_bound", "uint64"}, &sorted_search<std::uint64_t, prim::Side::lower>},
-      {{"lower_bound", "float64"}, &sorted_search<double, prim::Side::lower>},
-      {{"upper_bound", "int32"}, &sorted_search<std::int32_t, prim::Side::upper>},
-      {{"upper_bound", "int64"}, &sorted_search<std::int64_t, prim::Side::upper>},
-      {{"upper_bound", "uint64"}, &sorted_search<std::uint64_t, prim::Side::upper>},
-      {{"upper_bound", "float64"}, &sorted_search<double, prim::Side::upper>},
-      {{"segmented_sort", "int32"}, &segmented_sort<std::int32_t>},
-      {{"segmented_sort", "float64"}, &segmented_sort<double>},
+      KILN_PRIM_EXCLUSIVE_SUM_TYPES(KILN_PY_EXCLUSIVE_SUM)
+      KILN_PRIM_REDUCE_SUM_TYPES(KILN_PY_REDUCE_SUM)
+      KILN_PRIM_SEGMENTED_REDUCE_TYPES(KILN_PY_SEGMENTED_REDUCE)
+      KILN_PRIM_MERGE_SORT_PAIRS_TYPES(KILN_PY_MERGE_SORT_PAIRS)
+      KILN_PRIM_UNIQUE_BY_KEY_TYPES(KILN_PY_UNIQUE_BY_KEY)
+      KILN_PRIM_RADIX_SORT_PAIRS_TYPES(KILN_PY_RADIX_SORT_PAIRS)
+      KILN_PRIM_SELECT_INDICES_TYPES(KILN_PY_SELECT_INDICES)
+      KILN_PRIM_SORTED_SEARCH_TYPES(KILN_PY_SORTED_SEARCH)
+      KILN_PRIM_SEGMENTED_SORT_TYPES(KILN_PY_SEGMENTED_SORT)
   };
+#undef KILN_PY_ONE_TYPE
+#undef KILN_PY_EXCLUSIVE_SUM
+#undef KILN_PY_REDUCE_SUM
+#undef KILN_PY_MERGE_SORT_PAIRS
+#undef KILN_PY_UNIQUE_BY_KEY
+#undef KILN_PY_RADIX_SORT_PAIRS
+#undef KILN_PY_SELECT_INDICES
+#undef KILN_PY_SEGMENTED_SORT
+#undef KILN_PY_SEGMENTED_REDUCE
+#undef KILN_PY_SORTED_SEARCH
   return table;
 }
 
