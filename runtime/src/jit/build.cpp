@@ -54,8 +54,7 @@ std::optional<UnitImage> claim_stores(const UnitQuery& q, const CacheKey& key, H
       UnitImage image;
       image.source = store->tier();
       image.stored = holds.publish(*claim.found);
-      image.owned = std::move(claim.found->cubin);
-      image.kernels = std::move(claim.found->kernels);
+      image.take(std::move(*claim.found));
       return image;
     }
     holds.add(claim);
@@ -107,8 +106,7 @@ UnitImage build_unit(const UnitQuery& q, const BuildInput& in) {
     image.emplace();
     image->source = in.tier;
     image->stored = holds.publish(entry);                        // 4
-    image->owned = std::move(entry.cubin);
-    image->kernels = std::move(entry.kernels);
+    image->take(std::move(entry));
   }
   image->cache_key = key.hex;
   return std::move(*image);
