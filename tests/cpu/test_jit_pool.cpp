@@ -1452,4 +1452,136 @@ TEST_CASE("JIT workers killed at random points, while some build and use a famil
   CHECK(kiln::test::temp_and_lock_files(kiln::test::entries_dir(tmp.path())).empty());
 }
 
+// A unit compiled in parts (docs/DESIGN.md, "A unit's kernels over several workers"): in this process
+// (no worker executable), each part a request of its own that `compile` sees.
+namespace {
+
+CompileRequest three_kernels(std::string unit) {
+  CompileRequest r = fake_request(std::move(unit));
+  r.kernels = {{"a", "_Z1av"}, {"b", "_Z1bv"}, {"c", "_Z1cv"}};
+  r.expressions = {"a", "b", "c"};
+  return r;
+}
+
+JitPoolOptions parts_pool(kiln::detail::CompileFunction compile) {
+  JitPoolOptions o = fake_pool(4);
+  o.worker = "/nonexistent/kiln-jitd";
+  o.in_process = std::move(compile);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("a splittable unit on the critical path compiles as parts, one entry of their images; otherwise whole") {
+  std::mutex mutex;
+  std::vector<std::vector<std::string>> seen;  // each request's kernels
+  const auto compile = [&](const CompileRequest& r) {
+    std::vector<std::string> names;
+    for (const auto& k : r.kernels) names.push_back(k.name);
+    const std::lock_guard lock(mutex);
+    seen.push_back(names);
+    CompileOutcome o = kiln::test::fake_echo(r);
+    o.entry->cubin = "cubin of";
+    for (const auto& n : names) o.entry->cubin += " " + n;
+    return o;
+  };
+  JitPool pool(parts_pool(compile));
+  // Alone, its estimate is the whole load: on the critical path.
+  const CompileOutcome o = pool.compile(three_kernels("u"), {}, 900, {true, 300});
+  REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
+  CHECK(seen.size() == 3);
+  for (const auto& names : seen) CHECK(names.size() == 1);
+  CHECK(o.entry->cubin.empty());
+  REQUIRE(o.entry->parts.size() == 3);
+  REQUIRE(o.entry->kernels.size() == 3);
+  std::set<std::uint32_t> served;
+  for (const auto& part : o.entry->parts) {
+    REQUIRE(part.kernels.size() == 1);
+    CHECK(part.cubin == "cubin of " + o.entry->kernels[part.kernels[0]].name);
+    served.insert(part.kernels[0]);
+  }
+  CHECK(served == std::set<std::uint32_t>{0, 1, 2});
+  CHECK(o.entry->kernels[1].name == "b");  // the unit's order, whichever part ended first
+  CHECK(o.entry->kernels[1].lowered == "_Z1bv");
+  CHECK(pool.stats().split_units == 1);
+  CHECK(pool.stats().parts == 3);
+
+  // Not splittable, or a single kernel: whole.
+  seen.clear();
+  CHECK(pool.compile(three_kernels("v"), {}, 900, {false, 300}).entry->parts.empty());
+  CompileRequest one = three_kernels("w");
+  one.kernels.resize(1);
+  one.expressions.resize(1);
+  CHECK(pool.compile(one, {}, 900, {true, 300}).entry->parts.empty());
+  CHECK(seen.size() == 2);
+  CHECK(pool.stats().split_units == 1);
+
+  // KILN_JIT_SPLIT=0: whole.
+  kiln::test::ScopedEnv env("KILN_JIT_SPLIT", "0");
+  JitPool off(parts_pool(compile));
+  CHECK(off.compile(three_kernels("x"), {}, 900, {true, 300}).entry->parts.empty());
+  CHECK(off.stats().split_units == 0);
+  CHECK(off.warnings().size() == 1);  // the missing worker's, and no other
+  kiln::test::ScopedEnv bad("KILN_JIT_SPLIT", "sometimes");
+  JitPool warned(parts_pool(compile));
+  const std::vector<std::string> warnings = warned.warnings();
+  CHECK(std::count_if(warnings.begin(), warnings.end(), [](const std::string& w) {
+          return w.find("KILN_JIT_SPLIT=") != std::string::npos;
+        }) == 1);
+}
+
+TEST_CASE("a part that fails fails its unit, with the part's error and log") {
+  const auto compile = [](const CompileRequest& r) {
+    CompileOutcome o = kiln::test::fake_echo(r);
+    if (r.kernels.front().name == "b") {
+      o.entry = kiln::detail::fail("b does not compile");
+      o.log = "the log of b";
+    }
+    return o;
+  };
+  JitPool pool(parts_pool(compile));
+  const CompileOutcome o = pool.compile(three_kernels("u"), {}, 900, {true, 300});
+  REQUIRE_FALSE(o.entry.ok());
+  CHECK(o.entry.error() == "b does not compile (part 2 of 3, kernels b)");
+  CHECK(o.log == "the log of b");
+}
+
+TEST_CASE("with the real kiln-jitd, a catalog unit of two kernels on the critical path compiles as parts for sm_80") {
+  const kiln::Catalog& catalog = kiln::examples::catalog();
+  const kiln::UnitEntry& scale = kiln::test::example_unit("scale");
+  // The generator found that the unit writes no module-scope variable; a unit of one kernel is never split.
+  CHECK(scale.splittable);
+  CHECK_FALSE(kiln::test::example_unit("block_sum_f32").splittable);
+  CHECK(catalog.find("scale_f32") != nullptr);
+  const CompileRequest whole = kiln::test::example_request(scale, 80);
+  REQUIRE(whole.kernels.size() == 2);
+  kiln::test::TempDir dir;
+  const auto trace = dir.path() / "trace.jsonl";
+  std::optional<CompileOutcome> o;
+  {
+    kiln::test::ScopedEnv env("KILN_JIT_TRACE", trace.c_str());
+    JitPool pool(real_pool(2));
+    auto future = pool.submit(whole, {}, 2000, {true, 500});
+    o = real_outcome(future);
+    if (!o) return;
+    CHECK(pool.stats().split_units == 1);
+  }
+  REQUIRE_MESSAGE(o->entry.ok(), o->entry.error() << "\n" << o->log);
+  REQUIRE(o->entry->parts.size() == 2);
+  CHECK(kiln::detail::check_entry(*o->entry, 80).ok());  // each part's cubin for sm_80 with its kernel
+  for (std::size_t k = 0; k < 2; ++k) CHECK(o->entry->kernels[k].name == whole.kernels[k].name);
+  const auto key = kiln::test::sample_key(1, 80);
+  const auto decoded = kiln::detail::decode_entry(kiln::detail::encode_entry(key, *o->entry), key);
+  REQUIRE_MESSAGE(decoded.ok(), decoded.error());
+  CHECK(decoded->parts.size() == 2);
+  std::ifstream in(trace);
+  std::vector<std::string> parts;
+  for (std::string line; std::getline(in, line);)
+    if (line.find("\"part\":") != std::string::npos) parts.push_back(line);
+  REQUIRE(parts.size() == 2);
+  for (const char* part : {"\"part\":\"1/2\"", "\"part\":\"2/2\""})
+    CHECK(std::count_if(parts.begin(), parts.end(), [&](const std::string& l) { return l.find(part) != std::string::npos; }) == 1);
+  for (const auto& l : parts) CHECK(l.find("\"unit\":\"examples/scale\"") != std::string::npos);
+}
+
 TEST_SUITE_END();

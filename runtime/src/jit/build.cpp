@@ -84,7 +84,8 @@ CacheEntry compile(const UnitQuery& q, const BuildInput& in) {
     return jit_compile_entry(request);
   }
   PchFamily family = request_family(q.catalog, request, q.cache());
-  return jit_compile_entry(request, std::move(family), compile_estimate_ms(q.catalog, q.unit_index()));
+  const UnitSplit split{q.unit().splittable, compile_shared_ms(q.catalog, q.unit_index())};
+  return jit_compile_entry(request, std::move(family), compile_estimate_ms(q.catalog, q.unit_index()), split);
 }
 
 // 3. Check: an entry that does not name every kernel of the unit would be foreign to every later reader.

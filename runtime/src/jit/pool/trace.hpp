@@ -28,7 +28,8 @@ class PoolTrace {
   void spawn(pid_t worker, Clock::time_point asked, Clock::time_point ready);
   // {"event":"request","unit":"REGISTRY/UNIT","sm":N,"worker":PID,"queued":MS,"start":MS,"end":MS,
   //  "nvrtc":MS,"link":MS,"threads":N,"pch":"none|create|use","critical":BOOL,"beyond":BOOL,"estimate":MS,
-  //  "slot_wait":MS,"origin":MS}: "origin" is when the pool was made on the machine's monotonic clock
+  //  ["part":"I/N",]"slot_wait":MS,"origin":MS}: "part", for a part of a unit compiled in parts (its
+  //  kernels' request, I of N); "origin" is when the pool was made on the machine's monotonic clock
   //  (CLOCK_MONOTONIC), so that origin + start and origin + end of two processes' traces compare.
   // A request's start is after its compile slot was taken (the machine-wide budget).
   struct Request {
@@ -42,6 +43,7 @@ class PoolTrace {
     bool critical = false;
     bool beyond = false;  // on a worker beyond the steady count (the table's tail)
     Clock::time_point slot_asked{};  // when it asked for a slot of the machine-wide budget (at start: none)
+    std::string part{};              // "I/N" for a part of a unit compiled in parts, else empty
   };
   void request(const Request& r);
 
