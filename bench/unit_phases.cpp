@@ -17,7 +17,7 @@
 // Needs no GPU (NVRTC only).
 // `bench_unit_phases [--reps R] [--copies 1,8,16] [--no-phases] [--no-kernels] [--first-only] [unit ...]`
 // (--first-only: each unit's first compile alone, for comparing fresh processes; --copies none: no copies
-// rows); `bench_unit_phases --table [--reps R]`. It sets CUDA_CACHE_DISABLE=1 unless set: nvJitLink keeps ptxas's output in the driver's
+// rows); `bench_unit_phases --table [--reps R] [unit]` (the unit: T's, else the longest estimate). It sets CUDA_CACHE_DISABLE=1 unless set: nvJitLink keeps ptxas's output in the driver's
 // JIT cache (~/.nv/ComputeCache) and reads it back in later processes, which no cold compile may do.
 #include <kiln/cache.hpp>
 #include <kiln/catalog.hpp>
@@ -248,8 +248,10 @@ double alone_on_pool(const CompileRequest& request) {
   return ms_since(start);
 }
 
-// The primitives' table cold, split and whole, against its slowest unit and that unit's slowest kernel alone.
-int table(int rounds) {
+// The primitives' table cold, split and whole, against its slowest unit (`slowest_name`, else the longest
+// estimate: segmented_sort_i32 where the build embeds cubins to estimate from) and that unit's slowest
+// kernel alone.
+int table(int rounds, const std::string& slowest_name) {
   const kiln::Catalog& catalog = kiln::prim::catalog();
   std::vector<std::uint32_t> units;
   std::size_t kernels = 0;
@@ -269,7 +271,9 @@ int table(int rounds) {
   }
   // T: the unit the table's estimates end with, alone (threads as the pool gives a unit alone); its
   // kernels each alone on one thread, the slowest of them the bound a split table can reach.
-  const std::uint32_t slowest = units.front();
+  std::uint32_t slowest = units.front();
+  for (const std::uint32_t u : units)
+    if (catalog.str(catalog.units[u].name) == slowest_name) slowest = u;
   const std::vector<std::uint32_t> alone{slowest};
   std::vector<double> unit_ms;
   for (int r = 0; r < rounds; ++r) unit_ms.push_back(cold_on_pool(catalog, alone, false).ms);
@@ -329,7 +333,7 @@ int main(int argc, char** argv) try {
     else if (std::strcmp(argv[i], "--table") == 0) whole_table = true;
     else units.emplace_back(argv[i]);
   }
-  if (whole_table) return table(reps);
+  if (whole_table) return table(reps, units.empty() ? std::string() : units.front());
   if (units.empty()) units.emplace_back("segmented_sort_i32");
   for (const std::string& name : units) {
     // A primitive's unit, or an example's (vector_add, block_sum_f32: bench_tiers' kernels).
