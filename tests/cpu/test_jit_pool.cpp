@@ -1452,78 +1452,64 @@ TEST_CASE("JIT workers killed at random points, while some build and use a famil
   CHECK(kiln::test::temp_and_lock_files(kiln::test::entries_dir(tmp.path())).empty());
 }
 
-// A unit compiled in parts (docs/DESIGN.md, "A unit's kernels over several workers"): in this process
-// (no worker executable), each part a request of its own that `compile` sees.
+// A unit compiled in parts (docs/DESIGN.md, "A unit's kernels over several workers"), on fake workers.
 namespace {
 
-CompileRequest three_kernels(std::string unit) {
-  CompileRequest r = fake_request(std::move(unit));
+CompileRequest three_kernels(std::string unit, std::vector<std::string> options = {}) {
+  CompileRequest r = fake_request(std::move(unit), std::move(options));
   r.kernels = {{"a", "_Z1av"}, {"b", "_Z1bv"}, {"c", "_Z1cv"}};
   r.expressions = {"a", "b", "c"};
   return r;
 }
 
-JitPoolOptions parts_pool(kiln::detail::CompileFunction compile) {
-  JitPoolOptions o = fake_pool(4);
-  o.worker = "/nonexistent/kiln-jitd";
-  o.in_process = std::move(compile);
-  return o;
-}
-
 }  // namespace
 
 TEST_CASE("a splittable unit on the critical path compiles as parts, one entry of their images; otherwise whole") {
-  std::mutex mutex;
-  std::vector<std::vector<std::string>> seen;  // each request's kernels
-  const auto compile = [&](const CompileRequest& r) {
-    std::vector<std::string> names;
-    for (const auto& k : r.kernels) names.push_back(k.name);
-    const std::lock_guard lock(mutex);
-    seen.push_back(names);
-    CompileOutcome o = kiln::test::fake_echo(r);
-    o.entry->cubin = "cubin of";
-    for (const auto& n : names) o.entry->cubin += " " + n;
-    return o;
-  };
-  JitPool pool(parts_pool(compile));
-  // Alone, its estimate is the whole load: on the critical path.
-  const CompileOutcome o = pool.compile(three_kernels("u"), {}, 900, {true, 300});
-  REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
-  CHECK(seen.size() == 3);
-  for (const auto& names : seen) CHECK(names.size() == 1);
-  CHECK(o.entry->cubin.empty());
-  REQUIRE(o.entry->parts.size() == 3);
-  REQUIRE(o.entry->kernels.size() == 3);
-  std::set<std::uint32_t> served;
-  for (const auto& part : o.entry->parts) {
-    REQUIRE(part.kernels.size() == 1);
-    CHECK(part.cubin == "cubin of " + o.entry->kernels[part.kernels[0]].name);
-    served.insert(part.kernels[0]);
-  }
-  CHECK(served == std::set<std::uint32_t>{0, 1, 2});
-  CHECK(o.entry->kernels[1].name == "b");  // the unit's order, whichever part ended first
-  CHECK(o.entry->kernels[1].lowered == "_Z1bv");
-  CHECK(pool.stats().split_units == 1);
-  CHECK(pool.stats().parts == 3);
+  kiln::test::TempDir dir;
+  const auto trace = dir.path() / "trace.jsonl";
+  {
+    kiln::test::ScopedEnv env("KILN_JIT_TRACE", trace.c_str());
+    JitPool pool(fake_pool(4));
+    // Alone, its estimate is the whole load: on the critical path.
+    const CompileOutcome o = pool.compile(three_kernels("u"), {}, 900, {true, 300});
+    REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
+    CHECK(o.entry->cubin.empty());
+    REQUIRE(o.entry->parts.size() == 3);
+    REQUIRE(o.entry->kernels.size() == 3);
+    std::set<std::uint32_t> served;
+    for (const auto& part : o.entry->parts) {
+      REQUIRE(part.kernels.size() == 1);
+      CHECK(part.cubin == three_kernels("u").source);  // the fake's cubin: the source every part compiles
+      served.insert(part.kernels[0]);
+    }
+    CHECK(served == std::set<std::uint32_t>{0, 1, 2});
+    CHECK(o.entry->kernels[1].name == "b");  // the unit's order, whichever part ended first
+    CHECK(o.entry->kernels[1].lowered == "_Z1bv");
+    CHECK(pool.stats().split_units == 1);
+    CHECK(pool.stats().parts == 3);
 
-  // Not splittable, or a single kernel: whole.
-  seen.clear();
-  CHECK(pool.compile(three_kernels("v"), {}, 900, {false, 300}).entry->parts.empty());
-  CompileRequest one = three_kernels("w");
-  one.kernels.resize(1);
-  one.expressions.resize(1);
-  CHECK(pool.compile(one, {}, 900, {true, 300}).entry->parts.empty());
-  CHECK(seen.size() == 2);
-  CHECK(pool.stats().split_units == 1);
+    // Not splittable, or a single kernel: whole.
+    CHECK(pool.compile(three_kernels("v"), {}, 900, {false, 300}).entry->parts.empty());
+    CompileRequest one = three_kernels("w");
+    one.kernels.resize(1);
+    one.expressions.resize(1);
+    CHECK(pool.compile(one, {}, 900, {true, 300}).entry->parts.empty());
+    CHECK(pool.stats().split_units == 1);
+  }
+  std::ifstream in(trace);
+  std::vector<std::string> parts;
+  for (std::string line; std::getline(in, line);)
+    if (line.find("\"part\":") != std::string::npos) parts.push_back(line);
+  CHECK(parts.size() == 3);  // u's, each marked; v and w compiled whole
 
   // KILN_JIT_SPLIT=0: whole.
   kiln::test::ScopedEnv env("KILN_JIT_SPLIT", "0");
-  JitPool off(parts_pool(compile));
+  JitPool off(fake_pool(4));
   CHECK(off.compile(three_kernels("x"), {}, 900, {true, 300}).entry->parts.empty());
   CHECK(off.stats().split_units == 0);
-  CHECK(off.warnings().size() == 1);  // the missing worker's, and no other
+  CHECK(off.warnings().empty());
   kiln::test::ScopedEnv bad("KILN_JIT_SPLIT", "sometimes");
-  JitPool warned(parts_pool(compile));
+  JitPool warned(fake_pool(1));
   const std::vector<std::string> warnings = warned.warnings();
   CHECK(std::count_if(warnings.begin(), warnings.end(), [](const std::string& w) {
           return w.find("KILN_JIT_SPLIT=") != std::string::npos;
@@ -1531,19 +1517,23 @@ TEST_CASE("a splittable unit on the critical path compiles as parts, one entry o
 }
 
 TEST_CASE("a part that fails fails its unit, with the part's error and log") {
-  const auto compile = [](const CompileRequest& r) {
-    CompileOutcome o = kiln::test::fake_echo(r);
-    if (r.kernels.front().name == "b") {
-      o.entry = kiln::detail::fail("b does not compile");
-      o.log = "the log of b";
-    }
-    return o;
-  };
-  JitPool pool(parts_pool(compile));
-  const CompileOutcome o = pool.compile(three_kernels("u"), {}, 900, {true, 300});
+  JitPool pool(fake_pool(4));
+  const CompileOutcome o = pool.compile(three_kernels("u", {"fake:fail_kernel=b"}), {}, 900, {true, 300});
   REQUIRE_FALSE(o.entry.ok());
-  CHECK(o.entry.error() == "b does not compile (part 2 of 3, kernels b)");
+  CHECK(o.entry.error() == "fake: b does not compile (part 2 of 3, kernels b)");
   CHECK(o.log == "the log of b");
+  CHECK(pool.stats().split_units == 1);
+}
+
+TEST_CASE("where every compile runs in this process, a unit is compiled whole: parts would only add work") {
+  JitPoolOptions options = fake_pool(4);
+  options.worker = "/nonexistent/kiln-jitd";
+  JitPool pool(options);
+  CHECK(pool.compile(fake_request("first")).entry.ok());  // finds that no worker starts
+  const CompileOutcome o = pool.compile(three_kernels("u"), {}, 900, {true, 300});
+  REQUIRE(o.entry.ok());
+  CHECK(o.entry->parts.empty());
+  CHECK(pool.stats().split_units == 0);
 }
 
 TEST_CASE("with the real kiln-jitd, a catalog unit of two kernels on the critical path compiles as parts for sm_80") {

@@ -84,9 +84,10 @@ std::optional<JitPool::State::Pick> JitPool::State::pick() {
   // family's others would wait behind it) and waits for one only where waiting alone pays.
   const auto on_critical_path = [&](const Job& job) { return job.estimate_ms * max_workers > load; };
   // Such a unit whose kernels may be split goes as parts, each a request of its own (parts.cpp), once its
-  // batch has arrived (the load is then the table's); until then no thread takes it whole.
+  // batch has arrived (the load is then the table's); until then no thread takes it whole. Not where
+  // every compile runs in this process: NVRTC runs one at a time there, and parts only add work.
   const auto splits = [&](const Job& job) {
-    return split && job.split.splittable && job.request.kernels.size() >= 2 && job.request.link_source.empty() &&
+    return split && !in_process_only && job.split.splittable && job.request.kernels.size() >= 2 && job.request.link_source.empty() &&
            job.request.ptx.empty() && on_critical_path(job);
   };
   for (std::size_t i = 0; i < queue.size();) {
