@@ -8,11 +8,18 @@
 //     name expression): what splitting the unit could give;
 //   - N copies compiled at once in N forked processes, and on a pool of N kiln-jitd workers: the
 //     slowdown when every core is busy, the bar for any schedule of a table on N workers.
+// With --table instead: the primitives' whole table (every kernel of every unit but the linked ones) cold
+// on a fresh pool of kiln-jitd workers, as kiln::precompile hands it in (longest first, PCH files in a new
+// cache directory each run), with units on its critical path split over workers (KILN_JIT_SPLIT=1) and
+// whole (=0), alternating, medians of R rounds; beside them its slowest unit alone (T) and the slowest
+// kernel of that unit alone, each on a pool of its own (docs/DESIGN.md, "A unit's kernels over several
+// workers").
 // Needs no GPU (NVRTC only).
 // `bench_unit_phases [--reps R] [--copies 1,8,16] [--no-phases] [--no-kernels] [--first-only] [unit ...]`
 // (--first-only: each unit's first compile alone, for comparing fresh processes; --copies none: no copies
-// rows). It sets CUDA_CACHE_DISABLE=1 unless set: nvJitLink keeps ptxas's output in the driver's
+// rows); `bench_unit_phases --table [--reps R] [unit]` (the unit: T's, else the longest estimate). It sets CUDA_CACHE_DISABLE=1 unless set: nvJitLink keeps ptxas's output in the driver's
 // JIT cache (~/.nv/ComputeCache) and reads it back in later processes, which no cold compile may do.
+#include <kiln/cache.hpp>
 #include <kiln/catalog.hpp>
 #include <kiln/prim/common.hpp>
 
@@ -29,11 +36,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -171,6 +180,126 @@ Round on_pool(const CompileRequest& request, int copies) {
   return {median(each), round, 0, median(nvrtc), median(link), workers};
 }
 
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Every outcome, or exit with the first failure's message.
+void require_all(std::vector<std::future<CompileOutcome>>& futures) {
+  for (auto& f : futures) {
+    const CompileOutcome out = f.get();
+    if (!out.entry) {
+      std::fprintf(stderr, "bench_unit_phases: %s\n%s\n", out.entry.error().c_str(), out.log.c_str());
+      std::exit(1);
+    }
+  }
+}
+
+struct TableRun {
+  double ms = 0;
+  unsigned long long split_units = 0, parts = 0;
+  unsigned workers = 0;
+};
+
+// `units` of `catalog` cold on a fresh pool (KILN_JIT_WORKERS or the cores, PCH files in a new cache
+// directory), handed in at once longest first as kiln::precompile does, with `split` on or off; a unit
+// split or not as the pool decides. `workers`: 0 for the default.
+TableRun cold_on_pool(const kiln::Catalog& catalog, const std::vector<std::uint32_t>& units, bool split,
+                      unsigned workers = 0) {
+  const std::string dir = kiln::bench::make_temp_dir("table");
+  TableRun run;
+  {
+    kiln::CacheConfig config;
+    config.dir = dir;
+    kiln::DiskCache cache(config);
+    kiln::detail::JitPoolOptions options;
+    options.split = split;
+    options.workers = workers;
+    kiln::detail::JitPool pool(options);
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::future<CompileOutcome>> futures;
+    for (const std::uint32_t u : units) {
+      CompileRequest request = kiln::detail::make_request(catalog, u, kArch);
+      kiln::detail::PchFamily family = kiln::detail::request_family(catalog, request, cache);
+      futures.push_back(pool.submit(std::move(request), std::move(family), kiln::detail::compile_estimate_ms(catalog, u),
+                                    {catalog.units[u].splittable, kiln::detail::compile_shared_ms(catalog, u)}));
+    }
+    require_all(futures);
+    run.ms = ms_since(start);
+    run.split_units = pool.stats().split_units;
+    run.parts = pool.stats().parts;
+    run.workers = pool.max_workers();
+  }
+  kiln::bench::remove_tree(dir);
+  return run;
+}
+
+// One request alone on a fresh pool of one worker (a fresh process: nothing compiled before), in ms.
+double alone_on_pool(const CompileRequest& request) {
+  kiln::detail::JitPoolOptions options;
+  options.workers = 1;
+  options.pch_files = false;
+  options.split = false;
+  kiln::detail::JitPool pool(options);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::future<CompileOutcome>> futures;
+  futures.push_back(pool.submit(request));
+  require_all(futures);
+  return ms_since(start);
+}
+
+// The primitives' table cold, split and whole, against its slowest unit (`slowest_name`, else the longest
+// estimate: segmented_sort_i32 where the build embeds cubins to estimate from) and that unit's slowest
+// kernel alone.
+int table(int rounds, const std::string& slowest_name) {
+  const kiln::Catalog& catalog = kiln::prim::catalog();
+  std::vector<std::uint32_t> units;
+  std::size_t kernels = 0;
+  for (std::uint32_t u = 0; u < catalog.units.size(); ++u) {
+    if (catalog.units[u].linked) continue;
+    units.push_back(u);
+    for (const auto& k : catalog.kernels) kernels += k.unit == u;
+  }
+  units = kiln::detail::longest_first(catalog, units);
+  std::vector<double> split_ms, whole_ms;
+  TableRun split_run;
+  for (int r = 0; r < rounds; ++r) {
+    // Alternating, so that a machine's drift weighs on both alike.
+    split_run = cold_on_pool(catalog, units, true);
+    split_ms.push_back(split_run.ms);
+    whole_ms.push_back(cold_on_pool(catalog, units, false).ms);
+  }
+  // T: the unit the table's estimates end with, alone (threads as the pool gives a unit alone); its
+  // kernels each alone on one thread, the slowest of them the bound a split table can reach.
+  std::uint32_t slowest = units.front();
+  for (const std::uint32_t u : units)
+    if (catalog.str(catalog.units[u].name) == slowest_name) slowest = u;
+  const std::vector<std::uint32_t> alone{slowest};
+  std::vector<double> unit_ms;
+  for (int r = 0; r < rounds; ++r) unit_ms.push_back(cold_on_pool(catalog, alone, false).ms);
+  const CompileRequest request = kiln::detail::make_request(catalog, slowest, kArch);
+  double kernel_ms = 0;
+  std::string kernel_name;
+  for (std::size_t k = 0; k < request.kernels.size(); ++k) {
+    std::vector<double> each;
+    for (int r = 0; r < rounds; ++r) each.push_back(alone_on_pool(kiln::detail::part_request(request, {k})));
+    if (median(each) > kernel_ms) kernel_ms = median(each), kernel_name = request.kernels[k].name;
+  }
+  const double split = median(split_ms), whole = median(whole_ms);
+  std::printf("\nthe primitives' table cold through the JIT: %zu kernels in %zu units, sm_%u, a fresh pool of %u "
+              "workers and cache directory each run, medians of %d (alternating)\n\n",
+              kernels, units.size(), kArch, split_run.workers, rounds);
+  std::printf("| how | ms | / slowest kernel alone | units split (parts) |\n|---|---:|---:|---:|\n");
+  std::printf("| the table, critical units split over workers (KILN_JIT_SPLIT=1) | %.1f | %.2f | %llu (%llu) |\n", split,
+              split / kernel_ms, split_run.split_units, split_run.parts);
+  std::printf("| the table, every unit whole (KILN_JIT_SPLIT=0) | %.1f | %.2f | 0 |\n", whole, whole / kernel_ms);
+  std::printf("| its slowest unit alone, whole (T): %s | %.1f | %.2f | |\n", std::string(catalog.str(catalog.units[slowest].name)).c_str(),
+              median(unit_ms), median(unit_ms) / kernel_ms);
+  std::printf("| its slowest kernel alone, one worker: %s | %.1f | 1.00 | |\n", kernel_name.c_str(), kernel_ms);
+  std::fflush(stdout);
+  return 0;
+}
+
 std::vector<int> parse_list(const char* text) {
   std::vector<int> out;  // "" or "none": no copies rows
   if (std::strcmp(text, "none") == 0) return out;
@@ -192,7 +321,7 @@ std::vector<int> parse_list(const char* text) {
 int main(int argc, char** argv) try {
   setenv("CUDA_CACHE_DISABLE", "1", 0);  // before nvJitLink loads; the pool's workers inherit it
   int reps = 3;
-  bool phases = true, kernels = true, first_only = false;
+  bool phases = true, kernels = true, first_only = false, whole_table = false;
   std::vector<int> copies{1, 8, 16};
   std::vector<std::string> units;
   for (int i = 1; i < argc; ++i) {
@@ -201,8 +330,10 @@ int main(int argc, char** argv) try {
     else if (std::strcmp(argv[i], "--no-phases") == 0) phases = false;
     else if (std::strcmp(argv[i], "--first-only") == 0) first_only = true;
     else if (std::strcmp(argv[i], "--no-kernels") == 0) kernels = false;
+    else if (std::strcmp(argv[i], "--table") == 0) whole_table = true;
     else units.emplace_back(argv[i]);
   }
+  if (whole_table) return table(reps, units.empty() ? std::string() : units.front());
   if (units.empty()) units.emplace_back("segmented_sort_i32");
   for (const std::string& name : units) {
     // A primitive's unit, or an example's (vector_add, block_sum_f32: bench_tiers' kernels).

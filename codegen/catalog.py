@@ -103,7 +103,9 @@ def catalog_model(spec: specmod.Spec, directory: Path, cccl_version: str) -> dic
                       "source": strings.add(files[ui].source.read_text(encoding="utf-8")),
                       "first_header": len(unit_headers), "header_count": len(bundle.unit_headers[ui]),
                       "source_name": strings.add(unit_source.source_name(spec.name, unit.name)),
-                      "linked": unit.linked})
+                      "linked": unit.linked,
+                      # Whether the JIT may compile its kernels in parts (nvcc_compile.unit_splittable).
+                      "splittable": not unit.linked and listed[ui].get("splittable", False)})
         unit_headers += bundle.unit_headers[ui]
         for k in desc["kernels"]:
             kernels.append({"key": k["name"], "name": strings.add(k["name"]),

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import errors
+import ptx_globals
 import render
 import spec as specmod
 import unit_source
@@ -49,10 +50,12 @@ def compile_target(desc: dict, target: str, nvcc: str, source: Path, output: Pat
     ptx = output if is_ptx else output.with_name(output.name + ".full.ptx")
     warnings = run_nvcc(desc, target, nvcc, ["-ptx", f"-arch=compute_{arch}", *options, "-MD", "-MF", str(depfile),
                                              "-o", str(ptx), str(source)])
+    splittable = is_ptx and unit_splittable(desc, ptx)
     if not is_ptx:
         lean = output.with_name(output.name + ".lean.ptx")
         try:
             warnings += run_tool(desc, target, [ptx_strip, str(ptx), str(lean)])
+            splittable = unit_splittable(desc, lean)
             # The unit's options again: those ptxas takes (-Xptxas, -maxrregcount, -lineinfo) apply here.
             warnings += run_nvcc(desc, target, nvcc, ["-cubin", f"-arch=sm_{arch}", *options, "-o", str(output), str(lean)])
             if ptx_too is not None:
@@ -60,7 +63,7 @@ def compile_target(desc: dict, target: str, nvcc: str, source: Path, output: Pat
         finally:
             ptx.unlink(missing_ok=True)
             lean.unlink(missing_ok=True)
-    read = record_headers(desc, source, depfile, output, headers)
+    read = record_headers(desc, source, depfile, output, headers, splittable)
     if ptx_too is not None:
         render.write_depfile(ptx_too.depfile, ptx_too.output, read)
         render.write_json(ptx_too.headers, render.read_json(headers))
@@ -120,14 +123,22 @@ def list_headers_group(units: list[tuple[dict, Path, Path, Path]], nvcc: str) ->
     return out
 
 
-def record_headers(desc: dict, source: Path, depfile: Path, target: Path, headers: Path) -> list[str]:
-    """The headers nvcc's depfile lists (the depfile rewritten for `target`), and the unit's digest.
-    Returns the depfile's prerequisites."""
+def record_headers(desc: dict, source: Path, depfile: Path, target: Path, headers: Path,
+                   splittable: bool = False) -> list[str]:
+    """The headers nvcc's depfile lists (the depfile rewritten for `target`), the unit's digest, and
+    whether its kernels may be split over modules (unit_splittable). Returns the depfile's prerequisites."""
     read = resolve_depfile(depfile, target, desc["include_dirs"])
     included = [h for h in read if Path(h).resolve() != source.resolve()]
     digest = unit_digest(desc, source.read_bytes(), included)
-    render.write_json(headers, {"digest": digest, "headers": included})
+    render.write_json(headers, {"digest": digest, "headers": included, "splittable": splittable})
     return read
+
+
+def unit_splittable(desc: dict, ptx: Path) -> bool:
+    """Whether the JIT may compile the unit's kernels in parts, each loaded as a module of its own: at
+    least two kernels, and PTX (`ptx`, the unit's as the cubin is assembled from it) that writes no
+    module-scope variable (ptx_globals.py). The catalog records it per unit."""
+    return len(desc["kernels"]) >= 2 and ptx_globals.splittable(ptx.read_text(encoding="utf-8", errors="replace"))
 
 
 def run_nvcc(desc: dict, target: str, nvcc: str, arguments: list[str]) -> str:

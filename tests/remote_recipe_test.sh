@@ -40,7 +40,7 @@ echo "== 3. machine B: the remote"
 KILN_CACHE_DIR="$work/b" KILN_REMOTE_CACHE="$remote" "$kiln" precompile --arch sm_90 vector_add | tee "$work/out" ||
   fail "precompile on B"
 grep -q '^fetched from the fleet  vector_add' "$work/out" || fail "B compiled what the remote held, or did not say it fetched it"
-[ "$(ls "$work/b/v2" | grep -c '\.kiln$')" = 1 ] || fail "B does not have the entry on its disk"
+[ "$(ls "$work/b/v3" | grep -c '\.kiln$')" = 1 ] || fail "B does not have the entry on its disk"
 
 echo "== 4. damaged packs"
 head -c 1000 "$work/kernels.kpack" > "$work/truncated.kpack"
@@ -51,7 +51,7 @@ python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[len(b) 
   "$work/kernels.kpack" "$work/altered.kpack"
 if KILN_CACHE_DIR="$work/c" "$kiln" cache import "$work/altered.kpack" 2> "$work/err"; then fail "an altered pack was imported"; fi
 grep -q 'refused, nothing was imported' "$work/err" || fail "no clear reason"
-[ -z "$(ls "$work/c/v2" 2>/dev/null | grep '\.kiln$')" ] || fail "a refused pack left entries behind"
+[ -z "$(ls "$work/c/v3" 2>/dev/null | grep '\.kiln$')" ] || fail "a refused pack left entries behind"
 
 echo "== 5. stats, and another fleet's key"
 KILN_CACHE_DIR="$work/b" KILN_REMOTE_CACHE="$remote" "$kiln" cache stats | tee "$work/out" || fail "cache stats"

@@ -77,6 +77,22 @@ class Golden(unittest.TestCase):
         self.check_golden("mini_blobs.S", texts["asm"].replace(str(Path(d).resolve()), "BUILD"))
 
 
+class Splittable(unittest.TestCase):
+    def test_the_compile_steps_flag_reaches_the_catalog(self):
+        """A unit whose first target's record says splittable (nvcc_compile.unit_splittable) is marked so in
+        the catalog; one without the record (an older build's) is not."""
+        spec = load()
+        with tempfile.TemporaryDirectory() as d:
+            fill_build_dir(Path(d), spec)
+            files = unit_source.UnitFiles(Path(d), spec.name, "axpy_f32")
+            listed = files.listed(spec.unit("axpy_f32").targets)
+            render.write_json(listed, {**render.read_json(listed), "splittable": True})
+            text = catalog.emit_catalog(spec, catalog.catalog_model(spec, Path(d), "3.0.1"), "h.hpp", "b.S")["cpp"]
+        lines = {name: next(line for line in text.splitlines() if line.endswith(f"// {name}")) for name in ("fill", "axpy_f32")}
+        self.assertIn(".splittable = true", lines["axpy_f32"])
+        self.assertNotIn("splittable", lines["fill"])
+
+
 class Determinism(unittest.TestCase):
     def test_same_input_same_bytes(self):
         runs = []

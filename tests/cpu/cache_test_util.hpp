@@ -124,7 +124,22 @@ inline bool same_entry(const CacheEntry& a, const CacheEntry& b) {
                                        [](const CachedKernel& x, const CachedKernel& y) {
                                          return x.name == y.name && x.lowered == y.lowered;
                                        });
-  return a.arch == b.arch && same_kernels && a.options == b.options && a.compiler == b.compiler && a.cubin == b.cubin;
+  const auto same_parts = std::equal(a.parts.begin(), a.parts.end(), b.parts.begin(), b.parts.end(),
+                                     [](const CachedImage& x, const CachedImage& y) {
+                                       return x.cubin == y.cubin && x.kernels == y.kernels;
+                                     });
+  return a.arch == b.arch && same_kernels && a.options == b.options && a.compiler == b.compiler && a.cubin == b.cubin &&
+         same_parts;
+}
+
+// sample_entry(n) as a unit compiled in two parts: its second kernel alone, then its first (each part's
+// kernels in any order the pool put them).
+inline CacheEntry sample_parted_entry(int n, unsigned arch = 90, std::size_t code_bytes = 1024) {
+  CacheEntry e = sample_entry(n, arch, code_bytes);
+  e.cubin.clear();
+  e.parts = {{fake_cubin(arch, {e.kernels[1].lowered}, noise(code_bytes, static_cast<std::uint64_t>(n) + 1)), {1}},
+             {fake_cubin(arch, {e.kernels[0].lowered}, noise(code_bytes, static_cast<std::uint64_t>(n) + 2)), {0}}};
+  return e;
 }
 
 // A file's permission bits (with set-id and sticky), or a value no test expects when it cannot be read.

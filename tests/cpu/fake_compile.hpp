@@ -148,6 +148,17 @@ inline detail::CompileOutcome fake_compile_controls(const detail::CompileRequest
       o2.log += std::string("\numask=") + text;
       return o2;
     }
+    if (o.starts_with("fake:fail_kernel=")) {  // a request with that kernel fails, with a log of its own
+      const std::string_view name = o.substr(17);
+      for (const auto& k : request.kernels) {
+        if (k.name != name) continue;
+        detail::CompileOutcome failed;
+        failed.entry = detail::fail("fake: " + std::string(name) + " does not compile");
+        failed.log = "the log of " + std::string(name);
+        return failed;
+      }
+      continue;
+    }
     if (o == "fake:throw") throw kiln::Error(kiln::Errc::driver, "fake: thrown in " + std::to_string(::getpid()));
     if (o.starts_with("fake:wait=")) {
       const std::filesystem::path file(o.substr(10));

@@ -212,11 +212,11 @@ TEST_CASE("a payload must parse exactly, and its cubin must match the key and th
   const kiln::CacheEntry entry = kiln::test::sample_entry(3);
   const std::string payload = kiln::detail::encode_payload(entry);
   CHECK(rejection(file_with_payload(key, payload), key) == "accepted");
-  CHECK(rejection(file_with_payload(key, payload + "z"), key) == "payload: 1 bytes after the cubin");
+  CHECK(rejection(file_with_payload(key, payload + "z"), key) == "payload: 1 bytes after the last cubin");
   CHECK(rejection(file_with_payload(key, payload.substr(0, 6)), key) == "payload: truncated before the kernel list");
   CHECK(rejection(file_with_payload(key, payload.substr(0, 20)), key) == "payload: truncated in kernel 0 of 2");
   CHECK(rejection(file_with_payload(key, payload.substr(0, payload.size() - 1)), key) ==
-        "payload: truncated in the options, compiler or cubin");
+        "payload: truncated in the cubin of image 0 of 1");
   std::string huge_count = payload;
   poke<std::uint32_t>(huge_count, 4, 0xffffffffu);  // must fail on the bytes, not allocate 4G kernels
   const std::string why = rejection(file_with_payload(key, huge_count), key);
@@ -235,4 +235,55 @@ TEST_CASE("a payload must parse exactly, and its cubin must match the key and th
   CHECK(with([](auto& e) { e.kernels.clear(); }) == "payload lists no kernels");
   CHECK(with([](auto& e) { e.cubin = "\x7f" "ELF"; }) == "cubin: not an ELF file");
   CHECK(with([](auto& e) { e.kernels[0].name.clear(); }).starts_with("payload has a kernel without a name"));
+}
+
+TEST_CASE("an entry of several images round-trips, each image with its kernels") {
+  const auto key = kiln::test::sample_key(4);
+  const kiln::CacheEntry entry = kiln::test::sample_parted_entry(4);
+  const auto decoded = decode_entry(encode_entry(key, entry), key);
+  REQUIRE_MESSAGE(decoded.ok(), decoded.error());
+  CHECK(kiln::test::same_entry(*decoded, entry));
+  CHECK(decoded->cubin.empty());
+  REQUIRE(decoded->parts.size() == 2);
+  CHECK(decoded->parts[0].kernels == std::vector<std::uint32_t>{1});
+  // A whole unit's entry stays one cubin, not one part.
+  const kiln::CacheEntry whole = kiln::test::sample_entry(4);
+  const auto again = decode_entry(encode_entry(key, whole), key);
+  REQUIRE(again.ok());
+  CHECK(again->parts.empty());
+  CHECK(again->cubin == whole.cubin);
+}
+
+TEST_CASE("an entry's parts must hold each kernel once, in a cubin that defines it") {
+  const auto key = kiln::test::sample_key(5);
+  const kiln::CacheEntry entry = kiln::test::sample_parted_entry(5);
+  const auto with = [&](auto change) {
+    kiln::CacheEntry changed = entry;
+    change(changed);
+    return rejection(file_with_payload(key, kiln::detail::encode_payload(changed)), key);
+  };
+  CHECK(with([](auto&) {}) == "accepted");
+  CHECK(with([](auto& e) { e.parts[1].kernels = {1}; }) == "cubin of part 1 holds kernel scan5, which another part holds");
+  CHECK(with([](auto& e) { e.parts[1].kernels = {7}; }) == "cubin of part 1 names kernel 7 of 2");
+  CHECK(with([](auto& e) { e.parts[1].kernels.clear(); }) == "cubin of part 1 holds no kernel");
+  CHECK(with([](auto& e) { e.parts[0].kernels = {0}; }) == "cubin of part 0 lacks kernel k5 (symbol _Z2k5v)");
+  CHECK(with([](auto& e) { e.parts[0].cubin = kiln::test::fake_cubin(80, {e.kernels[1].lowered}); }) ==
+        "cubin of part 0 is for sm_80, key says sm_90");
+  CHECK(with([](auto& e) { e.parts.pop_back(); }) == "payload: its one image holds 1 of its 2 kernels");
+  CHECK(with([](auto& e) {
+          e.parts.push_back({kiln::test::fake_cubin(90, {e.kernels[1].lowered}), {}});
+        }) == "cubin of part 2 holds no kernel");
+  // A count larger than the kernels is refused before any index is read.
+  std::string payload = kiln::detail::encode_payload(entry);
+  const std::string parts = kiln::detail::encode_payload([&] {
+    kiln::CacheEntry e = entry;
+    e.parts.clear();
+    return e;
+  }());
+  // The image count sits where the whole entry's payload has its own: 4 bytes before its first image.
+  const std::size_t first_image = parts.size() - entry.cubin.size() - 4 - 4 * entry.kernels.size() - 4;
+  poke<std::uint32_t>(payload, first_image, 1000);
+  CHECK(rejection(file_with_payload(key, payload), key) == "payload: image 0 of 2 claims 1000 kernels of 2");
+  poke<std::uint32_t>(payload, first_image - 4, 0);
+  CHECK(rejection(file_with_payload(key, payload), key) == "payload: no image");
 }

@@ -170,9 +170,10 @@ TEST_CASE("a large file is refused from its header, in bounded memory: not a pac
   const auto garbage = tmp.path() / "garbage.kpack";
   sparse_file(garbage, "", std::uint64_t{4} << 30);  // 4 GiB of zeros: was read whole before the magic was looked at
   const auto damaged = tmp.path() / "damaged.kpack";
-  // A pack's header (version 1, entry format 2, no manifest), then 256 MiB of zeros: its digest cannot match.
+  // A pack's header (version 1, this entry format, no manifest), then 256 MiB of zeros: its digest cannot match.
   std::string head("\x89KILN-PACK\r\n\x1a\n", 14);
-  head += std::string("\x01\0\0\0\x02\0\0\0", 8) + std::string(8, '\0');
+  head += std::string("\x01\0\0\0", 4) + static_cast<char>(kiln::kCacheFormatVersion) + std::string(3, '\0') +
+          std::string(8, '\0');
   sparse_file(damaged, head, 256 * kMiB);
   const int status = kiln::test::run_with_memory_headroom(32 * kMiB, [&] {
     kiln::test::ChildChecks checks;

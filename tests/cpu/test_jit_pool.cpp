@@ -1726,4 +1726,126 @@ TEST_CASE("JIT workers killed at random points, while some build and use a famil
   CHECK(kiln::test::temp_and_lock_files(kiln::test::entries_dir(tmp.path())).empty());
 }
 
+// A unit compiled in parts (docs/DESIGN.md, "A unit's kernels over several workers"), on fake workers.
+namespace {
+
+CompileRequest three_kernels(std::string unit, std::vector<std::string> options = {}) {
+  CompileRequest r = fake_request(std::move(unit), std::move(options));
+  r.kernels = {{"a", "_Z1av"}, {"b", "_Z1bv"}, {"c", "_Z1cv"}};
+  r.expressions = {"a", "b", "c"};
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("a splittable unit on the critical path compiles as parts, one entry of their images; otherwise whole") {
+  kiln::test::TempDir dir;
+  const auto trace = dir.path() / "trace.jsonl";
+  {
+    kiln::test::ScopedEnv env("KILN_JIT_TRACE", trace.c_str());
+    JitPool pool(fake_pool(4));
+    // Alone, its estimate is the whole load: on the critical path.
+    const CompileOutcome o = pool.compile(three_kernels("u"), {}, 900, {true, 300});
+    REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
+    CHECK(o.entry->cubin.empty());
+    REQUIRE(o.entry->parts.size() == 3);
+    REQUIRE(o.entry->kernels.size() == 3);
+    std::set<std::uint32_t> served;
+    for (const auto& part : o.entry->parts) {
+      REQUIRE(part.kernels.size() == 1);
+      CHECK(part.cubin == three_kernels("u").source);  // the fake's cubin: the source every part compiles
+      served.insert(part.kernels[0]);
+    }
+    CHECK(served == std::set<std::uint32_t>{0, 1, 2});
+    CHECK(o.entry->kernels[1].name == "b");  // the unit's order, whichever part ended first
+    CHECK(o.entry->kernels[1].lowered == "_Z1bv");
+    CHECK(pool.stats().split_units == 1);
+    CHECK(pool.stats().parts == 3);
+
+    // Not splittable, or a single kernel: whole.
+    CHECK(pool.compile(three_kernels("v"), {}, 900, {false, 300}).entry->parts.empty());
+    CompileRequest one = three_kernels("w");
+    one.kernels.resize(1);
+    one.expressions.resize(1);
+    CHECK(pool.compile(one, {}, 900, {true, 300}).entry->parts.empty());
+    CHECK(pool.stats().split_units == 1);
+  }
+  std::ifstream in(trace);
+  std::vector<std::string> parts;
+  for (std::string line; std::getline(in, line);)
+    if (line.find("\"part\":") != std::string::npos) parts.push_back(line);
+  CHECK(parts.size() == 3);  // u's, each marked; v and w compiled whole
+
+  // KILN_JIT_SPLIT=0: whole.
+  kiln::test::ScopedEnv env("KILN_JIT_SPLIT", "0");
+  JitPool off(fake_pool(4));
+  CHECK(off.compile(three_kernels("x"), {}, 900, {true, 300}).entry->parts.empty());
+  CHECK(off.stats().split_units == 0);
+  CHECK(off.warnings().empty());
+  kiln::test::ScopedEnv bad("KILN_JIT_SPLIT", "sometimes");
+  JitPool warned(fake_pool(1));
+  const std::vector<std::string> warnings = warned.warnings();
+  CHECK(std::count_if(warnings.begin(), warnings.end(), [](const std::string& w) {
+          return w.find("KILN_JIT_SPLIT=") != std::string::npos;
+        }) == 1);
+}
+
+TEST_CASE("a part that fails fails its unit, with the part's error and log") {
+  JitPool pool(fake_pool(4));
+  const CompileOutcome o = pool.compile(three_kernels("u", {"fake:fail_kernel=b"}), {}, 900, {true, 300});
+  REQUIRE_FALSE(o.entry.ok());
+  CHECK(o.entry.error() == "fake: b does not compile (part 2 of 3, kernels b)");
+  CHECK(o.log == "the log of b");
+  CHECK(pool.stats().split_units == 1);
+}
+
+TEST_CASE("where every compile runs in this process, a unit is compiled whole: parts would only add work") {
+  JitPoolOptions options = fake_pool(4);
+  options.worker = "/nonexistent/kiln-jitd";
+  JitPool pool(options);
+  CHECK(pool.compile(fake_request("first")).entry.ok());  // finds that no worker starts
+  const CompileOutcome o = pool.compile(three_kernels("u"), {}, 900, {true, 300});
+  REQUIRE(o.entry.ok());
+  CHECK(o.entry->parts.empty());
+  CHECK(pool.stats().split_units == 0);
+}
+
+TEST_CASE("with the real kiln-jitd, a catalog unit of two kernels on the critical path compiles as parts for sm_80") {
+  const kiln::Catalog& catalog = kiln::examples::catalog();
+  const kiln::UnitEntry& scale = kiln::test::example_unit("scale");
+  // The generator found that the unit writes no module-scope variable; a unit of one kernel is never split.
+  CHECK(scale.splittable);
+  CHECK_FALSE(kiln::test::example_unit("block_sum_f32").splittable);
+  CHECK(catalog.find("scale_f32") != nullptr);
+  const CompileRequest whole = kiln::test::example_request(scale, 80);
+  REQUIRE(whole.kernels.size() == 2);
+  kiln::test::TempDir dir;
+  const auto trace = dir.path() / "trace.jsonl";
+  std::optional<CompileOutcome> o;
+  {
+    kiln::test::ScopedEnv env("KILN_JIT_TRACE", trace.c_str());
+    JitPool pool(real_pool(2));
+    auto future = pool.submit(whole, {}, 2000, {true, 500});
+    o = real_outcome(future);
+    if (!o) return;
+    CHECK(pool.stats().split_units == 1);
+  }
+  REQUIRE_MESSAGE(o->entry.ok(), o->entry.error() << "\n" << o->log);
+  REQUIRE(o->entry->parts.size() == 2);
+  CHECK(kiln::detail::check_entry(*o->entry, 80).ok());  // each part's cubin for sm_80 with its kernel
+  for (std::size_t k = 0; k < 2; ++k) CHECK(o->entry->kernels[k].name == whole.kernels[k].name);
+  const auto key = kiln::test::sample_key(1, 80);
+  const auto decoded = kiln::detail::decode_entry(kiln::detail::encode_entry(key, *o->entry), key);
+  REQUIRE_MESSAGE(decoded.ok(), decoded.error());
+  CHECK(decoded->parts.size() == 2);
+  std::ifstream in(trace);
+  std::vector<std::string> parts;
+  for (std::string line; std::getline(in, line);)
+    if (line.find("\"part\":") != std::string::npos) parts.push_back(line);
+  REQUIRE(parts.size() == 2);
+  for (const char* part : {"\"part\":\"1/2\"", "\"part\":\"2/2\""})
+    CHECK(std::count_if(parts.begin(), parts.end(), [&](const std::string& l) { return l.find(part) != std::string::npos; }) == 1);
+  for (const auto& l : parts) CHECK(l.find("\"unit\":\"examples/scale\"") != std::string::npos);
+}
+
 TEST_SUITE_END();

@@ -26,6 +26,12 @@ int main(int argc, char** argv) {
   large.cubin = kiln::test::fake_cubin(90, {large.kernels[0].lowered, large.kernels[1].lowered},
                                        kiln::test::golden_code(200000));
   entries.push_back(large);
+  // A unit compiled in parts: a cubin per kernel.
+  kiln::CacheEntry parted = entries[0];
+  parted.cubin.clear();
+  parted.parts = {{kiln::test::fake_cubin(90, {parted.kernels[1].lowered}), {1}},
+                  {kiln::test::fake_cubin(90, {parted.kernels[0].lowered}), {0}}};
+  entries.push_back(parted);
 
   int n = 0;
   const auto write = [&](const std::string& kind, const std::string& bytes) {
@@ -36,7 +42,8 @@ int main(int argc, char** argv) {
     write("entry", kiln::detail::encode_entry(key, e));
     write("payload", kiln::detail::encode_payload(e));
     write("frame", kiln::detail::compress_frame(kiln::detail::encode_payload(e)));
-    write("cubin", e.cubin);
+    if (!e.cubin.empty()) write("cubin", e.cubin);
+    for (const auto& part : e.parts) write("cubin", part.cubin);
   }
   std::printf("wrote %d seeds to %s\n", n, dir.c_str());
   return 0;

@@ -229,8 +229,11 @@ TEST_CASE("primitives: every family on every device at once, one thread each; on
   CHECK(units > 0);
   for (int d = 1; d < n; ++d) CHECK(kiln::prim::registry(d).stats().unit_loads - stats_before[d].unit_loads == units);
   if (same_arch_everywhere(n)) {
-    CHECK(after.loads - before.loads == units);
-    CHECK(after.shared - before.shared == units * (n - 1));
+    // An image per unit, or per part of a unit the JIT compiled in parts.
+    const std::uint64_t loads = after.loads - before.loads;
+    CHECK(loads >= units);
+    CHECK(loads <= kiln::prim::catalog().kernels.size());
+    CHECK(after.shared - before.shared == loads * (n - 1));
   }
   MESSAGE(n << " devices, primitives: " << units << " units per device, " << after.loads - before.loads
             << " library loads, " << after.shared - before.shared << " shared");

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <latch>
 #include <numeric>
@@ -87,6 +88,47 @@ TEST_CASE("JIT tier: every example kernel compiled for this GPU, launched, check
   CHECK(again.provenance.arch == registry.device().arch);
   CHECK(next.stats().jit_compiles == 0);
   CHECK(kiln::test::block_sum_works(next));
+}
+
+namespace {
+
+// scale_f32 and scale_f64 (the unit `scale`) each scale a buffer by 3.
+bool scale_works(kiln::Registry& registry) {
+  const kiln::Kernel f32 = registry.get("scale_f32"), f64 = registry.get("scale_f64");
+  kiln::check(kiln::driver().cuCtxPushCurrent(registry.context()), "push");
+  const int n = 4'099;
+  std::vector<float> a(n);
+  std::iota(a.begin(), a.end(), 1.0f);
+  std::vector<double> b(a.begin(), a.end());
+  kiln::test::DeviceBuffer<float> da(a), ra(n);
+  kiln::test::DeviceBuffer<double> db(b), rb(n);
+  kiln::launch(f32, {16}, {256}, 0, nullptr, da.ptr(), ra.ptr(), 3.0f, n);
+  kiln::launch(f64, {16}, {256}, 0, nullptr, db.ptr(), rb.ptr(), 3.0, n);
+  const auto got_a = ra.to_host();
+  const auto got_b = rb.to_host();
+  CUcontext ignored;
+  kiln::driver().cuCtxPopCurrent(&ignored);
+  for (int i = 0; i < n; ++i)
+    if (got_a[i] != 3.0f * a[i] || got_b[i] != 3.0 * b[i]) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("JIT tier: a unit compiled in parts serves each kernel from its part's library, here and from disk") {
+  // `scale`, alone and of two kernels the generator found splittable, is the critical path's unit: the
+  // pool compiles it as two parts (unless KILN_JIT_SPLIT=0), one entry of two cubins.
+  TempCache tmp;
+  kiln::Registry registry(kiln::examples::catalog(), 0, jit_only(tmp.cache));
+  CHECK(scale_works(registry));
+  CHECK(registry.stats().jit_compiles == 1);
+  const auto entry = tmp.cache.load(registry.cache_key("scale_f32"));
+  REQUIRE(entry.has_value());
+  const char* split = std::getenv("KILN_JIT_SPLIT");
+  if (split == nullptr || std::string(split) != "0") CHECK(entry->parts.size() == 2);
+  kiln::Registry next(kiln::examples::catalog(), 0, jit_only(tmp.cache));
+  CHECK(scale_works(next));
+  CHECK(next.get("scale_f64").provenance.source == kiln::Tier::disk);
 }
 
 TEST_CASE("PTX tier: embedded PTX this GPU runs is assembled by kiln, launched, checked, published to disk") {

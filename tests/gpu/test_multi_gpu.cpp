@@ -66,11 +66,14 @@ TEST_CASE("every example kernel on every device at once, one thread each; one li
   for (int d = 0; d < n; ++d) threads.emplace_back([&, d] { ok[d] = examples_work(*registries[d]); });
   for (auto& t : threads) t.join();
   for (int d = 0; d < n; ++d) CHECK_MESSAGE(ok[d], "device " << d);
-  // The devices are of one kind: each unit's image is loaded once, and shared by the other registries.
+  // The devices are of one kind: each unit's image is loaded once, and shared by the other registries (a
+  // unit the JIT compiled in parts has an image per part).
   const kiln::LibraryStats after = kiln::library_stats();
   const std::uint64_t units = kiln::examples::catalog().units.size();
-  CHECK(after.loads - before.loads == units);
-  CHECK(after.shared - before.shared == units * (n - 1));
+  const std::uint64_t loads = after.loads - before.loads;
+  CHECK(loads >= units);
+  CHECK(loads <= kiln::examples::catalog().kernels.size());
+  CHECK(after.shared - before.shared == loads * (n - 1));
   for (int d = 0; d < n; ++d) CHECK(registries[d]->stats().unit_loads == units);
   MESSAGE(n << " devices: " << after.loads - before.loads << " library loads, " << after.shared - before.shared << " shared");
 }

@@ -24,7 +24,9 @@ struct CacheAccess;
 // an older architecture's PTX (that architecture's CUB policies) under the device's plain key, where a
 // plan took it for the device's own; such a binary now has a key of its own (CacheKeyFields::code_arch).
 // The bump leaves every version-1 entry, and so those, unread.
-inline constexpr std::uint32_t kCacheFormatVersion = 2;
+// 3: the payload's binary is a list of images, each with the indices of its kernels: a unit compiled in
+// parts is one entry of several cubins (CacheEntry::parts).
+inline constexpr std::uint32_t kCacheFormatVersion = 3;
 
 // Everything that changes a cached binary, in readable form. The key is SHA-256 over text().
 struct CacheKeyFields {
@@ -60,13 +62,23 @@ struct CachedKernel {
   std::string lowered;  // mangled symbol in the cubin
 };
 
+// One image of an entry whose unit was compiled in parts, each part some of its kernels (docs/DESIGN.md,
+// "A unit's kernels over several workers"): a cubin, and which of the entry's kernels it defines.
+struct CachedImage {
+  std::string cubin;
+  std::vector<std::uint32_t> kernels;  // indices into CacheEntry::kernels
+};
+
 struct CacheEntry {
   unsigned arch = 0;
   std::vector<CachedKernel> kernels;
   std::string options;   // compile options, one per line
   std::string compiler;  // what built it, e.g. "nvrtc 13.0 + nvjitlink 13.0"; then, on later lines, the digests
                          // of its key's parts (what `kiln why` compares), where kiln recorded them
-  std::string cubin;     // the device binary (ELF)
+  std::string cubin;     // the device binary (ELF) of a unit compiled whole; empty where `parts` hold the code
+  // A unit compiled in parts: two images or more, each loaded as a library of its own, every kernel in
+  // exactly one. Its key is the whole unit's: the kernels are the same, only packed otherwise.
+  std::vector<CachedImage> parts;
 };
 
 struct CacheConfig {

@@ -67,6 +67,10 @@ struct UnitEntry {
   // The unit's kernels call code given at run time (a `linked = true` row): its binaries are LTO-IR (or
   // none), and only Registry::get with a LinkedSource builds it; warm-up and precompile pass it by.
   bool linked = false;
+  // The JIT may compile the unit's kernels in parts, each part's cubin loaded as a module of its own: it
+  // has at least two kernels and its PTX writes no module-scope variable (which two modules would each
+  // hold a copy of), as the generator found when it compiled the unit (codegen/ptx_globals.py).
+  bool splittable = false;
 };
 
 // A header in the decompressed header bundle: the name NVRTC looks it up by ("cub/config.cuh"), unique

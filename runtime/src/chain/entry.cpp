@@ -89,8 +89,10 @@ std::string zstd_error(std::size_t code) {
 }  // namespace
 
 std::string encode_payload(const CacheEntry& entry) {
+  std::size_t binaries = entry.cubin.size();
+  for (const CachedImage& part : entry.parts) binaries += part.cubin.size() + 4 * part.kernels.size() + 8;
   std::string out;
-  out.reserve(64 + entry.options.size() + entry.compiler.size() + entry.cubin.size() + 128 * entry.kernels.size());
+  out.reserve(64 + entry.options.size() + entry.compiler.size() + binaries + 132 * entry.kernels.size());
   put<std::uint32_t>(out, entry.arch);
   put(out, static_cast<std::uint32_t>(entry.kernels.size()));
   for (const CachedKernel& k : entry.kernels) {
@@ -99,7 +101,19 @@ std::string encode_payload(const CacheEntry& entry) {
   }
   put_str(out, entry.options);
   put_str(out, entry.compiler);
-  put_str(out, entry.cubin);
+  if (entry.parts.empty()) {  // one image of every kernel
+    put<std::uint32_t>(out, 1);
+    put(out, static_cast<std::uint32_t>(entry.kernels.size()));
+    for (std::uint32_t i = 0; i < entry.kernels.size(); ++i) put(out, i);
+    put_str(out, entry.cubin);
+    return out;
+  }
+  put(out, static_cast<std::uint32_t>(entry.parts.size()));
+  for (const CachedImage& part : entry.parts) {
+    put(out, static_cast<std::uint32_t>(part.kernels.size()));
+    for (const std::uint32_t i : part.kernels) put(out, i);
+    put_str(out, part.cubin);
+  }
   return out;
 }
 
@@ -119,12 +133,40 @@ Result<CacheEntry> parse_payload(std::string_view payload) {
   }
   const auto options = in.str();
   const auto compiler = options ? in.str() : std::nullopt;
-  const auto cubin = compiler ? in.str() : std::nullopt;
-  if (!cubin) return fail("payload: truncated in the options, compiler or cubin");
-  if (in.left() != 0) return fail("payload: " + std::to_string(in.left()) + " bytes after the cubin");
+  const auto images = compiler ? in.get<std::uint32_t>() : std::nullopt;
+  if (!images) return fail("payload: truncated in the options, compiler or image count");
   r.options = *options;
   r.compiler = *compiler;
-  r.cubin = *cubin;
+  if (*images == 0) return fail("payload: no image");
+  // Each image proves itself with its bytes before the next is read: a count claims nothing.
+  for (std::uint32_t i = 0; i < *images; ++i) {
+    const std::string where = "image " + std::to_string(i) + " of " + std::to_string(*images);
+    CachedImage image;
+    const auto kernels = in.get<std::uint32_t>();
+    if (!kernels) return fail("payload: truncated in " + where);
+    if (*kernels > r.kernels.size())
+      return fail("payload: " + where + " claims " + std::to_string(*kernels) + " kernels of " +
+                  std::to_string(r.kernels.size()));
+    for (std::uint32_t k = 0; k < *kernels; ++k) {
+      const auto index = in.get<std::uint32_t>();
+      if (!index) return fail("payload: truncated in " + where);
+      image.kernels.push_back(*index);
+    }
+    const auto cubin = in.str();
+    if (!cubin) return fail("payload: truncated in the cubin of " + where);
+    image.cubin = *cubin;
+    r.parts.push_back(std::move(image));
+  }
+  if (in.left() != 0) return fail("payload: " + std::to_string(in.left()) + " bytes after the last cubin");
+  if (r.parts.size() == 1) {  // a unit compiled whole; check_entry sees that it holds every kernel
+    if (r.parts[0].kernels.size() != r.kernels.size())
+      return fail("payload: its one image holds " + std::to_string(r.parts[0].kernels.size()) + " of its " +
+                  std::to_string(r.kernels.size()) + " kernels");
+    for (std::uint32_t k = 0; k < r.kernels.size(); ++k)
+      if (r.parts[0].kernels[k] != k) return fail("payload: its one image lists its kernels out of order");
+    r.cubin = std::move(r.parts[0].cubin);
+    r.parts.clear();
+  }
   return r;
 }
 
@@ -167,16 +209,49 @@ Result<std::string> decompress_frame(std::string_view frame) {
   return r;
 }
 
+namespace {
+
+// One cubin of an entry: for `arch`, defining each of `kernels` (indices into entry.kernels, checked).
+Status check_image(const CacheEntry& entry, std::string_view bytes, const std::vector<std::uint32_t>& kernels,
+                   unsigned arch, const std::string& what) {
+  const Cubin cubin = read_cubin(bytes);
+  if (!cubin.ok()) return fail(what + ": " + cubin.error);
+  if (cubin.arch != arch) return fail(what + " is for " + sm(cubin.arch) + ", key says " + sm(arch));
+  for (const std::uint32_t i : kernels) {
+    const CachedKernel& k = entry.kernels[i];
+    if (!cubin.defines(k.lowered)) return fail(what + " lacks kernel " + k.name + " (symbol " + k.lowered + ")");
+  }
+  return ok();
+}
+
+}  // namespace
+
 Status check_entry(const CacheEntry& entry, unsigned arch) {
   if (entry.arch != arch) return fail("payload is for " + sm(entry.arch) + ", key says " + sm(arch));
   if (entry.kernels.empty()) return fail("payload lists no kernels");
-  const Cubin cubin = read_cubin(entry.cubin);
-  if (!cubin.ok()) return fail("cubin: " + cubin.error);
-  if (cubin.arch != arch) return fail("cubin is for " + sm(cubin.arch) + ", key says " + sm(arch));
-  for (const CachedKernel& k : entry.kernels) {
+  for (const CachedKernel& k : entry.kernels)
     if (k.name.empty()) return fail("payload has a kernel without a name (lowered '" + k.lowered + "')");
-    if (!cubin.defines(k.lowered)) return fail("cubin lacks kernel " + k.name + " (symbol " + k.lowered + ")");
+  if (entry.parts.empty()) {
+    std::vector<std::uint32_t> every(entry.kernels.size());
+    for (std::uint32_t i = 0; i < every.size(); ++i) every[i] = i;
+    return check_image(entry, entry.cubin, every, arch, "cubin");
   }
+  if (!entry.cubin.empty()) return fail("payload has both a whole unit's cubin and parts");
+  if (entry.parts.size() == 1) return fail("payload has one part: a unit compiled whole has its cubin");
+  std::vector<bool> served(entry.kernels.size(), false);
+  for (std::size_t p = 0; p < entry.parts.size(); ++p) {
+    const std::string what = "cubin of part " + std::to_string(p);
+    if (entry.parts[p].kernels.empty()) return fail(what + " holds no kernel");
+    for (const std::uint32_t i : entry.parts[p].kernels) {
+      if (i >= served.size()) return fail(what + " names kernel " + std::to_string(i) + " of " + std::to_string(served.size()));
+      if (served[i]) return fail(what + " holds kernel " + entry.kernels[i].name + ", which another part holds");
+      served[i] = true;
+    }
+    if (const Status image = check_image(entry, entry.parts[p].cubin, entry.parts[p].kernels, arch, what); !image)
+      return image;
+  }
+  for (std::size_t i = 0; i < served.size(); ++i)
+    if (!served[i]) return fail("no part holds kernel " + entry.kernels[i].name);
   return ok();
 }
 

@@ -8,7 +8,9 @@
 //   frame    one zstd frame, content size and content checksum present, holding the payload:
 //            u32 arch, u32 kernel count, per kernel (str name, str lowered), str options, str compiler
 //            (what built it on its first line; the key's parts after it, chain/key_parts.hpp),
-//            str cubin — each str is a u32 length and the bytes; nothing may follow the cubin
+//            u32 image count, per image (u32 kernel count, u32 index of each of its kernels, str cubin)
+//            — each str is a u32 length and the bytes; nothing may follow the last cubin. One image
+//            holding every kernel is a unit compiled whole (CacheEntry::cubin), several its parts
 // The frame digest catches damage that zstd's content checksum cannot: a flipped bit in an unused part
 // of a compressed block (~1% of single-bit flips) still decodes to the right bytes. With it, any change
 // to a file is detected, and zstd's decoder only ever sees frames kiln wrote.
@@ -62,8 +64,8 @@ struct EntryRegions {
 
 // The entry file for `entry` under `key`. Does not validate `entry`; see check_entry.
 std::string encode_entry(const CacheKey& key, const CacheEntry& entry);
-// The entry, only if every region checks out and its cubin is a cubin for key.arch that defines
-// every kernel's lowered name. Never reads outside `file`, whatever its contents.
+// The entry, only if every region checks out and each of its cubins is a cubin for key.arch that defines
+// the lowered name of each of its kernels. Never reads outside `file`, whatever its contents.
 Result<CacheEntry> decode_entry(std::string_view file, const CacheKey& key);
 
 // The pieces of encode/decode, for the golden-file test and the fuzzer.

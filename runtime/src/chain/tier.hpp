@@ -62,12 +62,24 @@ struct UnitImage : Origin {
                                     // another machine did
   std::string label;                // for errors: "sm_90", "sm_90 from the disk cache (<key>)"
   std::string cache_key;            // a disk, remote or JIT entry's key (hex)
-  std::string owned;                // the binary (a cubin), as the driver gets it
+  std::string owned;                // the binary (a cubin), as the driver gets it; empty where `parts` hold it
   std::vector<CachedKernel> kernels;  // from a cache entry or a compile: each kernel's lowered name in it
                                       // (what a program given at run time learns at its first compile)
+  std::vector<CachedImage> parts;   // a unit compiled in parts: one library each (CacheEntry::parts)
   Status stored = ok();             // built by this process: whether the disk cache kept it, or why not
 
   const void* data() const noexcept { return owned.data(); }
+  std::size_t bytes() const noexcept {
+    std::size_t n = owned.size();
+    for (const CachedImage& part : parts) n += part.cubin.size();
+    return n;
+  }
+  // Takes the binary and the kernels of a cache entry (what the disk, remote and JIT tiers hand over).
+  void take(CacheEntry&& entry) {
+    owned = std::move(entry.cubin);
+    parts = std::move(entry.parts);
+    kernels = std::move(entry.kernels);
+  }
 };
 
 // One tier's part in the chain. A miss is a failed Result whose reason (possibly empty) goes into the

@@ -32,8 +32,7 @@ Result<UnitImage> disk_image(const UnitQuery& q, Result<CacheEntry> (*load)(Disk
   UnitImage image;
   image.source = Tier::disk;
   image.arch = q.arch;
-  image.owned = std::move(cached->cubin);
-  image.kernels = std::move(cached->kernels);
+  image.take(std::move(*cached));
   image.cache_key = std::move(key.hex);
   image.label = binary_label(BinaryKind::cubin, q.arch) + " from the disk cache (" + image.cache_key + ")";
   return image;

@@ -54,8 +54,7 @@ std::optional<UnitImage> claim_stores(const UnitQuery& q, const CacheKey& key, H
       UnitImage image;
       image.source = store->tier();
       image.stored = holds.publish(*claim.found);
-      image.owned = std::move(claim.found->cubin);
-      image.kernels = std::move(claim.found->kernels);
+      image.take(std::move(*claim.found));
       return image;
     }
     holds.add(claim);
@@ -85,7 +84,8 @@ CacheEntry compile(const UnitQuery& q, const BuildInput& in) {
     return jit_compile_entry(request);
   }
   PchFamily family = request_family(q.catalog, request, q.cache());
-  return jit_compile_entry(request, std::move(family), compile_estimate_ms(q.catalog, q.unit_index()));
+  const UnitSplit split{q.unit().splittable, compile_shared_ms(q.catalog, q.unit_index())};
+  return jit_compile_entry(request, std::move(family), compile_estimate_ms(q.catalog, q.unit_index()), split);
 }
 
 // 3. Check: an entry that does not name every kernel of the unit would be foreign to every later reader.
@@ -107,8 +107,7 @@ UnitImage build_unit(const UnitQuery& q, const BuildInput& in) {
     image.emplace();
     image->source = in.tier;
     image->stored = holds.publish(entry);                        // 4
-    image->owned = std::move(entry.cubin);
-    image->kernels = std::move(entry.kernels);
+    image->take(std::move(entry));
   }
   image->cache_key = key.hex;
   return std::move(*image);

@@ -35,12 +35,12 @@ JitPool& pool() {
 
 }  // namespace
 
-CompileOutcome jit_compile(const CompileRequest& request, PchFamily family, double estimate_ms) {
-  return pool().compile(request, std::move(family), estimate_ms);
+CompileOutcome jit_compile(const CompileRequest& request, PchFamily family, double estimate_ms, UnitSplit split) {
+  return pool().compile(request, std::move(family), estimate_ms, split);
 }
 
-CacheEntry jit_compile_entry(const CompileRequest& request, PchFamily family, double estimate_ms) {
-  CompileOutcome outcome = jit_compile(request, std::move(family), estimate_ms);
+CacheEntry jit_compile_entry(const CompileRequest& request, PchFamily family, double estimate_ms, UnitSplit split) {
+  CompileOutcome outcome = jit_compile(request, std::move(family), estimate_ms, split);
   if (!outcome.entry) throw Error(Errc::compile, outcome.entry.error() + "\n" + outcome.log);
   return std::move(outcome.entry).value();
 }

@@ -10,11 +10,14 @@ namespace kiln::detail {
 
 // Compiles on the process-wide pool of kiln-jitd workers (started on first use, sized by
 // KILN_JIT_WORKERS), or in this process when no worker can be started.
-// `estimate_ms`: compile_estimate_ms's (jit/request.hpp), for the pool's order and threads (0: unknown).
-CompileOutcome jit_compile(const CompileRequest& request, PchFamily family = {}, double estimate_ms = 0);
+// `estimate_ms`: compile_estimate_ms's (jit/request.hpp), for the pool's order and threads (0: unknown);
+// `split`: whether the unit may be compiled in parts (JitPool::submit).
+CompileOutcome jit_compile(const CompileRequest& request, PchFamily family = {}, double estimate_ms = 0,
+                           UnitSplit split = {});
 
 // jit_compile's entry, or Error(compile) carrying the outcome's error line and the compiler's full log.
-CacheEntry jit_compile_entry(const CompileRequest& request, PchFamily family = {}, double estimate_ms = 0);
+CacheEntry jit_compile_entry(const CompileRequest& request, PchFamily family = {}, double estimate_ms = 0,
+                             UnitSplit split = {});
 
 // Starts the pool's first worker for `arch` ahead of its first request (its compilers loaded meanwhile).
 void start_jit_workers(unsigned arch);

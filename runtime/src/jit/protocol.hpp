@@ -29,8 +29,9 @@ inline constexpr std::uint32_t kJitMagic = 0x54494A4B;  // "KJIT" in file order
 // 2: fork and forked; 3: fork names its family; 4: an outcome is an entry or an error, Errc gained cache
 // and catalog; 5: no forks; headers in memory, PCH files, PTX, link threads; hello says if ASLR is off;
 // 6: link source, its name, LTO-IR flag; 7: the unit's embedded LTO-IR and the code's architecture;
-// 8: kCacheFormatVersion 2; 9: a request's PCH unpacked by the host, an outcome's unpacking time.
-inline constexpr std::uint32_t kJitProtocolVersion = 9;
+// 8: kCacheFormatVersion 2; 9: a request's PCH unpacked by the host, an outcome's unpacking time;
+// 10: kCacheFormatVersion 3.
+inline constexpr std::uint32_t kJitProtocolVersion = 10;
 inline constexpr std::size_t kFrameHeaderSize = 16;
 inline constexpr std::size_t kFrameTrailerSize = 8;
 // The largest message: an outcome holds an entry's payload (at most kMaxPayloadBytes, 64 MiB, chain/entry.hpp)

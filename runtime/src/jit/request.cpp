@@ -10,6 +10,12 @@
 #include <stdexcept>
 
 namespace kiln::detail {
+namespace {
+
+// compile_estimate_ms's fixed cost and headers' parse (its note says where they come from).
+constexpr double kFixedMs = 40, kHeaderMsPerMiB = 150;
+
+}  // namespace
 
 double compile_estimate_ms(const Catalog& catalog, std::uint32_t unit_index, bool from_ptx) {
   // Fitted to one-thread compiles on a 16-core H100 host (bench_unit_phases; docs/DESIGN.md,
@@ -19,8 +25,7 @@ double compile_estimate_ms(const Catalog& catalog, std::uint32_t unit_index, boo
   // Code that includes nothing (no CCCL templates to instantiate) costs 0.45 of that per KiB: the
   // 200-unit registry's 198 generated units, 6-89 KiB of cubin, took 12.4 ms per KiB on 16 busy
   // workers against 25-27 for its CUB units (the pool's trace, KILN_JIT_TRACE).
-  constexpr double kFixedMs = 40, kHeaderMsPerMiB = 150, kCubinMsPerKiB = 25, kPtxMsPerKiB = 11,
-                   kAssembleMsPerKiB = 7, kPlainCodeFactor = 0.45;
+  constexpr double kCubinMsPerKiB = 25, kPtxMsPerKiB = 11, kAssembleMsPerKiB = 7, kPlainCodeFactor = 0.45;
   const UnitEntry& unit = catalog.units[unit_index];
   double cubin = 0, ptx = 0;  // KiB of the largest of each kind
   for (const BinaryEntry& b : catalog.binaries_of(unit)) {
@@ -28,11 +33,16 @@ double compile_estimate_ms(const Catalog& catalog, std::uint32_t unit_index, boo
     if (b.kind == BinaryKind::ptx) ptx = std::max(ptx, b.size / 1024.0);
   }
   if (from_ptx) return kFixedMs + (cubin > 0 ? cubin : ptx / 2.3) * kAssembleMsPerKiB;
+  const double code = (cubin > 0 ? cubin * kCubinMsPerKiB : ptx * kPtxMsPerKiB) * (unit.header_count == 0 ? kPlainCodeFactor : 1);
+  return compile_shared_ms(catalog, unit_index) + code;
+}
+
+double compile_shared_ms(const Catalog& catalog, std::uint32_t unit_index) {
+  const UnitEntry& unit = catalog.units[unit_index];
   double headers = 0;  // MiB
   for (std::uint32_t i = 0; i < unit.header_count; ++i)
     headers += catalog.headers[catalog.unit_headers[unit.first_header + i]].size / (1024.0 * 1024.0);
-  const double code = (cubin > 0 ? cubin * kCubinMsPerKiB : ptx * kPtxMsPerKiB) * (unit.header_count == 0 ? kPlainCodeFactor : 1);
-  return kFixedMs + headers * kHeaderMsPerMiB + code;
+  return kFixedMs + headers * kHeaderMsPerMiB;
 }
 
 std::vector<std::uint32_t> longest_first(const Catalog& catalog, std::vector<std::uint32_t> units) {

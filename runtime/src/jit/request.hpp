@@ -38,6 +38,9 @@ PchFamily request_family(const Catalog& catalog, const CompileRequest& request, 
 // the PTX tier's assembly alone. Only ever compared with other estimates: the pool takes the longest
 // compile first and gives it threads where it would finish last (docs/DESIGN.md, "Scheduling a table").
 double compile_estimate_ms(const Catalog& catalog, std::uint32_t unit, bool from_ptx = false);
+// Of that estimate, what every part of the unit pays again when it is compiled in parts (its fixed cost
+// and its headers' parse); the rest, its code, the parts share.
+double compile_shared_ms(const Catalog& catalog, std::uint32_t unit);
 
 // `units` of `catalog`, the longest compile first (compile_estimate_ms; ties keep their order): the order
 // in which kiln::precompile and warm-up hand them to the pool.

@@ -109,7 +109,7 @@ void Prefetch::run(const Catalog& catalog, unsigned arch, const RegistryOptions&
         warmed_disk_.store(true, std::memory_order_release);
         const bool hit = image.has_value();
         if (hit) {
-          spent += image->owned.size();
+          spent += image->bytes();
           full = spent >= budget;
           read_from_disk_.fetch_add(1, std::memory_order_release);
         }

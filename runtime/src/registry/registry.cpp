@@ -83,7 +83,8 @@ Registry::Impl::~Impl() {
   if (!context_) return;  // CUDA was never initialised by this registry: nothing to release
   // Errors are ignored: at process exit the driver may already be shutting down.
   const Driver& cu = driver();
-  for (std::size_t i = 0; i < catalog_.units.size(); ++i) detail::release_library(units_[i].library);
+  for (std::size_t i = 0; i < catalog_.units.size(); ++i)
+    for (CUlibrary library : units_[i].libraries) detail::release_library(library);
   for (const auto& [key, unit] : linked_->units) detail::release_library(unit->library);
   cu.cuDevicePrimaryCtxRelease(cu_device_);
 }
@@ -145,13 +146,13 @@ Kernel Registry::Impl::load(const KernelEntry& entry, std::size_t index) {
   if (before && before->context_id == context_id) return memory_hit(before->kernel);
   // Not loaded, or loaded in a context that was reset since. The unit's library is context-independent
   // and outlives a reset: only the CUfunction is resolved again.
-  if (!unit.library) load_unit(unit, entry);
+  if (unit.libraries.empty()) load_unit(unit, entry);
 
   // StrRef is not NUL-terminated; the driver wants a C string.
   const std::string_view lowered_name = lowered_in(unit, entry);
   const std::string lowered(lowered_name);
   CUkernel kernel = nullptr;
-  check_load(cu.cuLibraryGetKernel(&kernel, unit.library, lowered.c_str()), "cuLibraryGetKernel", catalog_, entry,
+  check_load(cu.cuLibraryGetKernel(&kernel, library_of(unit, entry), lowered.c_str()), "cuLibraryGetKernel", catalog_, entry,
              unit.image.label);
   // Resolving the function now loads the module into the context, so the first launch has no hidden cost.
   CUfunction function = nullptr;
@@ -199,11 +200,36 @@ void Registry::Impl::load_unit(UnitState& unit, const KernelEntry& entry) {
   // program's registry, "program", records its program instead: kiln/program.hpp).
   if (unit.image.served_by != Tier::embedded && catalog_.name != detail::kProgramRegistry)
     detail::record_kernel(catalog_.name, catalog_.str(entry.name), info_.arch);
-  unit.library = detail::acquire_library(image_identity(unit.image, entry.unit), unit.image.owned,
-                                         "kernel '" + std::string(catalog_.str(entry.name)) + "' (unit '" +
-                                             std::string(catalog_.str(catalog_.units[entry.unit].name)) + "', " +
-                                             unit.image.label + ")");
+  const std::string what = "kernel '" + std::string(catalog_.str(entry.name)) + "' (unit '" +
+                           std::string(catalog_.str(catalog_.units[entry.unit].name)) + "', " + unit.image.label;
+  const std::string identity = image_identity(unit.image, entry.unit);
+  const auto& parts = unit.image.parts;
+  try {
+    if (parts.empty()) unit.libraries.push_back(detail::acquire_library(identity, unit.image.owned, what + ")"));
+    // A unit compiled in parts: a library per part, none shared with another (docs/DESIGN.md).
+    for (std::size_t p = 0; p < parts.size(); ++p) {
+      const std::string part = std::to_string(p);
+      unit.libraries.push_back(
+          detail::acquire_library(identity + ":part" + part, parts[p].cubin, what + ", part " + part + ")"));
+    }
+  } catch (...) {
+    for (CUlibrary library : unit.libraries) detail::release_library(library);
+    unit.libraries.clear();
+    throw;
+  }
   unit_loads_.fetch_add(1, std::memory_order_relaxed);
+}
+
+CUlibrary Registry::Impl::library_of(const UnitState& unit, const KernelEntry& entry) const {
+  const auto& parts = unit.image.parts;
+  if (parts.empty()) return unit.libraries.front();
+  const std::string_view name = catalog_.str(entry.name);
+  for (std::size_t p = 0; p < parts.size(); ++p)
+    for (const std::uint32_t k : parts[p].kernels)
+      if (unit.image.kernels[k].name == name) return unit.libraries[p];
+  // The tiers hand over only entries that serve the unit (entry_serves_unit) and whose every kernel is in
+  // a part (check_entry): not reached.
+  throw Error(Errc::cache, "kiln: no part of " + unit.image.label + " holds kernel '" + std::string(name) + "'");
 }
 
 std::string Registry::Impl::image_identity(const detail::UnitImage& image, std::uint32_t unit) const {

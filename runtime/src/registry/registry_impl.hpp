@@ -58,12 +58,12 @@ class Registry::Impl {
   struct Slot {
     std::atomic<const Loaded*> loaded{nullptr};
   };
-  // Per unit: the library loaded from one of its binaries, and that binary as its tier handed it over
-  // (owned here for the library's life). Guarded by `mutex`, which also serialises the first loads of the
-  // unit's kernels.
+  // Per unit: the library loaded from one of its binaries (one per part, in order, for a unit compiled in
+  // parts: UnitImage::parts), and that binary as its tier handed it over (owned here for the libraries'
+  // life). Guarded by `mutex`, which also serialises the first loads of the unit's kernels.
   struct UnitState {
     std::mutex mutex;
-    CUlibrary library = nullptr;
+    std::vector<CUlibrary> libraries;  // empty until the unit is loaded
     detail::UnitImage image;
   };
 
@@ -75,6 +75,7 @@ class Registry::Impl {
   DiskCache& disk();
   void count_served(const detail::UnitImage& image);
   std::string_view lowered_in(const UnitState& unit, const KernelEntry& entry) const;
+  CUlibrary library_of(const UnitState& unit, const KernelEntry& entry) const;
   std::string image_identity(const detail::UnitImage& image, std::uint32_t unit) const;
 
   const KernelEntry* find(std::string_view name) const noexcept;  // through names_

@@ -49,8 +49,7 @@ Result<UnitImage> fetch_remote(const UnitQuery& q) {
   UnitImage image;
   image.source = Tier::remote;
   image.arch = q.arch;
-  image.owned = std::move(got->entry.cubin);
-  image.kernels = std::move(got->entry.kernels);
+  image.take(std::move(got->entry));
   image.cache_key = std::move(key.hex);
   image.label = binary_label(BinaryKind::cubin, q.arch) + " from the remote cache " + (*s)->where +
                 " (" + image.cache_key + ")";

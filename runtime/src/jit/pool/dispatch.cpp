@@ -15,7 +15,8 @@
 // however the rest were spread) goes at once and compiles cold rather than build or wait for a PCH that
 // does not pay for it; such a unit of many kernels also runs on every core's thread beside the others,
 // which then leave it kCriticalCores cores where they can still end before it. With every worker busy, a
-// table's tail runs beyond them (kBeyondShare, pool_state.hpp).
+// table's tail runs beyond them (kBeyondShare, pool_state.hpp). A unit on the critical path whose kernels
+// may be split goes as parts instead (parts.cpp).
 #include "jit/pool/pool_state.hpp"
 
 #include <algorithm>
@@ -55,7 +56,7 @@ std::optional<JitPool::State::Pick> JitPool::State::pick() {
   const auto now = Clock::now();
   gathering = false;
   const unsigned capacity = max_workers > busy ? static_cast<unsigned>(max_workers - busy) : 0;
-  const auto foreground = static_cast<std::ptrdiff_t>(queue.size());
+  auto foreground = static_cast<std::ptrdiff_t>(queue.size());
   // What the workers have to do, queued and running, on one thread each; of the running, the critical
   // path's units (the longest one's time left) and the others.
   unsigned critical_running = 0, others_running = 0;
@@ -82,6 +83,24 @@ std::optional<JitPool::State::Pick> JitPool::State::pick() {
   // never builds its family's PCH (a compile that builds one takes kCreateFactor as long, and the
   // family's others would wait behind it) and waits for one only where waiting alone pays.
   const auto on_critical_path = [&](const Job& job) { return job.estimate_ms * max_workers > load; };
+  // Such a unit whose kernels may be split goes as parts, each a request of its own (parts.cpp), once its
+  // batch has arrived (the load is then the table's); until then no thread takes it whole. Not where
+  // every compile runs in this process: NVRTC runs one at a time there, and parts only add work.
+  const auto splits = [&](const Job& job) {
+    return split && !in_process_only && job.split.splittable && job.request.kernels.size() >= 2 && job.request.link_source.empty() &&
+           job.request.ptx.empty() && on_critical_path(job);
+  };
+  for (std::size_t i = 0; i < queue.size();) {
+    if (!splits(queue[i])) {
+      ++i;
+    } else if (now - last_arrival < kGather && now - queue[i].queued < kGatherMax) {
+      gathering = true;
+      ++i;
+    } else {
+      load += split_job(i);  // queue[i] is now the next job; its parts are at the end
+    }
+  }
+  foreground = static_cast<std::ptrdiff_t>(queue.size());
   // Of those, a unit that threads shorten (kSplitOptimizerKernels; not a linked unit) runs on every core's.
   const auto critical = [&](const Job& job) {
     return on_critical_path(job) && cores > 1 && job.request.kernels.size() >= kSplitOptimizerKernels &&
@@ -125,6 +144,7 @@ std::optional<JitPool::State::Pick> JitPool::State::pick() {
                    [&](std::size_t a, std::size_t b) { return queue[a].estimate_ms > queue[b].estimate_ms; });
   for (const std::size_t i : order) {
     Job& job = queue[i];
+    if (splits(job)) continue;  // its batch still arriving
     if (beyond && (!tail || !would_end_last_waiting(job))) continue;
     Pick pick{i, PchMode::none, false, threads_for(job)};
     pick.beyond = beyond;

@@ -26,7 +26,7 @@ double ms_since(Clock::time_point start) {
 void JitPool::State::fail_job(Job& job, std::string error) {
   CompileOutcome o;
   o.entry = fail(std::move(error));
-  job.promise.set_value(std::move(o));
+  job.finish(std::move(o));
 }
 
 void JitPool::State::serve(Slot& slot) {
@@ -203,11 +203,15 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
     });
     if (answer.answered) {
       if (trace.on()) {
-        trace.request({request.registry + "/" + request.unit, request.arch, w.pid, job.queued, start_time, Clock::now(),
-                       answer.outcome.nvrtc_ms, answer.outcome.link_ms, job.estimate_ms, request.link_threads,
-                       request.pch == PchMode::create ? "create" : request.pch == PchMode::use ? "use" : "none",
-                       pick.critical, pick.beyond, asked, request.pch == PchMode::use && !request.pch_unpacked.empty(), copy.unpack_ms,
-                       answer.outcome.pch_unpack_ms});
+        PoolTrace::Request r{request.registry + "/" + request.unit, request.arch, w.pid, job.queued, start_time,
+                             Clock::now(), answer.outcome.nvrtc_ms, answer.outcome.link_ms, job.estimate_ms,
+                             request.link_threads,
+                             request.pch == PchMode::create ? "create" : request.pch == PchMode::use ? "use" : "none",
+                             pick.critical, pick.beyond, asked,
+                             request.pch == PchMode::use && !request.pch_unpacked.empty(), copy.unpack_ms,
+                             answer.outcome.pch_unpack_ms};
+        if (job.whole) r.part = job.part_label();
+        trace.request(r);
       }
       ++w.requests;
       const bool read = answer.outcome.pch == PchResult::created || answer.outcome.pch == PchResult::used;
@@ -220,8 +224,8 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
         if (!answer.exception) learn(job.family, pick, answer.outcome, ms_since(start_time));
       }
       wake.notify_all();
-      if (answer.exception) return job.promise.set_exception(answer.exception);
-      return job.promise.set_value(std::move(answer.outcome));
+      if (answer.exception) return job.finish(answer.exception);
+      return job.finish(std::move(answer.outcome));
     }
     const std::string how = retire(slot, stopping || timed_out ? std::chrono::milliseconds(0) : kExitGrace);
     if (stopping) return fail_job(job, "kiln: the JIT pool shut down while compiling " + describe_unit(request));
@@ -260,11 +264,14 @@ void JitPool::State::compile_here(Job& job) {
   try {
     CompileOutcome outcome = options.in_process(request);
     held.release();
-    trace.request({request.registry + "/" + request.unit, request.arch, 0, job.queued, start_time, Clock::now(),
-                   outcome.nvrtc_ms, outcome.link_ms, job.estimate_ms, request.link_threads, "none", false, false, asked});
-    job.promise.set_value(std::move(outcome));
+    PoolTrace::Request r{request.registry + "/" + request.unit, request.arch, 0, job.queued, start_time, Clock::now(),
+                         outcome.nvrtc_ms, outcome.link_ms, job.estimate_ms, request.link_threads, "none", false,
+                         false, asked};
+    if (job.whole) r.part = job.part_label();
+    trace.request(r);
+    job.finish(std::move(outcome));
   } catch (...) {
-    job.promise.set_exception(std::current_exception());
+    job.finish(std::current_exception());
   }
 }
 
@@ -352,6 +359,13 @@ JitPool::JitPool(JitPoolOptions options) : state_(std::make_unique<State>()) {
     if (!asked) s.warn("pch setting", asked.error());
     s.pch_files = asked ? *asked : true;
   }
+  if (s.options.split) {
+    s.split = *s.options.split;
+  } else {
+    const Result<bool> asked = jit_split_from(std::getenv("KILN_JIT_SPLIT"));
+    if (!asked) s.warn("split setting", asked.error());
+    s.split = asked ? *asked : true;
+  }
   // A process alone never waits for a slot by default: the budget binds where processes share the cores.
   const unsigned own = s.max_workers + s.beyond_workers();
   const Result<unsigned> slots = s.options.machine_slots > 0 ? Result<unsigned>(s.options.machine_slots)
@@ -405,10 +419,12 @@ void JitPool::shutdown(std::optional<std::chrono::milliseconds> bound) {
   }
 }
 
-std::future<CompileOutcome> JitPool::submit(CompileRequest request, PchFamily family, double estimate_ms) {
+std::future<CompileOutcome> JitPool::submit(CompileRequest request, PchFamily family, double estimate_ms,
+                                            UnitSplit split) {
   State& s = *state_;
   State::Job job{std::move(request), {}, std::move(family)};
   job.estimate_ms = std::max(0.0, estimate_ms);
+  job.split = split;
   auto future = job.promise.get_future();
   {
     const std::lock_guard lock(s.mutex);
@@ -488,8 +504,8 @@ void JitPool::start_ahead(unsigned warm_arch) {
   ++s.stats.started_ahead;
 }
 
-CompileOutcome JitPool::compile(const CompileRequest& request, PchFamily family, double estimate_ms) {
-  return submit(request, std::move(family), estimate_ms).get();
+CompileOutcome JitPool::compile(const CompileRequest& request, PchFamily family, double estimate_ms, UnitSplit split) {
+  return submit(request, std::move(family), estimate_ms, split).get();
 }
 
 unsigned JitPool::max_workers() const noexcept { return state_->max_workers; }

@@ -40,6 +40,9 @@ struct JitPoolOptions {
   unsigned machine_slots = 0;
   // How long the host keeps the PCH files it unpacked for its workers once nothing is queued or running.
   std::chrono::milliseconds pch_linger{kHostPchLinger};
+  // Units on a table's critical path compiled in parts (submit's `splittable`). nullopt: on, unless
+  // KILN_JIT_SPLIT=0.
+  std::optional<bool> split;
 };
 
 inline constexpr std::chrono::seconds kDefaultJitTimeout{600};
@@ -48,6 +51,13 @@ inline constexpr std::chrono::seconds kDefaultJitTimeout{600};
 struct PchFamily {
   std::string key;
   std::filesystem::path path;
+};
+
+// Whether a request's unit may be compiled in parts, and what of its estimate every part pays again (the
+// fixed cost and the headers' parse: compile_shared_ms), the rest shared out by kernels.
+struct UnitSplit {
+  bool splittable = false;  // the catalog's UnitEntry::splittable
+  double shared_ms = 0;
 };
 
 struct JitPoolStats {
@@ -67,6 +77,8 @@ struct JitPoolStats {
   std::uint64_t beyond = 0;          // requests run on a worker beyond the steady count (a table's tail)
   std::uint64_t budget_waits = 0;    // compiles that waited for a slot of the machine-wide budget
   std::uint64_t over_budget = 0;     // compiles that ran without one: none was free within KILN_JIT_TIMEOUT
+  std::uint64_t split_units = 0;     // units compiled in parts (the table's critical path)
+  std::uint64_t parts = 0;           // the parts they were compiled in
 };
 
 // Compiles requests on up to N worker processes, each driven by one thread of this process.
@@ -92,6 +104,12 @@ struct JitPoolStats {
 // busy, a table's tail (a request that would wait long for a worker and then end last) runs at once on
 // one of up to N/8 more workers, sharing the cores.
 //
+// A unit whose kernels may be split (`splittable`: the catalog's flag, two kernels or more) that is on the
+// critical path once its batch has arrived is compiled in parts, a request each with some of its kernels
+// (part_request), queued as any other; its future then holds the parts' cubins as one entry of several
+// images, or the first failed part's error and log (docs/DESIGN.md, "A unit's kernels over several
+// workers").
+//
 // Futures rather than callbacks: the registry's single-flight shares one result among many waiters
 // (std::shared_future), ensure_warm waits with a timeout (wait_for), and exceptions travel with them.
 class JitPool {
@@ -105,8 +123,11 @@ class JitPool {
   // a failed entry; the future holds kiln::Error(no_compiler) when the worker could not load NVRTC.
   // `estimate_ms`: how long the request takes on one thread (compile_estimate_ms; 0: unknown), for the
   // order in which queued requests run and which runs on several threads though others wait.
-  std::future<CompileOutcome> submit(CompileRequest request, PchFamily family = {}, double estimate_ms = 0);
-  CompileOutcome compile(const CompileRequest& request, PchFamily family = {}, double estimate_ms = 0);  // submit(...).get()
+  // `split`: whether, and at what cost, the request may be compiled in parts (UnitSplit).
+  std::future<CompileOutcome> submit(CompileRequest request, PchFamily family = {}, double estimate_ms = 0,
+                                     UnitSplit split = {});
+  CompileOutcome compile(const CompileRequest& request, PchFamily family = {}, double estimate_ms = 0,
+                         UnitSplit split = {});  // submit(...).get()
 
   // Starts one worker now, unless the pool has started any, so that the first request finds it up and
   // its compilers loaded (~20-40 ms of a cold get otherwise: the registry asks while its context comes

@@ -100,15 +100,26 @@ struct Family {
   }
 };
 
+// A unit compiled in parts (parts.cpp): its future, and each part's outcome as it comes.
+struct UnitParts;
+
 struct JitPool::State {
   struct Job {
     CompileRequest request;
-    std::promise<CompileOutcome> promise;
+    std::promise<CompileOutcome> promise;  // unused by a part: its unit's is in `whole`
     PchFamily family;
     bool waited = false;      // the dispatch let it wait for its family's PCH
     Clock::time_point queued = Clock::now();
     double estimate_ms = 0;  // on one thread (compile_estimate_ms); 0: unknown
+    UnitSplit split{};       // a whole unit's: whether it may be compiled in parts
+    std::shared_ptr<UnitParts> whole = nullptr;  // a part's: its unit
+    std::size_t part = 0;              // a part's: which
     double estimate() const { return estimate_ms > 0 ? estimate_ms : kColdGuessMs; }
+    // Ends the job: its promise, or (a part) its share of its unit's, which is kept when the last part ends.
+    void finish(CompileOutcome outcome);
+    void finish(std::exception_ptr error);
+    // "I/N": which part of its unit a part is (the trace's "part").
+    std::string part_label() const;
   };
   // What a host thread takes: the job, and how it compiles.
   struct Pick {
@@ -124,6 +135,7 @@ struct JitPool::State {
   unsigned max_workers = 1;  // the steady count of workers
   unsigned cores = 1;  // options.cores, else the machine's
   bool pch_files = false;  // asked for (options, KILN_JIT_PCH); off once a worker says it cannot read them
+  bool split = true;       // units on the critical path may be compiled in parts (options, KILN_JIT_SPLIT)
   std::chrono::milliseconds timeout{kDefaultJitTimeout};
   std::filesystem::path worker_path;
   std::string no_worker_reason;  // when worker_path is empty: where it looked
@@ -175,6 +187,8 @@ struct JitPool::State {
   void learn_family(const PchFamily& family, const Pick& pick, const CompileOutcome& outcome, double ms);
   // A verification of the family's PCH file by `pick`'s thread ended.
   void verified(const PchFamily& family, bool good);
+  // Replaces queue[index], a unit, by its parts (parts.cpp); returns what they add to the load.
+  double split_job(std::size_t index);
 
   // --- One host thread per worker (pool.cpp) ---
 

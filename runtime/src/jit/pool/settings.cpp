@@ -58,6 +58,13 @@ Result<bool> jit_pch_from(const char* value) {
   else return fail("KILN_JIT_PCH=" + on.error() + "; precompiled headers stay on");
 }
 
+Result<bool> jit_split_from(const char* value) {
+  const std::string_view text = value == nullptr ? "" : value;
+  if (text.empty()) return true;
+  if (const auto on = parse_switch(text)) return *on;
+  else return fail("KILN_JIT_SPLIT=" + on.error() + "; units on a table's critical path are still split");
+}
+
 bool is_executable_file(const std::filesystem::path& p) {
   std::error_code ec;
   return std::filesystem::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;

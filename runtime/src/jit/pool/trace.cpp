@@ -79,7 +79,7 @@ void PoolTrace::request(const Request& r) {
         ",\"start\":" + number(ms(r.start)) + ",\"end\":" + number(ms(r.end)) + ",\"nvrtc\":" + number(r.nvrtc_ms) +
         ",\"link\":" + number(r.link_ms) + ",\"threads\":" + std::to_string(r.threads) + ",\"pch\":\"" + r.pch +
         "\",\"critical\":" + (r.critical ? "true" : "false") + ",\"beyond\":" + (r.beyond ? "true" : "false") +
-        ",\"estimate\":" + number(r.estimate_ms) +
+        ",\"estimate\":" + number(r.estimate_ms) + (r.part.empty() ? "" : ",\"part\":" + quoted(r.part)) +
         ",\"slot_wait\":" + number(r.slot_asked == Clock::time_point{} ? 0.0 : std::chrono::duration<double, std::milli>(r.start - r.slot_asked).count()) +
         ",\"host_copy\":" + (r.host_copy ? "true" : "false") + ",\"host_unpack\":" + number(r.host_unpack_ms) +
         ",\"unpack\":" + number(r.unpack_ms) +

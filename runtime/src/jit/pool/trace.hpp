@@ -28,11 +28,12 @@ class PoolTrace {
   void spawn(pid_t worker, Clock::time_point asked, Clock::time_point ready);
   // {"event":"request","unit":"REGISTRY/UNIT","sm":N,"worker":PID,"queued":MS,"start":MS,"end":MS,
   //  "nvrtc":MS,"link":MS,"threads":N,"pch":"none|create|use","critical":BOOL,"beyond":BOOL,"estimate":MS,
-  //  "slot_wait":MS,"host_copy":BOOL,"host_unpack":MS,"unpack":MS,"origin":MS}: "origin" is when the pool
-  //  was made on the machine's monotonic clock (CLOCK_MONOTONIC), so that origin + start and origin + end
-  //  of two processes' traces compare. "host_copy": the request named the host's unpacked PCH (its
-  //  unpacking before the request, "host_unpack", 0 where it was kept); "unpack": the worker's own
-  //  unpacking of the packed file (included in "nvrtc"; 0 where it opened the host's copy or kept its own).
+  //  ["part":"I/N",]"slot_wait":MS,"host_copy":BOOL,"host_unpack":MS,"unpack":MS,"origin":MS}: "part", for a
+  //  part of a unit compiled in parts (its kernels' request, I of N); "origin" is when the pool was made
+  //  on the machine's monotonic clock (CLOCK_MONOTONIC), so that origin + start and origin + end of two
+  //  processes' traces compare. "host_copy": the request named the host's unpacked PCH (its unpacking
+  //  before the request, "host_unpack", 0 where it was kept); "unpack": the worker's own unpacking of the
+  //  packed file (included in "nvrtc"; 0 where it opened the host's copy or kept its own).
   // A request's start is after its compile slot was taken (the machine-wide budget). "worker" is 0 for a
   // request compiled in this process (no worker could start); a worker's warm-up is unit "kiln/warm-up".
   struct Request {
@@ -48,6 +49,7 @@ class PoolTrace {
     Clock::time_point slot_asked{};  // when it asked for a slot of the machine-wide budget (at start: none)
     bool host_copy = false;
     double host_unpack_ms = 0, unpack_ms = 0;
+    std::string part{};              // "I/N" for a part of a unit compiled in parts, else empty
   };
   void request(const Request& r);
 
