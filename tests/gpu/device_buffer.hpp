@@ -16,6 +16,10 @@ class DeviceBuffer {
   }
   explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) {
     kiln::check(kiln::driver().cuMemcpyHtoD(ptr_, host.data(), bytes()), "cuMemcpyHtoD");
+    // From pageable memory the copy returns once the bytes are staged, before the DMA has landed, and it
+    // is ordered only on the legacy default stream: a kernel on a non-blocking stream could read the
+    // buffer first. Wait for the legacy stream, so that a buffer made from host data holds it.
+    kiln::check(kiln::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
   }
   ~DeviceBuffer() { kiln::driver().cuMemFree(ptr_); }
   DeviceBuffer(const DeviceBuffer&) = delete;
