@@ -333,6 +333,18 @@ Status JitPool::State::start(Slot& slot) {
   return fail("the JIT worker " + worker_path.string() + " did not start: " + hello.error() + "; " + how);
 }
 
+namespace {
+// An on/off setting of the pool: the option given in code, else the environment variable (a value that
+// does not parse is a warning, once), else on.
+bool switch_setting(WarnOnce& warnings, const std::optional<bool>& option, Result<bool> (*parse)(const char*),
+                    const char* variable, std::string_view what) {
+  if (option) return *option;
+  const Result<bool> asked = parse(std::getenv(variable));
+  if (!asked) warnings.warn(what, asked.error());
+  return asked ? *asked : true;
+}
+}  // namespace
+
 JitPool::JitPool(JitPoolOptions options) : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.options = std::move(options);
@@ -352,20 +364,8 @@ JitPool::JitPool(JitPoolOptions options) : state_(std::make_unique<State>()) {
     if (!timeout) s.warn("timeout", timeout.error());
     s.timeout = timeout ? *timeout : std::chrono::milliseconds(kDefaultJitTimeout);
   }
-  if (s.options.pch_files) {
-    s.pch_files = *s.options.pch_files;
-  } else {
-    const Result<bool> asked = jit_pch_from(std::getenv("KILN_JIT_PCH"));
-    if (!asked) s.warn("pch setting", asked.error());
-    s.pch_files = asked ? *asked : true;
-  }
-  if (s.options.split) {
-    s.split = *s.options.split;
-  } else {
-    const Result<bool> asked = jit_split_from(std::getenv("KILN_JIT_SPLIT"));
-    if (!asked) s.warn("split setting", asked.error());
-    s.split = asked ? *asked : true;
-  }
+  s.pch_files = switch_setting(s.warnings, s.options.pch_files, jit_pch_from, "KILN_JIT_PCH", "pch setting");
+  s.split = switch_setting(s.warnings, s.options.split, jit_split_from, "KILN_JIT_SPLIT", "split setting");
   // A process alone never waits for a slot by default: the budget binds where processes share the cores.
   const unsigned own = s.max_workers + s.beyond_workers();
   const Result<unsigned> slots = s.options.machine_slots > 0 ? Result<unsigned>(s.options.machine_slots)
