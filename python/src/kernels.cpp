@@ -40,6 +40,9 @@ PyObject* guarded(Body&& body) noexcept {
 // measurable part of a launch's cost on the host.
 PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   return guarded([&] {
+    // An instance made by Kernel.__new__ alone holds no kernel: refused before anything reads it.
+    if (!reinterpret_cast<py::detail::instance*>(self)->get_value_and_holder().holder_constructed())
+      throw py::type_error("this kiln.Kernel holds no kernel: kernels come from a Program or a registry");
     const PyKernel& k = py::cast<const PyKernel&>(py::handle(self));
     const LaunchCall call = launch_call(args, nargs, kwnames, "Kernel");
     LaunchArgs values(call.args);

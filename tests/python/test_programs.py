@@ -146,8 +146,16 @@ def test_a_call_of_the_wrong_shape_is_a_type_error():
 
 def test_a_kernel_is_callable():
     # Kernel.__call__ is set on the type after pybind11 made it: its instances must be callable through it.
-    # (The instance made here holds no kernel, so it is not called.)
     assert callable(kiln.Kernel.__new__(kiln.Kernel))
+
+
+def test_a_kernel_made_without_one_is_refused():
+    # An instance of __new__ alone holds no kernel: a clear TypeError, never a read of its empty memory.
+    empty = kiln.Kernel.__new__(kiln.Kernel)
+    with pytest.raises(TypeError, match="holds no kernel"):
+        empty(1, 32, [])
+    with pytest.raises(TypeError, match="holds no kernel"):
+        empty.launch(1, 32, [])
 
 
 def test_a_wrong_argument_is_named():
