@@ -51,18 +51,22 @@ Result<std::chrono::milliseconds> jit_timeout_from(const char* value) {
               std::to_string(kDefaultJitTimeout.count()) + " s");
 }
 
-Result<bool> jit_pch_from(const char* value) {
+namespace {
+// An on/off variable, unset or empty meaning on; a value that does not parse says what stays.
+Result<bool> switch_from(const char* value, std::string_view variable, std::string_view kept) {
   const std::string_view text = value == nullptr ? "" : value;
   if (text.empty()) return true;
   if (const auto on = parse_switch(text)) return *on;
-  else return fail("KILN_JIT_PCH=" + on.error() + "; precompiled headers stay on");
+  else return fail(std::string(variable) + "=" + on.error() + "; " + std::string(kept));
+}
+}  // namespace
+
+Result<bool> jit_pch_from(const char* value) {
+  return switch_from(value, "KILN_JIT_PCH", "precompiled headers stay on");
 }
 
 Result<bool> jit_split_from(const char* value) {
-  const std::string_view text = value == nullptr ? "" : value;
-  if (text.empty()) return true;
-  if (const auto on = parse_switch(text)) return *on;
-  else return fail("KILN_JIT_SPLIT=" + on.error() + "; units on a table's critical path are still split");
+  return switch_from(value, "KILN_JIT_SPLIT", "units on a table's critical path are still split");
 }
 
 bool is_executable_file(const std::filesystem::path& p) {
