@@ -1,11 +1,10 @@
 // Temporary storage for one-shot calls: allocated and freed in stream order from the
-// device's memory pool (cudaMallocAsync), so a one-shot call neither synchronises nor keeps memory.
+// device's memory pool (cuMemAllocAsync), so a one-shot call neither synchronises nor keeps memory.
 #pragma once
 
+#include <kiln/driver.hpp>
 #include <kiln/error.hpp>
 #include <kiln/prim/common.hpp>
-
-#include <cuda_runtime_api.h>
 
 #include <string>
 
@@ -15,14 +14,18 @@ class StreamTemp {
  public:
   StreamTemp(std::size_t bytes, CUstream stream) : stream_(stream), bytes_(bytes) {
     if (bytes == 0) return;
-    const cudaError_t e = cudaMallocAsync(&data_, bytes, stream);
-    if (e != cudaSuccess) {
-      throw kiln::Error(Errc::driver, "kiln::prim: cudaMallocAsync of " + std::to_string(bytes) +
-                                          " bytes of temporary storage failed: " + cudaGetErrorString(e));
+    CUdeviceptr data = 0;
+    const CUresult e = kiln::driver().cuMemAllocAsync(&data, bytes, stream);
+    if (e != CUDA_SUCCESS) {
+      const char* text = nullptr;
+      kiln::driver().cuGetErrorString(e, &text);
+      throw kiln::Error(Errc::driver, "kiln::prim: cuMemAllocAsync of " + std::to_string(bytes) +
+                                          " bytes of temporary storage failed: " + (text ? text : "unknown error"));
     }
+    data_ = reinterpret_cast<void*>(data);
   }
   ~StreamTemp() {
-    if (data_) cudaFreeAsync(data_, stream_);
+    if (data_) kiln::driver().cuMemFreeAsync(reinterpret_cast<CUdeviceptr>(data_), stream_);
   }
   StreamTemp(const StreamTemp&) = delete;
   StreamTemp& operator=(const StreamTemp&) = delete;

@@ -49,6 +49,10 @@ namespace kiln {
   X(cuMemcpyHtoD)                \
   X(cuMemcpyDtoH)                \
   X(cuMemsetD8)                  \
+  X(cuMemsetD8Async)             \
+  X(cuMemcpyAsync)               \
+  X(cuMemAllocAsync)             \
+  X(cuMemFreeAsync)              \
   X(cuStreamCreate)              \
   X(cuStreamDestroy)             \
   X(cuStreamSynchronize)
