@@ -17,11 +17,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -176,6 +180,52 @@ int main(int argc, char** argv) {
               range(further_ms).c_str(), against_plain(further_ms, 0), median(further_cpu));
   std::printf("| packed, each worker unpacks it (%.0f ms of it unpacking) | %.0f ms (%s) | | %+.0f ms | %.0f ms | |\n",
               median(own_unpack_ms), median(own_ms), range(own_ms).c_str(), against_plain(own_ms, 0), median(own_cpu));
+
+  // The host's unpacking alone, by how its memory file is filled and on how many threads, alternating.
+  struct Fill {
+    const char* how;
+    kiln::detail::UnpackFill fill;
+    unsigned threads;
+    std::vector<double> ms;
+  };
+  const unsigned threads = kiln::detail::pch_threads();
+  std::vector<Fill> fills;
+  for (const unsigned t : {threads, std::min(threads, 8u), std::min(threads, 4u)}) {
+    if (!fills.empty() && fills.back().threads == t) continue;
+    fills.push_back({"shared mapping, pages made per thread", kiln::detail::UnpackFill::mapped, t, {}});
+    fills.push_back({"pwrite", kiln::detail::UnpackFill::pwrite, t, {}});
+  }
+  for (int i = 0; i < pairs; ++i) {
+    for (std::size_t k = 0; k < fills.size(); ++k) {
+      Fill& f = fills[(k + static_cast<std::size_t>(i)) % fills.size()];
+      const auto start = std::chrono::steady_clock::now();
+      const auto unpacked = kiln::detail::UnpackedPch::open(packed, f.threads, kiln::detail::UnpackIn::this_process, f.fill);
+      f.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      if (!unpacked) {
+        std::fprintf(stderr, "bench_pch_first_use: %s\n", unpacked.error().c_str());
+        return 1;
+      }
+    }
+  }
+  // The floor of any unpacking into a new memory file: the kernel making its pages, nothing decompressed.
+  std::vector<double> pages_ms;
+  const std::uint64_t unpacked_bytes = std::filesystem::file_size(plain);
+  for (int i = 0; i < pairs; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    const int fd = ::memfd_create("kiln-pch-pages", MFD_CLOEXEC);
+    const bool made = fd >= 0 && ::fallocate(fd, 0, 0, static_cast<off_t>(unpacked_bytes)) == 0;
+    pages_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    if (fd >= 0) ::close(fd);
+    if (!made) {
+      std::fprintf(stderr, "bench_pch_first_use: no memory file of %llu bytes\n", static_cast<unsigned long long>(unpacked_bytes));
+      return 1;
+    }
+  }
+  std::printf("\nThe host's unpacking alone (%u cores), medians of %d runs each, in turn\n\n"
+              "| memory file filled by | threads | ms (range) |\n|---|---:|---:|\n",
+              std::thread::hardware_concurrency(), pairs);
+  for (const Fill& f : fills) std::printf("| %s | %u | %.1f (%s) |\n", f.how, f.threads, median(f.ms), range(f.ms).c_str());
+  std::printf("| nothing: its pages alone (memfd_create, fallocate) | 1 | %.1f (%s) |\n", median(pages_ms), range(pages_ms).c_str());
   kiln::bench::remove_tree(dir.string());
   return 0;
 }

@@ -54,8 +54,12 @@ TEST_CASE("a PCH packs into zstd frames of at most kPchFrameBytes and unpacks to
   const std::string bytes = kiln::test::read_bytes(packed);
   CHECK(ZSTD_getFrameContentSize(bytes.data(), bytes.size()) == kiln::detail::kPchFrameBytes);
 
-  for (const unsigned threads : {1u, 3u}) {
-    auto unpacked = kiln::detail::UnpackedPch::open(packed, threads);
+  using kiln::detail::UnpackFill;
+  for (const auto& [threads, fill] : {std::pair{1u, UnpackFill::mapped}, std::pair{3u, UnpackFill::mapped},
+                                      std::pair{3u, UnpackFill::pwrite}, std::pair{8u, UnpackFill::automatic}}) {
+    CAPTURE(threads);
+    CAPTURE(fill == UnpackFill::mapped);
+    auto unpacked = kiln::detail::UnpackedPch::open(packed, threads, kiln::detail::UnpackIn::child, fill);
     REQUIRE_MESSAGE(unpacked.ok(), unpacked.error());
     CHECK(unpacked->bytes() == raw.size());
     CHECK(unpacked->path().starts_with("/proc/self/fd/"));

@@ -159,7 +159,7 @@ struct Frame {
 
 }  // namespace
 
-unsigned pch_threads() { return std::clamp(std::thread::hardware_concurrency(), 1u, 8u); }
+unsigned pch_threads() { return std::clamp(std::thread::hardware_concurrency(), 1u, 16u); }
 
 namespace {
 
@@ -239,8 +239,11 @@ bool UnpackedPch::same_file(const struct stat& packed) const noexcept {
 
 namespace {
 
+// MADV_POPULATE_WRITE (Linux 5.14), which glibc's headers before 2.35 do not name.
+constexpr int kMadvPopulateWrite = 23;
+
 // The packed file at `packed` unpacked into the memory file `fd`, on up to `threads` threads.
-Status unpack_into(const std::filesystem::path& packed, int fd, unsigned threads) {
+Status unpack_into(const std::filesystem::path& packed, int fd, unsigned threads, UnpackFill fill) {
   const std::string name = packed.string();
   const Fd in(::open(packed.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (in.get() < 0) return fail(errno_text("opening " + name));
@@ -275,24 +278,54 @@ Status unpack_into(const std::filesystem::path& packed, int fd, unsigned threads
 
   if (total == 0) return fail(name + " holds nothing");
 
-  // Each frame is decompressed into a buffer of its thread's and written into the memory file with
-  // pwrite: a memory file that runs out of room fails the write with ENOSPC (a write into its mapping
-  // would raise SIGBUS), and the kernel fills its pages without a page fault each (43,000 faults for a
-  // 170 MB file through a mapping, which cost more than zstd itself).
   threads = std::max(threads, 1u);
   std::vector<std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)>> contexts;
   for (unsigned t = 0; t < threads; ++t) contexts.emplace_back(nullptr, &ZSTD_freeDCtx);
-  std::vector<std::string> buffers(threads);
-  const Status unpacked = parallel(frames.size(), threads, [&](std::size_t i, unsigned slot) -> Status {
+  const auto decompress = [&](unsigned slot, const Frame& f, char* into) -> Status {
     auto& dctx = contexts[slot];
-    std::string& buffer = buffers[slot];
     if (!dctx) dctx.reset(ZSTD_createDCtx());
     if (!dctx) return fail("zstd: no decompression context");
-    const Frame& f = frames[i];
-    buffer.resize(f.content_size);
-    const std::size_t n = ZSTD_decompressDCtx(dctx.get(), buffer.data(), buffer.size(), source.data() + f.offset, f.size);
+    const std::size_t n = ZSTD_decompressDCtx(dctx.get(), into, f.content_size, source.data() + f.offset, f.size);
     if (ZSTD_isError(n)) return fail(zstd_error(n));
     if (n != f.content_size) return fail("a frame's content is shorter than its header says");
+    return ok();
+  };
+
+  // Each frame is decompressed straight into a shared mapping of the memory file, on the thread that
+  // first makes its pages (MADV_POPULATE_WRITE): a memory file that runs out of room fails that call with
+  // ENOMEM instead of raising SIGBUS at a write into the mapping, and the pages are made on every thread
+  // at once. Written with pwrite instead, the file's pages are made under its lock, one writer at a time
+  // (jit/pch_pack.hpp, UnpackFill, says which is the faster where).
+  if (fill == UnpackFill::automatic) fill = threads >= 8 ? UnpackFill::mapped : UnpackFill::pwrite;
+  if (fill == UnpackFill::mapped) {
+    if (::ftruncate(fd, static_cast<off_t>(total)) != 0) return fail(errno_text("unpacking " + name + ": sizing its memory file"));
+    Mapping target(::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), total);
+    if (!target) return fail(errno_text("unpacking " + name + ": mapping its memory file"));
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    std::atomic<bool> populate_missing{false};
+    const Status unpacked = parallel(frames.size(), threads, [&](std::size_t i, unsigned slot) -> Status {
+      const Frame& f = frames[i];
+      char* into = target.data() + f.content_offset;
+      // From the page the frame starts in (frames of other writers need not be page-sized).
+      const std::size_t lead = f.content_offset % page;
+      if (::madvise(into - lead, f.content_size + lead, kMadvPopulateWrite) != 0) {
+        if (errno == EINVAL) populate_missing = true;  // a kernel before Linux 5.14: pwrite below
+        return fail(errno_text("making " + std::to_string(f.content_size) + " bytes of memory"));
+      }
+      return decompress(slot, f, into);
+    });
+    if (unpacked) return ok();
+    if (!populate_missing) return fail("unpacking " + name + ": " + unpacked.error());
+    if (::ftruncate(fd, 0) != 0) return fail(errno_text("unpacking " + name + ": emptying its memory file"));
+  }
+
+  std::vector<std::string> buffers(threads);
+  const Status unpacked = parallel(frames.size(), threads, [&](std::size_t i, unsigned slot) -> Status {
+    const Frame& f = frames[i];
+    std::string& buffer = buffers[slot];
+    buffer.resize(f.content_size);
+    if (Status d = decompress(slot, f, buffer.data()); !d) return d;
+    const std::size_t n = f.content_size;
     for (std::size_t done = 0; done < n;) {
       const ssize_t w = ::pwrite(fd, buffer.data() + done, n - done, static_cast<off_t>(f.content_offset + done));
       if (w < 0 && errno == EINTR) continue;
@@ -307,7 +340,8 @@ Status unpack_into(const std::filesystem::path& packed, int fd, unsigned threads
 
 }  // namespace
 
-Result<UnpackedPch> UnpackedPch::open(const std::filesystem::path& packed, unsigned threads, UnpackIn where) {
+Result<UnpackedPch> UnpackedPch::open(const std::filesystem::path& packed, unsigned threads, UnpackIn where,
+                                      UnpackFill fill) {
   struct stat st {};
   if (::stat(packed.c_str(), &st) != 0) return fail(errno_text("opening " + packed.string()));
   UnpackedPch pch;
@@ -316,11 +350,11 @@ Result<UnpackedPch> UnpackedPch::open(const std::filesystem::path& packed, unsig
   pch.dev_ = st.st_dev;
   pch.ino_ = st.st_ino;
   const int fd = pch.fd_;
-  const Status unpacked = where == UnpackIn::child ? run_in_child([&] { return unpack_into(packed, fd, threads); })
-                                                   : unpack_into(packed, fd, threads);
+  const Status unpacked = where == UnpackIn::child ? run_in_child([&] { return unpack_into(packed, fd, threads, fill); })
+                                                   : unpack_into(packed, fd, threads, fill);
   if (!unpacked) return fail(unpacked.error());
   // Workers open the host's copy by path, read-write if they ask: sealed, none of them can change what
-  // the others read. Nothing maps it for writing (it was filled with pwrite), so the seal takes.
+  // the others read. Its filling mapping is gone by now, so the seal takes.
   if (::fcntl(pch.fd_, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) != 0)
     return fail(errno_text("unpacking " + packed.string() + ": sealing its memory file"));
   struct stat content {};

@@ -37,6 +37,13 @@ Status pack_pch(const std::filesystem::path& raw, const std::filesystem::path& p
 // one (the pool's host, where NVRTC does not run).
 enum class UnpackIn { child, this_process };
 
+// How the memory file is filled: through a shared mapping whose pages each thread makes for itself
+// (MADV_POPULATE_WRITE), falling back to pwrite where the kernel lacks it; or with pwrite alone, whose
+// pages the kernel makes one writer at a time. `automatic`: mapped on 8 threads or more, where it is the
+// faster (a 178 MB PCH on a 16-core host: 79-81 ms against 97-101 ms), else pwrite (on 4 threads 98
+// against 114 ms; bench_pch_first_use prints both).
+enum class UnpackFill { automatic, mapped, pwrite };
+
 // A packed PCH unpacked into an anonymous memory file, for NVRTC to read by path. Sealed once written
 // (F_SEAL_WRITE, _GROW, _SHRINK): a process that opens it by path reads it and cannot change it.
 class UnpackedPch {
@@ -50,7 +57,8 @@ class UnpackedPch {
 
   // Unpacks the file at `packed` on up to `threads` threads. Fails, naming the file, on anything that is
   // not a run of zstd frames within the bounds above, or when memory cannot be had.
-  static Result<UnpackedPch> open(const std::filesystem::path& packed, unsigned threads, UnpackIn where = UnpackIn::child);
+  static Result<UnpackedPch> open(const std::filesystem::path& packed, unsigned threads,
+                                  UnpackIn where = UnpackIn::child, UnpackFill fill = UnpackFill::automatic);
   // Opens `unpacked`, the packed file at `packed` already unpacked by another process (its `shared_path()`),
   // without blocking. Fails, naming it, when it cannot be opened or is not a regular file of at most
   // kMaxPchBytes.
@@ -72,7 +80,7 @@ class UnpackedPch {
   ino_t ino_ = 0;
 };
 
-// Threads to pack or unpack a PCH on: the machine's cores, at most 8.
+// Threads to pack or unpack a PCH on: the machine's cores, at most 16.
 unsigned pch_threads();
 
 }  // namespace kiln::detail
