@@ -322,7 +322,15 @@ void raw_load_table(const char* self, unsigned arch, int runs) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 7 && std::strcmp(argv[1], "--child") == 0) return child(argv[3], argv[4], argv[5], argv[6]);
+  if (argc == 7 && std::strcmp(argv[1], "--child") == 0) {
+    try {
+      return child(argv[3], argv[4], argv[5], argv[6]);
+    } catch (const kiln::Error& e) {
+      // One line, and the parent says what it means (a build without this GPU's PTX has no PTX row).
+      std::fprintf(stderr, "bench_tiers: the %s tier did not serve %s: %s\n", argv[3], argv[5], e.what());
+      return 1;
+    }
+  }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row as it is measured: suite.py streams it
   int runs = 7;
   std::string export_path, json_path;
