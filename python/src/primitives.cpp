@@ -24,8 +24,6 @@
 #include <kiln/driver.hpp>
 #include <kiln/prim.hpp>
 #include <kiln/prim/plan_types.hpp>  // generated: the types of the table's rows
-
-#include <dlfcn.h>
 #endif
 
 namespace py = pybind11;
@@ -57,18 +55,16 @@ struct Primitive {
 #ifdef KILN_PYTHON_PRIMITIVES
 
 // A one-shot call's temporary storage when the arrays' library cannot give it (kiln/primitives.py), allocated
-// and freed in stream order from the device's memory pool, as C++'s one-shot functions do (cudaMallocAsync),
-// but through the driver: the CUDA runtime that libkiln_prim carries would cost its own initialisation on a
-// process's first call.
+// and freed in stream order from the device's memory pool (cuMemAllocAsync), as C++'s one-shot functions do.
 class StreamStorage {
  public:
   StreamStorage(std::size_t bytes, CUstream stream) : stream_(stream), bytes_(bytes) {
     if (bytes == 0) return;
-    check(calls().alloc(&data_, bytes, stream), "cuMemAllocAsync of " + std::to_string(bytes) +
-                                                    " bytes of temporary storage");
+    check(driver().cuMemAllocAsync(&data_, bytes, stream), "cuMemAllocAsync of " + std::to_string(bytes) +
+                                                              " bytes of temporary storage");
   }
   ~StreamStorage() {
-    if (data_) calls().free(data_, stream_);
+    if (data_) driver().cuMemFreeAsync(data_, stream_);
   }
   StreamStorage(const StreamStorage&) = delete;
   StreamStorage& operator=(const StreamStorage&) = delete;
@@ -76,32 +72,6 @@ class StreamStorage {
   prim::TempStorage storage() const { return {reinterpret_cast<void*>(data_), bytes_}; }
 
  private:
-  struct Calls {
-    decltype(&::cuMemAllocAsync) alloc = nullptr;
-    decltype(&::cuMemFreeAsync) free = nullptr;
-  };
-  // From the driver libkiln loaded (kiln::driver()), whose table lacks these two; by the symbol cuda.h's
-  // declaration names, as libkiln resolves its own.
-  static const Calls& calls() {
-    static const Calls resolved = [] {
-      driver();
-      Calls c;
-      if (void* library = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD)) {
-#define KILN_PYTHON_SYMBOL(fn) KILN_PYTHON_SYMBOL_TEXT(fn)
-#define KILN_PYTHON_SYMBOL_TEXT(fn) #fn
-        c.alloc = reinterpret_cast<decltype(c.alloc)>(::dlsym(library, KILN_PYTHON_SYMBOL(cuMemAllocAsync)));
-        c.free = reinterpret_cast<decltype(c.free)>(::dlsym(library, KILN_PYTHON_SYMBOL(cuMemFreeAsync)));
-#undef KILN_PYTHON_SYMBOL_TEXT
-#undef KILN_PYTHON_SYMBOL
-      }
-      if (!c.alloc || !c.free)
-        throw Error(Errc::no_driver,
-                    "kiln: the CUDA driver has no cuMemAllocAsync/cuMemFreeAsync (CUDA 11.2 or later)");
-      return c;
-    }();
-    return resolved;
-  }
-
   CUstream stream_;
   std::size_t bytes_;
   CUdeviceptr data_ = 0;

@@ -5,7 +5,7 @@
 // called any number of times on any stream. Given enough temporary storage it never allocates. A plan is
 // not thread-safe; use one per thread or stream. One-shot functions (kiln::prim::exclusive_sum, …) build
 // nothing: they use a process-wide plan per device, the one of the device their stream belongs to (or,
-// for the null stream, the current context's), and stream-ordered temporary storage (cudaMallocAsync).
+// for the null stream, the current context's), and stream-ordered temporary storage (cuMemAllocAsync).
 // A plan runs on its registry's device only: a stream of another device is kiln::Error(invalid_argument).
 // Every call reports a failed launch as kiln::Error.
 //
