@@ -2,9 +2,9 @@
 // library (-include, primitives/meson.build), so CUB's host dispatch and kiln's own code never reach the
 // CUDA runtime linked into the library.
 //
-// Why: the runtime's first call in a process starts it (0.25-0.3 ms on an H200, a family's whole first
-// call being ~1 ms), and under CUDA_MODULE_LOADING=EAGER it loads every fatbin the library registered,
-// JIT-compiling their PTX for a newer GPU (110-150 ms). Nothing the library runs needs it: the kernels
+// Why: the runtime's first call in a process starts it (0.25-0.55 ms on an H200, of a family's first
+// call of 1-2 ms), and under CUDA_MODULE_LOADING=EAGER it loads every fatbin the library registered,
+// JIT-compiling their PTX for a newer GPU (105-150 ms). Nothing the library runs needs it: the kernels
 // come from kiln's registries and launch through the driver (detail/cub_launch.cuh), and CUB's dispatch
 // calls the runtime only for the device, one attribute, launch errors it cannot see (kiln's launcher
 // records them), and stream-ordered memsets and copies. docs/DESIGN.md, "Primitives without the CUDA
