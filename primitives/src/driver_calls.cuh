@@ -39,9 +39,9 @@ inline cudaError_t kiln_prim_no_runtime_error() { return cudaSuccess; }
 // The device of the current context: every plan call makes its registry's context current.
 inline cudaError_t kiln_prim_get_device(int* device) {
   CUdevice current = 0;
-  const cudaError_t e = kiln::prim::detail::driver_call(kiln::driver().cuCtxGetDevice(&current), "cuCtxGetDevice");
+  kiln::prim::detail::driver_call(kiln::driver().cuCtxGetDevice(&current), "cuCtxGetDevice");
   *device = static_cast<int>(current);
-  return e;
+  return cudaSuccess;
 }
 
 // cudaDeviceAttr and CUdevice_attribute number the same attributes alike (cuda_runtime_api.h, cuda.h).

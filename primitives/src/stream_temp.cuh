@@ -3,8 +3,9 @@
 #pragma once
 
 #include <kiln/driver.hpp>
-#include <kiln/error.hpp>
 #include <kiln/prim/common.hpp>
+
+#include "driver_calls.cuh"  // driver_call
 
 #include <string>
 
@@ -15,13 +16,8 @@ class StreamTemp {
   StreamTemp(std::size_t bytes, CUstream stream) : stream_(stream), bytes_(bytes) {
     if (bytes == 0) return;
     CUdeviceptr data = 0;
-    const CUresult e = kiln::driver().cuMemAllocAsync(&data, bytes, stream);
-    if (e != CUDA_SUCCESS) {
-      const char* text = nullptr;
-      kiln::driver().cuGetErrorString(e, &text);
-      throw kiln::Error(Errc::driver, "kiln::prim: cuMemAllocAsync of " + std::to_string(bytes) +
-                                          " bytes of temporary storage failed: " + (text ? text : "unknown error"));
-    }
+    if (const CUresult e = kiln::driver().cuMemAllocAsync(&data, bytes, stream); e != CUDA_SUCCESS)
+      driver_call(e, ("cuMemAllocAsync of " + std::to_string(bytes) + " bytes of temporary storage").c_str());
     data_ = reinterpret_cast<void*>(data);
   }
   ~StreamTemp() {
