@@ -159,17 +159,50 @@ TEST_CASE("an LTO-IR image in fatbinary's own encoding is read as such: handed o
   std::size_t in_first = 0;
   for (const auto& i : *images) in_first += i.container == 0;
   const auto fatbin = kiln::detail::embedded_image_fatbin(copy.catalog, b);
+  REQUIRE_MESSAGE(fatbin.ok(), fatbin.error());
+  CHECK(fatbin->size() == 16 + image->header_size + image->padded_size);
   if (in_first == 1) {
-    // Alone in its fatbin: that fatbin, header and all, as nvJitLink takes it.
-    REQUIRE_MESSAGE(fatbin.ok(), fatbin.error());
-    CHECK(fatbin->size() == 16 + image->header_size + image->padded_size);
+    // Alone in its fatbin (as kiln-gen packs LTO-IR): that fatbin, header and all, as nvJitLink takes it.
     CHECK(std::memcmp(fatbin->data(), copy.blobs.data() + unit.fatbins.offset, fatbin->size()) == 0);
-  } else {
-    // With other images in its fatbin (the examples' cubins of several archs): refused, never handed over
-    // with images nvJitLink would choose among.
-    REQUIRE_FALSE(fatbin.ok());
-    CHECK(contains(fatbin.error(), "not alone in a fatbin of its own"));
   }
+  // Never with other images nvJitLink would choose among: that one alone.
+  const auto read = kiln::detail::read_fatbins({reinterpret_cast<const unsigned char*>(fatbin->data()), fatbin->size()});
+  REQUIRE_MESSAGE(read.ok(), read.error());
+  REQUIRE(read->size() == 1);
+  CHECK(read->front().kind == kiln::BinaryKind::ltoir);
+  CHECK(read->front().arch == b.arch);
+}
+
+TEST_CASE("a cubin packed for the driver is a fatbin of that image alone, still compressed, as the table says") {
+  // The examples' cubins of several archs share one fatbin: each comes out alone, its entry as stored.
+  const kiln::Catalog& c = kiln::examples::catalog();
+  for (const kiln::BinaryEntry& b : c.binaries) {
+    if (b.kind != kiln::BinaryKind::cubin) continue;
+    CAPTURE(kiln::binary_label(b));
+    const auto fatbin = kiln::detail::embedded_image_fatbin(c, b);
+    REQUIRE_MESSAGE(fatbin.ok(), fatbin.error());
+    const auto read = kiln::detail::read_fatbins({reinterpret_cast<const unsigned char*>(fatbin->data()), fatbin->size()});
+    REQUIRE_MESSAGE(read.ok(), read.error());
+    REQUIRE(read->size() == 1);
+    const kiln::detail::FatbinImage& image = read->front();
+    CHECK(image.kind == kiln::BinaryKind::cubin);
+    CHECK(image.arch == b.arch);
+    CHECK(image.compression == kiln::Compression::zstd);
+    CHECK(image.payload.size() == b.stored_size);
+    const auto unpacked = kiln::detail::unpack(image);
+    REQUIRE_MESSAGE(unpacked.ok(), unpacked.error());
+    CHECK(*unpacked == c.image(b));  // what the driver unpacks is the cubin kiln would hand it
+  }
+  // A frame that does not state the table's size is refused before the driver sees it.
+  CatalogCopy copy;
+  const kiln::BinaryEntry& b = copy.first(kiln::BinaryKind::cubin);
+  std::uint32_t header_size = 0;
+  std::memcpy(&header_size, copy.blobs.data() + b.offset + 4, sizeof header_size);
+  copy.poke<std::uint32_t>(b.offset + header_size, 0x12345678);
+  const auto refused = kiln::detail::embedded_image_fatbin(copy.catalog, b);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(contains(refused.error(), "is damaged"));
+  CHECK(contains(refused.error(), "not a zstd frame"));
 }
 
 TEST_CASE("a zstd frame cut short is refused, not decompressed in part") {

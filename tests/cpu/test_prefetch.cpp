@@ -14,6 +14,7 @@
 #include "registry/query.hpp"  // unit_cache_key with a DiskCache
 #include "chain/tier_chain.hpp"  // served
 #include "registry/prefetch.hpp"
+#include "base/fatbin.hpp"  // read_fatbins, unpack
 #include "fake_cubin.hpp"
 #include "cache_test_util.hpp"
 #include "examples_catalog.hpp"
@@ -54,9 +55,21 @@ TEST_CASE("every unit's image unpacked ahead is what the embedded tier fetches, 
   for (std::size_t u = 0; u < catalog().units.size(); ++u) {
     auto ready = prefetch.take(u);
     REQUIRE(ready.has_value());
-    auto fetched = kiln::detail::kEmbeddedStep.fetch(kiln::detail::UnitQuery{catalog(), kernel_of(u), arch, options});
+    // A get()'s own fetch hands the driver the cubin packed; the thread's is unpacked, the same cubin.
+    auto fetched = kiln::detail::kEmbeddedStep.fetch(kiln::detail::UnitQuery{catalog(), kernel_of(u), arch, options,
+                                                                            nullptr, /*unpack=*/true});
     REQUIRE(fetched.ok());
+    CHECK_FALSE(ready->packed);
+    CHECK_FALSE(fetched->packed);
     CHECK(ready->owned == fetched->owned);
+    auto packed = kiln::detail::kEmbeddedStep.fetch(kiln::detail::UnitQuery{catalog(), kernel_of(u), arch, options});
+    REQUIRE(packed.ok());
+    CHECK(packed->packed);
+    const auto read = kiln::detail::read_fatbins(
+        {reinterpret_cast<const unsigned char*>(packed->owned.data()), packed->owned.size()});
+    REQUIRE_MESSAGE(read.ok(), read.error());
+    REQUIRE(read->size() == 1);
+    CHECK(kiln::detail::unpack(read->front()).value() == ready->owned);
     CHECK(ready->arch == fetched->arch);
     CHECK(ready->label == fetched->label);
     CHECK(ready->source == kiln::Tier::embedded);

@@ -8,12 +8,12 @@
 #include <kiln/kiln.hpp>
 #include <kiln/select.hpp>  // select_binary, binary_label
 
+#include "cache_test_util.hpp"  // TempDir
 #include "device_buffer.hpp"
 #include "example_checks.hpp"
 #include "examples_catalog.hpp"
 
 #include <atomic>
-#include <filesystem>
 #include <cmath>
 #include <cstring>
 #include <latch>
@@ -33,6 +33,17 @@ struct ContextScope {
   ~ContextScope() {
     CUcontext ignored;
     kiln::driver().cuCtxPopCurrent(&ignored);
+  }
+};
+
+// A disk cache of its own, empty, in a directory removed at scope exit.
+struct EmptyCache {
+  kiln::test::TempDir dir;
+  kiln::DiskCache cache{config_of(dir)};
+  static kiln::CacheConfig config_of(const kiln::test::TempDir& d) {
+    kiln::CacheConfig config;
+    config.dir = d.path();
+    return config;
   }
 };
 
@@ -232,12 +243,8 @@ TEST_CASE("a device with no matching binary gets a no_binary error that lists wh
   cut.binaries = binaries;
   // The JIT tier would compile what is missing, and the default disk cache may hold it already (a build
   // without this GPU's arch fills it): an empty cache of its own, and no JIT.
-  char dir[] = "/tmp/kiln-no-binary-XXXXXX";
-  REQUIRE(mkdtemp(dir) != nullptr);
-  kiln::CacheConfig config;
-  config.dir = dir;
-  kiln::DiskCache empty(config);
-  kiln::Registry registry(cut, 0, {.allow_ptx = false, .cache = &empty, .use_jit = false});
+  EmptyCache empty;
+  kiln::Registry registry(cut, 0, {.allow_ptx = false, .cache = &empty.cache, .use_jit = false});
   const kiln::UnitEntry& unit = cut.units[cut.find("vector_add")->unit];
   try {
     registry.get("vector_add");
@@ -252,7 +259,101 @@ TEST_CASE("a device with no matching binary gets a no_binary error that lists wh
   }
   CHECK(registry.stats().unit_loads == 0);
   CHECK_FALSE(registry.plan("vector_add").available);
-  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// The examples' vector_add unit alone, over a copy of the fatbins to damage. A registry of one unit made
+// while the context is up unpacks nothing ahead, so its get() fetches the cubin itself: packed, for the
+// driver to unpack (docs/DESIGN.md, "Embedded fatbins").
+struct VectorAddAlone {
+  std::vector<unsigned char> blobs;
+  std::vector<kiln::KernelEntry> kernels;
+  kiln::Catalog catalog;
+  const kiln::BinaryEntry* binary = nullptr;
+
+  explicit VectorAddAlone(unsigned arch) : catalog(kiln::examples::catalog()) {
+    const kiln::Catalog& full = kiln::examples::catalog();
+    const std::uint32_t u = full.find("vector_add")->unit;
+    blobs.assign(full.blobs, full.blobs + full.blobs_size);
+    for (kiln::KernelEntry k : full.kernels) {
+      if (k.unit != u) continue;
+      k.unit = 0;
+      kernels.push_back(k);
+    }
+    catalog.blobs = blobs.data();
+    catalog.units = full.units.subspan(u, 1);
+    catalog.kernels = kernels;
+    binary = kiln::select_binary(full, full.units[u], arch, false);
+  }
+  // The zstd frame's first block made of the reserved type: a payload neither libzstd nor the driver reads.
+  void damage_payload() {
+    std::uint32_t header_size = 0;
+    std::memcpy(&header_size, blobs.data() + binary->offset + 4, sizeof header_size);
+    unsigned char* frame = blobs.data() + binary->offset + header_size;
+    // The frame header (RFC 8878): magic, descriptor, window byte unless single-segment, dictionary id and
+    // content size of the sizes the descriptor gives; then the first block's 3-byte header, type in bits 1-2.
+    REQUIRE(frame[0] == 0x28);
+    const unsigned descriptor = frame[4];
+    const bool single = (descriptor >> 5) & 1;
+    const std::size_t dict_bytes[] = {0, 1, 2, 4}, size_bytes[] = {single ? 1u : 0u, 2, 4, 8};
+    const std::size_t at = 5 + (single ? 0 : 1) + dict_bytes[descriptor & 3] + size_bytes[descriptor >> 6];
+    REQUIRE(at + 3 <= binary->stored_size);
+    frame[at] |= 0x06;
+  }
+};
+
+// vector_add run on 1000 items and checked.
+void check_vector_add(kiln::Registry& registry, const kiln::Kernel& k) {
+  ContextScope scope(registry);
+  const int n = 1000;
+  auto a = random_values<float>(n, 3), c = random_values<float>(n, 4);
+  DeviceBuffer<float> da(a), dc(c), dout(n);
+  kiln::launch(k, {4}, {256}, 0, nullptr, da.ptr(), dc.ptr(), dout.ptr(), n);
+  const auto out = dout.to_host();
+  int wrong = 0;
+  for (int i = 0; i < n; ++i) wrong += out[i] != a[i] + c[i];
+  CHECK(wrong == 0);
+}
+
+}  // namespace
+
+TEST_CASE("a unit nothing unpacked ahead goes to the driver packed and runs; a payload it refuses is unpacked, found damaged, and the next tier serves") {
+  kiln::Registry up(kiln::examples::catalog());
+  const unsigned arch = up.device().arch;  // the primary context retained, as in a process already using CUDA
+  VectorAddAlone alone(arch);
+  if (alone.binary == nullptr || alone.binary->compression != kiln::Compression::zstd) {
+    MESSAGE("skipped: this build embeds no compressed cubin for sm_" << arch);
+    return;
+  }
+  EmptyCache empty;
+  SUBCASE("packed: loaded, and runs") {
+    kiln::Registry registry(alone.catalog, 0, {.allow_ptx = false, .cache = &empty.cache, .use_jit = false});
+    const kiln::Kernel k = registry.get("vector_add");
+    CHECK(k.provenance.source == kiln::Tier::embedded);
+    CHECK(k.provenance.arch == alone.binary->arch);
+    check_vector_add(registry, k);
+  }
+  SUBCASE("a damaged payload, with the JIT: compiled from source, and runs") {
+    alone.damage_payload();
+    kiln::Registry registry(alone.catalog, 0, {.allow_ptx = false, .cache = &empty.cache, .use_jit = true});
+    const kiln::Kernel k = registry.get("vector_add");
+    CHECK(k.provenance.source == kiln::Tier::jit);
+    check_vector_add(registry, k);
+  }
+  SUBCASE("a damaged payload, without: no_binary, saying the image is damaged") {
+    alone.damage_payload();
+    kiln::Registry registry(alone.catalog, 0, {.allow_ptx = false, .cache = &empty.cache, .use_jit = false});
+    try {
+      registry.get("vector_add");
+      FAIL("expected kiln::Error");
+    } catch (const kiln::Error& e) {
+      CHECK(e.code() == kiln::Errc::no_binary);
+      CHECK(std::string(e.what()).find("is damaged") != std::string::npos);
+      CHECK(std::string(e.what()).find("zstd") != std::string::npos);
+    }
+    CHECK(registry.stats().unit_loads == 0);
+  }
 }
 
 TEST_CASE("an embedded image whose fatbin entry disagrees with the table is a miss: never loaded, the next tier serves") {
@@ -270,28 +371,16 @@ TEST_CASE("an embedded image whose fatbin entry disagrees with the table is a mi
   std::memcpy(blobs.data() + b->offset + 28, &other, sizeof other);
   kiln::Catalog damaged = full;
   damaged.blobs = blobs.data();
-  char dir[] = "/tmp/kiln-damaged-XXXXXX";
-  REQUIRE(mkdtemp(dir) != nullptr);
-  kiln::CacheConfig config;
-  config.dir = dir;
-  kiln::DiskCache empty(config);
+  EmptyCache empty;
   SUBCASE("with the JIT: the unit is compiled from source, and runs") {
-    kiln::Registry registry(damaged, 0, {.allow_ptx = false, .cache = &empty, .use_jit = true});
+    kiln::Registry registry(damaged, 0, {.allow_ptx = false, .cache = &empty.cache, .use_jit = true});
     const kiln::Kernel k = registry.get("vector_add");
     CHECK(k.provenance.source == kiln::Tier::jit);
     CHECK(k.provenance.arch == arch);
-    ContextScope scope(registry);
-    const int n = 1000;
-    auto a = random_values<float>(n, 3), c = random_values<float>(n, 4);
-    DeviceBuffer<float> da(a), dc(c), dout(n);
-    kiln::launch(k, {4}, {256}, 0, nullptr, da.ptr(), dc.ptr(), dout.ptr(), n);
-    const auto out = dout.to_host();
-    int wrong = 0;
-    for (int i = 0; i < n; ++i) wrong += out[i] != a[i] + c[i];
-    CHECK(wrong == 0);
+    check_vector_add(registry, k);
   }
   SUBCASE("without: no_binary, saying which image is damaged") {
-    kiln::Registry registry(damaged, 0, {.allow_ptx = false, .cache = &empty, .use_jit = false});
+    kiln::Registry registry(damaged, 0, {.allow_ptx = false, .cache = &empty.cache, .use_jit = false});
     try {
       registry.get("vector_add");
       FAIL("expected kiln::Error");
@@ -302,5 +391,4 @@ TEST_CASE("an embedded image whose fatbin entry disagrees with the table is a mi
     }
     CHECK(registry.stats().unit_loads == 0);
   }
-  std::filesystem::remove_all(dir);
 }

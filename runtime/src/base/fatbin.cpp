@@ -183,20 +183,28 @@ Result<std::string> embedded_image(const Catalog& catalog, const BinaryEntry& bi
 Result<std::string> embedded_image_fatbin(const Catalog& catalog, const BinaryEntry& binary) {
   auto image = checked_image(catalog, binary);
   if (!image) return fail(image.error());
-  // Its container's header right before it, claiming the image and nothing else.
-  const std::span<const unsigned char> blobs{catalog.blobs, catalog.blobs_size};
-  const std::size_t start = binary.offset - std::min<std::size_t>(binary.offset, kContainerHeaderSize);
-  const auto magic = at<std::uint32_t>(blobs, start);
-  const auto version = at<std::uint16_t>(blobs, start + 4);
-  const auto header_size = at<std::uint16_t>(blobs, start + 6);
-  const auto size = at<std::uint64_t>(blobs, start + 8);
-  if (binary.offset < kContainerHeaderSize || !magic || !version || !header_size || !size ||
-      *magic != kFatbinMagic || *version != 1 ||
-      *header_size != kContainerHeaderSize || *size != image->header_size + image->padded_size) {
-    return fail(what_image(catalog, binary) + " is not alone in a fatbin of its own: rebuild");
+  if (image->compression == Compression::zstd) {
+    // What unpack() checks before it allocates: here the driver unpacks, and must get a frame of the size
+    // the table says.
+    const unsigned long long claimed = ZSTD_getFrameContentSize(image->payload.data(), image->payload.size());
+    if (claimed != image->size) {
+      return fail(what_image(catalog, binary) + " is damaged: its payload is not a zstd frame of the " +
+                  std::to_string(image->size) + " bytes its header says");
+    }
   }
-  return std::string(reinterpret_cast<const char*>(blobs.data() + start),
-                     kContainerHeaderSize + static_cast<std::size_t>(*size));
+  // A container header (magic, version 1, its own size, the bytes of images that follow), then the
+  // entry as it lies in the catalog's blobs: header and payload with its padding.
+  const std::size_t entry = image->header_size + image->padded_size;
+  std::string out(kContainerHeaderSize + entry, '\0');
+  const std::uint32_t magic = kFatbinMagic;
+  const std::uint16_t version = 1, header_size = kContainerHeaderSize;
+  const std::uint64_t size = entry;
+  std::memcpy(out.data(), &magic, sizeof magic);
+  std::memcpy(out.data() + 4, &version, sizeof version);
+  std::memcpy(out.data() + 6, &header_size, sizeof header_size);
+  std::memcpy(out.data() + 8, &size, sizeof size);
+  std::memcpy(out.data() + kContainerHeaderSize, catalog.blobs + binary.offset, entry);
+  return out;
 }
 
 }  // namespace kiln::detail

@@ -49,9 +49,12 @@ Result<std::string> unpack(const FatbinImage& image);
 // arch, sizes, compression) and unpacked. A failure names the registry, the image and what is wrong.
 Result<std::string> embedded_image(const Catalog& catalog, const BinaryEntry& binary);
 
-// The catalog's image `binary` as the fatbin that holds it alone (container header, then the image),
-// checked the same way: what nvJitLink takes (NVJITLINK_INPUT_FATBIN) for an LTO-IR image, which kiln
-// cannot unpack (Compression::lto); kiln-gen packs each LTO-IR image in a fatbin of its own.
+// The catalog's image `binary` in a fatbin of its own (a container header, then its entry as stored:
+// still compressed), checked the same way, and a zstd frame's stated size too: what nvJitLink takes
+// (NVJITLINK_INPUT_FATBIN) for an LTO-IR image, which kiln cannot unpack (Compression::lto), and what
+// the driver unpacks as it loads a cubin (cuLibraryLoadData). Only that image: never others for the
+// driver or nvJitLink to choose among (kiln-gen packs each LTO-IR image alone already; a unit's cubins
+// share one fatbin).
 Result<std::string> embedded_image_fatbin(const Catalog& catalog, const BinaryEntry& binary);
 
 }  // namespace kiln::detail

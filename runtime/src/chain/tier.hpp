@@ -32,6 +32,9 @@ struct UnitQuery {
   unsigned arch;
   const RegistryOptions& options;
   const LinkedSource* link = nullptr;
+  // The embedded tier hands over its cubin unpacked even on a get()'s own path: after the driver refused
+  // it packed (UnitImage::packed), so that the unpacking finds what is damaged and the next tier serves.
+  bool unpack = false;
 
   // The disk cache, made on first use: a unit the embedded tier serves never opens the cache directory.
   DiskCache& cache() const { return options.cache ? *options.cache : default_cache(); }
@@ -63,6 +66,8 @@ struct UnitImage : Origin {
   std::string label;                // for errors: "sm_90", "sm_90 from the disk cache (<key>)"
   std::string cache_key;            // a disk, remote or JIT entry's key (hex)
   std::string owned;                // the binary (a cubin), as the driver gets it; empty where `parts` hold it
+  bool packed = false;              // `owned` is an embedded cubin still compressed, in a fatbin of its own,
+                                    // which the driver unpacks as it loads it (docs/DESIGN.md, "Embedded fatbins")
   std::vector<CachedKernel> kernels;  // from a cache entry or a compile: each kernel's lowered name in it
                                       // (what a program given at run time learns at its first compile)
   std::vector<CachedImage> parts;   // a unit compiled in parts: one library each (CacheEntry::parts)

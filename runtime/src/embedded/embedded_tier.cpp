@@ -35,11 +35,14 @@ Result<Origin> probe_embedded_cubin(const UnitQuery& q) {
   return fail(embedded_miss(q));
 }
 
-Result<UnitImage> fetch_embedded_cubin(const UnitQuery& q) {
+// The selected image as the driver gets it, kept by the registry for the library's life: unpacked
+// (`unpacked`, or an image stored as it is), else in a fatbin of its own, still compressed, for the driver
+// to unpack as it loads it.
+Result<UnitImage> embedded_cubin(const UnitQuery& q, bool unpacked) {
   const BinaryEntry* b = cubin(q);
   if (b == nullptr) return fail(embedded_miss(q));
-  // Only the selected image is decompressed, once per unit: the registry keeps it for the library's life.
-  auto bytes = embedded_image(q.catalog, *b);
+  const bool packed = !unpacked && b->compression == Compression::zstd;
+  auto bytes = packed ? embedded_image_fatbin(q.catalog, *b) : embedded_image(q.catalog, *b);
   if (!bytes) {
     // A build whose table and fatbins disagree: a miss, so that the other tiers can serve, said once.
     warnings().warn("damaged", bytes.error() + "; loading its units from the other tiers");
@@ -50,13 +53,21 @@ Result<UnitImage> fetch_embedded_cubin(const UnitQuery& q) {
   image.arch = b->arch;
   image.label = binary_label(*b);
   image.owned = std::move(bytes).value();
+  image.packed = packed;
   return image;
 }
+
+// A get()'s own fetch: the cubin packed, since the driver unpacks it on this thread for less than libzstd
+// does on a thread that has not unpacked before (docs/DESIGN.md, "Embedded fatbins").
+Result<UnitImage> fetch_embedded_cubin(const UnitQuery& q) { return embedded_cubin(q, q.unpack); }
+
+// Read ahead on the prefetch's thread: unpacked there, so the load that takes it only loads.
+Result<UnitImage> unpack_embedded_cubin(const UnitQuery& q) { return embedded_cubin(q, true); }
 
 }  // namespace
 
 // Read ahead as a get() reads it: nothing is counted for an embedded cubin.
-const TierStep kEmbeddedStep{Tier::embedded, probe_embedded_cubin, fetch_embedded_cubin, fetch_embedded_cubin,
+const TierStep kEmbeddedStep{Tier::embedded, probe_embedded_cubin, fetch_embedded_cubin, unpack_embedded_cubin,
                              nullptr, nullptr};
 
 }  // namespace kiln::detail

@@ -188,11 +188,21 @@ Kernel Registry::Impl::load(const KernelEntry& entry, std::size_t index) {
 // The unit's binary from the first tier of the chain that has one, loaded. Called with the unit's
 // mutex held, so threads of this process ask the tiers once per unit (and the JIT compiles it once).
 void Registry::Impl::load_unit(UnitState& unit, const KernelEntry& entry) {
-  const detail::UnitQuery q = query(entry);
+  detail::UnitQuery q = query(entry);
   if (auto ready = prefetch_ ? prefetch_->take(entry.unit) : std::nullopt) {
     unit.image = std::move(*ready);  // what the embedded or the disk tier, first in the chain to have it, read ahead
     detail::served(q, unit.image);
   } else {
+    unit.image = detail::fetch_unit(q);
+  }
+  const auto what = [&] {
+    return "kernel '" + std::string(catalog_.str(entry.name)) + "' (unit '" +
+           std::string(catalog_.str(catalog_.units[entry.unit].name)) + "', " + unit.image.label;
+  };
+  if (unit.image.packed && !load_packed(unit, entry, what() + ")")) {
+    // The driver refused the cubin packed: unpacked here instead, where damage is found and said (and the
+    // next tier serves), else loaded as any other image.
+    q.unpack = true;
     unit.image = detail::fetch_unit(q);
   }
   count_served(unit.image);
@@ -200,17 +210,16 @@ void Registry::Impl::load_unit(UnitState& unit, const KernelEntry& entry) {
   // program's registry, "program", records its program instead: kiln/program.hpp).
   if (unit.image.served_by != Tier::embedded && catalog_.name != detail::kProgramRegistry)
     detail::record_kernel(catalog_.name, catalog_.str(entry.name), info_.arch);
-  const std::string what = "kernel '" + std::string(catalog_.str(entry.name)) + "' (unit '" +
-                           std::string(catalog_.str(catalog_.units[entry.unit].name)) + "', " + unit.image.label;
   const std::string identity = image_identity(unit.image, entry.unit);
   const auto& parts = unit.image.parts;
   try {
-    if (parts.empty()) unit.libraries.push_back(detail::acquire_library(identity, unit.image.owned, what + ")"));
+    if (parts.empty() && unit.libraries.empty())
+      unit.libraries.push_back(detail::acquire_library(identity, unit.image.owned, what() + ")"));
     // A unit compiled in parts: a library per part, none shared with another (docs/DESIGN.md).
     for (std::size_t p = 0; p < parts.size(); ++p) {
       const std::string part = std::to_string(p);
       unit.libraries.push_back(
-          detail::acquire_library(identity + ":part" + part, parts[p].cubin, what + ", part " + part + ")"));
+          detail::acquire_library(identity + ":part" + part, parts[p].cubin, what() + ", part " + part + ")"));
     }
   } catch (...) {
     for (CUlibrary library : unit.libraries) detail::release_library(library);
@@ -218,6 +227,24 @@ void Registry::Impl::load_unit(UnitState& unit, const KernelEntry& entry) {
     throw;
   }
   unit_loads_.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool Registry::Impl::load_packed(UnitState& unit, const KernelEntry& entry, const std::string& what) {
+  CUlibrary library = nullptr;
+  try {
+    library = detail::acquire_library(image_identity(unit.image, entry.unit), unit.image.owned, what);
+  } catch (const Error&) {
+    return false;
+  }
+  // The kernel's symbol read from the library: the image unpacked and parsed, whenever the driver does it.
+  CUkernel kernel = nullptr;
+  const std::string lowered(lowered_in(unit, entry));
+  if (driver().cuLibraryGetKernel(&kernel, library, lowered.c_str()) != CUDA_SUCCESS) {
+    detail::release_library(library);
+    return false;
+  }
+  unit.libraries.push_back(library);
+  return true;
 }
 
 CUlibrary Registry::Impl::library_of(const UnitState& unit, const KernelEntry& entry) const {
@@ -235,6 +262,7 @@ CUlibrary Registry::Impl::library_of(const UnitState& unit, const KernelEntry& e
 std::string Registry::Impl::image_identity(const detail::UnitImage& image, std::uint32_t unit) const {
   // An embedded image is its catalog's, unit's and architecture's; any other is its cache entry's.
   if (image.source == Tier::embedded) {
+    // Packed or not (UnitImage::packed): the same cubin once the driver has it, so one library.
     return "embedded:" + std::to_string(reinterpret_cast<std::uintptr_t>(&catalog_)) + ":" + std::to_string(unit) +
            ":" + std::to_string(image.arch);
   }

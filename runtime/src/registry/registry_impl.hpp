@@ -71,6 +71,9 @@ class Registry::Impl {
   std::uint64_t live_context_id();
   Kernel load(const KernelEntry& entry, std::size_t index);
   void load_unit(UnitState& unit, const KernelEntry& entry);
+  // An embedded cubin handed to the driver packed (UnitImage::packed) loaded as the unit's library, its
+  // kernel found in it; false, nothing kept, when the driver refuses it.
+  bool load_packed(UnitState& unit, const KernelEntry& entry, const std::string& what);
   detail::UnitQuery query(const KernelEntry& entry, const LinkedSource* link = nullptr);
   DiskCache& disk();
   void count_served(const detail::UnitImage& image);
