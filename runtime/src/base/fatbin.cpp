@@ -6,7 +6,6 @@
 
 #include <zstd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -195,15 +194,18 @@ Result<std::string> embedded_image_fatbin(const Catalog& catalog, const BinaryEn
   // A container header (magic, version 1, its own size, the bytes of images that follow), then the
   // entry as it lies in the catalog's blobs: header and payload with its padding.
   const std::size_t entry = image->header_size + image->padded_size;
-  std::string out(kContainerHeaderSize + entry, '\0');
+  char header[kContainerHeaderSize];
   const std::uint32_t magic = kFatbinMagic;
   const std::uint16_t version = 1, header_size = kContainerHeaderSize;
   const std::uint64_t size = entry;
-  std::memcpy(out.data(), &magic, sizeof magic);
-  std::memcpy(out.data() + 4, &version, sizeof version);
-  std::memcpy(out.data() + 6, &header_size, sizeof header_size);
-  std::memcpy(out.data() + 8, &size, sizeof size);
-  std::memcpy(out.data() + kContainerHeaderSize, catalog.blobs + binary.offset, entry);
+  std::memcpy(header, &magic, sizeof magic);
+  std::memcpy(header + 4, &version, sizeof version);
+  std::memcpy(header + 6, &header_size, sizeof header_size);
+  std::memcpy(header + 8, &size, sizeof size);
+  std::string out;
+  out.reserve(kContainerHeaderSize + entry);
+  out.append(header, kContainerHeaderSize);
+  out.append(reinterpret_cast<const char*>(catalog.blobs) + binary.offset, entry);
   return out;
 }
 
