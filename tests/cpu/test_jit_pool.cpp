@@ -1738,12 +1738,18 @@ CompileRequest three_kernels(std::string unit, std::vector<std::string> options 
 
 }  // namespace
 
+// A pool that splits every unit it may (KILN_JIT_SPLIT=1), whatever the cost model says.
+JitPoolOptions splitting_pool(JitPoolOptions o) {
+  o.split = kiln::detail::SplitMode::always;
+  return o;
+}
+
 TEST_CASE("a splittable unit on the critical path compiles as parts, one entry of their images; otherwise whole") {
   kiln::test::TempDir dir;
   const auto trace = dir.path() / "trace.jsonl";
   {
     kiln::test::ScopedEnv env("KILN_JIT_TRACE", trace.c_str());
-    JitPool pool(fake_pool(4));
+    JitPool pool(splitting_pool(fake_pool(4)));
     // Alone, its estimate is the whole load: on the critical path.
     const CompileOutcome o = pool.compile(three_kernels("u"), {}, 900, {true, 300});
     REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
@@ -1791,7 +1797,7 @@ TEST_CASE("a splittable unit on the critical path compiles as parts, one entry o
 }
 
 TEST_CASE("a part that fails fails its unit, with the part's error and log") {
-  JitPool pool(fake_pool(4));
+  JitPool pool(splitting_pool(fake_pool(4)));
   const CompileOutcome o = pool.compile(three_kernels("u", {"fake:fail_kernel=b"}), {}, 900, {true, 300});
   REQUIRE_FALSE(o.entry.ok());
   CHECK(o.entry.error() == "fake: b does not compile (part 2 of 3, kernels b)");
@@ -1799,8 +1805,85 @@ TEST_CASE("a part that fails fails its unit, with the part's error and log") {
   CHECK(pool.stats().split_units == 1);
 }
 
+namespace {
+
+// The "split" lines of a pool's trace: the cost model's decisions.
+std::vector<std::string> split_lines(const std::filesystem::path& trace) {
+  std::ifstream in(trace);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);)
+    if (line.find("\"event\":\"split\"") != std::string::npos) lines.push_back(line);
+  return lines;
+}
+
+CompileRequest three_instances(std::string unit) {
+  CompileRequest r = three_kernels(std::move(unit));
+  r.expressions = {"k<1>", "k<2>", "k<3>"};
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("by default a unit on the critical path is compiled whole unless the cost model says parts end sooner") {
+  kiln::test::TempDir dir;
+  const auto trace = dir.path() / "trace.jsonl";
+  kiln::test::ScopedEnv unset("KILN_JIT_SPLIT", std::nullopt);
+  {
+    kiln::test::ScopedEnv env("KILN_JIT_TRACE", trace.c_str());
+    JitPool pool(fake_pool(4));
+    // Its kernels' sizes unknown (no embedded cubin): whole.
+    CHECK(pool.compile(three_instances("unknown"), {}, 900, {true, 30}).entry->parts.empty());
+    // Plain kernels (extern "C"): every part would compile all three again. Whole.
+    CHECK(pool.compile(three_kernels("plain"), {}, 900, {true, 30, {0.4, 0.3, 0.3}}).entry->parts.empty());
+    // One kernel holds nearly all the code: its part alone takes about as long as the whole. Whole.
+    CHECK(pool.compile(three_instances("dominant"), {}, 900, {true, 30, {0.9, 0.05, 0.05}}).entry->parts.empty());
+    // The shared cost (the headers' parse) is most of the unit: each part pays it again. Whole.
+    CHECK(pool.compile(three_instances("headers"), {}, 900, {true, 700, {0.34, 0.33, 0.33}}).entry->parts.empty());
+    CHECK(pool.stats().split_units == 0);
+    // Three template instances of a third each, little shared: the longest part ends in well under the
+    // whole's time. Parts.
+    const CompileOutcome even = pool.compile(three_instances("even"), {}, 900, {true, 30, {0.34, 0.33, 0.33}});
+    REQUIRE_MESSAGE(even.entry.ok(), even.entry.error());
+    CHECK(even.entry->parts.size() == 3);
+    CHECK(pool.stats().split_units == 1);
+  }
+  const auto lines = split_lines(trace);
+  REQUIRE(lines.size() == 5);  // one decision per unit, each said once
+  const auto line_of = [&](const std::string& unit) {
+    for (const auto& l : lines)
+      if (l.find("\"unit\":\"tests/" + unit + "\"") != std::string::npos) return l;
+    return std::string();
+  };
+  CHECK(line_of("unknown").find("\"parts\":false") != std::string::npos);
+  CHECK(line_of("unknown").find("not known") != std::string::npos);
+  CHECK(line_of("plain").find("no kernel is a template") != std::string::npos);
+  CHECK(line_of("dominant").find("\"parts\":false") != std::string::npos);
+  CHECK(line_of("headers").find("\"parts\":false") != std::string::npos);
+  CHECK(line_of("even").find("\"parts\":true") != std::string::npos);
+}
+
+TEST_CASE("KILN_JIT_SPLIT: 0 never, 1 always, unset or auto the cost model; anything else warns and keeps the model") {
+  using kiln::detail::SplitMode;
+  CHECK(*kiln::detail::jit_split_from(nullptr) == SplitMode::cost_model);
+  CHECK(*kiln::detail::jit_split_from("") == SplitMode::cost_model);
+  CHECK(*kiln::detail::jit_split_from("auto") == SplitMode::cost_model);
+  CHECK(*kiln::detail::jit_split_from("0") == SplitMode::off);
+  CHECK(*kiln::detail::jit_split_from("1") == SplitMode::always);
+  CHECK_FALSE(kiln::detail::jit_split_from("sometimes").ok());
+  kiln::test::ScopedEnv always("KILN_JIT_SPLIT", "1");
+  JitPool pool(fake_pool(4));
+  CHECK(pool.compile(three_kernels("forced"), {}, 900, {true, 300}).entry->parts.size() == 3);
+}
+
+TEST_CASE("kernels dealt to parts: the largest first onto the least loaded part; in turn without sizes") {
+  using kiln::detail::deal_kernels;
+  CHECK(deal_kernels(5, 2, {}) == std::vector<std::vector<std::size_t>>{{0, 2, 4}, {1, 3}});
+  CHECK(deal_kernels(4, 2, {0.1, 0.6, 0.2, 0.1}) == std::vector<std::vector<std::size_t>>{{1}, {0, 2, 3}});
+  CHECK(deal_kernels(2, 4, {0.5, 0.5}).size() == 4);  // the caller asks for no more parts than kernels
+}
+
 TEST_CASE("where every compile runs in this process, a unit is compiled whole: parts would only add work") {
-  JitPoolOptions options = fake_pool(4);
+  JitPoolOptions options = splitting_pool(fake_pool(4));
   options.worker = "/nonexistent/kiln-jitd";
   JitPool pool(options);
   CHECK(pool.compile(fake_request("first")).entry.ok());  // finds that no worker starts
@@ -1824,7 +1907,7 @@ TEST_CASE("with the real kiln-jitd, a catalog unit of two kernels on the critica
   std::optional<CompileOutcome> o;
   {
     kiln::test::ScopedEnv env("KILN_JIT_TRACE", trace.c_str());
-    JitPool pool(real_pool(2));
+    JitPool pool(splitting_pool(real_pool(2)));
     auto future = pool.submit(whole, {}, 2000, {true, 500});
     o = real_outcome(future);
     if (!o) return;

@@ -89,7 +89,7 @@ class Elf {
       symtab = i;
     }
     if (symtab != sections_.size()) {
-      if (std::string why = read_symbols(symtab, out.kernels); !why.empty()) return why;
+      if (std::string why = read_symbols(symtab, out); !why.empty()) return why;
     }
     std::sort(out.kernels.begin(), out.kernels.end());
     out.kernels.erase(std::unique(out.kernels.begin(), out.kernels.end()), out.kernels.end());
@@ -116,7 +116,7 @@ class Elf {
     return {};
   }
 
-  std::string read_symbols(std::size_t index, std::vector<std::string>& kernels) const {
+  std::string read_symbols(std::size_t index, Cubin& out) const {
     const Section& symtab = sections_[index];
     const std::string where = "ELF symbol table (section " + std::to_string(index) + ")";
     if (symtab.entsize != kSymbolSize)
@@ -136,7 +136,8 @@ class Elf {
       if (!name || name->empty())
         return where + ": kernel symbol " + std::to_string((s - symtab.offset) / kSymbolSize) +
                " has no NUL-terminated name inside the string table";
-      kernels.emplace_back(*name);
+      out.kernels.emplace_back(*name);
+      out.kernel_bytes[std::string(*name)] = *f_.at<std::uint64_t>(s + 16);  // st_size
     }
     return {};
   }
@@ -158,6 +159,7 @@ Cubin read_cubin(std::span<const unsigned char> bytes) {
   if (!cubin.ok()) {
     cubin.arch = 0;
     cubin.kernels.clear();
+    cubin.kernel_bytes.clear();
   }
   return cubin;
 }

@@ -1,6 +1,9 @@
 // Bounds-checked reading of a cubin's ELF header and kernel entry symbols.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -16,6 +19,9 @@ struct Cubin {
   std::string error;                 // empty when the bytes are a readable cubin; else what is wrong
   unsigned arch = 0;                 // SM number from e_flags bits 8-15 (90 = sm_90)
   std::vector<std::string> kernels;  // names of STT_FUNC symbols flagged STO_CUDA_ENTRY, sorted, unique
+  // Each kernel's code bytes (its symbol's st_size): how a unit's code is shared among its kernels, for
+  // the JIT pool's cost of compiling it in parts.
+  std::map<std::string, std::uint64_t, std::less<>> kernel_bytes;
 
   bool ok() const noexcept { return error.empty(); }
   bool defines(std::string_view kernel) const noexcept;

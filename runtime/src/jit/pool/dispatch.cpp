@@ -16,7 +16,7 @@
 // does not pay for it; such a unit of many kernels also runs on every core's thread beside the others,
 // which then leave it kCriticalCores cores where they can still end before it. With every worker busy, a
 // table's tail runs beyond them (kBeyondShare, pool_state.hpp). A unit on the critical path whose kernels
-// may be split goes as parts instead (parts.cpp).
+// may be split goes as parts instead where the cost model says the parts end sooner (parts.cpp).
 #include "jit/pool/pool_state.hpp"
 
 #include <algorithm>
@@ -86,9 +86,20 @@ std::optional<JitPool::State::Pick> JitPool::State::pick() {
   // Such a unit whose kernels may be split goes as parts, each a request of its own (parts.cpp), once its
   // batch has arrived (the load is then the table's); until then no thread takes it whole. Not where
   // every compile runs in this process: NVRTC runs one at a time there, and parts only add work.
-  const auto splits = [&](const Job& job) {
-    return split && !in_process_only && job.split.splittable && job.request.kernels.size() >= 2 && job.request.link_source.empty() &&
-           job.request.ptx.empty() && on_critical_path(job);
+  // With the cost model (the default), only where the parts would end clearly sooner than the unit whole
+  // (split_cost, parts.cpp); its decision is traced once per unit.
+  const auto splits = [&](Job& job) {
+    if (split == SplitMode::off || in_process_only || !job.split.splittable || job.request.kernels.size() < 2 ||
+        !job.request.link_source.empty() || !job.request.ptx.empty() || job.whole || !on_critical_path(job))
+      return false;
+    if (split == SplitMode::always) return true;
+    const SplitCost cost = split_cost(job);
+    if (!job.split_weighed) {
+      job.split_weighed = true;
+      trace.split(job.request.registry + "/" + job.request.unit, job.request.arch, cost.pays, cost.why, job.estimate(),
+                  cost.longest_ms);
+    }
+    return cost.pays;
   };
   for (std::size_t i = 0; i < queue.size();) {
     if (!splits(queue[i])) {

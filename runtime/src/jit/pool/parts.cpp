@@ -5,6 +5,8 @@
 #include "jit/request.hpp"  // part_request
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 namespace kiln::detail {
 
@@ -63,7 +65,81 @@ CompileOutcome join(UnitParts& u) {
   return out;
 }
 
+// Whether a kernel's name expression names a template's instance: NVRTC compiles one of those only where
+// its expression is given, but a plain __global__ function wherever its source is compiled, so every part
+// of its unit compiles it again.
+bool is_instance(const std::string& expression) { return expression.find('<') != std::string::npos; }
+
+// The share of the unit's code a part compiles: its own template instances, and every plain kernel. Without
+// known shares, its kernels' count over the unit's.
+double part_share(const CompileRequest& unit, const UnitSplit& split, const std::vector<std::size_t>& kernels) {
+  const std::vector<double>& shares = split.kernel_shares;
+  const std::size_t n = unit.kernels.size();
+  if (shares.size() != n || n == 0) return n == 0 ? 1.0 : static_cast<double>(kernels.size()) / static_cast<double>(n);
+  double share = 0;
+  for (std::size_t k = 0; k < n; ++k)
+    if (k < unit.expressions.size() && !is_instance(unit.expressions[k])) share += shares[k];
+  for (const std::size_t k : kernels)
+    if (k < unit.expressions.size() && is_instance(unit.expressions[k])) share += shares[k];
+  return std::min(1.0, share);
+}
+
+// The cost model's constants. A unit of kSplitOptimizerKernels or more on the critical path compiles whole
+// on every core's threads in this share of its one-thread time (segmented_sort_i32: 0.68, docs/DESIGN.md,
+// "Threads inside a unit"); parts must end within kSplitGain of that to be worth their extra work (each
+// pays the shared cost again, on cores the rest of the table needs).
+constexpr double kThreadedWholeFraction = 0.68;
+constexpr double kSplitGain = 0.75;
+
+std::string ms_text(double ms) { return std::to_string(static_cast<long long>(ms + 0.5)) + " ms"; }
+
 }  // namespace
+
+std::vector<std::vector<std::size_t>> deal_kernels(std::size_t kernels, std::size_t count, const std::vector<double>& shares) {
+  std::vector<std::vector<std::size_t>> parts(std::max<std::size_t>(1, count));
+  if (shares.size() != kernels) {
+    for (std::size_t k = 0; k < kernels; ++k) parts[k % parts.size()].push_back(k);
+    return parts;
+  }
+  std::vector<std::size_t> order(kernels);
+  for (std::size_t k = 0; k < kernels; ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return shares[a] > shares[b]; });
+  std::vector<double> load(parts.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    // Every part gets one kernel first, then the largest left goes to the part with the least.
+    const std::size_t p = i < parts.size() ? i
+                          : static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    parts[p].push_back(order[i]);
+    load[p] += shares[order[i]];
+  }
+  for (auto& p : parts) std::sort(p.begin(), p.end());  // each part's kernels in the unit's order
+  return parts;
+}
+
+SplitCost JitPool::State::split_cost(const Job& job) const {
+  SplitCost cost;
+  const std::size_t n = job.request.kernels.size();
+  const double whole = job.estimate();
+  const bool threaded = cores > 1 && n >= kSplitOptimizerKernels;
+  cost.whole_ms = whole * (threaded ? kThreadedWholeFraction : 1.0);
+  const std::string against = " against " + ms_text(cost.whole_ms) + " whole";
+  if (job.split.kernel_shares.size() != n) {
+    cost.why = "whole: its kernels' code sizes are not known (no embedded cubin)";
+    return cost;
+  }
+  if (std::none_of(job.request.expressions.begin(), job.request.expressions.end(), is_instance)) {
+    cost.why = "whole: no kernel is a template's instance, so every part would compile all of them";
+    return cost;
+  }
+  const auto parts = deal_kernels(n, std::min<std::size_t>(n, std::max(1u, max_workers)), job.split.kernel_shares);
+  double longest = 0;
+  for (const auto& p : parts) longest = std::max(longest, part_share(job.request, job.split, p));
+  cost.longest_ms = job.split.shared_ms + std::max(0.0, whole - job.split.shared_ms) * longest;
+  cost.pays = cost.longest_ms < kSplitGain * cost.whole_ms;
+  cost.why = std::string(cost.pays ? "parts" : "whole") + ": its longest of " + std::to_string(parts.size()) +
+             " parts " + ms_text(cost.longest_ms) + against;
+  return cost;
+}
 
 std::string JitPool::State::Job::part_label() const {
   return std::to_string(part + 1) + "/" + std::to_string(whole->kernels.size());
@@ -90,12 +166,11 @@ double JitPool::State::split_job(std::size_t index) {
   Job job = std::move(queue[index]);
   queue.erase(queue.begin() + static_cast<std::ptrdiff_t>(index));
   const std::size_t kernels = job.request.kernels.size();
-  // A part per kernel (the longest of segmented_sort's five took 0.52-0.67 of the whole unit), dealt
+  // A part per kernel (the longest of segmented_sort's five took 0.52-0.91 of the whole unit), dealt
   // over the workers where a unit has more kernels than there are.
   const std::size_t count = std::min<std::size_t>(kernels, std::max(1u, max_workers));
   auto whole = std::make_shared<UnitParts>();
-  whole->kernels.resize(count);
-  for (std::size_t k = 0; k < kernels; ++k) whole->kernels[k % count].push_back(k);
+  whole->kernels = deal_kernels(kernels, count, job.split.kernel_shares);
   whole->outcomes.resize(count);
   whole->left = count;
   whole->promise = std::move(job.promise);
@@ -107,7 +182,7 @@ double JitPool::State::split_job(std::size_t index) {
     part.queued = job.queued;
     part.whole = whole;
     part.part = p;
-    part.estimate_ms = job.split.shared_ms + code_ms * static_cast<double>(whole->kernels[p].size()) / kernels;
+    part.estimate_ms = job.split.shared_ms + code_ms * part_share(job.request, job.split, whole->kernels[p]);
     added += part.estimate();
     queue.push_back(std::move(part));
   }

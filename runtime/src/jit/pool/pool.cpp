@@ -365,7 +365,13 @@ JitPool::JitPool(JitPoolOptions options) : state_(std::make_unique<State>()) {
     s.timeout = timeout ? *timeout : std::chrono::milliseconds(kDefaultJitTimeout);
   }
   s.pch_files = switch_setting(s.warnings, s.options.pch_files, jit_pch_from, "KILN_JIT_PCH", "pch setting");
-  s.split = switch_setting(s.warnings, s.options.split, jit_split_from, "KILN_JIT_SPLIT", "split setting");
+  if (s.options.split) {
+    s.split = *s.options.split;
+  } else {
+    const Result<SplitMode> split = jit_split_from(std::getenv("KILN_JIT_SPLIT"));
+    if (!split) s.warn("split setting", split.error());
+    s.split = split ? *split : SplitMode::cost_model;
+  }
   // A process alone never waits for a slot by default: the budget binds where processes share the cores.
   const unsigned own = s.max_workers + s.beyond_workers();
   const Result<unsigned> slots = s.options.machine_slots > 0 ? Result<unsigned>(s.options.machine_slots)

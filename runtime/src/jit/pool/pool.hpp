@@ -2,6 +2,7 @@
 #pragma once
 
 #include "jit/compiler/compile.hpp"
+#include "jit/pool/settings.hpp"  // SplitMode
 
 #include <sys/types.h>
 
@@ -40,9 +41,9 @@ struct JitPoolOptions {
   unsigned machine_slots = 0;
   // How long the host keeps the PCH files it unpacked for its workers once nothing is queued or running.
   std::chrono::milliseconds pch_linger{kHostPchLinger};
-  // Units on a table's critical path compiled in parts (submit's `splittable`). nullopt: on, unless
-  // KILN_JIT_SPLIT=0.
-  std::optional<bool> split;
+  // Units on a table's critical path compiled in parts (submit's `split`). nullopt: KILN_JIT_SPLIT, by
+  // default where the cost model says the parts end sooner (SplitMode, jit/pool/settings.hpp).
+  std::optional<SplitMode> split;
 };
 
 inline constexpr std::chrono::seconds kDefaultJitTimeout{600};
@@ -58,7 +59,17 @@ struct PchFamily {
 struct UnitSplit {
   bool splittable = false;  // the catalog's UnitEntry::splittable
   double shared_ms = 0;
+  // Each kernel's share of the unit's code, in the request's order, summing to 1: its code's bytes in an
+  // embedded cubin of another architecture (kernel_code_shares). Empty where not known: the cost model
+  // then cannot tell that any part ends sooner than the whole, and never splits.
+  std::vector<double> kernel_shares{};
 };
+
+// Which of a unit's `kernels` each of `count` parts compiles (indices, each part's in order): with known
+// shares (UnitSplit::kernel_shares), the largest first onto the part with the least so far; otherwise
+// dealt in turn.
+std::vector<std::vector<std::size_t>> deal_kernels(std::size_t kernels, std::size_t count,
+                                                   const std::vector<double>& shares);
 
 struct JitPoolStats {
   std::uint64_t spawned = 0;     // worker processes started

@@ -103,6 +103,15 @@ struct Family {
 // A unit compiled in parts (parts.cpp): its future, and each part's outcome as it comes.
 struct UnitParts;
 
+// The cost model's answer for a unit on the critical path (parts.cpp, JitPool::State::split_cost).
+struct SplitCost {
+  bool pays = false;
+  double whole_ms = 0;    // the unit compiled whole, with the threads the critical path's unit gets
+  double longest_ms = 0;  // its longest part (0: not known)
+  std::string why;        // one line, for the trace
+};
+
+
 struct JitPool::State {
   struct Job {
     CompileRequest request;
@@ -114,6 +123,7 @@ struct JitPool::State {
     UnitSplit split{};       // a whole unit's: whether it may be compiled in parts
     std::shared_ptr<UnitParts> whole = nullptr;  // a part's: its unit
     std::size_t part = 0;              // a part's: which
+    bool split_weighed = false;        // the cost model weighed it (once: its decision is traced)
     double estimate() const { return estimate_ms > 0 ? estimate_ms : kColdGuessMs; }
     // Ends the job: its promise, or (a part) its share of its unit's, which is kept when the last part ends.
     void finish(CompileOutcome outcome);
@@ -135,7 +145,7 @@ struct JitPool::State {
   unsigned max_workers = 1;  // the steady count of workers
   unsigned cores = 1;  // options.cores, else the machine's
   bool pch_files = false;  // asked for (options, KILN_JIT_PCH); off once a worker says it cannot read them
-  bool split = true;       // units on the critical path may be compiled in parts (options, KILN_JIT_SPLIT)
+  SplitMode split = SplitMode::cost_model;  // units on the critical path in parts (options, KILN_JIT_SPLIT)
   std::chrono::milliseconds timeout{kDefaultJitTimeout};
   std::filesystem::path worker_path;
   std::string no_worker_reason;  // when worker_path is empty: where it looked
@@ -189,6 +199,8 @@ struct JitPool::State {
   void verified(const PchFamily& family, bool good);
   // Replaces queue[index], a unit, by its parts (parts.cpp); returns what they add to the load.
   double split_job(std::size_t index);
+  // Whether compiling `job` in parts would end it sooner than compiling it whole, and why (parts.cpp).
+  SplitCost split_cost(const Job& job) const;
 
   // --- One host thread per worker (pool.cpp) ---
 

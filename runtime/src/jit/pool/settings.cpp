@@ -65,8 +65,11 @@ Result<bool> jit_pch_from(const char* value) {
   return switch_from(value, "KILN_JIT_PCH", "precompiled headers stay on");
 }
 
-Result<bool> jit_split_from(const char* value) {
-  return switch_from(value, "KILN_JIT_SPLIT", "units on a table's critical path are still split");
+Result<SplitMode> jit_split_from(const char* value) {
+  const std::string_view text = value == nullptr ? "" : value;
+  if (text.empty() || text == "auto") return SplitMode::cost_model;
+  if (const auto on = parse_switch(text)) return *on ? SplitMode::always : SplitMode::off;
+  else return fail("KILN_JIT_SPLIT=" + on.error() + " or auto; units are split where the cost model says it pays");
 }
 
 bool is_executable_file(const std::filesystem::path& p) {

@@ -26,10 +26,13 @@ Result<std::chrono::milliseconds> jit_timeout_from(const char* value);
 // workers' ASLR stays on); unset, empty or "1" leaves them on. Anything else fails with the warning.
 Result<bool> jit_pch_from(const char* value);
 
-// KILN_JIT_SPLIT's meaning: "0" compiles every unit whole; unset, empty or "1" lets the pool split a
-// unit on a table's critical path over several workers (docs/DESIGN.md, "A unit's kernels over several
-// workers"). Anything else fails with the warning to print.
-Result<bool> jit_split_from(const char* value);
+// Whether the pool compiles a unit on a table's critical path in parts (docs/DESIGN.md, "A unit's kernels
+// over several workers"): never; where its cost model says the parts end sooner than the unit whole
+// (the default); or wherever a unit may be split (to compare).
+enum class SplitMode { off, cost_model, always };
+// KILN_JIT_SPLIT's meaning: "0" (off) never, "1" (on) always, unset, empty or "auto" the cost model.
+// Anything else fails with the warning to print.
+Result<SplitMode> jit_split_from(const char* value);
 
 // Where the worker executable is looked for, in order: $KILN_JITD if set (then only there); else
 // kiln-jitd next to libkiln (the build tree) and in libkiln's install libexecdir/kiln.

@@ -86,4 +86,12 @@ void PoolTrace::request(const Request& r) {
         ",\"origin\":" + number(std::chrono::duration<double, std::milli>(origin_.time_since_epoch()).count()) + "}\n");
 }
 
+void PoolTrace::split(const std::string& unit, unsigned arch, bool parts, const std::string& why, double estimate_ms,
+                      double longest_part_ms) {
+  if (!on()) return;
+  write("{\"event\":\"split\",\"unit\":" + quoted(unit) + ",\"sm\":" + std::to_string(arch) +
+        ",\"parts\":" + (parts ? "true" : "false") + ",\"why\":" + quoted(why) + ",\"estimate\":" +
+        number(estimate_ms) + ",\"longest_part\":" + number(longest_part_ms) + "}\n");
+}
+
 }  // namespace kiln::detail

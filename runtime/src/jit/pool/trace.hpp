@@ -52,6 +52,10 @@ class PoolTrace {
     std::string part{};              // "I/N" for a part of a unit compiled in parts, else empty
   };
   void request(const Request& r);
+  // {"event":"split","unit":"REGISTRY/UNIT","sm":N,"parts":BOOL,"why":"...","estimate":MS,"longest_part":MS}:
+  // the cost model's decision for a unit on the critical path that may be compiled in parts.
+  void split(const std::string& unit, unsigned arch, bool parts, const std::string& why, double estimate_ms,
+             double longest_part_ms);
 
  private:
   double ms(Clock::time_point t) const;
