@@ -4,6 +4,7 @@ there is none; the caches). Runs the real command; no GPU needed (info and statu
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -133,6 +134,12 @@ class Json(unittest.TestCase):
         self.assertGreater(entry["bytes"], 0)
         self.assertFalse(entry["linked"])
         self.assertIn("nvrtc", entry["compiler"])
+        # How long its compile took, as the entry records it; the text list has it in its "compile" column.
+        self.assertGreater(entry["compile_ms"], 0)
+        text = subprocess.run([KILN, "cache", "list"], env=env, check=True, stdout=subprocess.PIPE, text=True,
+                              timeout=60).stdout
+        self.assertIn("compile", text)
+        self.assertRegex(text, r"vector_add .* %d ms " % entry["compile_ms"])
         # A pack of it, shown: the same entry.
         pack = os.path.join(self.tmp.name, "x.kpack")
         subprocess.run([KILN, "cache", "export", pack], env=env, check=True, stdout=subprocess.PIPE, timeout=60)
@@ -140,6 +147,19 @@ class Json(unittest.TestCase):
         self.assertEqual([(e["registry"], e["unit"], e["arch"], e["key"]) for e in shown["entries"]],
                          [("examples", "vector_add", 86, entry["key"])])
         self.assertEqual(shown["bytes"], os.path.getsize(pack))
+        # kiln why for sm_110, which no binary of the examples serves: the compile the JIT pool expects, timed by
+        # the sm_86 compile (the history leaves the architecture out); a unit never compiled, a guess.
+        def why(*names):
+            return subprocess.run([KILN, "why", *names, "--arch", "sm_110"], env=env, check=True, stdout=subprocess.PIPE,
+                                  text=True, timeout=60).stdout
+        expected = re.search(r"expected to take (\d+) ms on one thread, as its last compile took", why("vector_add"))
+        self.assertIsNotNone(expected)
+        self.assertLessEqual(abs(int(expected.group(1)) - entry["compile_ms"]), 1)
+        self.assertIn("a guess from its size", why("scale_f32"))
+        # Compiled for sm_110: on disk, with the time its compile took.
+        subprocess.run([KILN, "precompile", "--arch", "sm_110", "vector_add"], env=env, check=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
+        self.assertRegex(why("vector_add"), r"the disk cache serves it \(entry [0-9a-f]+, its compile took \d+ ms\)")
 
 
 if __name__ == "__main__":

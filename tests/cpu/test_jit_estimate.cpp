@@ -4,9 +4,17 @@
 #include <kiln/catalog.hpp>
 #include <doctest/doctest.h>
 
-#include <algorithm>
+#include <sys/stat.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cache_test_util.hpp"  // TempDir
 #include "examples_catalog.hpp"
+#include "jit/include_scan.hpp"
 #include "jit/request.hpp"
 #include "jit_test_util.hpp"
 
@@ -48,4 +56,22 @@ TEST_CASE("code that includes nothing costs 0.45 as much per KiB as code that in
   }
   // 40 ms fixed, 25 ms per KiB of cubin for CCCL's code (the 200-unit registry's trace).
   CHECK(estimate("vector_add") == doctest::Approx(40 + 0.45 * 25 * kib).epsilon(0.001));
+}
+
+TEST_CASE("what a source includes from its -I directories counts by its bytes; FIFOs and loops cost nothing") {
+  kiln::test::TempDir tmp;
+  const auto dir = tmp.path() / "inc";
+  std::filesystem::create_directories(dir / "lib");
+  const auto write = [](const std::filesystem::path& p, const std::string& text) { std::ofstream(p) << text; };
+  write(dir / "lib" / "a.h", "#include \"b.h\"\n#include <lib/a.h>\n" + std::string(1000, ' '));  // b.h beside it; itself again
+  write(dir / "lib" / "b.h", std::string(500, ' '));
+  write(dir / "big.h", std::string(2 << 20, ' '));  // counted by its size, not read
+  REQUIRE(::mkfifo((dir / "fifo.h").c_str(), 0600) == 0);
+  const std::vector<std::string> dirs{(tmp.path() / "nothing").string(), dir.string()};
+  using kiln::detail::included_bytes;
+  const auto a = std::filesystem::file_size(dir / "lib" / "a.h");
+  CHECK(included_bytes("#include <lib/a.h>\n", {}, dirs) == a + 500);
+  CHECK(included_bytes("  #  include \"big.h\"\n#include <fifo.h>\n#include <missing.h>\n", {}, dirs) == (2u << 20));
+  CHECK(included_bytes("#include <lib/a.h>\n", {"lib/a.h"}, dirs) == 0);  // given in memory: counted apart
+  CHECK(kiln::detail::include_dirs_of("-DX\n-I/a\n-I\n/b\n--include-path=/c") == std::vector<std::string>{"/a", "/b", "/c"});
 }

@@ -12,6 +12,8 @@ namespace {
 
 // The line that starts the parts in a compiler field; each part is then "<digest> <name>".
 constexpr std::string_view kPartsLine = "\nkey parts:\n";
+// The line before them that says how long its compile took: "compile ms: <whole milliseconds>".
+constexpr std::string_view kCompileMsLine = "\ncompile ms: ";
 
 std::string short_digest(std::string_view bytes) { return sha256_hex(bytes).substr(0, 16); }
 
@@ -39,8 +41,9 @@ std::string_view compiler_line(const CacheEntry& entry) {
   return c.substr(0, c.find('\n'));
 }
 
-void record_key_parts(CacheEntry& entry, const std::vector<KeyPart>& parts) {
+void record_key_parts(CacheEntry& entry, const std::vector<KeyPart>& parts, double compile_ms) {
   std::string text(compiler_line(entry));
+  if (compile_ms > 0) text += std::string(kCompileMsLine) + std::to_string(static_cast<long long>(compile_ms + 0.5));
   text += kPartsLine;
   for (const KeyPart& p : parts) text.append(p.digest).append(" ").append(p.name).append("\n");
   entry.compiler = std::move(text);
@@ -59,6 +62,16 @@ std::optional<std::vector<KeyPart>> recorded_key_parts(const CacheEntry& entry) 
     parts.push_back({std::string(line.substr(space + 1)), std::string(line.substr(0, space))});
   }
   return parts;
+}
+
+std::optional<double> recorded_compile_ms(const CacheEntry& entry) {
+  const std::string_view c = entry.compiler;
+  const auto at = c.find(kCompileMsLine);
+  if (at == std::string_view::npos || at > c.find(kPartsLine)) return std::nullopt;
+  double ms = 0;
+  for (std::size_t i = at + kCompileMsLine.size(); i < c.size() && c[i] >= '0' && c[i] <= '9'; ++i) ms = ms * 10 + (c[i] - '0');
+  if (ms <= 0 || ms > 1e9) return std::nullopt;
+  return ms;
 }
 
 std::vector<std::string> changed_parts(const std::vector<KeyPart>& was, const std::vector<KeyPart>& now,

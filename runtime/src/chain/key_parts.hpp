@@ -30,8 +30,11 @@ std::vector<KeyPart> key_parts(std::string_view source, std::string_view options
                                const std::vector<std::string>& expressions,
                                const std::vector<std::pair<std::string_view, std::string_view>>& headers);
 
-// Records `parts` in `entry` (after its compiler's first line, replacing any recorded before).
-void record_key_parts(CacheEntry& entry, const std::vector<KeyPart>& parts);
+// Records `parts` in `entry` (after its compiler's first line, replacing any recorded before), and how
+// long its compile took where `compile_ms` > 0 (`kiln cache list` and `kiln why` show it).
+void record_key_parts(CacheEntry& entry, const std::vector<KeyPart>& parts, double compile_ms = 0);
+// The compile time `entry` records, in milliseconds, or nullopt.
+std::optional<double> recorded_compile_ms(const CacheEntry& entry);
 // The parts `entry` records, or nullopt when it records none (an entry made by an older kiln).
 std::optional<std::vector<KeyPart>> recorded_key_parts(const CacheEntry& entry);
 // What built `entry`: its compiler field's first line.

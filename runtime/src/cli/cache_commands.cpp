@@ -192,21 +192,26 @@ int list_entries(const Invocation& in) {
   Json j;
   Table table;
   if (in.json) j.object().field("dir", cache.config().dir.string()).key("entries").array();
-  else print_cache_line(cache), table.row({"registry", "unit", "arch", "size", "used", "made by", "key"});
+  else print_cache_line(cache), table.row({"registry", "unit", "arch", "size", "used", "made by", "compile", "key"});
   std::size_t shown = 0;
   for (const detail::ListedEntry& e : inventory.entries) {
     if (!filter.matches(e.key)) continue;
     ++shown;
     const auto entry = detail::read_listed(cache, e);
     const std::string by = entry ? made_by(e.key, entry->compiler) : "(damaged: " + entry.error() + ")";
+    // How long its compile took, where the entry says (kiln records it since it kept the history).
+    std::optional<double> compile_ms;
+    if (entry) compile_ms = detail::recorded_compile_ms(*entry);
     if (!in.json) {
-      table.row({e.registry, e.unit, sm(e.key.arch), human(e.bytes), ago(e.used, now) + " ago", by, e.key.hex.substr(0, 16)});
+      table.row({e.registry, e.unit, sm(e.key.arch), human(e.bytes), ago(e.used, now) + " ago", by,
+                 compile_ms ? std::to_string(static_cast<long long>(*compile_ms)) + " ms" : "-", e.key.hex.substr(0, 16)});
       continue;
     }
     j.object().field("registry", e.registry).field("unit", e.unit).field("arch", e.key.arch).field("key", e.key.hex)
         .field("bytes", e.bytes).field("used", static_cast<std::uint64_t>(std::max<std::time_t>(0, e.used)))
         .field("age_s", static_cast<std::uint64_t>(std::max<std::time_t>(0, now - e.used)));
     if (entry) j.field("made_by", detail::made_by(*entry)).field("compiler", detail::compiler_line(*entry));
+    if (compile_ms) j.field("compile_ms", static_cast<std::uint64_t>(*compile_ms));
     else j.field("problem", entry.error());
     j.field("linked", detail::key_field(e.key.text, "linked") != "?");
     if (const std::string code = detail::key_field(e.key.text, "code"); code != "?") j.field("code", code);

@@ -13,11 +13,13 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "disk/inventory.hpp"
-#include "jit/request.hpp"     // unit_key_parts
+#include "jit/compile_history.hpp"
+#include "jit/request.hpp"     // unit_key_parts, unit_estimate_ms
 #include "registry/query.hpp"  // unit_cache_key with the compilers a key names
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <ctime>
 #include <iostream>
 
@@ -101,6 +103,25 @@ std::vector<std::string> other_formats(const DiskCache& cache) {
   return notes;
 }
 
+// ", its compile took N ms" where the entry of `key` says so.
+std::string compile_time(DiskCache& cache, const detail::Inventory& inventory, const CacheKey& key) {
+  for (const detail::ListedEntry& e : inventory.entries) {
+    if (e.key.hex != key.hex) continue;
+    const auto entry = detail::read_listed(cache, e);
+    const auto ms = entry ? detail::recorded_compile_ms(*entry) : std::nullopt;
+    return ms ? ", its compile took " + std::to_string(static_cast<long long>(*ms)) + " ms" : "";
+  }
+  return "";
+}
+
+// What the JIT pool will expect a unit's compile to take, and where that comes from.
+std::string expected_time(const DiskCache& cache, const Catalog& catalog, std::uint32_t unit) {
+  const std::filesystem::path root = cache.usable() ? cache.config().dir : std::filesystem::path{};
+  const bool measured = detail::compile_history(root).lookup(catalog.str(catalog.units[unit].digest)).has_value();
+  return "expected to take " + std::to_string(std::llround(detail::unit_estimate_ms(catalog, unit, root))) +
+         " ms on one thread, " + (measured ? "as its last compile took" : "a guess from its size");
+}
+
 }  // namespace
 
 int why(const Invocation& in) {
@@ -152,7 +173,8 @@ int why(const Invocation& in) {
         const unsigned code_arch = embedded ? embedded->arch : 0;
         const CacheKey key = detail::unit_cache_key(*catalog, unit, arch, cache, code_arch);
         if (cache.usable() && cache.contains(key)) {
-          std::cout << "the disk cache serves it (entry " << key.hex.substr(0, 16) << "); nothing is compiled\n";
+          std::cout << "the disk cache serves it (entry " << key.hex.substr(0, 16) << compile_time(cache, inventory, key)
+                    << "); nothing is compiled\n";
           continue;
         }
         if (remote.usable() && remote.load(key)) {
@@ -161,7 +183,7 @@ int why(const Invocation& in) {
           continue;
         }
         std::cout << (embedded ? "its embedded " + binary_label(*embedded) + " will be assembled"
-                               : std::string("it will be compiled"))
+                               : "it will be compiled (" + expected_time(cache, *catalog, kernel->unit) + ")")
                   << "; nothing cached has its key (" << key.hex.substr(0, 16) << ")\n";
         if (!cache.usable()) std::cout << "  the disk cache is not in use: " << cache.unusable_reason() << "\n";
         if (remote.usable())

@@ -3,6 +3,7 @@
 
 #include "base/fatbin.hpp"
 #include "chain/key.hpp"  // describe_key
+#include "jit/compile_history.hpp"
 #include "jit/jit_pool.hpp"
 #include "jit/request.hpp"
 
@@ -62,13 +63,27 @@ std::optional<UnitImage> claim_stores(const UnitQuery& q, const CacheKey& key, H
   return std::nullopt;
 }
 
-// 2. Compile: the unit's request on the process-wide pool, the PCH family of its includes with it.
-CacheEntry compile(const UnitQuery& q, const BuildInput& in) {
+// What a compile made, and how long the compilers took (one thread's time where none was given more).
+struct Built {
+  CacheEntry entry;
+  double ms = 0;
+};
+
+// An outcome's entry, or Error(compile) with its error line and the compiler's full log.
+Built built_of(CompileOutcome outcome) {
+  if (!outcome.entry) throw Error(Errc::compile, outcome.entry.error() + "\n" + outcome.log);
+  return {std::move(outcome.entry).value(), outcome.nvrtc_ms + outcome.link_ms};
+}
+
+// 2. Compile: the unit's request on the process-wide pool, the PCH family of its includes with it, with
+// its estimate: the time its last compile took (any architecture, this cache directory's history), else
+// the model's (compile_estimate_ms). What it took now goes into the history and the entry.
+Built compile(const UnitQuery& q, const BuildInput& in) {
   CompileRequest request = make_request(q.catalog, q.unit_index(), q.arch);
   if (!in.ptx.empty()) {
     request.ptx.assign(in.ptx.substr(0, in.ptx.find('\0')));
     request.headers.clear();
-    return jit_compile_entry(request, {}, compile_estimate_ms(q.catalog, q.unit_index(), true));
+    return built_of(jit_compile(request, {}, compile_estimate_ms(q.catalog, q.unit_index(), true)));
   }
   if (q.link != nullptr) {
     // The unit's kernels as the binary embeds them (LTO-IR) for the device or an older architecture: then
@@ -81,11 +96,16 @@ CacheEntry compile(const UnitQuery& q, const BuildInput& in) {
     request.link_source = q.link->source;
     request.link_source_name = q.link->name.empty() ? "linked source" : q.link->name;
     request.link_lto_ir = q.link->lto_ir;
-    return jit_compile_entry(request);
+    return built_of(jit_compile(request));
   }
   PchFamily family = request_family(q.catalog, request, q.cache());
-  const UnitSplit split{q.unit().splittable, compile_shared_ms(q.catalog, q.unit_index())};
-  return jit_compile_entry(request, std::move(family), compile_estimate_ms(q.catalog, q.unit_index()), split);
+  UnitSplit split{q.unit().splittable, compile_shared_ms(q.catalog, q.unit_index())};
+  if (split.splittable) split.kernel_shares = kernel_code_shares(q.catalog, q.unit_index());
+  const std::filesystem::path root = q.cache().usable() ? q.cache().config().dir : std::filesystem::path{};
+  const double estimate = unit_estimate_ms(q.catalog, q.unit_index(), root);
+  Built built = built_of(jit_compile(request, std::move(family), estimate, split));
+  compile_history(root).record(q.catalog.str(q.unit().digest), built.ms);
+  return built;
 }
 
 // 3. Check: an entry that does not name every kernel of the unit would be foreign to every later reader.
@@ -101,9 +121,9 @@ UnitImage build_unit(const UnitQuery& q, const BuildInput& in) {
   Holds holds;
   std::optional<UnitImage> image = claim_stores(q, key, holds);  // 1
   if (!image) {
-    CacheEntry entry = compile(q, in);                           // 2
+    auto [entry, ms] = compile(q, in);                           // 2
     check_built(q, key, entry);                                  // 3
-    record_key_parts(entry, unit_key_parts(q.catalog, q.unit_index()));  // what `kiln why` compares later
+    record_key_parts(entry, unit_key_parts(q.catalog, q.unit_index()), ms);  // what `kiln why` compares later
     image.emplace();
     image->source = in.tier;
     image->stored = holds.publish(entry);                        // 4

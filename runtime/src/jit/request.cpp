@@ -1,12 +1,16 @@
 // A catalog unit's compile request, its PCH family, and its estimated compile time.
 #include "jit/request.hpp"
 
+#include "base/cubin_elf.hpp"
 #include "chain/entry.hpp"  // entries_path
+#include "jit/compile_history.hpp"
 #include "jit/headers.hpp"
+#include "jit/include_scan.hpp"
 #include "jit/pch_store.hpp"
 #include "jit/pool/settings.hpp"  // worker_glibc_tunables
 
 #include <algorithm>
+#include <kiln/error.hpp>
 #include <stdexcept>
 
 namespace kiln::detail {
@@ -33,6 +37,7 @@ double compile_estimate_ms(const Catalog& catalog, std::uint32_t unit_index, boo
     if (b.kind == BinaryKind::ptx) ptx = std::max(ptx, b.size / 1024.0);
   }
   if (from_ptx) return kFixedMs + (cubin > 0 ? cubin : ptx / 2.3) * kAssembleMsPerKiB;
+  if (cubin == 0 && ptx == 0) return source_estimate_ms(catalog, unit_index);
   const double code = (cubin > 0 ? cubin * kCubinMsPerKiB : ptx * kPtxMsPerKiB) * (unit.header_count == 0 ? kPlainCodeFactor : 1);
   return compile_shared_ms(catalog, unit_index) + code;
 }
@@ -43,6 +48,60 @@ double compile_shared_ms(const Catalog& catalog, std::uint32_t unit_index) {
   for (std::uint32_t i = 0; i < unit.header_count; ++i)
     headers += catalog.headers[catalog.unit_headers[unit.first_header + i]].size / (1024.0 * 1024.0);
   return kFixedMs + headers * kHeaderMsPerMiB;
+}
+
+double source_estimate_ms(const Catalog& catalog, std::uint32_t unit_index) {
+  // With no binary to size (a program given at run time, a JIT-only unit): the bytes of its source and of
+  // the headers it is given, at kSourceMsPerKiB (fitted on the corpus of real run-time sources,
+  // bench/corpus.py; docs/DESIGN.md, "Estimates"), plus each name expression's instantiation, plus the
+  // parse of what it includes from its -I directories (CCCL from the toolkit's among them), as a table
+  // unit's headers are counted.
+  constexpr double kSourceMsPerKiB = 20, kExpressionMs = 4;
+  const UnitEntry& unit = catalog.units[unit_index];
+  const std::string_view source = catalog.str(unit.source);
+  double bytes = static_cast<double>(source.size());
+  std::vector<std::string_view> given;
+  for (std::uint32_t i = 0; i < unit.header_count; ++i) {
+    const HeaderEntry& h = catalog.headers[catalog.unit_headers[unit.first_header + i]];
+    bytes += h.size;
+    given.push_back(catalog.str(h.name));
+  }
+  std::size_t expressions = 0;
+  for (const KernelEntry& k : catalog.kernels) expressions += k.unit == unit_index;
+  // What it includes from its -I directories (CCCL's among them, for a program): parsed on every compile.
+  const double included = static_cast<double>(included_bytes(source, given, include_dirs_of(catalog.str(unit.options))));
+  return compile_shared_ms(catalog, unit_index) + included / (1024.0 * 1024.0) * kHeaderMsPerMiB +
+         bytes / 1024.0 * kSourceMsPerKiB + static_cast<double>(expressions) * kExpressionMs;
+}
+
+double unit_estimate_ms(const Catalog& catalog, std::uint32_t unit_index, const std::filesystem::path& cache_root) {
+  const std::string_view digest = catalog.str(catalog.units[unit_index].digest);
+  return compile_history(cache_root).lookup(digest).value_or(compile_estimate_ms(catalog, unit_index));
+}
+
+std::vector<double> kernel_code_shares(const Catalog& catalog, std::uint32_t unit_index) {
+  const UnitEntry& unit = catalog.units[unit_index];
+  const BinaryEntry* newest = nullptr;
+  for (const BinaryEntry& b : catalog.binaries_of(unit))
+    if (b.kind == BinaryKind::cubin && (newest == nullptr || b.arch > newest->arch)) newest = &b;
+  if (newest == nullptr) return {};
+  Cubin cubin;
+  try {
+    cubin = read_cubin(catalog.image(*newest));
+  } catch (const Error&) {
+    return {};  // a damaged image: its sizes are unknown (the registry reports the image where it loads it)
+  }
+  std::vector<double> shares;
+  double total = 0;
+  for (const KernelEntry& k : catalog.kernels) {
+    if (k.unit != unit_index) continue;
+    const auto it = cubin.kernel_bytes.find(catalog.str(k.lowered));
+    if (it == cubin.kernel_bytes.end() || it->second == 0) return {};
+    shares.push_back(static_cast<double>(it->second));
+    total += static_cast<double>(it->second);
+  }
+  for (double& share : shares) share /= total;
+  return shares;
 }
 
 std::vector<std::uint32_t> longest_first(const Catalog& catalog, std::vector<std::uint32_t> units) {

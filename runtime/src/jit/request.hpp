@@ -10,6 +10,7 @@
 #include <kiln/catalog.hpp>
 
 #include <cstdint>
+#include <filesystem>
 #include <vector>
 
 namespace kiln::detail {
@@ -41,6 +42,18 @@ double compile_estimate_ms(const Catalog& catalog, std::uint32_t unit, bool from
 // Of that estimate, what every part of the unit pays again when it is compiled in parts (its fixed cost
 // and its headers' parse); the rest, its code, the parts share.
 double compile_shared_ms(const Catalog& catalog, std::uint32_t unit);
+
+// The estimate the JIT pool gets for unit `unit`: the time its last compile took by the history of the
+// cache directory `cache_root` (jit/compile_history.hpp; any architecture), else compile_estimate_ms.
+double unit_estimate_ms(const Catalog& catalog, std::uint32_t unit, const std::filesystem::path& cache_root);
+
+// compile_estimate_ms of a unit with no embedded binary to size (a program given at run time, a JIT-only
+// unit): from its source's and headers' bytes, its name expressions, and whether it includes CCCL.
+double source_estimate_ms(const Catalog& catalog, std::uint32_t unit);
+// Each kernel's share of unit `unit`'s code, in make_request's order, summing to 1: its function's bytes
+// in the unit's embedded cubin of the newest architecture. Empty where the unit embeds no cubin, or the
+// cubin does not size every kernel (the JIT pool's cost of parts then cannot be told: UnitSplit).
+std::vector<double> kernel_code_shares(const Catalog& catalog, std::uint32_t unit);
 
 // `units` of `catalog`, the longest compile first (compile_estimate_ms; ties keep their order): the order
 // in which kiln::precompile and warm-up hand them to the pool.
