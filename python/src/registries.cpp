@@ -11,6 +11,7 @@
 
 #include <dlfcn.h>
 
+#include <charconv>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -124,6 +125,25 @@ std::vector<const Catalog*> known_catalogs() {
   return out;
 }
 
+// An architecture as Python gives it: 90, "90" or "sm_90".
+static unsigned arch_number(const py::object& arch) {
+  std::string text;
+  if (py::isinstance<py::bool_>(arch)) throw py::type_error("kiln: an architecture is a number (90) or 'sm_90', not a bool");
+  if (py::isinstance<py::int_>(arch)) {
+    text = py::str(arch);
+  } else if (py::isinstance<py::str>(arch)) {
+    text = arch.cast<std::string>();
+    if (text.starts_with("sm_")) text.erase(0, 3);
+  } else {
+    throw py::type_error("kiln: an architecture is a number (90) or 'sm_90'");
+  }
+  unsigned value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size() || value < 10 || value > 999)
+    throw py::value_error("kiln: '" + text + "' is not an architecture: give 90 or 'sm_90'");
+  return value;
+}
+
 void bind_registries(py::module_& m) {
   py::class_<Program, std::shared_ptr<Program>>(
       m, "Program",
@@ -148,6 +168,9 @@ void bind_registries(py::module_& m) {
             return p.precompile(arch);
           },
           py::arg("arch"), "Compile for `arch` (80 for sm_80) into the disk cache; no GPU needed.")
+      .def("estimate_ms", &Program::estimate_ms,
+           "How long its compile is expected to take on one thread (ms): the time its last compile took, kept in "
+           "its cache directory, else a guess from its size. What compile_all orders programs by.")
       .def_property_readonly("label", &Program::label)
       .def_property_readonly("digest", &Program::digest)
       // The registry keeps its program alive: keep_alive rides on a cpp_function, as pybind11 2.11 and
@@ -237,6 +260,18 @@ void bind_registries(py::module_& m) {
         py::arg("device") = 0,
         "kiln::program: the Program of this content, the same object while one is alive (Program() makes a "
         "new handle on the same program).");
+  m.def(
+      "compile_all",
+      [](const std::vector<std::shared_ptr<Program>>& programs, const py::object& arch) {
+        const unsigned sm = arch.is_none() ? 0u : arch_number(arch);
+        py::gil_scoped_release unlocked;
+        return kiln::compile_all(programs, sm);
+      },
+      py::arg("programs"), py::arg("arch") = py::none(),
+      "kiln::compile_all: many programs compiled at once, handed to the JIT pool together and longest first "
+      "(as a table's units), so that the longest gets the critical path's threads. arch None: every kernel made "
+      "ready on each program's device; arch 90 or 'sm_90': compiled into the disk cache, no GPU needed. One "
+      "PrecompileResult per program, in order (ok False and .error for one that failed); waits for all.");
   m.def(
       "examples_registry", [](int device) { return registry_for(kiln::examples::catalog(), device); },
       py::arg("device") = 0, "kiln's example registry (kernels/examples.toml).");

@@ -9,6 +9,11 @@
 
 #include "cache_test_util.hpp"
 #include "examples_catalog.hpp"
+#include "chain/entry.hpp"  // entries_path
+#include "chain/key.hpp"  // sha256_hex
+#include "chain/key_parts.hpp"
+#include "jit/compile_history.hpp"
+#include "jit/request.hpp"  // unit_estimate_ms
 #include "program/program_key.hpp"  // runtime/src
 #include "program/record.hpp"
 #include "registry/query.hpp"
@@ -382,4 +387,70 @@ TEST_CASE("a program compiled on one machine is published to the fleet, HMAC-tag
   CHECK(own.compiled);
   CHECK_FALSE(own.from_remote);
   CHECK(other.remote->stats().hits == 0);
+}
+
+TEST_CASE("a program's estimate follows its size, then the compile time its cache directory measured") {
+  const PrivateCache here;
+  const std::filesystem::path root = here.cache->config().dir;
+  kiln::ProgramSource large = saxpy();
+  for (int i = 0; i < 400; ++i)
+    large.source += "__device__ float pad" + std::to_string(i) + "(float x) { return x * " + std::to_string(i) + ".0f + 1.0f; }\n";
+  kiln::Program small_program(saxpy(), 0, here.options), large_program(large, 0, here.options);
+  const double small_estimate = kiln::detail::unit_estimate_ms(small_program.catalog(), 0, root);
+  const double large_estimate = kiln::detail::unit_estimate_ms(large_program.catalog(), 0, root);
+  CHECK(small_estimate > 40);  // more than the fixed cost alone: its source and headers count
+  CHECK(large_estimate > small_estimate + 200);  // ~25 KiB more source
+  CHECK_FALSE(kiln::detail::compile_history(root).lookup(small_program.digest()).has_value());
+  // What it includes from an -I directory is parsed on every compile: it counts too.
+  kiln::test::TempDir inc;
+  write(inc.path() / "wide" / "defs.cuh", std::string(1 << 20, ' '));
+  kiln::ProgramSource including = saxpy();
+  including.source = "#include <wide/defs.cuh>\n" + including.source;
+  including.options.push_back("-I" + inc.path().string());
+  const kiln::Program including_program(including, 0, here.options);
+  CHECK(kiln::detail::unit_estimate_ms(including_program.catalog(), 0, root) > small_estimate + 100);
+
+  REQUIRE(small_program.precompile(80).compiled);
+  const auto measured = kiln::detail::compile_history(root).lookup(small_program.digest());
+  REQUIRE(measured.has_value());
+  CHECK(*measured > 0);
+  CHECK(kiln::detail::unit_estimate_ms(small_program.catalog(), 0, root) == doctest::Approx(*measured));
+  // Kept in the cache directory: another process (a history object of its own) reads it, for any
+  // architecture (the digest leaves the architecture out).
+  kiln::detail::CompileHistory again(kiln::detail::entries_path(root));
+  CHECK(again.lookup(small_program.digest()) == doctest::Approx(*measured).epsilon(0.01));
+  // And with the entry, for `kiln cache list` and `kiln why`.
+  const kiln::Catalog& c = small_program.catalog();
+  const auto entry = here.cache->load(kiln::detail::unit_cache_key(c, c.units[0], 80, *here.cache));
+  REQUIRE(entry.has_value());
+  const auto recorded = kiln::detail::recorded_compile_ms(*entry);
+  REQUIRE(recorded.has_value());
+  CHECK(*recorded == doctest::Approx(*measured).epsilon(0.05));
+  CHECK(kiln::detail::recorded_key_parts(*entry).has_value());  // the key parts are still read after it
+}
+
+TEST_CASE("the compile history: later lines win, malformed ones are skipped, and the file stays bounded") {
+  using kiln::detail::CompileHistory;
+  const std::string a(64, 'a'), b(64, 'b');
+  const auto parsed = CompileHistory::parse(a + " 10\n" + b + " 20.5\n" + a + " 30\nnot a digest 5\n" + b +
+                                            " -1\n" + std::string(64, 'C') + " 7\n" + a + " 12x\n");
+  REQUIRE(parsed.size() == 2);
+  CHECK(parsed.at(a) == 30);
+  CHECK(parsed.at(b) == 20.5);
+
+  kiln::test::TempDir tmp;
+  {
+    CompileHistory history(tmp.path());
+    history.record("not-a-digest", 5);  // ignored
+    for (int i = 0; i < 6000; ++i) {
+      std::string digest = kiln::detail::sha256_hex(std::to_string(i));
+      history.record(digest, 100 + i);
+    }
+  }
+  const auto size = std::filesystem::file_size(tmp.path() / CompileHistory::kFileName);
+  CHECK(size <= CompileHistory::kMaxBytes);
+  CompileHistory reread(tmp.path());
+  CHECK(reread.lookup(kiln::detail::sha256_hex("5999")) == doctest::Approx(6099).epsilon(0.001));  // the latest kept
+  CHECK((std::filesystem::status(tmp.path() / CompileHistory::kFileName).permissions() & std::filesystem::perms::others_read) ==
+        std::filesystem::perms::none);
 }

@@ -69,6 +69,25 @@ def test_precompile_without_a_gpu(cache_dir):
     assert again.ok and again.cached and not again.compiled
 
 
+def test_compile_all_compiles_many_programs_at_once_and_reports_each():
+    programs = [kiln.Program(f"extern \"C\" __global__ void k{i}(int* x) {{ x[{i}] = {i}; }}",
+                             name_expressions=[f"k{i}"], label=f"tests/many{i}") for i in range(6)]
+    broken = kiln.Program("__global__ void broken() { no_such_thing(); }", name_expressions=["broken"],
+                          label="tests/broken_in_a_batch")
+    results = kiln.compile_all(programs + [broken], arch="sm_80")  # no GPU needed: into the disk cache
+    assert [r.unit for r in results] == [p.label for p in programs] + ["tests/broken_in_a_batch"]
+    assert all(r.ok and r.compiled for r in results[:-1]), [r.error for r in results]
+    assert not results[-1].ok and "no_such_thing" in results[-1].error  # its own failure, the rest compiled
+    again = kiln.compile_all(programs, arch=80)
+    assert all(r.ok and r.cached and not r.compiled for r in again)
+    # Each program's estimate is now the time its compile took, kept in the cache directory.
+    assert all(p.estimate_ms() > 0 for p in programs)
+    with pytest.raises(ValueError, match="architecture"):
+        kiln.compile_all(programs, arch="sm_x")
+    with pytest.raises(TypeError):
+        kiln.compile_all(programs, arch=True)
+
+
 def test_a_compile_error_is_a_kiln_error_with_its_log():
     program = kiln.Program("__global__ void broken() { no_such_thing(); }", name_expressions=["broken"],
                            label="tests/broken")

@@ -57,6 +57,11 @@ class Program {
   // fetched from the fleet, or compiled. Throws kiln::Error(compile) with NVRTC's log when it does not build.
   PrecompileResult precompile(unsigned arch);
 
+  // How long its compile is expected to take on one thread, in milliseconds: the time its last compile
+  // took (any architecture), kept in its disk cache's directory, else a guess from its size. What the
+  // JIT pool orders programs by (compile_all).
+  double estimate_ms() const;
+
   const std::string& label() const noexcept;
   // SHA-256 (hex) of everything that changes the binary: the source, each header's name and bytes, the
   // options (an -I directory as its files' contents), the name expressions. The cache key adds the
@@ -71,6 +76,16 @@ class Program {
   std::unique_ptr<Tables> tables_;
   std::unique_ptr<Registry> registry_;
 };
+
+// Many programs compiled at once, as a table's units are: their units are handed to the JIT pool
+// together, longest first by their estimates (each one's size, then the time its last compile took, kept in
+// the cache directory), so that the pool orders them and gives the longest the critical path's threads.
+//  - arch 0: every kernel of each program made ready on its device (as get() of each name expression);
+//  - arch N: each compiled for sm_N into its disk cache (and remote cache), no GPU needed (precompile).
+// Waits for all of them. One result per program, in their order (`unit` is its label); a program that
+// failed has ok false and the error's message (a compile error: the label, options and NVRTC's log).
+// Throws nothing else: a thread that cannot be started leaves its share to the threads there are.
+std::vector<PrecompileResult> compile_all(const std::vector<std::shared_ptr<Program>>& programs, unsigned arch = 0);
 
 // The program of this content for `device`, made on first use and kept for the process: handing in the
 // same text again finds it by content (no key is hashed then), so callers need not keep the handle.

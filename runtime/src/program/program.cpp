@@ -4,9 +4,11 @@
 
 #include "chain/key.hpp"  // sha256_hex
 #include "chain/tier_chain.hpp"
+#include "jit/request.hpp"  // unit_estimate_ms
 #include "program/program_key.hpp"
 #include "program/record.hpp"
 
+#include <kiln/cache.hpp>
 #include <kiln/catalog.hpp>
 #include <kiln/error.hpp>
 #include <kiln/precompile.hpp>
@@ -66,6 +68,10 @@ Kernel Program::get(std::string_view name_expression) {
   return k;
 }
 Plan Program::plan(std::string_view name_expression) { return registry_->plan(name_expression); }
+double Program::estimate_ms() const {
+  const DiskCache& cache = tables_->options.cache != nullptr ? *tables_->options.cache : default_cache();
+  return detail::unit_estimate_ms(tables_->catalog, 0, cache.usable() ? cache.config().dir : std::filesystem::path{});
+}
 const std::string& Program::label() const noexcept { return tables_->label; }
 const std::string& Program::digest() const noexcept { return tables_->digest; }
 Registry& Program::registry() noexcept { return *registry_; }
