@@ -75,7 +75,7 @@ std::string program_digest(const ProgramSource& source) {
       append_field(text, "option", options[i]);
       continue;
     }
-    const Result<std::string> files = directory_digest(dir);
+    const Result<std::string> files = remembered_directory_digest(dir);
     if (!files)
       throw Error(Errc::invalid_argument, "kiln: program '" + source.label + "': its include directory " + files.error());
     append_field(text, "include", *files);
