@@ -1,0 +1,248 @@
+"""The corpus of real run-time sources (bench/corpus/: CuPy's own kernels as CuPy renders them) compiled
+cold, side by side in one run: kiln's programs through the batch API and through many Python threads,
+with each setting of its defaults, beside CuPy's RawModule with as many threads; then kiln's estimates
+against the compile times its JIT pool's trace measured.
+
+    PYTHONPATH=build/python python3 bench/corpus.py [--units N] [--threads T] [--arch SM] [--parts ...]
+
+Each row is a fresh process with a fresh cache directory (KILN_CACHE_DIR, CUPY_CACHE_DIR). "wall" is from
+the first program handed in to the last kernel ready, the programs made beforehand ("make" apart). With
+--arch SM, kiln compiles for sm_SM into its cache without loading (no GPU needed; CuPy's rows are left
+out). Parts: batch, threads, settings, history, cupy, estimates (all by default).
+"""
+
+import argparse
+import gzip
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "corpus")
+_EXTERN_C = re.compile(r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(\w+)\s*\(')
+_GLOBAL = re.compile(r'__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(\w+)\s*\(')
+
+
+def toolkit() -> str:
+    return os.environ.get("KILN_TOOLKIT", "/usr/local/cuda")
+
+
+def load_units(count: int) -> list[dict]:
+    """The corpus's units, every k-th of each category so that a subset keeps the corpus's mix."""
+    with gzip.open(os.path.join(CORPUS, "cupy_units.jsonl.gz"), "rt") as f:
+        units = [json.loads(line) for line in f]
+    if 0 < count < len(units):
+        step = len(units) / count
+        units = [units[int(i * step)] for i in range(count)]
+    include = os.path.join(tempfile.gettempdir(), "kiln-corpus-include")
+    if not os.path.isdir(os.path.join(include, "include", "cupy")):
+        with tarfile.open(os.path.join(CORPUS, "cupy_include.tgz")) as t:
+            t.extractall(include)
+    for u in units:
+        u["options"] = [o.replace("{CUPY_INCLUDE}", os.path.join(include, "include"))
+                        .replace("{CUDA_INCLUDE}", os.path.join(toolkit(), "include")) for o in u["options"]]
+        u["kernels"] = u["name_expressions"] or _EXTERN_C.findall(u["source"]) or _GLOBAL.findall(u["source"])
+    return units
+
+
+def child_kiln(spec: dict) -> None:
+    """In a fresh process: the units as kiln programs, made, then compiled (batch or threads)."""
+    import kiln  # noqa: PLC0415
+    units = load_units(spec["units"])
+    t0 = time.perf_counter()
+    programs = [kiln.program(u["source"], options=u["options"], name_expressions=u["kernels"], label=u["operation"])
+                for u in units]
+    made = time.perf_counter()
+    if spec.get("sizes"):  # for the estimates' table: each program's unit by its digest, and its size
+        with open(spec["sizes"], "w") as f:
+            json.dump({p.digest[:16]: {"bytes": len(u["source"]), "kernels": len(u["kernels"]),
+                                       "cccl": "<cub/" in u["source"] or "<thrust/" in u["source"]}
+                       for p, u in zip(programs, units)}, f)
+    failed = 0
+    if spec["mode"] == "batch":
+        results = kiln.compile_all(programs, arch=spec["arch"])
+        failed = sum(not r.ok for r in results)
+        errors = [r.error for r in results if not r.ok][:2]
+    else:
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+        errors = []
+
+        def one(i):
+            try:
+                if spec["arch"]:
+                    if not programs[i].precompile(spec["arch"]).ok:
+                        return "not cached"
+                else:
+                    for k in units[i]["kernels"]:
+                        programs[i].get(k)
+                return None
+            except kiln.Error as e:
+                return str(e)
+
+        with ThreadPoolExecutor(spec["threads"]) as pool:
+            errors = [e for e in pool.map(one, range(len(units))) if e]
+        failed = len(errors)
+    done = time.perf_counter()
+    print(json.dumps({"make_ms": (made - t0) * 1e3, "wall_ms": (done - made) * 1e3, "failed": failed,
+                      "errors": [e[:300] for e in errors[:2]], "cpu_s": cpu_seconds()}))
+
+
+def child_cupy(spec: dict) -> None:
+    import cupy  # noqa: PLC0415
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+    units = load_units(spec["units"])
+    cupy.empty(1)  # the context first, as kiln's rows have theirs made in their first get
+    t0 = time.perf_counter()
+
+    def one(u):
+        try:
+            m = cupy.RawModule(code=u["source"], options=tuple(u["options"]),
+                               name_expressions=u["name_expressions"] or None)
+            for k in u["kernels"]:
+                m.get_function(k)
+            return None
+        except Exception as e:  # noqa: BLE001
+            return str(e)[:300]
+
+    with ThreadPoolExecutor(spec["threads"]) as pool:
+        errors = [e for e in pool.map(one, units) if e]
+    done = time.perf_counter()
+    print(json.dumps({"make_ms": 0, "wall_ms": (done - t0) * 1e3, "failed": len(errors), "errors": errors[:2],
+                      "cpu_s": cpu_seconds()}))
+
+
+def cpu_seconds() -> float:
+    """This process's CPU time and its children's (the JIT workers, once reaped)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def run_child(kind: str, spec: dict, env: dict) -> dict:
+    args = [sys.executable, os.path.abspath(__file__), "--child", kind, json.dumps(spec)]
+    started = time.perf_counter()
+    busy0 = machine_busy()
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
+    machine_cpu = machine_busy() - busy0
+    if out.returncode != 0:
+        return {"error": f"exit {out.returncode}: {out.stderr.strip()[-800:]}"}
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    row["process_ms"] = (time.perf_counter() - started) * 1e3
+    row["machine_cpu_s"] = machine_cpu
+    return row
+
+
+def machine_busy() -> float:
+    """The machine's CPU seconds so far (/proc/stat): every process, the compile workers included."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()[1:]
+        return (int(fields[0]) + int(fields[1]) + int(fields[2]) + int(fields[5]) + int(fields[6])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
+
+
+def fresh_env(**extra) -> dict:
+    env = dict(os.environ)
+    env["KILN_CACHE_DIR"] = tempfile.mkdtemp(prefix="kiln-corpus-")
+    env["CUPY_CACHE_DIR"] = tempfile.mkdtemp(prefix="cupy-corpus-")
+    env["CUDA_CACHE_DISABLE"] = "1"  # nvJitLink's and the driver's own caches would serve later rows
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def row(title: str, r: dict) -> str:
+    if "error" in r:
+        return f"| {title} | failed: {r['error'][:200]} | | | |"
+    failed = f" ({r['failed']} failed: {r['errors'][0][:120] if r['errors'] else ''})" if r["failed"] else ""
+    return (f"| {title} | {r['wall_ms']:,.0f}{failed} | {r['make_ms']:,.0f} | {r['machine_cpu_s']:,.1f} |")
+
+
+def estimates(trace: str, sizes_path: str) -> None:
+    """kiln's estimate of each program (from its size: no history in a fresh cache) against what its compile
+    took, from the trace of a batch run (nvrtc + link on one worker); and the line through the times by
+    size, the estimate's constants as this run would fit them."""
+    done, fit = [], []
+    with open(sizes_path) as f:
+        sizes = json.load(f)
+    with open(trace) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("event") == "request" and r.get("unit", "").startswith("program/"):
+                done.append((r["estimate"], r["nvrtc"] + r["link"]))
+                size = sizes.get(r["unit"].split("_")[-1])
+                if size and not size["cccl"]:
+                    fit.append((size["bytes"] / 1024, r["nvrtc"] + r["link"]))
+    if not done:
+        print("no requests in the trace")
+        return
+    ratio = sorted(e / a for e, a in done if a > 0)
+    order = sorted(range(len(done)), key=lambda i: -done[i][0])
+    actual_rank = {i: r for r, i in enumerate(sorted(range(len(done)), key=lambda i: -done[i][1]))}
+    longest = max(range(len(done)), key=lambda i: done[i][1])
+    print(f"\n{len(done)} compiles: estimate / actual, median {statistics.median(ratio):.2f}, "
+          f"10th-90th percentile {ratio[len(ratio) // 10]:.2f}-{ratio[len(ratio) * 9 // 10]:.2f}, "
+          f"worst {min(ratio):.2f} and {max(ratio):.2f}; the longest compile ({done[longest][1]:,.0f} ms) is "
+          f"{order.index(longest) + 1}th by estimate; the 10 longest by estimate are ranks "
+          f"{sorted(actual_rank[i] + 1 for i in order[:10])} by time")
+    if len(fit) > 2:
+        mx = statistics.mean(x for x, _ in fit)
+        my = statistics.mean(y for _, y in fit)
+        b = sum((x - mx) * (y - my) for x, y in fit) / max(1e-9, sum((x - mx) ** 2 for x, _ in fit))
+        print(f"units without CCCL ({len(fit)}): ms = {my - b * mx:.0f} + {b:.1f} x KiB of source (least squares)")
+
+
+def main() -> int:
+    if len(sys.argv) == 4 and sys.argv[1] == "--child":
+        (child_kiln if sys.argv[2] == "kiln" else child_cupy)(json.loads(sys.argv[3]))
+        return 0
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--units", type=int, default=0, help="a subset of N units (0: all)")
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--arch", type=int, default=0, help="compile for sm_ARCH into the cache (no GPU); 0: the device's")
+    p.add_argument("--parts", default="batch,threads,settings,history,cupy,estimates")
+    a = p.parse_args()
+    parts = a.parts.split(",")
+    units = load_units(a.units)
+    n_kernels = sum(len(u["kernels"]) for u in units)
+    size = sum(len(u["source"]) for u in units)
+    print(f"corpus: {len(units)} units, {n_kernels} kernels, {size / 1024:,.0f} KiB of source; {a.threads} threads; "
+          f"{os.cpu_count()} cores; {'sm_' + str(a.arch) + ' into the cache' if a.arch else 'made ready on the GPU'}\n")
+    print("| run (cold, fresh cache) | wall ms | programs made ms | machine CPU s |")
+    print("|---|---|---|---|")
+    spec = {"units": a.units, "arch": a.arch, "threads": a.threads, "mode": "batch"}
+    scratch = tempfile.mkdtemp(prefix="kiln-corpus-trace-")
+    trace, sizes = os.path.join(scratch, "trace.jsonl"), os.path.join(scratch, "sizes.json")
+    if "batch" in parts:
+        print(row("kiln.compile_all, defaults", run_child("kiln", dict(spec, sizes=sizes), fresh_env(KILN_JIT_TRACE=trace))),
+              flush=True)
+    if "threads" in parts:
+        print(row(f"kiln, {a.threads} Python threads, defaults", run_child("kiln", dict(spec, mode="threads"), fresh_env())),
+              flush=True)
+    if "settings" in parts:
+        for title, extra in [("KILN_JIT_PCH=0", {"KILN_JIT_PCH": "0"}), ("KILN_JIT_SPLIT=1", {"KILN_JIT_SPLIT": "1"}),
+                             ("KILN_JIT_WORKERS=8", {"KILN_JIT_WORKERS": "8"}),
+                             ("KILN_JIT_MACHINE_SLOTS=" + str(2 * (os.cpu_count() or 1)), {"KILN_JIT_MACHINE_SLOTS": 2 * (os.cpu_count() or 1)})]:
+            print(row(f"kiln.compile_all, {title}", run_child("kiln", spec, fresh_env(**extra))), flush=True)
+    if "history" in parts:
+        # A second cold start for another architecture: the same cache directory (its history kept), against
+        # one without it.
+        other = 80 if a.arch != 80 else 90
+        env = fresh_env()
+        run_child("kiln", dict(spec, arch=a.arch or 90), env)
+        print(row(f"kiln.compile_all for sm_{other}, the history of a run for another arch", run_child("kiln", dict(spec, arch=other), env)), flush=True)
+        print(row(f"kiln.compile_all for sm_{other}, no history", run_child("kiln", dict(spec, arch=other), fresh_env())), flush=True)
+    if "cupy" in parts and not a.arch:
+        print(row(f"CuPy RawModule, {a.threads} threads", run_child("cupy", spec, fresh_env())), flush=True)
+    if "estimates" in parts and os.path.exists(trace) and os.path.exists(sizes):
+        estimates(trace, sizes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
