@@ -65,3 +65,22 @@ __all__ = [
     "read_record",
     "record_demand",
 ] + _primitive_names
+
+
+def _fields_repr(self) -> str:
+    """kiln.Name(field=value, ...) of a status object's fields, each value cut to 60 characters."""
+    fields = []
+    for name in dir(type(self)):
+        if name.startswith("_"):
+            continue
+        value = getattr(self, name)
+        if callable(value):
+            continue
+        shown = repr(value)
+        fields.append(f"{name}={shown if len(shown) <= 60 else shown[:57] + '...'}")
+    return f"kiln.{type(self).__name__}({', '.join(fields)})"
+
+
+for _status in (PrecompileResult, WarmupStatus, KernelStatus, DeviceInfo, RecordedKernel, ProgramSource, DemandRecord):
+    _status.__repr__ = _fields_repr
+del _status

@@ -29,11 +29,17 @@ void bind_kernels(pybind11::module_& m);
 void bind_registries(pybind11::module_& m);
 void bind_record(pybind11::module_& m);
 void bind_primitives(pybind11::module_& m);
+void bind_cli(pybind11::module_& m);
 
 // The process's registry of `catalog` on `device` (made on first use, kept for the process).
 Registry& registry_of(const Catalog& catalog, int device);
 
 // The registries a record's kernels may name: kiln's examples and every registry loaded so far.
 std::vector<const Catalog*> known_catalogs();
+// An architecture as Python gives it, 90, "90" or "sm_90", as its number; TypeError or ValueError otherwise.
+unsigned arch_number(const pybind11::object& arch);
+
+// The primitives' catalog, or nullptr where the package was built without them.
+const Catalog* built_primitives_catalog();
 
 }  // namespace kiln::python

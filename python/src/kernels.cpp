@@ -141,10 +141,7 @@ void bind_kernels(py::module_& m) {
       .def_readonly("from_remote", &PrecompileResult::from_remote)
       .def_readonly("compiled", &PrecompileResult::compiled)
       .def_readonly("ms", &PrecompileResult::ms)
-      .def_readonly("error", &PrecompileResult::error)
-      .def("__repr__", [](const PrecompileResult& r) {
-        return "<kiln.PrecompileResult " + r.unit + (r.ok ? (r.cached ? " cached" : " compiled") : " failed") + ">";
-      });
+      .def_readonly("error", &PrecompileResult::error);  // its repr: python/kiln/__init__.py
 }
 
 }  // namespace kiln::python

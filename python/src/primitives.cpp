@@ -364,4 +364,12 @@ void bind_primitives(py::module_& m) {
       "The registry of kiln's primitives on `device` (kernels/primitives.toml): precompile, warm-up, status.");
 }
 
+const Catalog* built_primitives_catalog() {
+  try {
+    return primitives_catalog();
+  } catch (const Error&) {
+    return nullptr;
+  }
+}
+
 }  // namespace kiln::python

@@ -38,12 +38,13 @@ void bind_record(py::module_& m) {
   m.def("read_record", &read_record, py::arg("path"));
   m.def(
       "precompile_record",
-      [](const py::object& record, unsigned arch) {
+      [](const py::object& record, const py::object& arch) {
+        const unsigned sm = arch_number(arch);
         DemandRecord r = py::isinstance<DemandRecord>(record) ? record.cast<DemandRecord>()
                                                               : read_record(py::module_::import("os").attr("fspath")(record).cast<std::string>());
         std::vector<const Catalog*> catalogs = known_catalogs();
         py::gil_scoped_release unlocked;
-        return precompile_record(r, arch, catalogs);
+        return precompile_record(r, sm, catalogs);
       },
       py::arg("record"), py::arg("arch"),
       "Compile what a record (a DemandRecord or a path) names for `arch` into the disk cache; its kernels of "

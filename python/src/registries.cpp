@@ -126,7 +126,7 @@ std::vector<const Catalog*> known_catalogs() {
 }
 
 // An architecture as Python gives it: 90, "90" or "sm_90".
-static unsigned arch_number(const py::object& arch) {
+unsigned arch_number(const py::object& arch) {
   std::string text;
   if (py::isinstance<py::bool_>(arch)) throw py::type_error("kiln: an architecture is a number (90) or 'sm_90', not a bool");
   if (py::isinstance<py::int_>(arch)) {
@@ -163,11 +163,12 @@ void bind_registries(py::module_& m) {
            py::arg("name_expression"))
       .def(
           "precompile",
-          [](Program& p, unsigned arch) {
+          [](Program& p, const py::object& arch) {
+            const unsigned sm = arch_number(arch);
             py::gil_scoped_release unlocked;
-            return p.precompile(arch);
+            return p.precompile(sm);
           },
-          py::arg("arch"), "Compile for `arch` (80 for sm_80) into the disk cache; no GPU needed.")
+          py::arg("arch"), "Compile for `arch` (80 or 'sm_80') into the disk cache; no GPU needed.")
       .def("estimate_ms", &Program::estimate_ms,
            "How long its compile is expected to take on one thread (ms): the time its last compile took, kept in "
            "its cache directory, else a guess from its size. What compile_all orders programs by.")
@@ -227,9 +228,10 @@ void bind_registries(py::module_& m) {
       .def("plan", [](const PyRegistry& r, const std::string& name) { return r.registry->plan(name); }, py::arg("name"))
       .def(
           "precompile",
-          [](const PyRegistry& r, unsigned arch, const std::vector<std::string>& kernels, unsigned jobs) {
+          [](const PyRegistry& r, const py::object& arch, const std::vector<std::string>& kernels, unsigned jobs) {
+            const unsigned sm = arch_number(arch);
             py::gil_scoped_release unlocked;
-            return precompile(r.registry->catalog(), arch, kernels, jobs);
+            return precompile(r.registry->catalog(), sm, kernels, jobs);
           },
           py::arg("arch"), py::arg("kernels") = std::vector<std::string>{}, py::arg("jobs") = 0,
           "Compile the units of `kernels` (all when empty) for `arch` into the disk cache; no GPU needed.")

@@ -337,3 +337,23 @@ def test_headers_in_memory_on_cupy(cupy):
     program.get("twice")(1, 128, [x, np.int32(100)])
     cupy.cuda.Device().synchronize()
     np.testing.assert_allclose(cupy.asnumpy(x), 2 * np.arange(100, dtype=np.float32))
+
+
+def test_architectures_are_numbers_or_sm_names_and_results_show_their_fields():
+    program = kiln.Program(HEADED, headers={"ops/twice.cuh": TWICE}, name_expressions=["twice"], label="tests/sm_name")
+    result = program.precompile("sm_80")
+    assert result.ok, result.error
+    assert program.precompile(80).cached  # the same architecture either way
+    shown = repr(result)
+    assert shown.startswith("kiln.PrecompileResult(") and "ok=True" in shown and f"unit={program.label!r}" in shown
+    for bad, kind in (("sm_", ValueError), ("compute_80", ValueError), (8.0, TypeError), (False, TypeError)):
+        with pytest.raises(kind):
+            program.precompile(bad)
+
+
+def test_python_m_kiln_runs_the_command_line():
+    listed = subprocess.run([sys.executable, "-m", "kiln", "list"], capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert "vector_add" in listed.stdout  # kiln's examples
+    wrong = subprocess.run([sys.executable, "-m", "kiln", "--frobnicate"], capture_output=True, text=True, timeout=120)
+    assert wrong.returncode == 2
