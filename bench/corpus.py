@@ -66,7 +66,7 @@ def child_kiln(spec: dict) -> None:
                        for p, u in zip(programs, units)}, f)
     failed = 0
     if spec["mode"] == "batch":
-        results = kiln.compile_all(programs, arch=spec["arch"])
+        results = kiln.compile_all(programs, arch=spec["arch"] or None)
         failed = sum(not r.ok for r in results)
         errors = [r.error for r in results if not r.ok][:2]
     else:
