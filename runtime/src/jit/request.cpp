@@ -56,7 +56,10 @@ double source_estimate_ms(const Catalog& catalog, std::uint32_t unit_index) {
   // bench/corpus.py; docs/DESIGN.md, "Estimates"), plus each name expression's instantiation, plus the
   // parse of what it includes from its -I directories (CCCL from the toolkit's among them), as a table
   // unit's headers are counted.
-  constexpr double kSourceMsPerKiB = 20, kExpressionMs = 4;
+  // Fitted on the corpus's 373 units without CCCL on an H200 host (one-thread compile on a 16-worker pool):
+  // 259 ms + 28.6 ms per KiB of source; of the 259, what they include (~4 MiB scanned, far less parsed:
+  // include guards and #if) at kIncludedMsPerMiB.
+  constexpr double kSourceMsPerKiB = 28, kExpressionMs = 4, kIncludedMsPerMiB = 50;
   const UnitEntry& unit = catalog.units[unit_index];
   const std::string_view source = catalog.str(unit.source);
   double bytes = static_cast<double>(source.size());
@@ -70,7 +73,7 @@ double source_estimate_ms(const Catalog& catalog, std::uint32_t unit_index) {
   for (const KernelEntry& k : catalog.kernels) expressions += k.unit == unit_index;
   // What it includes from its -I directories (CCCL's among them, for a program): parsed on every compile.
   const double included = static_cast<double>(included_bytes(source, given, include_dirs_of(catalog.str(unit.options))));
-  return compile_shared_ms(catalog, unit_index) + included / (1024.0 * 1024.0) * kHeaderMsPerMiB +
+  return compile_shared_ms(catalog, unit_index) + included / (1024.0 * 1024.0) * kIncludedMsPerMiB +
          bytes / 1024.0 * kSourceMsPerKiB + static_cast<double>(expressions) * kExpressionMs;
 }
 
