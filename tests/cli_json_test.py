@@ -161,6 +161,18 @@ class Json(unittest.TestCase):
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
         self.assertRegex(why("vector_add"), r"the disk cache serves it \(entry [0-9a-f]+, its compile took \d+ ms\)")
 
+    def test_cache_show_of_a_bad_pack(self):
+        # Still JSON: what was refused and why, with a non-zero exit.
+        for name, content in (("bad.kpack", b"not a pack"), ("missing.kpack", None)):
+            pack = os.path.join(self.tmp.name, name)
+            if content is not None:
+                with open(pack, "wb") as f:
+                    f.write(content)
+            doc = kiln_json("cache", "show", pack, cache=self.cache, exits=(1,))
+            self.assertEqual(doc["pack"], pack)
+            self.assertEqual(doc["code"], "cache")
+            self.assertIn(pack, doc["error"])
+
 
 if __name__ == "__main__":
     unittest.main()

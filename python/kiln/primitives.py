@@ -17,8 +17,10 @@ order on the call's stream (cuMemAllocAsync), as C++'s one-shot functions do. No
 driver before the first primitive of a kind is made on a device. docs/python.md is the guide.
 """
 
+import operator
+
 from . import _kiln
-from ._kiln import Error
+from ._kiln import ArgumentError, ArgumentTypeError  # kiln.Error (code invalid_argument) and ValueError/TypeError
 
 __all__ = [
     "ArgumentError",
@@ -46,22 +48,6 @@ __all__ = [
     "unique_by_key",
     "upper_bound",
 ]
-
-
-class ArgumentError(Error, ValueError):
-    """A kiln.Error (code invalid_argument) that is a ValueError: too few items, another device, a strided array."""
-
-    def __init__(self, message):
-        super().__init__(message)
-        self.code = "invalid_argument"
-
-
-class ArgumentTypeError(Error, TypeError):
-    """A kiln.Error (code invalid_argument) that is a TypeError: not a device array, or a dtype not supported."""
-
-    def __init__(self, message):
-        super().__init__(message)
-        self.code = "invalid_argument"
 
 
 _types = None
@@ -101,6 +87,10 @@ def _device_of(obj):
 
 
 _TYPESTRS = {}  # typestr -> (dtype name, item bytes)
+# An array's bytes and its end must fit the 64-bit address space (C++ takes sizes as size_t, pointers as
+# uintptr_t): bounds checked here, so that no made-up shape or pointer reaches the driver.
+_MAX_BYTES = (1 << 63) - 1
+_ADDRESS_END = 1 << 64
 
 
 def _typestr(typestr):
@@ -108,6 +98,21 @@ def _typestr(typestr):
     if known is None:
         known = _TYPESTRS[typestr] = (_dtype_name(typestr), int(typestr[2:]) if typestr[2:].isdigit() else 0)
     return known
+
+
+def _ints(values):
+    """`values` (a tuple or list) as a tuple of ints (each an int or has __index__, as NumPy's integers do;
+    never a bool), or None."""
+    if type(values) not in (tuple, list):
+        return None
+    out = []
+    for v in values:
+        if type(v) is not int:
+            if isinstance(v, bool) or not hasattr(type(v), "__index__"):
+                return None
+            v = operator.index(v)
+        out.append(v)
+    return tuple(out)
 
 
 class _Array:
@@ -122,12 +127,40 @@ class _Array:
             raise ArgumentTypeError(
                 f"kiln.{primitive}: {role} ({type(obj).__name__}) is not a device array; pass an object with "
                 "__cuda_array_interface__ (a CuPy array, a PyTorch CUDA tensor, a Numba device array)") from None
-        shape = cai["shape"]
+        # What another library's object says of itself is checked before any of it reaches C++ or the driver.
+        def refused(kind, what):
+            return kind(f"kiln.{primitive}: {role} ({type(obj).__name__}): its __cuda_array_interface__ {what}")
+        if not isinstance(cai, dict):
+            raise refused(ArgumentTypeError, f"is a {type(cai).__name__}, not a dict")
+        for key in ("shape", "typestr", "data"):
+            if key not in cai:
+                raise refused(ArgumentTypeError, f"has no '{key}'")
+        shape, typestr, data = _ints(cai["shape"]), cai["typestr"], cai["data"]
+        if shape is None:
+            raise refused(ArgumentTypeError, f"has a shape {cai['shape']!r}, not a tuple of ints")
         size = 1
         for extent in shape:
+            if extent < 0:
+                raise refused(ArgumentError, f"has a shape {tuple(shape)!r}: an extent below 0")
             size *= extent
-        self.dtype, itemsize = _typestr(cai["typestr"])
+        if type(typestr) is not str:
+            raise refused(ArgumentTypeError, f"has a typestr {typestr!r}, not a str")
+        self.dtype, itemsize = _typestr(typestr)
+        pointer = _ints(data[:1]) if type(data) in (tuple, list) and data else None
+        if pointer is None:
+            raise refused(ArgumentTypeError, f"has data {data!r}, not (pointer, read_only)")
+        pointer = pointer[0]
+        if size > _MAX_BYTES or size * itemsize > _MAX_BYTES:
+            raise refused(ArgumentError, f"has a shape {tuple(shape)!r}: {size} items of {itemsize} bytes, more than "
+                                         "a device array can hold")
+        if pointer < 0 or pointer + size * itemsize > _ADDRESS_END:
+            raise refused(ArgumentError, f"has a pointer {pointer:#x}, not a 64-bit device address (of "
+                                         f"{size * itemsize} bytes)")
         strides = cai.get("strides")
+        if strides is not None:
+            given, strides = strides, _ints(strides)
+            if strides is None or len(strides) != len(shape):
+                raise refused(ArgumentTypeError, f"has strides {given!r}, not a tuple of an int per extent")
         if strides is not None and size > 1:
             expected, item = [], itemsize
             for extent in reversed(shape):
@@ -140,7 +173,7 @@ class _Array:
         if cai.get("mask") is not None:
             raise ArgumentError(f"kiln.{primitive}: {role} is a masked array")
         self.obj = obj
-        self.pointer = cai["data"][0]
+        self.pointer = pointer
         self.size = size
         self.nbytes = size * itemsize
         self.device = _device_of(obj)
@@ -227,8 +260,10 @@ def _checked(primitive, kind, objs, sizes=None):
 
 
 def _count(value, what, primitive):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+    if not isinstance(value, int) or isinstance(value, bool):
         raise ArgumentTypeError(f"kiln.{primitive}: {what} must be an int >= 0, not {value!r}")
+    if value < 0 or value > _MAX_BYTES:
+        raise ArgumentError(f"kiln.{primitive}: {what} must be an int >= 0 that fits 63 bits, not {value!r}")
     return value
 
 

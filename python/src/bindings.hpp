@@ -23,6 +23,25 @@ struct PyRegistry {
 };
 
 void bind_errors(pybind11::module_& m);
+
+// An argument from Python that kiln refuses before any driver call: raised as kiln.ArgumentError (a
+// kiln.Error with code invalid_argument that is also a ValueError) or, for a value of the wrong type,
+// kiln.ArgumentTypeError (also a TypeError). A builtin_exception, so that pybind11's dispatcher and the
+// launch path's own (kernels.cpp) both raise it.
+class ArgumentError : public pybind11::builtin_exception {
+ public:
+  using builtin_exception::builtin_exception;
+  void set_error() const override;
+};
+class ArgumentTypeError : public pybind11::builtin_exception {
+ public:
+  using builtin_exception::builtin_exception;
+  void set_error() const override;
+};
+
+// A device ordinal from Python: an int from 0 (ArgumentTypeError, ArgumentError otherwise); whether that
+// device exists is the driver's to say.
+int device_ordinal(const pybind11::handle& device);
 // Raises kiln.Error for `e` (sets the Python error), where pybind11's translators do not run.
 void set_python_error(const Error& e);
 void bind_kernels(pybind11::module_& m);

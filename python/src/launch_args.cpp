@@ -7,6 +7,8 @@
 // without an exception being made.
 #include "launch_args.hpp"
 
+#include "bindings.hpp"  // ArgumentError, ArgumentTypeError: kiln.Error and ValueError / TypeError
+
 #include <climits>
 #include <cstring>
 #include <limits>
@@ -118,7 +120,7 @@ std::uint64_t int_bits(PyObject* value, std::size_t index) {
     if (!(as_unsigned == ULLONG_MAX && PyErr_Occurred())) return as_unsigned;
     PyErr_Clear();
   }
-  throw py::value_error(arg_name(index) + ": " + std::string(py::str(value)) +
+  throw ArgumentError(arg_name(index) + ": " + std::string(py::str(value)) +
                         " does not fit 64 bits (a Python int is passed as int64)");
 }
 
@@ -128,15 +130,15 @@ std::uint64_t interface_pointer(PyObject* value, PyObject* cai, std::size_t inde
   PyObject* data = PyDict_Check(cai) ? PyDict_GetItemWithError(cai, names().data) : nullptr;  // borrowed
   if (data == nullptr) {
     if (PyErr_Occurred()) throw py::error_already_set();
-    throw py::value_error(arg_name(index) + " (" + type_name(object) + "): __cuda_array_interface__ has no 'data'");
+    throw ArgumentError(arg_name(index) + " (" + type_name(object) + "): __cuda_array_interface__ has no 'data'");
   }
   if (!PyTuple_Check(data) || PyTuple_GET_SIZE(data) < 1 || !PyLong_Check(PyTuple_GET_ITEM(data, 0)))
-    throw py::value_error(arg_name(index) + " (" + type_name(object) +
+    throw ArgumentError(arg_name(index) + " (" + type_name(object) +
                           "): __cuda_array_interface__['data'] is not (pointer, read_only)");
   const unsigned long long pointer = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(data, 0));
   if (pointer == ULLONG_MAX && PyErr_Occurred()) {
     PyErr_Clear();
-    throw py::value_error(arg_name(index) + " (" + type_name(object) +
+    throw ArgumentError(arg_name(index) + " (" + type_name(object) +
                           "): __cuda_array_interface__['data'][0] is not an address");
   }
   return pointer;
@@ -180,7 +182,7 @@ bool torch_pointer(PyObject* value, std::uint64_t& pointer) {
 // A NumPy scalar's bytes (its dtype's), at most 16; returns how many.
 std::size_t numpy_bytes(PyObject* value, std::uint64_t* slot, std::size_t index) {
   auto too_large = [&](std::size_t bytes) {
-    return py::type_error(arg_name(index) + " (" + type_name(py::handle(value)) + "): a NumPy scalar of " +
+    return ArgumentTypeError(arg_name(index) + " (" + type_name(py::handle(value)) + "): a NumPy scalar of " +
                           std::to_string(bytes) + " bytes; at most 16 are passed by value");
   };
   Py_buffer view;
@@ -207,15 +209,15 @@ std::uint64_t other_pointer(PyObject* value, std::size_t index) {
   try {
     cai = optional_attr(value, names().cuda_array_interface);
   } catch (py::error_already_set& e) {  // the library refuses this one (PyTorch: a tensor that requires grad)
-    throw py::type_error(arg_name(index) + " (" + type_name(object) + "): its __cuda_array_interface__ failed: " +
+    throw ArgumentTypeError(arg_name(index) + " (" + type_name(object) + "): its __cuda_array_interface__ failed: " +
                          e.what());
   }
   if (cai) return interface_pointer(value, cai.ptr(), index);
   if (optional_attr(value, names().array_interface) || PyObject_CheckBuffer(value))
-    throw py::type_error(arg_name(index) + " (" + type_name(object) +
+    throw ArgumentTypeError(arg_name(index) + " (" + type_name(object) +
                          "): host memory cannot be passed to a kernel; pass a device array (an object with "
                          "__cuda_array_interface__: CuPy, PyTorch on CUDA) or a NumPy scalar");
-  throw py::type_error(arg_name(index) + " (" + type_name(object) +
+  throw ArgumentTypeError(arg_name(index) + " (" + type_name(object) +
                        "): not a kernel argument; pass a device array (__cuda_array_interface__), a NumPy "
                        "scalar, an int (int64 or an address), a float (float64) or None");
 }
@@ -230,8 +232,10 @@ py::object fast_sequence(const py::handle& sequence, const char* what) {
 }  // namespace
 
 LaunchArgs::LaunchArgs(const py::handle& args) {
-  if (!PySequence_Check(args.ptr()))
-    throw py::type_error("args (" + type_name(args) + "): pass a sequence (a tuple or list) of the kernel's arguments");
+  // bytes, str and their kin are sequences too, of ints or characters: b"abc" would be three int64s.
+  if (!PySequence_Check(args.ptr()) || PyBytes_Check(args.ptr()) || PyByteArray_Check(args.ptr()) ||
+      PyUnicode_Check(args.ptr()) || PyMemoryView_Check(args.ptr()))
+    throw ArgumentTypeError("args (" + type_name(args) + "): pass a sequence (a tuple or list) of the kernel's arguments");
   py::object items = fast_sequence(args, "args: a sequence of kernel arguments");
   count_ = static_cast<std::size_t>(PySequence_Fast_GET_SIZE(items.ptr()));
   if (count_ <= kInline) {
@@ -284,21 +288,21 @@ LaunchArgs::LaunchArgs(const py::handle& args) {
 
 Dim3 to_dim3(const py::handle& value, const char* what) {
   auto one = [&](PyObject* v) -> unsigned {
-    if (!PyLong_Check(v)) throw py::type_error(std::string(what) + ": " + type_name(py::handle(v)) + " is not an int");
+    if (!PyLong_Check(v)) throw ArgumentTypeError(std::string(what) + ": " + type_name(py::handle(v)) + " is not an int");
     int overflow = 0;
     const long long n = PyLong_AsLongLongAndOverflow(v, &overflow);
     if (overflow == 0 && n == -1 && PyErr_Occurred()) throw py::error_already_set();
     if (overflow != 0 || n < 1 || n > std::numeric_limits<unsigned>::max())
-      throw py::value_error(std::string(what) + ": " + std::string(py::str(v)) + " is not a positive 32-bit size");
+      throw ArgumentError(std::string(what) + ": " + std::string(py::str(v)) + " is not a positive 32-bit size");
     return static_cast<unsigned>(n);
   };
   if (PyLong_Check(value.ptr())) return {one(value.ptr()), 1, 1};
   if (!PyTuple_Check(value.ptr()) && !PyList_Check(value.ptr()))
-    throw py::type_error(std::string(what) + ": " + type_name(value) + " is not an int or a tuple of 1 to 3 ints");
+    throw ArgumentTypeError(std::string(what) + ": " + type_name(value) + " is not an int or a tuple of 1 to 3 ints");
   py::object items = fast_sequence(value, what);
   const Py_ssize_t size = PySequence_Fast_GET_SIZE(items.ptr());
   if (size < 1 || size > 3)
-    throw py::value_error(std::string(what) + ": " + std::to_string(size) + " sizes; give 1 to 3");
+    throw ArgumentError(std::string(what) + ": " + std::to_string(size) + " sizes; give 1 to 3");
   Dim3 d;
   unsigned* parts[] = {&d.x, &d.y, &d.z};
   for (Py_ssize_t i = 0; i < size; ++i) *parts[i] = one(PySequence_Fast_GET_ITEM(items.ptr(), i));
@@ -310,7 +314,7 @@ LaunchCall launch_call(PyObject* const* args, Py_ssize_t nargs, PyObject* kwname
   constexpr Py_ssize_t kCount = 5, kRequired = 3;
   PyObject* given[kCount] = {};
   if (nargs > kCount)
-    throw py::type_error(std::string(function) + "() takes at most 5 arguments (" + std::to_string(nargs) + " given)");
+    throw ArgumentTypeError(std::string(function) + "() takes at most 5 arguments (" + std::to_string(nargs) + " given)");
   for (Py_ssize_t i = 0; i < nargs; ++i) given[i] = args[i];
   const Py_ssize_t named = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
   for (Py_ssize_t k = 0; k < named; ++k) {
@@ -318,27 +322,27 @@ LaunchCall launch_call(PyObject* const* args, Py_ssize_t nargs, PyObject* kwname
     Py_ssize_t index = 0;
     while (index < kCount && PyUnicode_CompareWithASCIIString(name, kNames[index]) != 0) ++index;
     if (index == kCount)
-      throw py::type_error(std::string(function) + "() got an unexpected keyword argument '" +
+      throw ArgumentTypeError(std::string(function) + "() got an unexpected keyword argument '" +
                            std::string(py::str(name)) + "'");
     if (given[index] != nullptr)
-      throw py::type_error(std::string(function) + "() got multiple values for argument '" + kNames[index] + "'");
+      throw ArgumentTypeError(std::string(function) + "() got multiple values for argument '" + kNames[index] + "'");
     given[index] = args[nargs + k];
   }
   for (Py_ssize_t i = 0; i < kRequired; ++i)
     if (given[i] == nullptr)
-      throw py::type_error(std::string(function) + "() missing required argument '" + kNames[i] + "'");
+      throw ArgumentTypeError(std::string(function) + "() missing required argument '" + kNames[i] + "'");
   LaunchCall call;
   call.grid = to_dim3(given[0], "grid");
   call.block = to_dim3(given[1], "block");
   call.args = given[2];
   if (PyObject* shared = given[3]) {
     if (!PyLong_Check(shared))
-      throw py::type_error("shared_mem: " + type_name(py::handle(shared)) + " is not an int");
+      throw ArgumentTypeError("shared_mem: " + type_name(py::handle(shared)) + " is not an int");
     int overflow = 0;
     const long long bytes = PyLong_AsLongLongAndOverflow(shared, &overflow);
     if (overflow == 0 && bytes == -1 && PyErr_Occurred()) throw py::error_already_set();
     if (overflow != 0 || bytes < 0 || bytes > std::numeric_limits<unsigned>::max())
-      throw py::value_error("shared_mem: " + std::string(py::str(shared)) + " is not a size in bytes");
+      throw ArgumentError("shared_mem: " + std::string(py::str(shared)) + " is not a size in bytes");
     call.shared_mem = static_cast<unsigned>(bytes);
   }
   call.stream = given[4] == nullptr ? nullptr : to_stream(given[4]);
@@ -358,16 +362,16 @@ CUstream to_stream(const py::handle& stream) {
   } else if (py::object cupy_handle = optional_attr(stream.ptr(), names().ptr)) {
     handle = std::move(cupy_handle);
   } else {
-    throw py::type_error("stream (" + type_name(stream) +
+    throw ArgumentTypeError("stream (" + type_name(stream) +
                          "): pass None, an int (a CUstream), a CuPy stream (.ptr), a PyTorch stream "
                          "(.cuda_stream) or an object with __cuda_stream__");
   }
   if (!PyLong_Check(handle.ptr()))
-    throw py::type_error("stream (" + type_name(stream) + "): its handle is a " + type_name(handle) + ", not an int");
+    throw ArgumentTypeError("stream (" + type_name(stream) + "): its handle is a " + type_name(handle) + ", not an int");
   const unsigned long long address = PyLong_AsUnsignedLongLong(handle.ptr());
   if (address == ULLONG_MAX && PyErr_Occurred()) {
     PyErr_Clear();
-    throw py::value_error("stream (" + type_name(stream) + "): its handle " + std::string(py::str(handle)) +
+    throw ArgumentError("stream (" + type_name(stream) + "): its handle " + std::string(py::str(handle)) +
                           " is not a CUstream's address");
   }
   return reinterpret_cast<CUstream>(static_cast<std::uintptr_t>(address));

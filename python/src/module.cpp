@@ -3,22 +3,57 @@
 
 #include <kiln/error.hpp>
 
+#include <climits>
 #include <string>
+#include <string_view>
 
 namespace py = pybind11;
 
 namespace kiln::python {
 namespace {
 
-// kiln.Error. Made once and never freed: the translator may run until the interpreter's end.
+// kiln.Error and its argument errors. Made once and never freed: the translator may run until the
+// interpreter's end.
 PyObject* error_type = nullptr;
+PyObject* argument_error_type = nullptr;
+PyObject* argument_type_error_type = nullptr;
+
+void raise_error(PyObject* type, const char* message, std::string_view code) {
+  py::object instance = py::handle(type)(py::str(message));
+  instance.attr("code") = py::str(std::string(code));
+  PyErr_SetObject(type, instance.ptr());
+}
+
+// A subclass of kiln.Error and `builtin` (ValueError, TypeError): `except kiln.Error` and `except
+// ValueError` both catch it. Its class attribute `code` is invalid_argument, so that one raised from
+// Python (kiln/primitives.py) has it too.
+PyObject* argument_error(py::module_& m, const char* name, PyObject* builtin, const char* doc) {
+  py::tuple bases = py::make_tuple(py::handle(error_type), py::handle(builtin));
+  PyObject* type = PyErr_NewExceptionWithDoc((std::string("kiln.") + name).c_str(), doc, bases.ptr(), nullptr);
+  if (type == nullptr) throw py::error_already_set();
+  py::handle(type).attr("code") = py::str("invalid_argument");
+  m.attr(name) = py::handle(type);
+  return type;
+}
 
 }  // namespace
 
-void set_python_error(const Error& e) {
-  py::object instance = py::handle(error_type)(py::str(e.what()));
-  instance.attr("code") = py::str(std::string(to_string(e.code())));
-  PyErr_SetObject(error_type, instance.ptr());
+void set_python_error(const Error& e) { raise_error(error_type, e.what(), to_string(e.code())); }
+
+void ArgumentError::set_error() const { raise_error(argument_error_type, what(), "invalid_argument"); }
+
+void ArgumentTypeError::set_error() const { raise_error(argument_type_error_type, what(), "invalid_argument"); }
+
+int device_ordinal(const py::handle& device) {
+  if (!PyLong_Check(device.ptr()) || PyBool_Check(device.ptr()))
+    throw ArgumentTypeError("device: " + std::string(py::str(py::type::handle_of(device).attr("__name__"))) +
+                            " is not an int (a CUDA device ordinal)");
+  int overflow = 0;
+  const long long ordinal = PyLong_AsLongLongAndOverflow(device.ptr(), &overflow);
+  if (overflow == 0 && ordinal == -1 && PyErr_Occurred()) throw py::error_already_set();
+  if (overflow != 0 || ordinal < 0 || ordinal > INT_MAX)
+    throw ArgumentError("device: " + std::string(py::str(device)) + " is not a CUDA device ordinal (an int from 0)");
+  return static_cast<int>(ordinal);
 }
 
 // kiln::Error becomes kiln.Error, an Exception with .code (the Errc's name) and the message as str().
@@ -30,6 +65,12 @@ void bind_errors(py::module_& m) {
   if (error_type == nullptr) throw py::error_already_set();
   py::handle(error_type).attr("code") = py::none();
   m.attr("Error") = py::handle(error_type);
+  argument_error_type = argument_error(m, "ArgumentError", PyExc_ValueError,
+                                       "A kiln.Error (code invalid_argument) that is a ValueError: an argument's "
+                                       "value refused before any driver call (a size, a device, a pointer).");
+  argument_type_error_type = argument_error(m, "ArgumentTypeError", PyExc_TypeError,
+                                            "A kiln.Error (code invalid_argument) that is a TypeError: an argument "
+                                            "of a type kiln does not take (not a device array, a dtype not supported).");
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

@@ -345,9 +345,10 @@ void bind_primitives(py::module_& m) {
 
   m.def(
       "_primitive",
-      [](const std::string& name, const std::string& type, int device) {
+      [](const std::string& name, const std::string& type, const py::handle& device) {
+        const int ordinal = device_ordinal(device);
         py::gil_scoped_release unlocked;  // the first one of a kind may compile (JIT tier)
-        return primitive_for(name, type, device);
+        return primitive_for(name, type, ordinal);
       },
       py::arg("name"), py::arg("type"), py::arg("device"));
   m.def(
@@ -359,8 +360,9 @@ void bind_primitives(py::module_& m) {
       },
       "{primitive: [NumPy dtype names]}: what this package's libkiln_prim instantiates (empty without it).");
   m.def(
-      "primitives_registry", [](int device) { return PyRegistry{&primitives_registry(device)}; },
-      py::arg("device") = 0,
+      "primitives_registry",
+      [](const py::handle& device) { return PyRegistry{&primitives_registry(device_ordinal(device))}; },
+      py::arg("device") = py::int_(0),
       "The registry of kiln's primitives on `device` (kernels/primitives.toml): precompile, warm-up, status.");
 }
 

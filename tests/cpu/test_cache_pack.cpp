@@ -198,6 +198,63 @@ TEST_CASE("a large file is refused from its header, in bounded memory: not a pac
   CHECK(status == 0);
 }
 
+TEST_CASE("a pack whose entries' sizes do not add up to its size is refused before its digest is taken") {
+  TempDir tmp;
+  // A pack's header (version 1, this entry format), a manifest of one entry of 100 bytes, then zeros to the
+  // largest size a pack may have: its digest was taken over all 4 GiB (16 s) before the sizes were looked at.
+  const std::string line = std::string(64, 'a') + " 100 tests/unit_1 sm_90\n";
+  std::string head("\x89KILN-PACK\r\n\x1a\n", 14);
+  head += std::string("\x01\0\0\0", 4) + static_cast<char>(kiln::kCacheFormatVersion) + std::string(3, '\0');
+  const std::uint64_t manifest_size = line.size();
+  head.append(reinterpret_cast<const char*>(&manifest_size), 8);
+  head += line;
+  const auto large = tmp.path() / "large.kpack";
+  sparse_file(large, head, std::uint64_t{4} << 30);
+  kiln::DiskCache cache(config_at(tmp.path() / "cache"));
+  std::string why = "imported";
+  try {
+    kiln::import_pack(cache, large);
+  } catch (const kiln::Error& e) {
+    why = e.what();
+  }
+  CAPTURE(why);
+  CHECK(why.find("it is damaged: truncated or altered (its manifest lists 100 bytes of entries, but ") !=
+        std::string::npos);
+  CHECK(why.find("SHA-256") == std::string::npos);  // refused from the sizes, not from the digest
+  // An entry larger than any entry can be: likewise, from the manifest.
+  write_bytes(tmp.path() / "huge.kpack", head.substr(0, head.size() - line.size()) + std::string(64, 'a') +
+                                              " 99999999999 tests/unit_1 sm_90\n" + std::string(64, '\0'));
+  std::string huge = read_bytes(tmp.path() / "huge.kpack");
+  const std::uint64_t huge_manifest = huge.size() - 30 - 64;
+  std::memcpy(huge.data() + 22, &huge_manifest, 8);
+  CHECK(refusal(huge).find("entry 1 is 99999999999 bytes, larger than a cache entry can be") != std::string::npos);
+}
+
+TEST_CASE("export onto a FIFO or a directory refuses it and leaves it as it is") {
+  TempDir tmp;
+  kiln::DiskCache source(config_at(tmp.path() / "source"));
+  fill(source);
+  const auto fifo = tmp.path() / "pipe.kpack";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const auto directory = tmp.path() / "dir.kpack";
+  std::filesystem::create_directory(directory);
+  for (const auto& [target, kind] : {std::pair{fifo, "a FIFO"}, std::pair{directory, "a directory"}}) {
+    std::string why = "exported";
+    try {
+      kiln::export_pack(source, target);
+    } catch (const kiln::Error& e) {
+      why = e.what();
+    }
+    CAPTURE(why);
+    CHECK(why.find(target.string() + " is " + kind + ", not a regular file: it is not replaced") != std::string::npos);
+  }
+  CHECK(std::filesystem::is_fifo(std::filesystem::symlink_status(fifo)));
+  CHECK(std::filesystem::is_directory(directory));
+  std::size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path())) files += e.is_regular_file();
+  CHECK(files == 0);  // no temp file left beside them
+}
+
 TEST_CASE("import of a FIFO or a directory is refused at once: an open that could block is never made") {
   TempDir tmp;
   const auto fifo = tmp.path() / "pipe.kpack";

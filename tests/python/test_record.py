@@ -2,6 +2,8 @@
 
 import os
 import stat
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -52,6 +54,24 @@ def test_a_damaged_record_names_its_line(tmp_path):
     assert caught.value.code == "invalid_argument" and f"{path}:3" in str(caught.value)
     with pytest.raises(TypeError):
         kiln.precompile_record(80, 80)
+
+
+def test_a_record_that_is_no_regular_file_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "pipe.record"
+    os.mkfifo(fifo)
+    # In a process of its own, bounded: an open that blocks on the FIFO fails the test instead of hanging it.
+    script = ("import sys, kiln\n"
+              "try:\n"
+              "    kiln.read_record(sys.argv[1])\n"
+              "except kiln.Error as e:\n"
+              "    print(e.code, str(e))\n")
+    for path, kind in ((str(fifo), "a FIFO"), ("/dev/zero", "a device"), (str(tmp_path), "a directory")):
+        try:
+            done = subprocess.run([sys.executable, "-c", script, path], capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"kiln.read_record({path!r}) did not return in 60 s")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("invalid_argument ") and f"{path} is {kind}, not a regular file" in done.stdout
 
 
 # --- GPU

@@ -1,7 +1,7 @@
 // Cache packs: a disk cache's entries in one verified file, to start other machines warm.
 //
-// A pack is checked whole before anything of it is used: its SHA-256, its manifest, then every entry as
-// DiskCache::load checks one. A truncated or altered pack is refused whole, with the reason. Trust: a
+// A pack is checked whole before anything of it is used: the entries' sizes its manifest lists against the
+// file's size, its SHA-256, its manifest, then every entry as DiskCache::load checks one. A truncated or altered pack is refused whole, with the reason. Trust: a
 // pack is as trustworthy as its source, like any binary you install (docs/DESIGN.md, "The remote tier").
 #pragma once
 
@@ -31,7 +31,8 @@ struct PackReport {
 };
 
 // Writes every entry of `cache` that matches `filter` into the pack `file` (written to a temporary file
-// beside it, then renamed). Throws Error(cache) when the cache is not in use or the file cannot be written.
+// beside it, then renamed). Throws Error(cache) when the cache is not in use or the file cannot be written,
+// or exists and is not a regular file or a link (a device, a FIFO: refused before anything is read).
 PackReport export_pack(DiskCache& cache, const std::filesystem::path& file, const EntryFilter& filter = {});
 
 // One entry of a pack, as its manifest and the entry itself say.
@@ -46,7 +47,8 @@ struct PackContents {
   std::vector<PackMember> entries;  // in manifest order
 };
 
-// Checks the whole pack `file` as import_pack does (digest, manifest, every entry, one at a time) and says
+// Checks the whole pack `file` as import_pack does (the entries' sizes against the file's first, then its
+// digest, manifest and every entry, one at a time) and says
 // what it holds; reads nothing else and changes nothing. Throws Error(cache) naming what is wrong.
 PackContents inspect_pack(const std::filesystem::path& file);
 

@@ -23,8 +23,9 @@ struct PrecompileResult {
   bool compiled = false;  // compiled by this call, whether the cache kept it or not
   double ms = 0;
   std::string error;      // !ok: the unit, options and the compiler's full log; or why the cache did not keep it
-  // The cache kept it, then evicted it (its cap: the units asked for do not all fit) before precompile
-  // returned: not ok. Results say what is in the cache when precompile returns; progress said what was
+  // The cache kept (or had) it, then it was gone before precompile returned: evicted for its cap where the
+  // units asked for do not all fit, else removed by another process (kiln cache clear); `error` says which.
+  // Not ok. Results say what is in the cache when precompile returns; progress said what was
   // when each unit was done.
   bool evicted = false;
 };

@@ -37,12 +37,13 @@ struct DemandRecord {
 // Throws kiln::Error(invalid_argument) naming the path when it cannot be opened for appending.
 void record_demand(const std::string& path);
 
-// The record at `path`. Throws kiln::Error(invalid_argument) naming the file and the line of what is not a
-// record.
+// The record at `path`: a regular file of at most 256 MiB (a FIFO or a device is refused, never waited on).
+// Throws kiln::Error(invalid_argument) naming the file, and the line of what is not a record.
 DemandRecord read_record(const std::string& path);
 
 // Everything `record` names compiled for `arch` into the disk cache (and the remote cache): its programs,
-// and its kernels of the registries in `catalogs` (others are reported as failed, naming the registry).
+// and its kernels of the registries in `catalogs`. Each entry that cannot be (a registry not in `catalogs`,
+// a kernel its registry no longer has) is a failed result naming it; the others compile all the same.
 std::vector<PrecompileResult> precompile_record(const DemandRecord& record, unsigned arch,
                                                 const std::vector<const Catalog*>& catalogs);
 

@@ -62,6 +62,11 @@ ReplacingFile::~ReplacingFile() {
 }
 
 Result<ReplacingFile> ReplacingFile::create(const std::filesystem::path& target) {
+  // What is there is replaced only when it is a file or a link: a device node, a FIFO or a socket a user
+  // names (/dev/null, a pipe to a reader) is not a file to swap for another.
+  struct stat st {};
+  if (::lstat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+    return fail(target.string() + " is " + kind_of(st.st_mode) + ", not a regular file: it is not replaced");
   // mkostemp: O_CREAT | O_EXCL (an existing name, a link included, is never opened) under six random
   // characters, retried on a collision.
   std::string temp = target.string() + ".tmp.XXXXXX";

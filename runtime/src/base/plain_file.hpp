@@ -19,7 +19,8 @@ Result<UniqueFd> open_regular(const std::filesystem::path& path, int flags);
 // A file that replaces `target` whole: written under an unpredictable name beside it, created exclusively
 // and never through a link (mkostemp), then synced and renamed over it. A reader sees the old file or the
 // whole new one; a link planted at the target or at a guessed temp name is never followed. The temp file
-// is removed unless commit() succeeded.
+// is removed unless commit() succeeded. A target that exists and is neither a regular file nor a link (a
+// device, a FIFO, a directory) is refused.
 class ReplacingFile {
  public:
   static Result<ReplacingFile> create(const std::filesystem::path& target);

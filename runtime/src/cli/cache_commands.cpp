@@ -176,6 +176,26 @@ int filter_options(const Invocation& in, std::string_view sub, EntryFilter& filt
   return 0;
 }
 
+// Whether --registry names a registry: this program's, the programs' given at run time, or one of `also`
+// (the registries a shared cache holds entries of, for `list`). Otherwise refused (exit 2) with the known
+// ones: an empty list or pack would look like success.
+int unknown_registry(const Invocation& in, std::string_view sub, const std::string& registry,
+                     const std::vector<std::string>& also = {}) {
+  if (registry.empty() || registry == detail::kProgramRegistry ||
+      std::any_of(in.registries.begin(), in.registries.end(), [&](const Catalog* c) { return c->name == registry; }) ||
+      std::find(also.begin(), also.end(), registry) != also.end())
+    return 0;
+  std::vector<std::string> known;
+  for (const Catalog* c : in.registries) known.emplace_back(c->name);
+  known.emplace_back(detail::kProgramRegistry);
+  known.insert(known.end(), also.begin(), also.end());
+  std::sort(known.begin(), known.end());
+  known.erase(std::unique(known.begin(), known.end()), known.end());
+  std::string names;
+  for (const auto& k : known) names += (names.empty() ? "" : ", ") + k;
+  return refuse(in, "cache", std::string(sub) + ": no registry '" + registry + "' (registries: " + names + ")");
+}
+
 // list [--registry R] [--arch sm_XX]: every entry, read whole and checked, one line each.
 int list_entries(const Invocation& in) {
   EntryFilter filter;
@@ -188,6 +208,9 @@ int list_entries(const Invocation& in) {
     return 1;
   }
   const detail::Inventory inventory = detail::take_inventory(cache);
+  std::vector<std::string> in_cache;  // another program's registries, in a cache it shares
+  for (const detail::ListedEntry& e : inventory.entries) in_cache.push_back(e.registry);
+  if (const int refused = unknown_registry(in, "list", filter.registry, in_cache)) return refused;
   const std::time_t now = std::time(nullptr);
   Json j;
   Table table;
@@ -239,7 +262,17 @@ int show_pack(const Invocation& in) {
   std::vector<std::string> files;
   if (const int refused = filter_options(in, "show", unused, files)) return refused;
   if (files.size() != 1) return refuse(in, "cache", "show: needs one PACK");
-  const PackContents pack = inspect_pack(files[0]);
+  PackContents pack;
+  try {
+    pack = inspect_pack(files[0]);
+  } catch (const Error& e) {
+    if (!in.json) throw;
+    // A script reading --json gets JSON either way: what was refused and why, and a non-zero exit.
+    std::cout << Json().object().field("pack", files[0]).field("error", std::string(e.what()))
+                     .field("code", std::string(to_string(e.code()))).end().str();
+    std::cerr << e.what() << '\n';
+    return 1;
+  }
   if (in.json) {
     Json j;
     j.object().field("pack", files[0]).field("bytes", pack.bytes).key("entries").array();
@@ -307,13 +340,7 @@ int share(const Invocation& in, std::string_view sub) {
   // A registry this program does not have is a mistake to report, as a kernel no registry has is (an empty
   // pack, or nothing pushed, would look like success). Programs given at run time are under a registry of
   // their own, which every program may have made entries of.
-  if (!filter.registry.empty() && filter.registry != detail::kProgramRegistry &&
-      std::none_of(in.registries.begin(), in.registries.end(), [&](const Catalog* c) { return c->name == filter.registry; })) {
-    std::string known;
-    for (const Catalog* c : in.registries) known += (known.empty() ? "" : ", ") + std::string(c->name);
-    known += (known.empty() ? "" : ", ") + std::string(detail::kProgramRegistry);
-    return refuse(in, "cache", std::string(sub) + ": no registry '" + filter.registry + "' (registries: " + known + ")");
-  }
+  if (const int refused = unknown_registry(in, sub, filter.registry)) return refused;
   DiskCache& cache = default_cache();
   print_cache_line(cache);
   std::string what = filter.registry.empty() ? "" : " of registry " + filter.registry;

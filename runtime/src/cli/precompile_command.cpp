@@ -32,6 +32,7 @@ namespace {
 
 struct Tally {
   std::size_t compiled_and_cached = 0, already_cached = 0, not_cached = 0, failed = 0;
+  std::size_t removed = 0;  // already cached, and gone from the cache before the call returned
 };
 
 // One unit's line, the unit called `unit`: what happened to it, and why when the cache does not hold it now.
@@ -235,7 +236,8 @@ int precompile(const Invocation& in) {
       Tally& tally = w.tally;
       for (const PrecompileResult& r : results) {
         if (r.ok) ++(r.compiled ? tally.compiled_and_cached : tally.already_cached);
-        else ++(r.compiled || r.evicted ? tally.not_cached : tally.failed);
+        else if (r.evicted && !r.compiled) ++tally.removed;  // not compiled here: not "compiled, not cached"
+        else ++(r.compiled ? tally.not_cached : tally.failed);
         if (r.evicted) std::cout << "evicted  " << (together ? std::string(w.catalog->name) + "." + r.unit : r.unit) << ": " << r.error << '\n';
       }
     } catch (...) {
@@ -258,8 +260,10 @@ int precompile(const Invocation& in) {
     const Tally& tally = w.tally;
     std::cout << "registry " << w.catalog->name << ", sm_" << w.target << ": " << tally.compiled_and_cached
               << " compiled and cached, " << tally.already_cached << " already cached, " << tally.not_cached
-              << " compiled but not cached, " << tally.failed << " failed\n";
-    all_ok = all_ok && tally.not_cached == 0 && tally.failed == 0;
+              << " compiled but not cached, " << tally.failed << " failed"
+              << (tally.removed ? ", " + std::to_string(tally.removed) + " already cached but gone since" : std::string())
+              << '\n';
+    all_ok = all_ok && tally.not_cached == 0 && tally.failed == 0 && tally.removed == 0;
   }
   return all_ok ? 0 : 1;
 }

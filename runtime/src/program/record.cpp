@@ -7,12 +7,14 @@
 // where "label N" is followed by a newline, N bytes and a newline.
 #include <kiln/record.hpp>
 
+#include "base/plain_file.hpp"       // open_regular: a record that cannot block its reader
 #include "program/program_key.hpp"  // append_field
 #include "program/record.hpp"
 
 #include <kiln/catalog.hpp>
 #include <kiln/error.hpp>
 #include <kiln/precompile.hpp>
+#include <kiln/select.hpp>  // unknown_kernel_message, linked_unit_message
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -20,19 +22,48 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <set>
-#include <sstream>
 
 namespace kiln {
 namespace {
 
 constexpr std::string_view kHeader = "kiln record 1\n";
+// What a record may hold: programs' sources and headers take far less; more is not a record to read into
+// memory (kiln-gen's reader, codegen/demand_record.py, has the same bound).
+constexpr std::size_t kMaxRecordBytes = std::size_t{256} << 20;
+
+// The bytes of the record at `path`: a regular file (opened without blocking: a FIFO or a device is
+// refused, never waited on), at most kMaxRecordBytes.
+std::string read_record_file(const std::string& path) {
+  const auto refuse = [&](const std::string& why) -> Error {
+    return Error(Errc::invalid_argument, "kiln: cannot read the demand record " + path + ": " + why);
+  };
+  auto fd = detail::open_regular(path, O_RDONLY);
+  if (!fd) throw Error(Errc::invalid_argument, "kiln: cannot read the demand record: " + fd.error());
+  struct stat st {};
+  if (::fstat(fd->get(), &st) != 0) throw refuse(std::strerror(errno));
+  const auto too_large = [&] {
+    return refuse("larger than " + std::to_string(kMaxRecordBytes >> 20) + " MiB, more than a demand record holds");
+  };
+  if (static_cast<std::uint64_t>(st.st_size) > kMaxRecordBytes) throw too_large();
+  std::string text;
+  text.reserve(static_cast<std::size_t>(st.st_size));
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd->get(), buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw refuse(std::strerror(errno));
+    if (n == 0) return text;
+    text.append(buffer, static_cast<std::size_t>(n));
+    if (text.size() > kMaxRecordBytes) throw too_large();  // it grew while read
+  }
+}
 
 // The open record, if any: KILN_RECORD's from the first load, or record_demand's.
 class Recorder {
@@ -180,11 +211,7 @@ void record_program(const ProgramSource& source) {
 void record_demand(const std::string& path) { Recorder::instance().open(path); }
 
 DemandRecord read_record(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(Errc::invalid_argument, "kiln: cannot read the demand record " + path);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  Reader r(bytes.str(), path);
+  Reader r(read_record_file(path), path);
   if (r.done() || r.line() + "\n" != kHeader) r.wrong("no 'kiln record 1' line");
   DemandRecord record;
   while (!r.done()) {
@@ -249,7 +276,22 @@ std::vector<PrecompileResult> precompile_record(const DemandRecord& record, unsi
     }
     std::sort(kernels.begin(), kernels.end());
     kernels.erase(std::unique(kernels.begin(), kernels.end()), kernels.end());
-    for (PrecompileResult& r : precompile(*catalog, arch, kernels)) results.push_back(std::move(r));
+    // A kernel the registry no longer has (renamed since the run), or builds only with an operator, is a
+    // result of its own: the record's other entries still compile.
+    std::vector<std::string> known;
+    for (const std::string& k : kernels) {
+      const KernelEntry* entry = catalog->find(k);
+      if (entry != nullptr && !catalog->units[entry->unit].linked) {
+        known.push_back(k);
+        continue;
+      }
+      PrecompileResult r;
+      r.unit = registry + "." + k;
+      r.error = entry == nullptr ? unknown_kernel_message(*catalog, k) : linked_unit_message(*catalog, *entry);
+      results.push_back(std::move(r));
+    }
+    if (known.empty()) continue;  // an empty list would mean every unit
+    for (PrecompileResult& r : precompile(*catalog, arch, known)) results.push_back(std::move(r));
   }
   return results;
 }

@@ -15,7 +15,9 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
+#include <filesystem>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -53,6 +55,8 @@ std::vector<PrecompileResult> precompile(
   std::deque<std::uint32_t> todo(ordered.begin(), ordered.end());
   std::vector<PrecompileResult> done;
   std::vector<std::string> keys;  // done[i]'s cache key (hex), empty when it has none
+  std::uint64_t held_bytes = 0;   // the entries of the units done, as the cache held them: what the cap saw
+  const std::filesystem::path entries = detail::entries_path(cache.config().dir);
   std::mutex mutex;
   std::condition_variable finished;
   const auto work = [&] {
@@ -66,6 +70,7 @@ std::vector<PrecompileResult> precompile(
       }
       PrecompileResult r;
       std::string key;
+      std::uint64_t bytes = 0;  // its entry's size in the cache (the binary's where it is gone already)
       r.unit = std::string(catalog.str(catalog.units[u].name));
       const auto start = std::chrono::steady_clock::now();
       try {
@@ -78,11 +83,17 @@ std::vector<PrecompileResult> precompile(
         r.ok = r.cached || image.stored.ok();
         if (!r.ok) r.error = "the disk cache did not keep it: " + image.stored.error();
         key = image.cache_key;
+        if (r.ok && !key.empty()) {
+          std::error_code ec;
+          const std::uintmax_t size = std::filesystem::file_size(entries / detail::entry_file_name(key), ec);
+          bytes = ec ? image.bytes() : size;
+        }
       } catch (const std::exception& e) {
         r.error = e.what();
       }
       r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       std::lock_guard lock(mutex);
+      held_bytes += bytes;
       done.push_back(std::move(r));
       keys.push_back(std::move(key));
       finished.notify_all();
@@ -110,17 +121,26 @@ std::vector<PrecompileResult> precompile(
   }
   for (auto& t : threads) t.join();
   // What is in the cache now: a unit stored early may have been evicted by a later one's store, where the
-  // cap is smaller than the units asked for.
-  const std::filesystem::path entries = detail::entries_path(cache.config().dir);
+  // cap is smaller than the units asked for; or removed by another process (`kiln cache clear`, prune).
+  // The cap is named only where it is the cause: set, and smaller than the entries of the units asked for.
+  const std::uint64_t cap = cache.config().max_bytes;
   for (std::size_t i = 0; i < done.size(); ++i) {
     PrecompileResult& r = done[i];
     std::error_code ec;
     if (!r.ok || keys[i].empty() || std::filesystem::exists(entries / detail::entry_file_name(keys[i]), ec)) continue;
     r.ok = false;
     r.evicted = true;
-    r.error = "the disk cache kept it, then evicted it for the units stored after it: its cap (" +
-              std::to_string(cache.config().max_bytes) +
-              " bytes, KILN_CACHE_MAX_BYTES) is smaller than the units asked for; raise it, or precompile fewer";
+    if (cap != 0 && held_bytes > cap) {
+      r.error = "the disk cache " + std::string(r.compiled ? "kept it" : "had it") +
+                ", then evicted it for the units stored after it: its cap (" + std::to_string(cap) +
+                " bytes, KILN_CACHE_MAX_BYTES) is smaller than the units asked for (" + std::to_string(held_bytes) +
+                " bytes); raise it, or precompile fewer";
+    } else {
+      r.error = "the disk cache " + std::string(r.compiled ? "kept it" : "had it") +
+                ", then it was removed meanwhile, not for its cap (the units asked for take " +
+                std::to_string(held_bytes) + " bytes" + (cap ? ", within its " + std::to_string(cap) : "; it has none") +
+                "): another process cleared, pruned or verified the cache (kiln cache clear, prune, verify)";
+    }
   }
   return done;
 }

@@ -12,7 +12,9 @@
 // entries are already compressed and carry their own checks, so they are copied as they are. A tar would
 // need its digest in a second file and a parser for its headers, a zip brings compression for nothing.
 // Reading one costs bounded memory whatever the file holds: the header is checked against the file's size
-// first, the digest is taken in 1 MiB pieces, then the manifest (at most 16 MiB) and one entry at a time.
+// first, then the manifest (at most 16 MiB) whose entries' sizes must add up to the bytes after it (so a
+// large file that is no whole pack is refused before it is read), the digest is taken in 1 MiB pieces,
+// then one entry at a time.
 #include <kiln/cache_pack.hpp>
 #include <kiln/error.hpp>
 
@@ -154,12 +156,41 @@ void check_digest(const std::filesystem::path& path, const PackFile& pack) {
                      " bytes is not the one its last 32 bytes record)");
 }
 
+// The entries' sizes the manifest lists against the bytes that follow it, before the digest reads the whole
+// file: a pack whose sizes do not add up is refused at once, however large. A manifest that does not parse
+// is left to the digest (altered) and then to check_pack (crafted), which name the line.
+void check_sizes(const std::filesystem::path& path, const PackFile& pack, std::string_view manifest) {
+  const std::uint64_t data = pack.size() - kDigestSize - kPackHeaderSize - manifest.size();
+  std::uint64_t listed = 0, count = 0;
+  while (!manifest.empty()) {
+    const std::size_t eol = manifest.find('\n');
+    const std::string_view line = manifest.substr(0, eol);
+    const std::size_t space = line.find(' ');
+    std::uint64_t size = 0;
+    if (eol == std::string_view::npos || space == std::string_view::npos ||
+        std::from_chars(line.data() + space + 1, line.data() + line.size(), size).ec != std::errc())
+      return;
+    manifest.remove_prefix(eol + 1);
+    ++count;
+    if (size > detail::kMaxEntryFileBytes)
+      refuse(path, "entry " + std::to_string(count) + " is " + std::to_string(size) +
+                       " bytes, larger than a cache entry can be");
+    listed += size;  // no overflow: each at most kMaxEntryFileBytes, at most 16 MiB of lines
+    if (listed > data) break;
+  }
+  if (listed != data)
+    refuse(path, "it is damaged: truncated or altered (its manifest lists " + std::to_string(listed) +
+                     " bytes of entries" + (listed > data ? " or more" : "") + ", but " + std::to_string(data) +
+                     " bytes follow it)");
+}
+
 // Every entry of a pack, each checked as DiskCache::load checks one and against its manifest line (key,
 // size, registry/unit, architecture); refuse() for the first problem. One entry in memory at a time.
 std::vector<PackEntry> check_pack(const std::filesystem::path& path, const PackFile& pack) {
   const std::uint64_t manifest_size = check_header(path, pack);
-  check_digest(path, pack);
   const std::string manifest_bytes = pack.read(kPackHeaderSize, manifest_size);
+  check_sizes(path, pack, manifest_bytes);
+  check_digest(path, pack);
   std::string_view manifest = manifest_bytes;
   const std::uint64_t data_end = pack.size() - kDigestSize;
   std::uint64_t offset = kPackHeaderSize + manifest_size;
@@ -210,6 +241,11 @@ bool EntryFilter::matches(const CacheKey& key) const {
 
 PackReport export_pack(DiskCache& cache, const std::filesystem::path& file, const EntryFilter& filter) {
   if (!cache.usable()) throw Error(Errc::cache, "kiln: cache export: the disk cache is not in use: " + cache.unusable_reason());
+  // Beside the target under a name nobody can guess, created exclusively, then renamed over it: a reader
+  // never sees half a pack, and a link planted in a shared directory is never written through. Made first:
+  // a target that is no file to replace (a device, a FIFO) is refused before the entries are read.
+  auto out = detail::ReplacingFile::create(file);
+  if (!out) throw Error(Errc::cache, "kiln: cache export: cannot write " + file.string() + " (" + out.error() + ")");
   std::string manifest;
   std::string data;
   PackReport report;
@@ -232,10 +268,7 @@ PackReport export_pack(DiskCache& cache, const std::filesystem::path& file, cons
   pack.append(reinterpret_cast<const char*>(digest.data()), digest.size());
   report.bytes = pack.size();
 
-  // Beside the target under a name nobody can guess, created exclusively, then renamed over it: a reader
-  // never sees half a pack, and a link planted in a shared directory is never written through.
-  auto out = detail::ReplacingFile::create(file);
-  detail::Status written = out ? out->write(pack) : detail::fail(out.error());
+  detail::Status written = out->write(pack);
   if (written) written = out->commit();
   if (!written) throw Error(Errc::cache, "kiln: cache export: cannot write " + file.string() + " (" + written.error() + ")");
   return report;
