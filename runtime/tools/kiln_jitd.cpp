@@ -16,6 +16,7 @@
 int main(int, char** argv) {
   kiln::detail::die_with_host();
   kiln::detail::relaunch_without_aslr(argv);
+  kiln::detail::limit_worker_memory();  // KILN_JIT_MEMORY: a program that would take the machine fails alone
   // The compilers before the hello, in every worker alike (so that each fresh worker's heap is laid out
   // as every other's, which a PCH file needs): a worker the pool starts ahead of its first request
   // (JitPool::start_ahead) has them ready when it comes. One that cannot be loaded fails that request.

@@ -17,6 +17,7 @@
 #include "jit/pool/settings.hpp"
 #include "jit/pool/worker_process.hpp"
 #include "jit/protocol.hpp"  // kHostPidVariable
+#include "jit/worker/serve.hpp"  // kWorkerMemoryLimited
 #include "jit_test_util.hpp"
 
 #include <signal.h>
@@ -1849,3 +1850,42 @@ TEST_CASE("with the real kiln-jitd, a catalog unit of two kernels on the critica
 }
 
 TEST_SUITE_END();
+
+TEST_CASE("a worker runs under a memory limit (KILN_JIT_MEMORY), and a compile beyond it is an error naming it") {
+  if (!kiln::detail::kWorkerMemoryLimited) {
+    MESSAGE("skipped: sanitized workers map terabytes of shadow memory, so they run without the limit");
+    return;
+  }
+  const auto limit_of = [](const CompileOutcome& o) {
+    REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
+    const std::size_t at = o.log.rfind("\ndata_limit=");
+    return at == std::string::npos ? std::string("?") : o.log.substr(at + 12);
+  };
+  {
+    kiln::test::ScopedEnv env("KILN_JIT_MEMORY", std::nullopt);
+    JitPool pool(fake_pool(1));
+    CHECK(limit_of(pool.compile(fake_request("default", {"fake:data_limit"}))) ==
+          std::to_string(kiln::detail::kDefaultWorkerMemory));
+  }
+  {
+    kiln::test::ScopedEnv env("KILN_JIT_MEMORY", "0");
+    JitPool pool(fake_pool(1));
+    CHECK(limit_of(pool.compile(fake_request("none", {"fake:data_limit"}))) == "none");
+  }
+  kiln::test::ScopedEnv env("KILN_JIT_MEMORY", "1G");
+  JitPool pool(fake_pool(1));
+  CHECK(limit_of(pool.compile(fake_request("one", {"fake:data_limit"}))) == std::to_string(std::uint64_t{1} << 30));
+  // 4 GiB asked for (never touched): refused by the limit, and the caller is told which limit.
+  try {
+    const CompileOutcome o = pool.compile(fake_request("greedy", {"fake:alloc=4294967296"}));
+    FAIL("a compile beyond the memory limit succeeded: " << o.log);
+  } catch (const kiln::Error& e) {
+    INFO(e.what());
+    CHECK(e.code() == kiln::Errc::compile);
+    CHECK(std::string(e.what()).find("tests/greedy") != std::string::npos);
+    CHECK(std::string(e.what()).find("ran out of memory") != std::string::npos);
+    CHECK(std::string(e.what()).find("1 GiB: KILN_JIT_MEMORY") != std::string::npos);
+  }
+  CHECK(pool.stats().deaths == 0);  // the worker survived it
+  CHECK(kiln::detail::jit_memory_from("lots").error().find("KILN_JIT_MEMORY='lots'") != std::string::npos);
+}

@@ -364,6 +364,8 @@ JitPool::JitPool(JitPoolOptions options) : state_(std::make_unique<State>()) {
     if (!timeout) s.warn("timeout", timeout.error());
     s.timeout = timeout ? *timeout : std::chrono::milliseconds(kDefaultJitTimeout);
   }
+  if (const Result<std::uint64_t> memory = jit_memory_from(std::getenv("KILN_JIT_MEMORY")); !memory)
+    s.warn("memory", memory.error());  // the workers read it themselves, and take the default
   s.pch_files = switch_setting(s.warnings, s.options.pch_files, jit_pch_from, "KILN_JIT_PCH", "pch setting");
   s.split = switch_setting(s.warnings, s.options.split, jit_split_from, "KILN_JIT_SPLIT", "split setting");
   // A process alone never waits for a slot by default: the budget binds where processes share the cores.
