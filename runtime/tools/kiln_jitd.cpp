@@ -6,8 +6,9 @@
 // It runs with ASLR off: it sets personality ADDR_NO_RANDOMIZE and executes itself again, as `setarch
 // -R` does, so that NVRTC's PCH heap lies at the same address in every worker and a precompiled header
 // one worker wrote is one every later worker (of any process) can read (docs/DESIGN.md, "PCH across
-// processes", says what that costs). KILN_JIT_PCH=0 keeps ASLR on; where the kernel refuses (a seccomp
-// profile), the worker runs with it on and says so in its hello: its units compile without PCH files.
+// processes", says what that costs). KILN_JIT_PCH=0 keeps ASLR on (the pool sets it for a worker that
+// compiles a program given at run time); where the kernel refuses (a seccomp profile), the worker runs
+// with it on and says so in its hello: its units compile without PCH files.
 #include "jit/compiler/nvrtc_library.hpp"
 #include "jit/worker/serve.hpp"
 

@@ -12,6 +12,7 @@
 //   fake:throw               throws kiln::Error(Errc::driver, "fake: thrown in <pid>")
 //   fake:env=<NAME>          echoes, with "\nenv=<its value in the worker>" added to the log ("(unset)" if unset)
 //   fake:umask               echoes, with "\numask=<the worker's umask, octal>" added to the log
+//   fake:persona             echoes, with "\naslr=on" or "\naslr=off" (its personality) added to the log
 //   fake:data_limit          echoes, with "\ndata_limit=<its RLIMIT_DATA in bytes, or none>" added to the log
 //   fake:alloc=<bytes>       allocates that many bytes (never touched), then echoes: a compile that wants them
 // A request that asks for a PCH gets one as NVRTC would: create writes a small fake PCH file to the
@@ -29,6 +30,7 @@
 #include <kiln/cache.hpp>
 #include <kiln/error.hpp>
 
+#include <sys/personality.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -150,6 +152,12 @@ inline detail::CompileOutcome fake_compile_controls(const detail::CompileRequest
       char text[8];
       std::snprintf(text, sizeof text, "%03o", static_cast<unsigned>(mask));
       o2.log += std::string("\numask=") + text;
+      return o2;
+    }
+    if (o == "fake:persona") {
+      detail::CompileOutcome o2 = fake_echo(request);
+      const int persona = ::personality(0xffffffff);
+      o2.log += persona != -1 && (persona & ADDR_NO_RANDOMIZE) != 0 ? "\naslr=off" : "\naslr=on";
       return o2;
     }
     if (o == "fake:data_limit") {

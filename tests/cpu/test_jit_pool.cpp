@@ -1851,6 +1851,44 @@ TEST_CASE("with the real kiln-jitd, a catalog unit of two kernels on the critica
 
 TEST_SUITE_END();
 
+TEST_CASE("a program's unit compiles in a worker with ASLR on, unless it uses the family's checked PCH") {
+  kiln::test::TempDir dir;
+  plant_pch(family(dir.path()).path, kiln::test::kFakePch);
+  JitPool pool(fake_pool(1));
+  const auto aslr = [](const CompileOutcome& o) {
+    REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
+    const std::size_t at = o.log.rfind("\naslr=");
+    return at == std::string::npos ? std::string("?") : o.log.substr(at + 6);
+  };
+  const auto program = [](std::string unit) {
+    CompileRequest r = fake_request(std::move(unit), {"fake:persona"});
+    r.registry = "program";
+    return r;
+  };
+  const std::string table_first = aslr(pool.compile(fake_request("t1", {"fake:persona"})));
+  if (!pool.uses_pch_files()) {
+    // This kernel refuses the personality: every worker runs with ASLR on, a program's too.
+    MESSAGE("ASLR cannot be turned off here: only the program's side is checked");
+    CHECK(aslr(pool.compile(program("p1"))) == "on");
+    return;
+  }
+  CHECK(table_first == "off");
+  CHECK(aslr(pool.compile(program("p1"))) == "on");
+  CHECK(aslr(pool.compile(program("p2"))) == "on");
+  // A table's unit that reads its family's PCH needs ASLR off: the program's worker is replaced.
+  CompileRequest with_pch = family_request("t2", {"fake:persona"});
+  const CompileOutcome used = pool.compile(std::move(with_pch), family(dir.path()));
+  CHECK(used.pch == kiln::detail::PchResult::used);
+  CHECK(aslr(used) == "off");
+  // So does a program's that reads its family's PCH (kiln's own file, checked against its sum).
+  CompileRequest program_pch = family_request("p3", {"fake:persona"});
+  program_pch.registry = "program";
+  const CompileOutcome program_used = pool.compile(std::move(program_pch), family(dir.path()));
+  CHECK(program_used.pch == kiln::detail::PchResult::used);
+  CHECK(aslr(program_used) == "off");
+  CHECK(pool.uses_pch_files());  // no worker was taken for one that cannot turn ASLR off
+}
+
 TEST_CASE("a worker runs under a memory limit (KILN_JIT_MEMORY), and a compile beyond it is an error naming it") {
   if (!kiln::detail::kWorkerMemoryLimited) {
     MESSAGE("skipped: sanitized workers map terabytes of shadow memory, so they run without the limit");
