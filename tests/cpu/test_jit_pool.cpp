@@ -819,6 +819,9 @@ TEST_CASE("a worker that never answers twice: a clear error naming the unit and 
   INFO(o.entry.error());
   CHECK(o.entry.error().find("tests/silent for sm_90") != std::string::npos);
   CHECK(o.entry.error().find("no answer within 1 s (KILN_JIT_TIMEOUT)") != std::string::npos);
+  // Killed for want of an answer, twice: not a worker that died by itself.
+  CHECK(o.entry.error().find("gave no answer within 1 s (KILN_JIT_TIMEOUT), twice") != std::string::npos);
+  CHECK(o.entry.error().find("died twice") == std::string::npos);
   CHECK(pool.stats().timeouts == 2);
   CHECK(pool.compile(fake_request("after")).entry.ok());
 }

@@ -137,6 +137,7 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
   request.link_threads = pick.link_threads;
   request.pch_unpacked.clear();
   std::vector<std::string> deaths;
+  std::size_t timeouts = 0;
   // A program given at run time is untrusted input: it compiles in a worker with ASLR on, unless it
   // builds or reads its family's PCH, kiln's own file checked against its sum, which needs ASLR off
   // (docs/DESIGN.md, "Programs given at run time"). A worker started so serves no unit's PCH after.
@@ -241,6 +242,7 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
                      (timed_out ? "no answer within " + std::to_string(timeout.count() / 1000) + " s (KILN_JIT_TIMEOUT)"
                                 : answer.problem) +
                      ")");
+    timeouts += timed_out ? 1 : 0;
     count([&](JitPoolStats& s) {
       ++s.deaths;
       if (timed_out) ++s.timeouts;
@@ -253,7 +255,12 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
   }
   std::string list;
   for (const auto& d : deaths) list += (list.empty() ? "" : "; ") + d;
-  fail_job(job, "kiln: JIT compile of " + describe_unit(request) + " failed: its worker died twice (" + list +
+  // What went wrong first: a worker that gave no answer in time was killed, it did not die by itself.
+  const std::string what = timeouts == deaths.size()
+                               ? "its worker gave no answer within " + std::to_string(timeout.count() / 1000) +
+                                     " s (KILN_JIT_TIMEOUT), twice"
+                               : "its worker died twice";
+  fail_job(job, "kiln: JIT compile of " + describe_unit(request) + " failed: " + what + " (" + list +
                     "); not retried again");
 }
 
