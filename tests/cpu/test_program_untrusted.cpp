@@ -160,6 +160,22 @@ TEST_CASE("an include kiln cannot put in the key is refused, naming the file and
     CHECK(contains(m3, why));
   }
 
+  // What would hide an include from a scan that reads lines naively: a raw string whose quote and
+  // comment opener are text; a trigraph splice or '#' under C++14 (NVRTC reads them there).
+  for (const auto& [text, std] : std::vector<std::pair<std::string, std::string>>{
+           {"const char* s = R\"x(\" /* )x\";\n#include \"" + abs + "\"\n", "-std=c++17"},
+           {"#inc?\?/\nlude \"" + abs + "\"\n", "-std=c++14"},
+           {"?\?=include \"" + abs + "\"\n", "-std=c++11"},
+           {"// a comment ?\?/\n#include \"" + abs + "\"\n", "-std=c++17"},  // no trigraphs: the line is live
+       }) {
+    CAPTURE(text);
+    kiln::ProgramSource hidden = simple(text);
+    hidden.options = {std};
+    CHECK(contains(refusal(hidden, here.options), "absolute path"));
+  }
+  kiln::ProgramSource raw_only = simple("const char* s = R\"(\n#include \"" + abs + "\"\n)\";\n");
+  CHECK(refusal(raw_only, here.options).empty());  // text of a raw string, not an include
+
   // In an -I directory, a ".." that NVRTC finds beside the file, still in the directory, is keyed.
   const fs::path tree = here.tmp.path() / "tree";
   write(tree / "a" / "x.h", "#include \"../b/y.h\"\n");

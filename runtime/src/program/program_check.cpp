@@ -73,9 +73,50 @@ std::string spelled(const IncludeRef& r) {
          (r.quoted ? "\"" : ">") + (r.probe ? ")" : "");
 }
 
-// The text as the preprocessor's lines: splices joined, comments replaced by a space (string and
-// character literals kept whole), each logical line with the physical line it begins on.
-std::vector<std::pair<std::size_t, std::string>> logical_lines(std::string_view text) {
+bool identifier_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// C++11's and C++14's trigraphs as phase 1 replaces them: "??/" then a line break is a splice, "??=" a
+// '#' (C++17 dropped them: NVRTC then leaves them, and so must the scan, or "// ??/" would hide the
+// next line's #include from it).
+std::string translate_trigraphs(std::string_view text) {
+  static constexpr std::string_view from = "=/'()!<>-", to = "#\\^[]|{}~";
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const std::size_t k = i + 2 < text.size() && text[i] == '?' && text[i + 1] == '?' ? from.find(text[i + 2]) : from.npos;
+    if (k == from.npos) {
+      out += text[i];
+    } else {
+      out += to[k];
+      i += 2;
+    }
+  }
+  return out;
+}
+
+// Where the raw string literal whose opening quote is text[at] ends (one past its closing quote), when
+// `prefix` (the identifier just before the quote) makes it one: R, u8R, uR, UR or LR, then a delimiter of
+// at most 16 characters and '('. npos when it is not a raw string; text.size() when it never ends.
+std::size_t raw_string_end(std::string_view text, std::size_t at, std::string_view prefix) {
+  if (prefix != "R" && prefix != "u8R" && prefix != "uR" && prefix != "UR" && prefix != "LR") return std::string_view::npos;
+  std::size_t open = at + 1;
+  while (open < text.size() && open - at <= 17 && text[open] != '(') {
+    if (std::string_view(" )\\\t\v\f\n\"").find(text[open]) != std::string_view::npos) return std::string_view::npos;
+    ++open;
+  }
+  if (open >= text.size() || text[open] != '(') return std::string_view::npos;
+  const std::string close = ")" + std::string(text.substr(at + 1, open - at - 1)) + "\"";
+  const std::size_t end = text.find(close, open + 1);
+  return end == std::string_view::npos ? text.size() : end + close.size();
+}
+
+// The text as the preprocessor's lines: splices joined, comments replaced by a space (string, character
+// and raw string literals kept out of it), each logical line with the physical line it begins on.
+std::vector<std::pair<std::size_t, std::string>> logical_lines(std::string_view original, bool trigraphs) {
+  const std::string translated = trigraphs ? translate_trigraphs(original) : std::string();
+  const std::string_view text = trigraphs ? std::string_view(translated) : original;
   std::vector<std::pair<std::size_t, std::string>> lines;
   std::string current;
   std::size_t line = 1, begins = 1;
@@ -120,6 +161,17 @@ std::vector<std::pair<std::size_t, std::string>> logical_lines(std::string_view 
       }
       continue;
     }
+    if (c == '"') {
+      // A raw string: no escapes, no splices, any line breaks, up to its own delimiter.
+      std::size_t k = current.size();
+      while (k > 0 && identifier_char(current[k - 1])) --k;
+      if (const std::size_t end = raw_string_end(text, i, std::string_view(current).substr(k)); end != std::string_view::npos) {
+        for (std::size_t j = i; j < end; ++j) line += text[j] == '\n';
+        current += "\"\"";
+        i = end - 1;
+        continue;
+      }
+    }
     if (c == '"' || c == '\'') quote = c;
     current += c;
   }
@@ -132,10 +184,6 @@ bool is_space(char c) { return c == ' ' || c == '\t' || c == '\f' || c == '\v' |
 std::size_t skip_space(std::string_view s, std::size_t at) {
   while (at < s.size() && is_space(s[at])) ++at;
   return at;
-}
-
-bool identifier_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
 // The operand at `at`: "name" or <name>; nullopt for anything else (a macro).
@@ -180,9 +228,16 @@ std::string include_option(const std::vector<std::string>& options, std::size_t 
   return {};
 }
 
-Result<std::vector<IncludeRef>> scan_includes(std::string_view text) {
+bool trigraphs_on(const std::vector<std::string>& options) {
+  bool on = false;  // NVRTC 13.0's default is C++17
+  for (const std::string& o : options)
+    if (o.starts_with("-std=")) on = o == "-std=c++11" || o == "-std=c++14";
+  return on;
+}
+
+Result<std::vector<IncludeRef>> scan_includes(std::string_view text, bool trigraphs) {
   std::vector<IncludeRef> found;
-  for (const auto& [line, l] : logical_lines(text)) {
+  for (const auto& [line, l] : logical_lines(text, trigraphs)) {
     const std::string_view s = l;
     std::size_t at = skip_space(s, 0);
     const bool directive = s.substr(at).starts_with('#') || s.substr(at).starts_with("%:");
@@ -257,7 +312,7 @@ void check_program_includes(const ProgramSource& source, std::string_view label)
     return std::any_of(source.headers.begin(), source.headers.end(), [&](const ProgramHeader& h) { return h.name == name; });
   };
   const auto check = [&](std::string_view text, const std::string& file, std::string_view dir) {
-    const Result<std::vector<IncludeRef>> refs = scan_includes(text);
+    const Result<std::vector<IncludeRef>> refs = scan_includes(text, trigraphs_on(source.options));
     if (!refs)
       refuse(label, file + ", " + refs.error() + ": kiln cannot key what it reads (give the header in memory, or "
                                                  "under an -I directory, by a relative name)");

@@ -49,7 +49,10 @@ bool has_parent_part(std::string_view name);
 // The includes of `text`; or why one cannot be put in a key, "line N: ...": an absolute path, or a
 // computed one (a macro: what it names is known only to the preprocessor). A name with a ".." part is
 // returned: whether it stays in the key depends on where the text lies.
-Result<std::vector<IncludeRef>> scan_includes(std::string_view text);
+// With `trigraphs` (C++11 and C++14: trigraphs_on), "??/" and "??=" are taken as '\\' and '#'.
+Result<std::vector<IncludeRef>> scan_includes(std::string_view text, bool trigraphs);
+// Whether the program's options choose a standard with trigraphs (its last -std=).
+bool trigraphs_on(const std::vector<std::string>& options);
 
 // Refuses (Error(invalid_argument), naming the label, the file and the line) every include of the source
 // and the in-memory headers that scan_includes refuses, every in-memory header name that is absolute or

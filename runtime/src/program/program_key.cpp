@@ -68,7 +68,7 @@ Result<std::string> read_exactly(const std::filesystem::path& file, std::uint64_
 
 }  // namespace
 
-Result<std::string> directory_digest(const std::string& dir) {
+Result<std::string> directory_digest(const std::string& dir, bool trigraphs) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return fail("'" + dir + "' is not a directory");
@@ -104,7 +104,7 @@ Result<std::string> directory_digest(const std::string& dir) {
     if (!bytes) return fail(bytes.error());
     // What a file includes must be keyed too: a header here may not reach outside by an absolute path
     // or a ".." part, nor by a name only the preprocessor computes.
-    const Result<std::vector<IncludeRef>> refs = scan_includes(*bytes);
+    const Result<std::vector<IncludeRef>> refs = scan_includes(*bytes, trigraphs);
     if (!refs) return fail(quoted(file) + ", " + refs.error() + ": kiln cannot key what it reads");
     // A ".." name is keyed where NVRTC finds it first, beside the file and still under `dir`; anywhere
     // else (another -I directory's parent) it is not.
@@ -145,7 +145,7 @@ std::string program_digest(const ProgramSource& source) {
       append_field(text, "option", options[i]);
       continue;
     }
-    const Result<std::string> files = directory_digest(dir);
+    const Result<std::string> files = directory_digest(dir, trigraphs_on(options));
     if (!files)
       throw Error(Errc::invalid_argument, "kiln: program '" + source.label + "': its include directory " + files.error());
     append_field(text, "include", *files);
