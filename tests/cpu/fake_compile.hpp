@@ -12,6 +12,9 @@
 //   fake:throw               throws kiln::Error(Errc::driver, "fake: thrown in <pid>")
 //   fake:env=<NAME>          echoes, with "\nenv=<its value in the worker>" added to the log ("(unset)" if unset)
 //   fake:umask               echoes, with "\numask=<the worker's umask, octal>" added to the log
+//   fake:persona             echoes, with "\naslr=on" or "\naslr=off" (its personality) added to the log
+//   fake:data_limit          echoes, with "\ndata_limit=<its RLIMIT_DATA in bytes, or none>" added to the log
+//   fake:alloc=<bytes>       allocates that many bytes (never touched), then echoes: a compile that wants them
 // A request that asks for a PCH gets one as NVRTC would: create writes a small fake PCH file to the
 // request's path (outcome created); use reads it (used; failed when missing, rejected when not the
 // fake's). fake:sleep takes a quarter of its time with a PCH and 1.6 times as long creating one.
@@ -27,6 +30,8 @@
 #include <kiln/cache.hpp>
 #include <kiln/error.hpp>
 
+#include <sys/personality.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,6 +42,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -147,6 +153,24 @@ inline detail::CompileOutcome fake_compile_controls(const detail::CompileRequest
       std::snprintf(text, sizeof text, "%03o", static_cast<unsigned>(mask));
       o2.log += std::string("\numask=") + text;
       return o2;
+    }
+    if (o == "fake:persona") {
+      detail::CompileOutcome o2 = fake_echo(request);
+      const int persona = ::personality(0xffffffff);
+      o2.log += persona != -1 && (persona & ADDR_NO_RANDOMIZE) != 0 ? "\naslr=off" : "\naslr=on";
+      return o2;
+    }
+    if (o == "fake:data_limit") {
+      detail::CompileOutcome o2 = fake_echo(request);
+      rlimit limit{};
+      ::getrlimit(RLIMIT_DATA, &limit);
+      o2.log += "\ndata_limit=" + (limit.rlim_cur == RLIM_INFINITY ? std::string("none") : std::to_string(limit.rlim_cur));
+      return o2;
+    }
+    if (o.starts_with("fake:alloc=")) {
+      const std::unique_ptr<char[]> bytes(new char[std::stoull(std::string(o.substr(11)))]);
+      asm volatile("" : : "r"(bytes.get()) : "memory");  // kept (never elided); its pages are never touched
+      return fake_echo(request);
     }
     if (o.starts_with("fake:fail_kernel=")) {  // a request with that kernel fails, with a log of its own
       const std::string_view name = o.substr(17);

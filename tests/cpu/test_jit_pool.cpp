@@ -17,6 +17,7 @@
 #include "jit/pool/settings.hpp"
 #include "jit/pool/worker_process.hpp"
 #include "jit/protocol.hpp"  // kHostPidVariable
+#include "jit/worker/serve.hpp"  // kWorkerMemoryLimited
 #include "jit_test_util.hpp"
 
 #include <signal.h>
@@ -818,6 +819,9 @@ TEST_CASE("a worker that never answers twice: a clear error naming the unit and 
   INFO(o.entry.error());
   CHECK(o.entry.error().find("tests/silent for sm_90") != std::string::npos);
   CHECK(o.entry.error().find("no answer within 1 s (KILN_JIT_TIMEOUT)") != std::string::npos);
+  // Killed for want of an answer, twice: not a worker that died by itself.
+  CHECK(o.entry.error().find("gave no answer within 1 s (KILN_JIT_TIMEOUT), twice") != std::string::npos);
+  CHECK(o.entry.error().find("died twice") == std::string::npos);
   CHECK(pool.stats().timeouts == 2);
   CHECK(pool.compile(fake_request("after")).entry.ok());
 }
@@ -1932,3 +1936,80 @@ TEST_CASE("with the real kiln-jitd, a catalog unit of two kernels on the critica
 }
 
 TEST_SUITE_END();
+
+TEST_CASE("a program's unit compiles in a worker with ASLR on, unless it uses the family's checked PCH") {
+  kiln::test::TempDir dir;
+  plant_pch(family(dir.path()).path, kiln::test::kFakePch);
+  JitPool pool(fake_pool(1));
+  const auto aslr = [](const CompileOutcome& o) {
+    REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
+    const std::size_t at = o.log.rfind("\naslr=");
+    return at == std::string::npos ? std::string("?") : o.log.substr(at + 6);
+  };
+  const auto program = [](std::string unit) {
+    CompileRequest r = fake_request(std::move(unit), {"fake:persona"});
+    r.registry = "program";
+    return r;
+  };
+  const std::string table_first = aslr(pool.compile(fake_request("t1", {"fake:persona"})));
+  if (!pool.uses_pch_files()) {
+    // This kernel refuses the personality: every worker runs with ASLR on, a program's too.
+    MESSAGE("ASLR cannot be turned off here: only the program's side is checked");
+    CHECK(aslr(pool.compile(program("p1"))) == "on");
+    return;
+  }
+  CHECK(table_first == "off");
+  CHECK(aslr(pool.compile(program("p1"))) == "on");
+  CHECK(aslr(pool.compile(program("p2"))) == "on");
+  // A table's unit that reads its family's PCH needs ASLR off: the program's worker is replaced.
+  CompileRequest with_pch = family_request("t2", {"fake:persona"});
+  const CompileOutcome used = pool.compile(std::move(with_pch), family(dir.path()));
+  CHECK(used.pch == kiln::detail::PchResult::used);
+  CHECK(aslr(used) == "off");
+  // So does a program's that reads its family's PCH (kiln's own file, checked against its sum).
+  CompileRequest program_pch = family_request("p3", {"fake:persona"});
+  program_pch.registry = "program";
+  const CompileOutcome program_used = pool.compile(std::move(program_pch), family(dir.path()));
+  CHECK(program_used.pch == kiln::detail::PchResult::used);
+  CHECK(aslr(program_used) == "off");
+  CHECK(pool.uses_pch_files());  // no worker was taken for one that cannot turn ASLR off
+}
+
+TEST_CASE("a worker runs under a memory limit (KILN_JIT_MEMORY), and a compile beyond it is an error naming it") {
+  if (!kiln::detail::kWorkerMemoryLimited) {
+    MESSAGE("skipped: sanitized workers map terabytes of shadow memory, so they run without the limit");
+    return;
+  }
+  const auto limit_of = [](const CompileOutcome& o) {
+    REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
+    const std::size_t at = o.log.rfind("\ndata_limit=");
+    return at == std::string::npos ? std::string("?") : o.log.substr(at + 12);
+  };
+  {
+    kiln::test::ScopedEnv env("KILN_JIT_MEMORY", std::nullopt);
+    JitPool pool(fake_pool(1));
+    CHECK(limit_of(pool.compile(fake_request("default", {"fake:data_limit"}))) ==
+          std::to_string(kiln::detail::kDefaultWorkerMemory));
+  }
+  {
+    kiln::test::ScopedEnv env("KILN_JIT_MEMORY", "0");
+    JitPool pool(fake_pool(1));
+    CHECK(limit_of(pool.compile(fake_request("none", {"fake:data_limit"}))) == "none");
+  }
+  kiln::test::ScopedEnv env("KILN_JIT_MEMORY", "1G");
+  JitPool pool(fake_pool(1));
+  CHECK(limit_of(pool.compile(fake_request("one", {"fake:data_limit"}))) == std::to_string(std::uint64_t{1} << 30));
+  // 4 GiB asked for (never touched): refused by the limit, and the caller is told which limit.
+  try {
+    const CompileOutcome o = pool.compile(fake_request("greedy", {"fake:alloc=4294967296"}));
+    FAIL("a compile beyond the memory limit succeeded: " << o.log);
+  } catch (const kiln::Error& e) {
+    INFO(e.what());
+    CHECK(e.code() == kiln::Errc::compile);
+    CHECK(std::string(e.what()).find("tests/greedy") != std::string::npos);
+    CHECK(std::string(e.what()).find("ran out of memory") != std::string::npos);
+    CHECK(std::string(e.what()).find("1 GiB: KILN_JIT_MEMORY") != std::string::npos);
+  }
+  CHECK(pool.stats().deaths == 0);  // the worker survived it
+  CHECK(kiln::detail::jit_memory_from("lots").error().find("KILN_JIT_MEMORY='lots'") != std::string::npos);
+}

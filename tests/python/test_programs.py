@@ -97,6 +97,23 @@ def test_a_compile_error_is_a_kiln_error_with_its_log():
     assert "tests/broken" in str(caught.value) and "no_such_thing" in str(caught.value)
 
 
+def test_untrusted_input_is_refused_before_anything_compiles(tmp_path):
+    # An option that writes a file, an include kiln cannot key, and too many name expressions: each a
+    # kiln.Error naming it, and the file the option names is left alone.
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's own file\n")
+    with pytest.raises(kiln.Error) as caught:
+        kiln.Program(SAXPY, options=[f"--create-pch={victim}"], name_expressions=["saxpy<float>"])
+    assert caught.value.code == "invalid_argument" and "--create-pch" in str(caught.value)
+    assert victim.read_text() == "the user's own file\n"
+    with pytest.raises(kiln.Error) as caught:
+        kiln.program(f'#include "{victim}"\n' + SAXPY, name_expressions=["saxpy<float>"], label="tests/abs")
+    assert caught.value.code == "invalid_argument" and "absolute path" in str(caught.value)
+    with pytest.raises(kiln.Error) as caught:
+        kiln.Program(SAXPY, name_expressions=[f"saxpy<{i}>" for i in range(10_000)])
+    assert "10000 name expressions" in str(caught.value)
+
+
 def test_arguments_of_the_wrong_type_are_named():
     with pytest.raises(TypeError, match="options"):
         kiln.Program(SAXPY, options="-DFAST")  # one str, not a list

@@ -29,18 +29,23 @@ struct ProgramHeader {
 struct ProgramSource {
   std::string source;                          // CUDA C++
   std::vector<ProgramHeader> headers;          // given in memory
-  // NVRTC options, without -arch (kiln picks the device's): -D, -std=, --use_fast_math, -I<dir>, ...
-  // An -I directory is keyed by the contents of every file under it, never by its path; the toolkit's own
-  // CCCL headers (CUB, Thrust, libcu++) are searched after them, keyed by their version.
+  // NVRTC options from an allowlist (docs/programs.md), without -arch (kiln picks the device's): -D, -U,
+  // -std=, --use_fast_math, -I<dir>, ...; none that names a file to write or read. An -I directory is
+  // keyed by the contents of every file under it, never by its path; the toolkit's own CCCL headers (CUB,
+  // Thrust, libcu++) are searched after them, keyed by their version. An include kiln cannot key (an
+  // absolute path, a ".." out of its directories, a macro, a file in the working directory) is refused.
   std::vector<std::string> options;
   std::vector<std::string> name_expressions;   // the kernels, as C++ names: "saxpy", "scale<float>"
+  // Caps: source and headers 64 MiB together, 1,024 name expressions of 16 KiB each.
   std::string label;                           // what messages call it; not part of the key
 };
 
 // One program for one device: the registry of its one unit. Thread-safe.
 class Program {
  public:
-  // Prefer kiln::program(), which finds a program of the same content made before.
+  // Prefer kiln::program(), which finds a program of the same content made before. Throws
+  // kiln::Error(invalid_argument), naming the label and what is wrong, for input it refuses: an option off
+  // the allowlist, an include it cannot key, a size over a cap, an include directory it cannot read.
   Program(const ProgramSource& source, int device = 0, RegistryOptions options = {});
   ~Program();
   Program(const Program&) = delete;

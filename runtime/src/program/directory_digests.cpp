@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 namespace kiln::detail {
@@ -22,12 +23,16 @@ std::string listing(const std::string& dir) {
   namespace fs = std::filesystem;
   std::vector<std::string> lines;
   std::error_code ec;
-  for (fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end; !ec && it != end; it.increment(ec)) {
+  // As directory_digest walks it: links to directories followed; anything but a directory listed (a FIFO
+  // added is a change, which directory_digest then refuses).
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink, ec), end;
+       !ec && it != end; it.increment(ec)) {
     struct stat st {};
     if (::stat(it->path().c_str(), &st) != 0) return {};
-    if (!S_ISREG(st.st_mode)) continue;
+    if (S_ISDIR(st.st_mode)) continue;
     if (lines.size() > kMaxIncludeFiles) return {};
-    lines.push_back(it->path().string() + '\0' + std::to_string(st.st_size) + ' ' + std::to_string(st.st_ino) + ' ' +
+    lines.push_back(it->path().string() + '\0' + std::to_string(st.st_mode) + ' ' + std::to_string(st.st_size) + ' ' +
+                    std::to_string(st.st_ino) + ' ' +
                     std::to_string(st.st_mtim.tv_sec) + '.' + std::to_string(st.st_mtim.tv_nsec) + ' ' +
                     std::to_string(st.st_ctim.tv_sec) + '.' + std::to_string(st.st_ctim.tv_nsec) + '\n');
   }
@@ -45,22 +50,23 @@ struct Remembered {
 
 }  // namespace
 
-Result<std::string> remembered_directory_digest(const std::string& dir) {
+Result<std::string> remembered_directory_digest(const std::string& dir, bool trigraphs) {
   static std::mutex& mutex = *new std::mutex;
-  static auto& remembered = *new std::map<std::string, Remembered>;
+  static auto& remembered = *new std::map<std::pair<std::string, bool>, Remembered>;
+  const std::pair<std::string, bool> key{dir, trigraphs};
   std::string now = listing(dir);
   if (!now.empty()) {
     const std::lock_guard lock(mutex);
-    const auto it = remembered.find(dir);
+    const auto it = remembered.find(key);
     if (it != remembered.end() && it->second.listing == now) return it->second.digest;
   }
-  Result<std::string> digest = directory_digest(dir);
+  Result<std::string> digest = directory_digest(dir, trigraphs);
   // Kept only where the listing taken before hashing is still the listing after it: a file changed
   // meanwhile is hashed again next time.
   if (digest && !now.empty() && listing(dir) == now) {
     const std::lock_guard lock(mutex);
     if (remembered.size() >= 64) remembered.clear();  // bounded: a process with many directories rehashes
-    remembered[dir] = {std::move(now), *digest};
+    remembered[key] = {std::move(now), *digest};
   }
   return digest;
 }

@@ -5,6 +5,7 @@
 #include "chain/key.hpp"  // sha256_hex
 #include "chain/tier_chain.hpp"
 #include "jit/request.hpp"  // unit_estimate_ms
+#include "program/program_check.hpp"
 #include "program/program_key.hpp"
 #include "program/record.hpp"
 
@@ -102,19 +103,19 @@ std::unique_ptr<Program::Tables> make_tables(const ProgramSource& source) {
   if (source.name_expressions.empty())
     throw Error(Errc::invalid_argument, "kiln: program '" + source.label + "' names no kernel: give name_expressions");
   auto t = std::make_unique<Program::Tables>();
-  t->source = source;
   t->label = source.label.empty() ? "program" : source.label;
+  // Its input is untrusted: options from the allowlist, sizes within the caps, and nothing included
+  // that the key cannot hold, all checked before a byte of an include directory is read.
+  detail::check_program(source, t->label);
+  detail::check_program_includes(source, t->label);
+  t->source = source;
   t->digest = detail::program_digest(source);
   const detail::ToolkitHeaders& toolkit = detail::toolkit_headers();
   t->cccl_version = toolkit.cccl_version.empty() ? "none" : toolkit.cccl_version;
 
   // The options as the JIT hands them to NVRTC, one per line: the program's, then the toolkit's CCCL.
   std::string options;
-  for (const std::string& o : source.options) {
-    if (o.find('\n') != std::string::npos)
-      throw Error(Errc::invalid_argument, "kiln: program '" + t->label + "': an option holds a line break");
-    options += (options.empty() ? "" : "\n") + o;
-  }
+  for (const std::string& o : source.options) options += (options.empty() ? "" : "\n") + o;
   if (!toolkit.include_dir.empty()) options += (options.empty() ? "-I" : "\n-I") + toolkit.include_dir;
 
   // The headers, back to back, compressed as a catalog's bundle is.

@@ -2,10 +2,17 @@
 #include "program/program_key.hpp"
 
 #include "chain/key.hpp"  // Sha256, sha256_hex
+#include "program/program_check.hpp"  // include_option, scan_includes
 
 #include <kiln/error.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -17,38 +24,107 @@
 namespace kiln::detail {
 namespace {
 
+// What a directory entry that is not a regular file or a directory is, for the message.
+std::string kind_of(const struct stat& st) {
+  if (S_ISFIFO(st.st_mode)) return "a FIFO";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  if (S_ISCHR(st.st_mode)) return "a character device";
+  if (S_ISBLK(st.st_mode)) return "a block device";
+  return "not a regular file";
+}
+
+// "'path'", appended rather than `"'" + ...`, which g++ 12 warns falsely about (-Wrestrict).
+std::string quoted(const std::filesystem::path& file) {
+  std::string q(1, '\'');
+  q += file.string();
+  q += '\'';
+  return q;
+}
+
+// Exactly `size` bytes of `file` (as its stat said), or why not: opened without blocking (a FIFO put in
+// its place since is refused, not waited on), and refused when it is no longer that size.
+Result<std::string> read_exactly(const std::filesystem::path& file, std::uint64_t size) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return fail("cannot read '" + file.string() + "': " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return fail(quoted(file) + " is " + kind_of(st) + ", not a header");
+  }
+  std::string bytes(size, '\0');
+  std::size_t got = 0;
+  while (got < size) {
+    const ssize_t n = ::read(fd, bytes.data() + got, size - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  char extra = 0;
+  const bool longer = got == size && ::read(fd, &extra, 1) > 0;
+  ::close(fd);
+  if (got != size || longer) return fail(quoted(file) + " changed while it was read");
+  return bytes;
+}
+
 }  // namespace
 
-Result<std::string> directory_digest(const std::string& dir) {
+Result<std::string> directory_digest(const std::string& dir, bool trigraphs) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return fail("'" + dir + "' is not a directory");
-  std::vector<fs::path> files;
-  for (fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end; !ec && it != end;
-       it.increment(ec)) {
-    if (it->is_regular_file(ec)) files.push_back(it->path());
+  // Every file's size from stat first: a directory over the caps is refused before a byte is read.
+  std::vector<std::pair<fs::path, std::uint64_t>> files;
+  std::uint64_t total = 0;
+  // Links to directories are followed, as NVRTC follows them; a loop ends at the file cap or ELOOP.
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink, ec), end;
+       !ec && it != end; it.increment(ec)) {
+    struct stat st {};
+    if (::stat(it->path().c_str(), &st) != 0) {
+      if (errno == ENOENT) continue;  // a dangling link: NVRTC finds nothing there either
+      return fail("cannot read '" + it->path().string() + "': " + std::strerror(errno));
+    }
+    if (S_ISDIR(st.st_mode)) continue;
+    // NVRTC opening a FIFO (or a device) would wait, or read without end: refused here, at once.
+    if (!S_ISREG(st.st_mode))
+      return fail("'" + dir + "' holds '" + it->path().string() + "', which is " + kind_of(st) +
+                  ": an include directory may hold only files and directories");
+    files.emplace_back(it->path(), static_cast<std::uint64_t>(st.st_size));
+    total += static_cast<std::uint64_t>(st.st_size);
     if (files.size() > kMaxIncludeFiles)
       return fail("'" + dir + "' holds more than " + std::to_string(kMaxIncludeFiles) + " files");
+    if (total > kMaxIncludeBytes)
+      return fail("'" + dir + "' holds more than " + std::to_string(kMaxIncludeBytes >> 20) + " MiB of files (" +
+                  it->path().string() + " is " + std::to_string(st.st_size >> 20) + " MiB)");
   }
   if (ec) return fail("cannot list '" + dir + "': " + ec.message());
   std::sort(files.begin(), files.end());
   Sha256 digest;
-  std::uint64_t total = 0;
-  std::string buffer;
-  for (const fs::path& file : files) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return fail("cannot read '" + file.string() + "'");
-    std::ostringstream bytes;
-    bytes << in.rdbuf();
-    buffer = bytes.str();
-    total += buffer.size();
-    if (total > kMaxIncludeBytes)
-      return fail("'" + dir + "' holds more than " + std::to_string(kMaxIncludeBytes >> 20) + " MiB of files");
+  for (const auto& [file, size] : files) {
+    Result<std::string> bytes = read_exactly(file, size);
+    if (!bytes) return fail(bytes.error());
+    // What a file includes must be keyed too: a header here may not reach outside by an absolute path
+    // or a ".." part, nor by a name only the preprocessor computes.
+    const Result<std::vector<IncludeRef>> refs = scan_includes(*bytes, trigraphs);
+    if (!refs) return fail(quoted(file) + ", " + refs.error() + ": kiln cannot key what it reads");
+    // A ".." name is keyed where NVRTC finds it first, beside the file and still under `dir`; anywhere
+    // else (another -I directory's parent) it is not.
+    for (const IncludeRef& r : *refs) {
+      if (!has_parent_part(r.name)) continue;
+      // Resolved as the kernel resolves it: a link, then its "..".
+      std::error_code e1, e2;
+      const fs::path real = fs::canonical(file.parent_path() / r.name, e1);
+      const fs::path root = fs::canonical(dir, e2);
+      const std::string inside = e1 || e2 ? std::string() : real.lexically_relative(root).generic_string();
+      if (r.quoted && !inside.empty() && !has_parent_part(inside) && fs::is_regular_file(real, e1)) continue;
+      return fail(quoted(file) + ", line " + std::to_string(r.line) + ": " + (r.probe ? "__has_include" : "#include") +
+                  " of '" + r.name + "', a path with a '..' part, reaches out of '" + dir +
+                  "': kiln cannot key what it reads");
+    }
     std::string head;
-    append_field(head, "file", fs::relative(file, dir, ec).generic_string());
-    head += std::to_string(buffer.size()) + "\n";
+    append_field(head, "file", file.lexically_relative(dir).generic_string());
+    head += std::to_string(bytes->size()) + "\n";
     digest.update(head.data(), head.size());
-    digest.update(buffer.data(), buffer.size());
+    digest.update(bytes->data(), bytes->size());
   }
   const Sha256Digest sum = digest.final();
   return to_hex(sum.data(), sum.size());
@@ -62,20 +138,14 @@ std::string program_digest(const ProgramSource& source) {
     append_field(text, "bytes", h.source);
   }
   const std::vector<std::string>& options = source.options;
-  for (std::size_t i = 0; i < options.size(); ++i) {
+  for (std::size_t i = 0, next = 0; i < options.size(); i = next) {
     // An include directory counts by what is in it, so that two checkouts or machines share the key.
-    std::string dir;
-    if ((options[i] == "-I" || options[i] == "--include-path") && i + 1 < options.size()) {
-      dir = options[++i];
-    } else if (options[i].starts_with("--include-path=")) {
-      dir = options[i].substr(15);
-    } else if (options[i].starts_with("-I")) {
-      dir = options[i].substr(2);
-    } else {
+    const std::string dir = include_option(options, i, next);
+    if (dir.empty()) {
       append_field(text, "option", options[i]);
       continue;
     }
-    const Result<std::string> files = remembered_directory_digest(dir);
+    const Result<std::string> files = remembered_directory_digest(dir, trigraphs_on(options));
     if (!files)
       throw Error(Errc::invalid_argument, "kiln: program '" + source.label + "': its include directory " + files.error());
     append_field(text, "include", *files);

@@ -23,14 +23,16 @@ inline void append_field(std::string& out, std::string_view kind, std::string_vi
 }
 
 // SHA-256 (hex) over the files under `dir`: each regular file's path relative to `dir` and its bytes, in
-// path order; or why it cannot be taken (unreadable, over kMaxIncludeBytes or kMaxIncludeFiles).
+// path order; or why it cannot be taken: unreadable, over kMaxIncludeBytes or kMaxIncludeFiles (sizes
+// from stat, before a byte is read), a FIFO, socket or device in it, or a file whose includes kiln cannot
+// key (scan_includes, with `trigraphs` as the program's standard has them).
 inline constexpr std::uint64_t kMaxIncludeBytes = std::uint64_t{256} << 20;
 inline constexpr std::size_t kMaxIncludeFiles = 100'000;
-Result<std::string> directory_digest(const std::string& dir);
+Result<std::string> directory_digest(const std::string& dir, bool trigraphs = false);
 // directory_digest, remembered for the process while every file under `dir` keeps its path, size, inode,
 // mtime and ctime (a stat of each file per call, not a read): a program made many times with the same
 // include directories (a library rendering many kernels) hashes them once (program/directory_digests.cpp).
-Result<std::string> remembered_directory_digest(const std::string& dir);
+Result<std::string> remembered_directory_digest(const std::string& dir, bool trigraphs = false);
 
 // The program's digest: SHA-256 (hex) over its source, each header's name and bytes, its options (an
 // include directory as directory_digest of its files), and its name expressions, each length-prefixed.

@@ -5,6 +5,7 @@
 #include "jit/pch_store.hpp"
 #include "jit/pool/pool_state.hpp"
 #include "jit/pool/settings.hpp"
+#include "program/record.hpp"  // kProgramRegistry
 
 #include <kiln/error.hpp>
 
@@ -136,6 +137,14 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
   request.link_threads = pick.link_threads;
   request.pch_unpacked.clear();
   std::vector<std::string> deaths;
+  std::size_t timeouts = 0;
+  // A program given at run time is untrusted input: it compiles in a worker with ASLR on, unless it
+  // builds or reads its family's PCH, kiln's own file checked against its sum, which needs ASLR off
+  // (docs/DESIGN.md, "Programs given at run time"). A worker started so serves no unit's PCH after.
+  const bool keep_aslr = request.registry == kProgramRegistry && request.pch == PchMode::none;
+  if (slot.worker.running() && ((keep_aslr && slot.worker.pch_files) ||
+                                (!keep_aslr && slot.worker.keeps_aslr && request.pch != PchMode::none)))
+    retire(slot, kExitGrace);
   // A PCH file other processes can read is one NVRTC wrote from a fresh heap: built on a fresh worker
   // (docs/DESIGN.md, "PCH across processes": written after a compile, it was refused elsewhere).
   if (request.pch == PchMode::create && slot.worker.running() && slot.worker.requests > 0) retire(slot, kExitGrace);
@@ -169,7 +178,7 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
   }
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     if (!slot.worker.running()) {
-      const Status started = stopping ? Status(fail("the pool is shutting down")) : start(slot);
+      const Status started = stopping ? Status(fail("the pool is shutting down")) : start(slot, keep_aslr);
       if (!started) {
         if (stopping) return fail_job(job, "kiln: the JIT pool shut down while compiling " + describe_unit(request));
         // Never in-process after a death: the unit may be what crashes the compiler.
@@ -233,6 +242,7 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
                      (timed_out ? "no answer within " + std::to_string(timeout.count() / 1000) + " s (KILN_JIT_TIMEOUT)"
                                 : answer.problem) +
                      ")");
+    timeouts += timed_out ? 1 : 0;
     count([&](JitPoolStats& s) {
       ++s.deaths;
       if (timed_out) ++s.timeouts;
@@ -245,7 +255,12 @@ void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
   }
   std::string list;
   for (const auto& d : deaths) list += (list.empty() ? "" : "; ") + d;
-  fail_job(job, "kiln: JIT compile of " + describe_unit(request) + " failed: its worker died twice (" + list +
+  // What went wrong first: a worker that gave no answer in time was killed, it did not die by itself.
+  const std::string what = timeouts == deaths.size()
+                               ? "its worker gave no answer within " + std::to_string(timeout.count() / 1000) +
+                                     " s (KILN_JIT_TIMEOUT), twice"
+                               : "its worker died twice";
+  fail_job(job, "kiln: JIT compile of " + describe_unit(request) + " failed: " + what + " (" + list +
                     "); not retried again");
 }
 
@@ -303,18 +318,19 @@ void JitPool::State::give_up_on_workers(Job& job, const std::string& why) {
   compile_here(job);
 }
 
-Status JitPool::State::start(Slot& slot) {
+Status JitPool::State::start(Slot& slot, bool keep_aslr) {
   if (worker_path.empty()) return fail(no_worker_reason);
   bool without_aslr;
   {
     const std::lock_guard lock(mutex);
-    without_aslr = pch_files;
+    without_aslr = pch_files && !keep_aslr;
   }
   const auto asked = Clock::now();
   Result<Worker> spawned = spawn_worker(worker_path, without_aslr);
   if (!spawned) return fail("cannot start the JIT worker " + worker_path.string() + ": " + spawned.error());
   Worker& w = slot.worker;
   w = std::move(spawned).value();
+  w.keeps_aslr = keep_aslr;
   {
     const std::lock_guard lock(mutex);
     live.insert(w.pid);
@@ -364,6 +380,8 @@ JitPool::JitPool(JitPoolOptions options) : state_(std::make_unique<State>()) {
     if (!timeout) s.warn("timeout", timeout.error());
     s.timeout = timeout ? *timeout : std::chrono::milliseconds(kDefaultJitTimeout);
   }
+  if (const Result<std::uint64_t> memory = jit_memory_from(std::getenv("KILN_JIT_MEMORY")); !memory)
+    s.warn("memory", memory.error());  // the workers read it themselves, and take the default
   s.pch_files = switch_setting(s.warnings, s.options.pch_files, jit_pch_from, "KILN_JIT_PCH", "pch setting");
   if (s.options.split) {
     s.split = *s.options.split;

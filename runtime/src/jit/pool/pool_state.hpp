@@ -213,8 +213,8 @@ struct JitPool::State {
   // No worker could be started for a fresh request: compile it here. If no worker ever started, the
   // executable cannot work here, so stop trying; otherwise the failure may pass (out of processes).
   void give_up_on_workers(Job& job, const std::string& why);
-  // Starts the slot's worker and hears its hello.
-  Status start(Slot& slot);
+  // Starts the slot's worker and hears its hello; with ASLR on where `keep_aslr` (a program's compile).
+  Status start(Slot& slot, bool keep_aslr = false);
   // A slot of the machine-wide budget for one compile (a request's, a warm-up's, or one in this process):
   // waited for at most `bound`, only while the pool runs and `keep_waiting` says so, holding nothing else
   // meanwhile. A wait is counted (budget_waits); slots that cannot be used are said once, and the compile

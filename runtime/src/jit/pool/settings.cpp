@@ -72,6 +72,19 @@ Result<SplitMode> jit_split_from(const char* value) {
   else return fail("KILN_JIT_SPLIT=" + on.error() + " or auto; units are split where the cost model says it pays");
 }
 
+Result<std::uint64_t> jit_memory_from(const char* value) {
+  if (value == nullptr || *value == '\0') return kDefaultWorkerMemory;
+  if (const auto bytes = parse_size(value)) return *bytes;
+  else return fail("KILN_JIT_MEMORY=" + bytes.error() + "; JIT workers may allocate " + describe_memory_limit(kDefaultWorkerMemory));
+}
+
+std::string describe_memory_limit(std::uint64_t bytes) {
+  if (bytes == 0) return "no limit";
+  if (bytes % (std::uint64_t{1} << 30) == 0) return std::to_string(bytes >> 30) + " GiB";
+  if (bytes % (std::uint64_t{1} << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string(bytes) + " bytes";
+}
+
 bool is_executable_file(const std::filesystem::path& p) {
   std::error_code ec;
   return std::filesystem::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;

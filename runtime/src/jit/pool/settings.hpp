@@ -5,6 +5,7 @@
 #include "base/result.hpp"
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -33,6 +34,16 @@ enum class SplitMode { off, cost_model, always };
 // KILN_JIT_SPLIT's meaning: "0" (off) never, "1" (on) always, unset, empty or "auto" the cost model.
 // Anything else fails with the warning to print.
 Result<SplitMode> jit_split_from(const char* value);
+
+// KILN_JIT_MEMORY's meaning: the most memory one worker may allocate (its RLIMIT_DATA: heap and private
+// mappings), a size as base/parse.hpp reads it ("8G", "512M"); "0" for no limit; unset or empty gives
+// kDefaultWorkerMemory. A CUB unit's NVRTC takes ~320 MB and a PCH ~200 MB more: the default leaves
+// room for the largest units many times over, and stops a program that would take the machine (a
+// header of gigabytes, thousands of name expressions). Anything else fails with the warning to print.
+inline constexpr std::uint64_t kDefaultWorkerMemory = std::uint64_t{8} << 30;
+Result<std::uint64_t> jit_memory_from(const char* value);
+// "8 GiB", "512 MiB", "no limit": how messages say a limit.
+std::string describe_memory_limit(std::uint64_t bytes);
 
 // Where the worker executable is looked for, in order: $KILN_JITD if set (then only there); else
 // kiln-jitd next to libkiln (the build tree) and in libkiln's install libexecdir/kiln.

@@ -129,6 +129,11 @@ Result<Worker> spawn_worker(const std::filesystem::path& executable, bool withou
   const std::string host_prefix = std::string(kHostPidVariable) + "=";
   std::erase_if(env, [&](const std::string& v) { return v.starts_with(host_prefix); });
   env.push_back(host_prefix + std::to_string(::getpid()));
+  // A worker asked to keep ASLR on is told so: by itself it would turn it off (relaunch_without_aslr).
+  if (!without_aslr) {
+    std::erase_if(env, [](const std::string& v) { return v.starts_with("KILN_JIT_PCH="); });
+    env.emplace_back("KILN_JIT_PCH=0");
+  }
   std::vector<char*> envp;
   for (std::string& variable : env) envp.push_back(variable.data());
   envp.push_back(nullptr);

@@ -21,6 +21,7 @@ struct Worker {
   int to = -1;    // its input
   int from = -1;  // its output
   bool pch_files = false;  // its hello said it runs with ASLR off: NVRTC there reads PCH files
+  bool keeps_aslr = false; // started with ASLR on for a program's compile, though the pool reads PCH files
   unsigned requests = 0;   // answered so far
   // The PCH family whose file this worker's last request created or read: NVRTC here reads it again.
   // Any other PCH file only a fresh worker reads (docs/DESIGN.md, "PCH across processes").
@@ -41,7 +42,8 @@ struct Worker {
 };
 
 // Starts `executable` as a worker on fresh pipes (this side non-blocking), with ASLR off when asked (so
-// that it can read PCH files). Its hello is read by read_hello.
+// that it can read PCH files); otherwise with KILN_JIT_PCH=0, so that it does not turn ASLR off itself.
+// Its hello is read by read_hello.
 Result<Worker> spawn_worker(const std::filesystem::path& executable, bool without_aslr);
 
 // The worker's first frame, while keep_waiting says so: a hello of this libkiln's cache format (and

@@ -5,6 +5,7 @@
 
 #include "jit/pch_pack.hpp"
 #include "jit/pch_store.hpp"
+#include "jit/pool/settings.hpp"  // KILN_JIT_MEMORY
 #include "jit/protocol.hpp"
 
 #include <kiln/error.hpp>
@@ -13,6 +14,7 @@
 #include <signal.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <new>
 #include <string>
 
 namespace kiln::detail {
@@ -33,6 +36,17 @@ int quit(const std::string& what) {
 }
 
 using Clock = std::chrono::steady_clock;
+
+// What a message adds when a compile ran out of memory: the limit it ran under.
+std::string memory_hint() {
+  return " (a JIT worker may allocate " + describe_memory_limit(worker_memory_limit()) + ": KILN_JIT_MEMORY)";
+}
+
+bool says_out_of_memory(std::string_view text) {
+  for (const std::string_view s : {"OUT_OF_MEMORY", "out of memory", "Memory allocation failure", "bad_alloc"})
+    if (text.find(s) != std::string_view::npos) return true;
+  return false;
+}
 
 // The request's packed PCH file, unpacked into memory for NVRTC: the host's copy where the request
 // names one and this worker can open it, else unpacked here (in a child process). The worker keeps the
@@ -106,7 +120,13 @@ std::string answer(const CompileFunction& compile, CompileRequest request, Unpac
         std::filesystem::remove(request.pch_path, ignored);
       }
     }
+    if (!outcome.entry && (says_out_of_memory(outcome.entry.error()) || says_out_of_memory(outcome.log)))
+      outcome.entry = fail(outcome.entry.error() + memory_hint());
     return encode_outcome(outcome);
+  } catch (const std::bad_alloc&) {
+    return encode_failure({true, static_cast<std::uint32_t>(Errc::compile),
+                           "kiln: the JIT worker ran out of memory compiling unit " + request.registry + "/" + request.unit +
+                               memory_hint()});
   } catch (const kiln::Error& e) {
     return encode_failure({true, static_cast<std::uint32_t>(e.code()), e.what()});
   } catch (const std::exception& e) {
@@ -123,6 +143,26 @@ void die_with_host() {
   // seen by the check (the worker was re-parented).
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (std::to_string(::getppid()) != host) std::_Exit(3);
+}
+
+void limit_worker_memory() {
+  // The host warned about a value it cannot read (JitPool); here it is the default, quietly.
+  const Result<std::uint64_t> asked = jit_memory_from(std::getenv("KILN_JIT_MEMORY"));
+  const std::uint64_t bytes = asked ? *asked : kDefaultWorkerMemory;
+  if (bytes == 0 || !kWorkerMemoryLimited) return;
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_DATA, &limit) != 0) return;
+  // Never above a hard limit set from outside (a lower one stays).
+  const rlim_t wanted = limit.rlim_max == RLIM_INFINITY ? bytes : std::min<rlim_t>(bytes, limit.rlim_max);
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur <= wanted) return;
+  limit.rlim_cur = wanted;
+  ::setrlimit(RLIMIT_DATA, &limit);
+}
+
+std::uint64_t worker_memory_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_DATA, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 0;
+  return limit.rlim_cur;
 }
 
 bool aslr_off() {

@@ -3,6 +3,8 @@
 
 #include "jit/compiler/compile.hpp"
 
+#include <cstdint>
+
 namespace kiln::detail {
 
 // Says hello on `out` (saying whether this process runs with ASLR off, so that NVRTC here reads PCH
@@ -20,6 +22,25 @@ int serve_compile_requests(int in, int out, const CompileFunction& compile);
 // ends, as it does when the host exits or is killed, and exits now when that host is gone already (its
 // parent is no longer the pid kHostPidVariable names, jit/protocol.hpp). No work of a worker outlives its host.
 void die_with_host();
+
+// A worker's main calls it before it loads the compilers: the process may allocate at most
+// KILN_JIT_MEMORY (jit/pool/settings.hpp; default kDefaultWorkerMemory), as RLIMIT_DATA, so that a
+// program that would take the machine's memory fails alone, with a message naming the limit.
+void limit_worker_memory();
+// Under a sanitizer the worker maps terabytes of shadow memory before main: no limit is set there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kWorkerMemoryLimited = false;
+#elif defined(__has_feature)
+#  if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+inline constexpr bool kWorkerMemoryLimited = false;
+#  else
+inline constexpr bool kWorkerMemoryLimited = true;
+#  endif
+#else
+inline constexpr bool kWorkerMemoryLimited = true;
+#endif
+// The limit this worker runs under, in bytes (0: none).
+std::uint64_t worker_memory_limit();
 
 // Whether this process runs with ASLR off (personality ADDR_NO_RANDOMIZE).
 bool aslr_off();
