@@ -16,6 +16,9 @@ pkg-config --exists libzstd 2>/dev/null || missing+=(libzstd-dev)      # the dis
 pkg-config --exists libcrypto 2>/dev/null || missing+=(libssl-dev)     # the disk cache's SHA-256
 pkg-config --exists hiredis 2>/dev/null || missing+=(libhiredis-dev)   # the remote tier's Redis client
 command -v redis-server >/dev/null || [ -x /usr/bin/redis-server ] || missing+=(redis-server)  # the remote tier's tests
+pkg-config --exists libcurl 2>/dev/null || missing+=(libcurl4-openssl-dev)  # the remote tier's HTTP(S) and S3 client
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx)  # the HTTP store's tests (WebDAV PUT)
+command -v openssl >/dev/null || missing+=(openssl)                    # the HTTP store's tests make a certificate
 # The Python package (python/): pybind11 and Python's headers build it, meson-python installs it with pip,
 # pytest and NumPy run its tests. Asked of dpkg too: the python3 on PATH may be another interpreter.
 have() { python3 -c "import $1" 2>/dev/null || dpkg -s "$2" >/dev/null 2>&1; }

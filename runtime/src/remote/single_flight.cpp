@@ -145,6 +145,7 @@ std::optional<CacheEntry> fetch_checked(RemoteState& s, const CacheKey& key, con
   if (check) {
     if (const Status fits = check(got->entry); !fits) {
       ++s.rejected;
+      remember_rejected(s, key);
       s.warn("foreign", "the remote cache " + s.where + " holds an entry under " + describe_key(key) +
                             " that cannot serve it (" + fits.error() + "); building it here");
       return std::nullopt;
