@@ -1,7 +1,7 @@
 // Servers for the remote tier's HTTP and S3 tests, each on a free 127.0.0.1 port, stopped at the end and
 // killed with the test if that dies first: nginx serving a WebDAV-style tree over TLS (a certificate the
-// test makes with the openssl command), and tests/cpu/object_server.py (an S3 subset, and faults real
-// servers do not make on demand). The tests skip, exit 77, when the server's program is not installed.
+// test makes with the openssl command), tests/cpu/object_server.py (an S3 subset, and faults real
+// servers do not make on demand), and npm's s3rver. The tests skip, exit 77, when the server's program is not installed.
 #pragma once
 
 #include "redis_server.hpp"  // free_port
@@ -42,6 +42,8 @@ inline std::string first_executable(const char* variable, std::initializer_list<
 // Debian's nginx (its dav module takes PUT and DELETE), the openssl command, python3; "" when missing.
 inline std::string nginx_path() { return first_executable("KILN_TEST_NGINX", {"/usr/sbin/nginx", "/usr/bin/nginx"}); }
 inline std::string openssl_path() { return first_executable("KILN_TEST_OPENSSL", {"/usr/bin/openssl", "/usr/local/bin/openssl"}); }
+// npm's s3rver (scripts/setup.sh installs it where npm is): a third-party S3 implementation.
+inline std::string s3rver_path() { return first_executable("KILN_TEST_S3RVER", {"/usr/bin/s3rver", "/usr/local/bin/s3rver"}); }
 inline std::string python_path() { return first_executable("KILN_TEST_PYTHON", {"/usr/bin/python3", "/usr/local/bin/python3"}); }
 
 // A child process, killed (SIGKILL) and reaped when this goes; with the test's death too.
@@ -268,6 +270,36 @@ class ObjectServer {
   }
 
  private:
+  unsigned port_ = 0;
+  Child server_;
+};
+
+// npm's s3rver with one bucket, kiln-cache, its objects in a directory of the test's. Its keys are
+// S3RVER/S3RVER. What it does not do (3.7): verify signatures, or honour If-None-Match and If-Match on
+// PUT; so it checks the requests' form and the answers' parsing, object_server.py the rest.
+class S3rverServer {
+ public:
+  S3rverServer() {
+    if (s3rver_path().empty()) throw std::runtime_error("s3rver is not installed");
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      port_ = free_port();
+      server_ = Child({s3rver_path(), "-d", dir_.path().string(), "-a", "127.0.0.1", "-p", std::to_string(port_),
+                       "--configure-bucket", "kiln-cache", "--silent"},
+                      false);
+      for (int i = 0; i < 2000 && server_.running(); ++i) {
+        if (accepting(port_)) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      server_.stop();
+    }
+    throw std::runtime_error("s3rver did not start");
+  }
+  std::string s3_url(const std::string& prefix) const {
+    return "s3://kiln-cache/" + prefix + "?region=us-east-1&endpoint=http://127.0.0.1:" + std::to_string(port_);
+  }
+
+ private:
+  ScratchDir dir_;
   unsigned port_ = 0;
   Child server_;
 };

@@ -136,6 +136,36 @@ TEST_CASE("S3: a lease whose holder died expires; one that would outlive lease_m
   CHECK(kiln::test::store_of(*a).try_lease(lease, "a", std::chrono::milliseconds(200)).kind == kiln::RemoteReply::done);
 }
 
+TEST_CASE("S3 against npm's s3rver: entries signed, stored and verified; a live lease object is held against another") {
+  if (kiln::test::s3rver_path().empty()) {
+    MESSAGE("skipped: s3rver is not installed (scripts/setup.sh installs it with npm)");
+    return;
+  }
+  kiln::test::S3rverServer server;
+  TempDir dir;
+  const auto credentials = kiln::test::write_secret(dir.path() / "credentials",
+                                                    "aws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n");
+  const kiln::CacheKey key = sample_key(213);
+  auto writer = remote_with(server.s3_url("fleet"), credentials);
+  CHECK_FALSE(writer->load(key));
+  REQUIRE(writer->store(key, sample_entry(213)));
+  auto reader = remote_with(server.s3_url("fleet"), credentials);
+  const auto loaded = reader->load(key);
+  REQUIRE(loaded);
+  CHECK(kiln::test::same_entry(*loaded, sample_entry(213)));
+  CHECK(kiln::test::store_of(*reader).contains(kiln::test::entry_name(key.hex)));
+  const std::string lease = kiln::test::lease_name(key.hex);
+  const auto ttl = std::chrono::milliseconds(5000);
+  CHECK(kiln::test::store_of(*writer).try_lease(lease, "w", ttl).kind == kiln::RemoteReply::done);
+  CHECK(kiln::test::store_of(*reader).try_lease(lease, "r", ttl).kind == kiln::RemoteReply::held);
+  CHECK(kiln::test::store_of(*writer).renew_lease(lease, "w", ttl));
+  kiln::test::store_of(*writer).release_lease(lease, "w");
+  CHECK(kiln::test::store_of(*reader).try_lease(lease, "r", ttl).kind == kiln::RemoteReply::done);
+  CHECK(writer->stats().errors == 0);
+  CHECK(reader->stats().errors == 0);
+  CHECK(reader->warnings().empty());
+}
+
 TEST_CASE("a server that dribbles its answer costs one timeout_ms, then it is left alone") {
   ObjectServer dribble("dribble");
   auto remote = remote_with(dribble.http_url("cache", "timeout_ms=1500&retry_ms=60000"));
