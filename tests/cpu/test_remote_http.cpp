@@ -5,7 +5,9 @@
 #include <doctest/doctest.h>
 
 #include "chain/entry.hpp"
+#include "chain/tier_chain.hpp"
 #include "http_test_util.hpp"
+#include "one_unit.hpp"
 #include "remote/remote_tier.hpp"
 #include "remote/sealed_entry.hpp"
 
@@ -293,4 +295,28 @@ TEST_CASE("the fleet's single flight over nginx alone: a waiter gets the holder'
   CHECK(from_remote);
   CHECK(builds == 0);
   CHECK(waiter->stats().lease_waits == 1);
+}
+
+TEST_CASE("the chain over nginx: machine A's entry is verified, written to machine B's disk, served as Tier::remote") {
+  NginxServer& server = nginx();
+  kiln::test::OneUnit one;
+  auto a = remote_with(server.url("open/chain"));
+  REQUIRE(a->store(one.key(), sample_entry(1)));
+  TempDir tmp;
+  kiln::DiskCache disk(kiln::test::config_at(tmp.path()));
+  auto b = remote_with(server.url("open/chain"));
+  const kiln::RegistryOptions options{.allow_ptx = false, .use_embedded = false, .cache = &disk, .use_jit = false,
+                                      .remote = b.get()};
+  const kiln::detail::UnitQuery query{one.catalog, one.catalog.kernels[0], 90, options};
+  const auto plan = kiln::detail::probe_unit(query);  // a HEAD
+  REQUIRE(plan);
+  CHECK(plan->source == kiln::Tier::remote);
+  const kiln::detail::UnitImage image = kiln::detail::fetch_unit(query);
+  CHECK(image.served_by == kiln::Tier::remote);
+  CHECK(image.owned == sample_entry(1).cubin);
+  CHECK(image.label.find("from the remote cache " + b->where()) != std::string::npos);
+  REQUIRE(disk.contains(one.key()));
+  CHECK(kiln::detail::fetch_unit(query).served_by == kiln::Tier::disk);
+  CHECK(b->stats().hits == 1);
+  CHECK(b->warnings().empty());
 }
