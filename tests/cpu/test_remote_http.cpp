@@ -96,6 +96,24 @@ TEST_CASE("a bearer token from a file: a read-write one publishes, a read-only o
   CHECK(reader->warnings()[0].find("read-only token") != std::string::npos);
 }
 
+TEST_CASE("a read-only token through the fleet's single flight: the lease and the publish refused, one warning, built here") {
+  NginxServer& server = nginx();
+  TempDir dir;
+  auto reader = remote_with(server.url("auth"), write_secret(dir.path() / "ro", "ro-token\n"));
+  int builds = 0;
+  const auto built = kiln::detail::build_once_in_fleet(reader.get(), sample_key(118), [&] {
+    ++builds;
+    return sample_entry(118);
+  });
+  CHECK(builds == 1);
+  CHECK_FALSE(built.from_remote);
+  CHECK(reader->stats().refused == 2);  // the lease's PUT, then the entry's
+  CHECK(reader->stats().errors == 0);
+  REQUIRE(reader->warnings().size() == 1);
+  CHECK(reader->warnings()[0].find("refuses to store entries and leases (HTTP 403") != std::string::npos);
+  CHECK(reader->warnings()[0].find("read-only token") != std::string::npos);
+}
+
 TEST_CASE("a wrong token is a failure: one warning naming the file, then the store is left alone for retry_ms") {
   NginxServer& server = nginx();
   TempDir dir;
