@@ -256,3 +256,14 @@ TEST_CASE("store URLs: what each part must be, said with the URL; credentials ne
   CHECK(remote_with("https://h/kiln?timeout_ms=700")->settings().request_timeout == std::chrono::milliseconds(700));
   CHECK(remote_with("redis://h:1/0")->settings().request_timeout == std::chrono::milliseconds(500));
 }
+
+TEST_CASE("a token sent over plain http:// is used, with one warning to use https://") {
+  TempDir dir;
+  const auto token = kiln::test::write_secret(dir.path() / "token", "Bearer t\n");
+  auto plain = remote_with("http://h/kiln", token);
+  CHECK(plain->usable());
+  REQUIRE(plain->warnings().size() == 1);
+  CHECK(plain->warnings()[0].find("plain http://") != std::string::npos);
+  CHECK(remote_with("https://h/kiln", token)->warnings().empty());
+  CHECK(remote_with("http://h/kiln")->warnings().empty());  // no credential, nothing to read
+}

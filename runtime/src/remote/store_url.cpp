@@ -150,7 +150,7 @@ void bounds(HttpTarget& target, const RemoteSettings& settings) {
 }
 
 Result<ObjectStoreAddress> parse_http_url(std::string_view url, const RemoteConfig& config, RemoteSettings& settings,
-                                          std::string& warning) {
+                                          std::string& warning, std::string& cleartext) {
   const auto bad = [&](const std::string& why) {
     return fail("the remote cache URL '" + std::string(url) + "': " + why +
                 " (expected https://host[:port]/path[?ca_file=PEM&timeout_ms=N&...], or http://)");
@@ -180,6 +180,10 @@ Result<ObjectStoreAddress> parse_http_url(std::string_view url, const RemoteConf
   auto authorization = http_authorization(config, warning);
   if (!authorization) return fail(authorization.error());
   address.target.authorization = std::move(*authorization);
+  // A bearer token or a password is the credential itself (SigV4 sends only signatures).
+  if (scheme == "http://" && !address.target.authorization.empty())
+    cleartext = "the remote cache " + address.where + " is reached over plain http://, so the credential of " +
+                auth_origin(config) + " crosses the network readable by anyone on the path: use https://";
   bounds(address.target, settings);
   return address;
 }
@@ -250,7 +254,7 @@ Result<ChosenStore> one_store(std::string_view url, const RemoteConfig& config, 
   ChosenStore chosen;
   if (object_url(url)) {
     auto address = url.starts_with("s3://") ? parse_s3_url(url, config, settings, chosen.warning)
-                                            : parse_http_url(url, config, settings, chosen.warning);
+                                            : parse_http_url(url, config, settings, chosen.warning, chosen.cleartext);
     if (!address) return fail(address.error());
     chosen.where = address->where;
     chosen.store = make_http_store(std::move(address).value(), settings);
@@ -288,6 +292,7 @@ Result<ChosenStore> store_from_url(const RemoteConfig& config, RemoteSettings& s
   ChosenStore chosen;
   chosen.where = redis->where + " + " + objects->where;
   chosen.warning = objects->warning;
+  chosen.cleartext = objects->cleartext;
   chosen.store = make_tiered_store(std::move(redis->store), std::move(objects->store),
                                    std::chrono::duration_cast<std::chrono::milliseconds>(settings.ttl));
   return chosen;

@@ -14,7 +14,8 @@ namespace kiln::detail {
 struct ChosenStore {
   std::unique_ptr<RemoteStore> store;
   std::string where;    // the store, for messages (no credential in it)
-  std::string warning;  // empty, or why the credential's file wants chmod 600
+  std::string warning;    // empty, or why the credential's file wants chmod 600
+  std::string cleartext;  // empty, or that a token goes over plain http:// (anyone on the path reads it)
 };
 
 // The store config.url names, nothing connected yet; the URLs' settings are written into `settings`. A
