@@ -29,9 +29,9 @@ want() { [ "$part" = all ] || [ "$part" = "$1" ]; }
 
 # A machine without apt installs Debian's packages first, from .deb files: scripts/unpack-debs.sh DIR
 # (tests/README.md). This script only says so.
-if ! pkg-config --exists hiredis 2>/dev/null; then
-  echo "gpu-check.sh: hiredis is not installed; without apt, run scripts/unpack-debs.sh DIR with" \
-       "the .deb files of libhiredis-dev, libhiredis0.14 and redis-server first" >&2
+if ! pkg-config --exists hiredis libcurl 2>/dev/null; then
+  echo "gpu-check.sh: hiredis or libcurl is not installed; without apt, run scripts/unpack-debs.sh DIR with" \
+       "the .deb files of libhiredis-dev, libhiredis0.14, libcurl4-openssl-dev and redis-server first" >&2
 fi
 
 if want suites; then

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Installs the files of Debian packages given as .deb files under /usr/local, on a machine that has no
-# apt or no network (a bare GPU machine): kiln needs libhiredis-dev and libhiredis0.14 to build, and
-# redis-server (with the libraries it loads) for the remote tier's tests. It changes the system (it
-# copies into /usr/local and runs ldconfig), so it is a step of its own, run once before the tests; it
-# does nothing where hiredis is already installed.
+# apt or no network (a bare GPU machine): kiln needs libhiredis-dev and libhiredis0.14, and
+# libcurl4-openssl-dev (with libcurl4), to build, and redis-server (with the libraries it loads) for the
+# remote tier's tests. It changes the system (it copies into /usr/local and runs ldconfig), so it is a
+# step of its own, run once before the tests; it does nothing where hiredis and libcurl are installed.
 #   scripts/unpack-debs.sh DIR [PREFIX]    (DIR holds the .deb files; PREFIX: /usr/local)
 set -euo pipefail
 dir="${1:?usage: scripts/unpack-debs.sh DIR [PREFIX] (DIR: a folder of .deb files)}"
 prefix="${2:-/usr/local}"
 ls "$dir"/*.deb > /dev/null 2>&1 || { echo "unpack-debs.sh: no .deb files in $dir" >&2; exit 2; }
-if [ "$prefix" = /usr/local ] && pkg-config --exists hiredis 2>/dev/null; then
-  echo "unpack-debs.sh: hiredis is installed already; nothing to do"
+if [ "$prefix" = /usr/local ] && pkg-config --exists hiredis libcurl 2>/dev/null; then
+  echo "unpack-debs.sh: hiredis and libcurl are installed already; nothing to do"
   exit 0
 fi
 root="$(mktemp -d)"

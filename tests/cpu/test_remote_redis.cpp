@@ -2,7 +2,6 @@
 // mode, the store's leases, the tier's step in the chain, and the fleet-wide single-flight in one process.
 #include <doctest/doctest.h>
 
-#include "catalog_builder.hpp"
 #include "chain/entry.hpp"
 #include "registry/query.hpp"  // unit_cache_key with a DiskCache
 #include "chain/tier_chain.hpp"
@@ -10,6 +9,7 @@
 #include "remote/redis_store.hpp"
 #include "remote/remote_tier.hpp"
 #include "remote/sealed_entry.hpp"
+#include "one_unit.hpp"
 #include "remote_test_util.hpp"
 
 #include <kiln/cache.hpp>
@@ -132,22 +132,7 @@ TEST_CASE("the Redis store's leases: taken once, released and renewed only by th
   CHECK_FALSE(store->get("M"));
 }
 
-namespace {
-
-// A catalog of one unit whose kernel is sample_entry(1)'s first, so that an entry built for
-// unit_cache_key(catalog, unit, 90) serves it.
-struct OneUnit {
-  kiln::test::CatalogBuilder builder;
-  kiln::Catalog catalog;
-  OneUnit() {
-    const std::uint32_t u = builder.unit("fleet_unit", {});
-    builder.kernel("k1", u);
-    catalog = builder.build("fleet");
-  }
-  kiln::CacheKey key(unsigned arch = 90) const { return kiln::detail::unit_cache_key(catalog, catalog.units[0], arch, kiln::default_cache()); }
-};
-
-}  // namespace
+using kiln::test::OneUnit;
 
 TEST_CASE("the chain: a remote hit is verified, written to the disk cache, and served as Tier::remote") {
   KILN_SKIP_WITHOUT_REDIS();

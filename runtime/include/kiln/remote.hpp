@@ -1,4 +1,5 @@
-// The remote tier: a cache a fleet of machines shares (Redis, or a store you bring), between disk and JIT.
+// The remote tier: a cache a fleet of machines shares (Redis, an HTTP(S) server, an S3 bucket, or a store
+// you bring), between disk and JIT.
 //
 // On a disk miss the registry asks the remote cache; a hit is verified like a disk entry (the same entry
 // format, the key re-checked) plus an HMAC-SHA-256 tag under the fleet's key, written to the local disk
@@ -46,7 +47,7 @@ struct RemoteBadValue : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// What kiln asks of a shared store. Redis is built in (KILN_REMOTE_CACHE=redis://...); another store
+// What kiln asks of a shared store. Redis, HTTP(S) and S3 are built in (KILN_REMOTE_CACHE); another store
 // implements this and is handed to RemoteCache. Called from several threads at once. A call that gets
 // no answer from its store (down, timed out, garbage) throws, any std::exception: kiln counts it, warns
 // once, and stops asking for RemoteSettings::retry_after. Each call must end within the timeouts it was
@@ -60,8 +61,14 @@ class RemoteStore {
   virtual std::optional<std::string> get(const std::string& key) = 0;
   // Whether a value is under `key` (for plan(): nothing is transferred).
   virtual bool contains(const std::string& key) { return get(key).has_value(); }
-  // Stores `value` under `key`, to expire after `ttl`: done or refused.
+  // Stores `value` under `key`, to expire after `ttl`: done or refused. A store may write once (the HTTP
+  // and S3 stores: If-None-Match: *), keeping another machine's value for the key: done too.
   virtual RemoteReply put(const std::string& key, std::string_view value, std::chrono::milliseconds ttl) = 0;
+  // The same over whatever is under `key`: publishing an entry that replaces one rejected (altered, another
+  // key's, not an entry). By default put().
+  virtual RemoteReply put_over(const std::string& key, std::string_view value, std::chrono::milliseconds ttl) {
+    return put(key, value, ttl);
+  }
   // Takes the lease `key` with `token` for `ttl` unless someone holds it (Redis: SET key token NX PX ttl):
   // done (taken), held, or refused. A lease that would outlive `ttl` (no expiry, or a longer one) was set
   // by no holder of this fleet's settings: it is taken over (done).
@@ -81,8 +88,10 @@ class RemoteStore {
 // How the remote tier behaves; each field can also be set in the URL's query (the name in brackets).
 struct RemoteSettings {
   bool read_only = false;                              // [mode=ro]: never writes, never takes a lease
-  std::chrono::milliseconds connect_timeout{200};      // [connect_timeout_ms]: the TCP connect (and DNS)
-  std::chrono::milliseconds request_timeout{500};      // [timeout_ms]: one request, until its whole reply
+  std::chrono::milliseconds connect_timeout{200};      // [connect_timeout_ms]: the TCP connect (and DNS);
+                                                       // 1000 for an HTTP(S) or S3 store left at 200 (TLS)
+  std::chrono::milliseconds request_timeout{500};      // [timeout_ms]: one request, until its whole reply;
+                                                       // 5000 for an HTTP(S) or S3 store left at 500
   std::chrono::seconds ttl{7 * 24 * 3600};             // [ttl_s]: entries expire in the store after this
   std::uint64_t max_value_bytes = std::uint64_t{8} << 20;  // [max_bytes]: larger entries are not shared, nor read
   std::chrono::milliseconds lease_ttl{10000};          // [lease_ms]: a lease's life; its holder renews it
@@ -92,15 +101,21 @@ struct RemoteSettings {
 };
 
 struct RemoteConfig {
-  // redis://[[user]:password@]host[:port][/db][?name=value&...]; empty or "off": no remote tier.
+  // redis://[[user]:password@]host[:port][/db][?name=value&...], https://host[:port]/path[?...] (or
+  // http://), s3://bucket[/prefix][?region=R&endpoint=URL&...], or a redis:// URL and an https:// or s3://
+  // one separated by a space (leases on Redis, entries read through it); empty or "off": no remote tier.
   std::string url;
   // The fleet's key, which tags and verifies every entry: at least 16 bytes (32 random ones are best).
   // Without one the remote tier is off (one warning): it could verify nothing.
   std::string fleet_key;
   std::filesystem::path fleet_key_file;  // read when fleet_key is empty
+  // The HTTP(S) store's credential ("Bearer TOKEN", "Basic USER:PASSWORD" or a bare token), or an S3
+  // store's keys (aws_access_key_id = ..., aws_secret_access_key = ...) where AWS_ACCESS_KEY_ID is unset.
+  std::filesystem::path auth_file;
   RemoteSettings settings;               // the URL's query overrides these
 
-  // KILN_REMOTE_CACHE (the URL), KILN_REMOTE_KEY_FILE or KILN_REMOTE_KEY (the fleet key).
+  // KILN_REMOTE_CACHE (the URL), KILN_REMOTE_KEY_FILE or KILN_REMOTE_KEY (the fleet key),
+  // KILN_REMOTE_AUTH_FILE (the store's credential).
   static RemoteConfig from_environment();
 };
 
@@ -127,7 +142,7 @@ struct RemoteStats {
 // error or refusal, and one warning per kind.
 class RemoteCache {
  public:
-  // The Redis store named by config.url (nothing is connected until first use).
+  // The store named by config.url (nothing is connected until first use).
   explicit RemoteCache(RemoteConfig config);
   // A store you bring, with config.settings and the fleet key (config.url is not used).
   RemoteCache(std::unique_ptr<RemoteStore> store, RemoteConfig config);

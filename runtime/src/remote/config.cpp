@@ -2,15 +2,10 @@
 #include "remote/config.hpp"
 
 #include "base/parse.hpp"
+#include "remote/secret_file.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <charconv>
 #include <cstdlib>
-#include <cstring>
 
 namespace kiln {
 
@@ -68,8 +63,7 @@ std::string redacted(std::string_view url) {
   return std::string(url.substr(0, start + 3)) + "***" + std::string(url.substr(at));
 }
 
-// One `name=value` of the query into `settings`.
-detail::Status apply_setting(std::string_view name, std::string_view value, RemoteSettings& s) {
+detail::Status apply_setting_impl(std::string_view name, std::string_view value, RemoteSettings& s) {
   using detail::fail;
   if (name == "mode") {
     if (value != "ro" && value != "rw") return fail("mode=" + std::string(value) + " is neither ro nor rw");
@@ -100,10 +94,15 @@ RemoteConfig RemoteConfig::from_environment() {
   config.url = env("KILN_REMOTE_CACHE");
   config.fleet_key = env("KILN_REMOTE_KEY");
   config.fleet_key_file = env("KILN_REMOTE_KEY_FILE");
+  config.auth_file = env("KILN_REMOTE_AUTH_FILE");
   return config;
 }
 
 namespace detail {
+
+Status apply_remote_setting(std::string_view name, std::string_view value, RemoteSettings& settings) {
+  return apply_setting_impl(name, value, settings);
+}
 
 bool remote_off(std::string_view url) {
   if (url.empty()) return true;
@@ -125,7 +124,8 @@ Result<RedisAddress> parse_redis_url(std::string_view url, RemoteSettings& setti
   if (url.starts_with("rediss://"))
     return bad("TLS (rediss://) is not supported by the hiredis kiln links; reach the server through a TLS tunnel "
                "(stunnel, spiped) on a local port");
-  if (!url.starts_with(kScheme)) return bad("the scheme must be redis://");
+  if (!url.starts_with(kScheme))
+    return bad("the scheme must be redis://, or https://, http:// or s3:// for an object store");
   std::string_view rest = url.substr(kScheme.size());
   std::string_view query;
   if (const auto q = rest.find('?'); q != std::string_view::npos) {
@@ -181,7 +181,7 @@ Result<RedisAddress> parse_redis_url(std::string_view url, RemoteSettings& setti
     if (item.empty()) continue;
     const auto eq = item.find('=');
     if (eq == std::string_view::npos) return bad("setting '" + std::string(item) + "' has no '=value'");
-    if (const Status applied = apply_setting(item.substr(0, eq), item.substr(eq + 1), settings); !applied)
+    if (const Status applied = apply_setting_impl(item.substr(0, eq), item.substr(eq + 1), settings); !applied)
       return bad(applied.error());
   }
   return address;
@@ -197,27 +197,13 @@ Result<FleetKeyText> load_fleet_key(const RemoteConfig& config) {
                   "the fleet's key (or KILN_REMOTE_KEY to the key); " + std::string(kMakeKey));
     const std::string file = config.fleet_key_file.string();
     origin = "the fleet key file " + file + " (KILN_REMOTE_KEY_FILE)";
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0) return fail("cannot open " + origin + ": " + std::strerror(errno));
-    struct stat st {};
-    const bool stated = ::fstat(fd, &st) == 0;
-    if (stated && S_ISREG(st.st_mode) && st.st_size <= static_cast<off_t>(kMaxKeyFileBytes)) {
-      key.resize(static_cast<std::size_t>(st.st_size));
-      const ssize_t got = ::read(fd, key.data(), key.size());
-      key.resize(got < 0 ? 0 : static_cast<std::size_t>(got));
-    }
-    ::close(fd);
-    if (!stated || !S_ISREG(st.st_mode)) return fail(origin + " is not a regular file");
-    if (st.st_size > static_cast<off_t>(kMaxKeyFileBytes))
-      return fail(origin + " holds " + std::to_string(st.st_size) + " bytes: is it the key? (at most " +
-                  std::to_string(kMaxKeyFileBytes) + ")");
-    // Whoever can replace the key can make this process trust their entries.
-    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 || st.st_uid != ::geteuid())
-      return fail(origin + " is not yours, or group or others can write it: chmod 600 it (as its owner)");
-    // Whoever can read it can tag entries that every machine of the fleet runs.
-    if ((st.st_mode & (S_IRGRP | S_IROTH)) != 0)
-      warning = origin + " is readable by group or others, yet it lets whoever reads it publish kernels the fleet "
-                "runs: chmod 600 " + file;    while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+    // Whoever can replace the key can make this process trust their entries; whoever can read it can tag
+    // entries that every machine of the fleet runs.
+    auto read = read_secret_file(file, origin, "publish kernels the fleet runs", kMaxKeyFileBytes);
+    if (!read) return fail(read.error());
+    key = std::move(read->text);
+    warning = std::move(read->warning);
+    while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
   }
   if (key.size() < kMinKeyBytes)
     return fail(origin + " holds " + std::to_string(key.size()) + " bytes; a fleet key needs at least " +

@@ -10,6 +10,9 @@
 
 namespace kiln::detail {
 
+// One `name=value` of a store URL's query (remote.hpp names them) into `settings`; or why not.
+Status apply_remote_setting(std::string_view name, std::string_view value, RemoteSettings& settings);
+
 // "", or a switch that says off ("off", "0", "false", "no", any case): no remote tier.
 bool remote_off(std::string_view url);
 

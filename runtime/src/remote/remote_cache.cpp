@@ -4,7 +4,7 @@
 #include "chain/entry.hpp"
 #include "chain/key.hpp"
 #include "remote/config.hpp"
-#include "remote/redis_store.hpp"
+#include "remote/store_url.hpp"
 
 #include <kiln/error.hpp>
 
@@ -48,11 +48,34 @@ std::string entry_key(const RemoteState& s, const CacheKey& key) { return "kiln:
 std::string lease_key(const RemoteState& s, const CacheKey& key) { return "kiln:" + s.key->id_hex() + ":lease:" + key.hex; }
 
 std::string refusal_hint(std::string_view refusal) {
+  if (refusal.starts_with("HTTP 401") || refusal.starts_with("HTTP 403"))
+    return "a credential that may not write (a read-only token): give publishing machines one that may, or add mode=ro";
+  if (refusal.starts_with("HTTP 405"))
+    return "a server that takes no PUT: nginx needs `dav_methods PUT DELETE;` in the location";
+  if (refusal.starts_with("HTTP 409")) return "a server that makes no directories: nginx needs `create_full_put_path on;`";
+  if (refusal.starts_with("HTTP 413")) return "a server's body limit below max_bytes: raise nginx's client_max_body_size";
+  if (refusal.starts_with("HTTP 507")) return "a full server: free space on it";
   if (refusal.starts_with("READONLY"))
     return "a read-only replica: point KILN_REMOTE_CACHE at the primary, or add mode=ro";
   if (refusal.starts_with("OOM")) return "a full Redis: raise maxmemory, or set maxmemory-policy allkeys-lru";
   return "see the server's words; a full Redis needs a larger maxmemory or maxmemory-policy allkeys-lru";
 }
+
+void remember_rejected(RemoteState& s, const CacheKey& key) {
+  constexpr std::size_t kMaxRemembered = 4096;
+  const std::lock_guard lock(s.rejected_mutex);
+  if (s.rejected_keys.size() < kMaxRemembered) s.rejected_keys.insert(key.hex);
+}
+
+namespace {
+
+// Whether `key`'s value in the store was rejected here (forgotten once asked: one put_over replaces it).
+bool take_rejected(RemoteState& s, const CacheKey& key) {
+  const std::lock_guard lock(s.rejected_mutex);
+  return s.rejected_keys.erase(key.hex) > 0;
+}
+
+}  // namespace
 
 bool skip_call(RemoteState& s) {
   if (now_ns() >= s.retry_at_ns.load(std::memory_order_relaxed)) return false;
@@ -98,6 +121,7 @@ Result<RemoteEntry> fetch_entry(RemoteState& s, const CacheKey& key, Count count
     }
   }
   ++s.rejected;
+  remember_rejected(s, key);
   s.warn("rejected", "ignoring the remote cache's entry for " + describe_key(key) + " in " + s.where + ": " + problem +
                          "; it is a miss, rebuilt and published again (later ones are only counted: kiln cache stats)");
   return fail("the remote cache " + s.where + " has no usable entry for it (key " + key.hex + ": " + problem + ")");
@@ -113,8 +137,10 @@ bool publish_file(RemoteState& s, const CacheKey& key, std::string_view entry_fi
                             std::to_string(s.settings.max_value_bytes) + " (max_bytes in KILN_REMOTE_CACHE)");
     return false;
   }
+  const bool over = take_rejected(s, key);
   const auto reply = guarded(s, "SET of an entry", [&] {
-    return s.store->put(entry_key(s, key), value, std::chrono::duration_cast<std::chrono::milliseconds>(s.settings.ttl));
+    const auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(s.settings.ttl);
+    return over ? s.store->put_over(entry_key(s, key), value, ttl) : s.store->put(entry_key(s, key), value, ttl);
   });
   if (!reply) return false;
   if (reply->kind != RemoteReply::done) {
@@ -152,15 +178,17 @@ RemoteCache::RemoteCache(RemoteConfig config) : state_(std::make_unique<detail::
     s.where = "off";
     return;
   }
-  auto address = detail::parse_redis_url(config.url, s.settings);
-  if (!address) {
-    s.unusable = address.error();
+  auto chosen = detail::store_from_url(config, s.settings);
+  if (!chosen) {
+    s.unusable = chosen.error();
     s.where = "(unusable URL)";
-    s.warn("unusable", "not using the remote cache: " + address.error() + " (" + std::string(detail::kStillWorks) + ")");
+    s.warn("unusable", "not using the remote cache: " + chosen.error() + " (" + std::string(detail::kStillWorks) + ")");
     return;
   }
-  s.where = address->where();
-  detail::set_up(s, detail::make_redis_store(std::move(address).value(), s.settings), config);
+  s.where = chosen->where;
+  if (!chosen->warning.empty()) s.warn("auth_readable", chosen->warning);
+  if (!chosen->cleartext.empty()) s.warn("cleartext", chosen->cleartext);
+  detail::set_up(s, std::move(chosen->store), config);
 }
 
 RemoteCache::RemoteCache(std::unique_ptr<RemoteStore> store, RemoteConfig config)

@@ -12,10 +12,12 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <unordered_set>
 
 namespace kiln::detail {
 
@@ -33,6 +35,11 @@ struct RemoteState {
       too_large{0}, bytes_read{0}, bytes_written{0}, leases{0}, lease_waits{0}, lease_timeouts{0}, lease_wait_us{0};
   WarnOnce warnings;
 
+  // Keys whose value in the store was rejected here: the entry rebuilt for one is published over it
+  // (RemoteStore::put_over), where a store that writes once would keep the bad one.
+  std::mutex rejected_mutex;
+  std::unordered_set<std::string> rejected_keys;
+
   bool usable() const noexcept { return store != nullptr; }
   void warn(std::string_view kind, const std::string& message) { warnings.warn(kind, message); }
 };
@@ -46,6 +53,9 @@ std::string lease_key(const RemoteState& s, const CacheKey& key);
 // What to do about a store that refuses writes, by its words: a full Redis (OOM) needs memory or an eviction
 // policy, a read-only replica the primary's address.
 std::string refusal_hint(std::string_view refusal);
+
+// Remembers that the store's value for `key` was rejected (at most a few thousand keys are kept).
+void remember_rejected(RemoteState& s, const CacheKey& key);
 
 // Whether the breaker is open now (a call failed less than retry_after ago); counts the call skipped.
 bool skip_call(RemoteState& s);

@@ -42,6 +42,7 @@ Result<UnitImage> fetch_remote(const UnitQuery& q) {
   if (!got) return fail(got.error());
   if (const Status matches = entry_serves_unit(q.catalog, q.unit_index(), got->entry); !matches) {
     ++(*s)->rejected;
+    remember_rejected(**s, key);
     return fail("the remote cache " + (*s)->where + " has no usable entry for it (key " + key.hex + ": " + matches.error() + ")");
   }
   // On this machine's disk too: the next process here needs no network.

@@ -145,6 +145,7 @@ std::optional<CacheEntry> fetch_checked(RemoteState& s, const CacheKey& key, con
   if (check) {
     if (const Status fits = check(got->entry); !fits) {
       ++s.rejected;
+      remember_rejected(s, key);
       s.warn("foreign", "the remote cache " + s.where + " holds an entry under " + describe_key(key) +
                             " that cannot serve it (" + fits.error() + "); building it here");
       return std::nullopt;
@@ -206,9 +207,10 @@ class FleetStore final : public UnitStore {
           // The store cannot arbitrate (it failed, or it is full): build here, as without a remote.
           if (taken) {
             ++s.refused;
-            s.warn("lease_refused", "the remote cache " + s.where + " refuses leases (" + taken->refusal +
-                                        "): machines missing the same kernel compile it each on their own until it "
-                                        "takes them again (" + refusal_hint(taken->refusal) + ")");
+            // The kind of a refused publish: a store that refuses writes says so once, whichever came first.
+            s.warn("refused", "the remote cache " + s.where + " refuses to store entries and leases (" + taken->refusal +
+                                  "): nothing is shared, and machines missing the same kernel compile it each on "
+                                  "their own, until it takes them again (" + refusal_hint(taken->refusal) + ")");
           }
           stop_waiting();
           return held(std::make_unique<PublishHold>(s, key));

@@ -1,0 +1,25 @@
+// The store KILN_REMOTE_CACHE names: Redis (redis://), an HTTP(S) tree (https://, http://), an S3 bucket
+// (s3://), or a Redis and one of the others separated by a space (remote/tiered_store.hpp).
+#pragma once
+
+#include "base/result.hpp"
+
+#include <kiln/remote.hpp>
+
+#include <memory>
+#include <string>
+
+namespace kiln::detail {
+
+struct ChosenStore {
+  std::unique_ptr<RemoteStore> store;
+  std::string where;    // the store, for messages (no credential in it)
+  std::string warning;    // empty, or why the credential's file wants chmod 600
+  std::string cleartext;  // empty, or that a token goes over plain http:// (anyone on the path reads it)
+};
+
+// The store config.url names, nothing connected yet; the URLs' settings are written into `settings`. A
+// failure names the URL (credentials redacted), the part that is wrong and what it must be.
+Result<ChosenStore> store_from_url(const RemoteConfig& config, RemoteSettings& settings);
+
+}  // namespace kiln::detail
