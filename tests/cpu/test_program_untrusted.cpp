@@ -114,6 +114,10 @@ TEST_CASE("a program's options come from an allowlist: none that writes or reads
                   "--ftz=true", "--diag-suppress=177,550", "--expt-relaxed-constexpr", "-default-device",
                   "-I" + inc, "-I", inc, "--include-path=" + inc};
   CHECK(refusal(fine, here.options).empty());
+  // NVRTC's other spellings, as real callers write them (CuPy passes --std=c++17 and -ftz=true).
+  kiln::ProgramSource spelled = simple();
+  spelled.options = {"--std=c++17", "-ftz=true", "-prec-div=false", "-maxrregcount=64", "-use_fast_math"};
+  CHECK(refusal(spelled, here.options).empty());
 }
 
 TEST_CASE("an include kiln cannot put in the key is refused, naming the file and the line") {

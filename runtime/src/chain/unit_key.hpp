@@ -15,6 +15,10 @@
 
 namespace kiln::detail {
 
+// The registry name of every program given at run time (their cache entries are under it); no table may
+// take it (kiln-gen refuses it). The JIT pool compiles its units as untrusted input (ASLR on).
+inline constexpr std::string_view kProgramRegistry = "program";
+
 // The compilers an entry is built by, as the key names them ("13.0").
 struct CompilerVersions {
   std::string nvrtc;

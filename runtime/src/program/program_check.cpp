@@ -28,11 +28,11 @@ const std::vector<Allowed>& allowed() {
     const std::array<std::pair<const char*, std::string_view>, 15> rows{{
         {R"(-D[A-Za-z_][A-Za-z0-9_]*(=.*)?)", "-DNAME or -DNAME=VALUE"},
         {R"(-U[A-Za-z_][A-Za-z0-9_]*)", "-UNAME"},
-        {R"(-std=c\+\+(11|14|17|20))", "-std=c++11/14/17/20"},
+        {R"(--?std=c\+\+(11|14|17|20))", "-std=c++11/14/17/20 (or --std=)"},
         {R"(-lineinfo|--generate-line-info)", "-lineinfo"},
         {R"(--?use_fast_math)", "--use_fast_math"},
-        {R"(--maxrregcount=[0-9]+)", "--maxrregcount=N"},
-        {R"(--(ftz|prec-div|prec-sqrt|fmad)=(true|false))", "--ftz/--prec-div/--prec-sqrt/--fmad=true|false"},
+        {R"(--?maxrregcount=[0-9]+)", "--maxrregcount=N"},
+        {R"(--?(ftz|prec-div|prec-sqrt|fmad)=(true|false))", "--ftz/--prec-div/--prec-sqrt/--fmad=true|false (or one dash)"},
         {R"(--extra-device-vectorization)", "--extra-device-vectorization"},
         {R"(--expt-relaxed-constexpr|--expt-extended-lambda|--extended-lambda)",
          "--expt-relaxed-constexpr, --extended-lambda"},
@@ -231,7 +231,7 @@ std::string include_option(const std::vector<std::string>& options, std::size_t 
 bool trigraphs_on(const std::vector<std::string>& options) {
   bool on = false;  // NVRTC 13.0's default is C++17
   for (const std::string& o : options)
-    if (o.starts_with("-std=")) on = o == "-std=c++11" || o == "-std=c++14";
+    if (o.starts_with("-std=") || o.starts_with("--std=")) on = o.ends_with("=c++11") || o.ends_with("=c++14");
   return on;
 }
 

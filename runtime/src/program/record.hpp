@@ -1,15 +1,13 @@
 // What the registry and programs tell the demand record (kiln/record.hpp) as they load.
 #pragma once
 
+#include "chain/unit_key.hpp"  // kProgramRegistry
+
 #include <kiln/program.hpp>
 
 #include <string_view>
 
 namespace kiln::detail {
-
-// The registry name of every program given at run time (their cache entries are under it); no table may
-// take it (kiln-gen refuses it).
-inline constexpr std::string_view kProgramRegistry = "program";
 
 // A table's kernel that a tier after the embedded one served for `arch`.
 void record_kernel(std::string_view registry, std::string_view kernel, unsigned arch);

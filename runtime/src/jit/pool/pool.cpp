@@ -5,7 +5,7 @@
 #include "jit/pch_store.hpp"
 #include "jit/pool/pool_state.hpp"
 #include "jit/pool/settings.hpp"
-#include "program/record.hpp"  // kProgramRegistry
+#include "chain/unit_key.hpp"  // kProgramRegistry
 
 #include <kiln/error.hpp>
 
