@@ -2,6 +2,7 @@
 #include "remote/config.hpp"
 
 #include "base/parse.hpp"
+#include "base/private_dir.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -217,7 +218,11 @@ Result<FleetKeyText> load_fleet_key(const RemoteConfig& config) {
     // Whoever can read it can tag entries that every machine of the fleet runs.
     if ((st.st_mode & (S_IRGRP | S_IROTH)) != 0)
       warning = origin + " is readable by group or others, yet it lets whoever reads it publish kernels the fleet "
-                "runs: chmod 600 " + file;    while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+                "runs: chmod 600 " + file;
+    // Whoever can rename entries of its directory can put their key in its place, as good as writing it.
+    if (const Status dir = vet_directory_of(config.fleet_key_file); !dir)
+      warning += (warning.empty() ? "" : "; ") + origin + ": " + dir.error();
+    while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
   }
   if (key.size() < kMinKeyBytes)
     return fail(origin + " holds " + std::to_string(key.size()) + " bytes; a fleet key needs at least " +
