@@ -22,6 +22,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -225,10 +226,12 @@ inline RedisServer* shared_redis() {
 
 // A server that accepts connections on a free 127.0.0.1 port and then, per mode, never answers (reads
 // and keeps the connection), answers every request with bytes that are not Redis's protocol, or answers
-// with a string announced as 10^9 bytes and sends its bytes until the client hangs up (at most 128 MiB).
+// with a reply that does not end, sent until the client hangs up: a string announced as 10^9 bytes (at
+// most 128 MiB of it), an array announced as 10^8 elements followed by integers (32 MiB of them), or an
+// array of 1,000 strings of 60,000 bytes each.
 class FakeServer {
  public:
-  enum class Mode { silent, garbage, huge_value };
+  enum class Mode { silent, garbage, huge_value, endless_array, many_strings };
 
   explicit FakeServer(Mode mode) : mode_(mode) {
     listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -275,9 +278,11 @@ class FakeServer {
         }
       }
       for (std::size_t i = 1; i < fds.size(); ++i) {
-        if (mode_ == Mode::huge_value && owed_ > 0 && (fds[i].revents & POLLOUT)) {
-          static const std::string kPiece(64 * 1024, 'x');
-          const ssize_t n = ::send(fds[i].fd, kPiece.data(), std::min(kPiece.size(), owed_), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (owed_ > 0 && (fds[i].revents & POLLOUT)) {
+          // The piece repeats: sent from where the last send stopped, so that elements stay whole.
+          const std::string& piece = this->piece();
+          const std::size_t at = sent_ % piece.size();
+          const ssize_t n = ::send(fds[i].fd, piece.data() + at, std::min(piece.size() - at, owed_), MSG_NOSIGNAL | MSG_DONTWAIT);
           if (n > 0) {
             owed_ -= static_cast<std::size_t>(n);
             sent_ += static_cast<std::size_t>(n);
@@ -297,16 +302,32 @@ class FakeServer {
             owed_ = 0;
             finished_ = true;
           }
-        } else if (mode_ == Mode::huge_value) {
-          static constexpr char kAnnounce[] = "$1000000000\r\n";
-          (void)!::send(fds[i].fd, kAnnounce, sizeof kAnnounce - 1, MSG_NOSIGNAL);
-          owed_ = std::size_t{128} << 20;
+        } else if (mode_ == Mode::huge_value || mode_ == Mode::endless_array || mode_ == Mode::many_strings) {
+          const char* announce = mode_ == Mode::huge_value      ? "$1000000000\r\n"
+                                 : mode_ == Mode::endless_array ? "*100000000\r\n"
+                                                                : "*1000\r\n";
+          (void)!::send(fds[i].fd, announce, std::strlen(announce), MSG_NOSIGNAL);
+          // 32 MiB of integers: what a client without a bound would make of them stays under a few GB.
+          owed_ = std::size_t{mode_ == Mode::endless_array ? 32u : 128u} << 20;
+          sent_ = 0;
         } else if (mode_ == Mode::garbage) {
           static constexpr char kGarbage[] = "?this is not redis\r\n\x01\x02\x03";
           (void)!::send(fds[i].fd, kGarbage, sizeof kGarbage - 1, MSG_NOSIGNAL);
         }
       }
     }
+  }
+
+  // What follows the announcement, repeated.
+  const std::string& piece() const {
+    static const std::string kBytes(64 * 1024, 'x');
+    static const std::string kIntegers = [] {
+      std::string s;
+      for (int i = 0; i < 16 * 1024; ++i) s += ":1\r\n";
+      return s;
+    }();
+    static const std::string kString = "$60000\r\n" + std::string(60000, 'x') + "\r\n";
+    return mode_ == Mode::endless_array ? kIntegers : mode_ == Mode::many_strings ? kString : kBytes;
   }
 
   Mode mode_;

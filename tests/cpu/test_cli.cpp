@@ -233,6 +233,9 @@ TEST_CASE("kiln info and status say what KILN_DEVICE_ARCH overrides, with or wit
     const auto bad = kiln_cli({command}, tmp.path(), {{"CUDA_VISIBLE_DEVICES", ""}, {"KILN_DEVICE_ARCH", "one:80"}});
     CAPTURE(bad.output);
     CHECK(says(bad, "KILN_DEVICE_ARCH=one:80: not a list of DEVICE:ARCH (1:80,2:sm_86); ignored"));
+    const auto twice = kiln_cli({command}, tmp.path(), {{"CUDA_VISIBLE_DEVICES", ""}, {"KILN_DEVICE_ARCH", "0:80,0:90"}});
+    CAPTURE(twice.output);
+    CHECK(says(twice, "KILN_DEVICE_ARCH=0:80,0:90: device 0 is named twice; ignored"));
   }
   const auto plain = kiln_cli({"info"}, tmp.path(), {{"CUDA_VISIBLE_DEVICES", ""}, {"KILN_DEVICE_ARCH", std::nullopt}});
   CHECK_FALSE(says(plain, "KILN_DEVICE_ARCH"));

@@ -87,6 +87,50 @@ TEST_CASE("machine slots: another process's slot is not taken, and comes free wh
   CHECK(slots.acquire(10s).holds());  // the kernel dropped the dead holder's lock
 }
 
+TEST_CASE("machine slots: a stopped holder's slots are lent, one waiter each, and waited for again once it runs") {
+  kiln::test::TempDir tmp;
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(ready[0]);
+    MachineSlots own(tmp.path(), 2);
+    MachineSlots::Held a = own.acquire(10s), b = own.acquire(10s);
+    const char byte = a.holds() && b.holds() ? 'y' : 'n';
+    (void)!::write(ready[1], &byte, 1);
+    ::pause();  // killed by the parent, holding both slots
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char byte = 0;
+  REQUIRE(::read(ready[0], &byte, 1) == 1);
+  ::close(ready[0]);
+  REQUIRE(byte == 'y');
+  // Stopped, as by kill -STOP or Ctrl-Z; waitpid says when the kernel has stopped it.
+  REQUIRE(::kill(child, SIGSTOP) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, WUNTRACED) == child);
+  REQUIRE(WIFSTOPPED(status));
+  // Each MachineSlots opens its own files: as two processes, they never share a lock.
+  MachineSlots first(tmp.path(), 2), second(tmp.path(), 2), third(tmp.path(), 2);
+  MachineSlots::Held lent_a = first.acquire(20s);
+  CHECK(lent_a.holds());  // without waiting out the 20 s
+  MachineSlots::Held lent_b = second.acquire(20s);
+  CHECK(lent_b.holds());
+  CHECK_FALSE(third.acquire(100ms).holds());  // one waiter per stopped slot: still two compiles at most
+  lent_a.release();
+  CHECK(third.acquire(20s).holds());  // the stand-in given back is lent again
+  // Continued, the holder is waited for again.
+  REQUIRE(::kill(child, SIGCONT) == 0);
+  REQUIRE(::waitpid(child, &status, WCONTINUED) == child);
+  lent_b.release();
+  CHECK_FALSE(second.acquire(100ms).holds());
+  ::kill(child, SIGKILL);
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(second.acquire(10s).holds());
+  CHECK(std::filesystem::exists(tmp.path() / "jit-slots" / "slot-0.standin.lock"));
+}
+
 TEST_CASE("machine slots: no budget without a directory, and a directory it cannot use is said once, never waited on") {
   MachineSlots none({}, 1);
   CHECK_FALSE(none.on());

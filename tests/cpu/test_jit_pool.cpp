@@ -20,7 +20,9 @@
 #include "jit/worker/serve.hpp"  // kWorkerMemoryLimited
 #include "jit_test_util.hpp"
 
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1532,6 +1534,53 @@ TEST_CASE("the real kiln-jitd: two CUB units on one worker build the family's PC
   CHECK(kiln::detail::read_cubin(warm->entry->cubin).kernels == kiln::detail::read_cubin(cold->entry->cubin).kernels);
   MESSAGE("block_sum_f32 NVRTC: cold " << cold->nvrtc_ms << " ms; a fresh process with the PCH file " << warm->nvrtc_ms
                                        << " ms (its unpacking included); the file " << packed << " bytes");
+}
+
+TEST_CASE("the real kiln-jitd on a full disk (a 1 MiB tmpfs): the PCH's warning says no space left on device, and names the file") {
+  kiln::test::TempDir dir;
+  const int status = kiln::test::run_in_child([&] {
+    // A private mount namespace and a tiny tmpfs: NVRTC's own ENOSPC, not a simulated one. Needs root
+    // (CAP_SYS_ADMIN), as CI has; 77 without.
+    if (::unshare(CLONE_NEWNS) != 0) return 77;
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 77;
+    if (::mount("tmpfs", dir.path().c_str(), "tmpfs", 0, "size=1m,mode=0700") != 0) return 77;
+    kiln::test::ChildChecks checks;
+    JitPool pool(real_pool(1));
+    // A unit of one small header, twice: one worker, two requests of the family, so the first builds the
+    // family's PCH, which NVRTC cannot write (it is larger than the disk).
+    const auto request = [](std::string unit) {
+      CompileRequest r;
+      r.registry = "test";
+      r.source_name = unit + ".cu";
+      r.unit = std::move(unit);
+      r.arch = 90;
+      r.headers = {{"kiln_test_twice.cuh", "__device__ inline float kiln_twice(float x) { return 2.0f * x; }\n"}};
+      r.source = "#include \"kiln_test_twice.cuh\"\n"
+                 "extern \"C\" __global__ void kiln_pch_k(float* x) { x[0] = kiln_twice(x[0]); }\n";
+      r.kernels = {{"kiln_pch_k", "kiln_pch_k"}};
+      r.expressions = {"kiln_pch_k"};
+      return r;
+    };
+    const kiln::detail::PchFamily family{"full-disk", dir.path() / "full-disk.pch"};
+    auto a = pool.submit(request("full_disk_a"), family);
+    auto b = pool.submit(request("full_disk_b"), family);
+    const auto first = real_outcome(a);
+    if (!first) return 77;
+    const auto second = real_outcome(b);
+    checks.expect(first->entry.ok() && second && second->entry.ok(), "both units compile without the PCH");
+    if (!pool.uses_pch_files()) return 77;  // no PCH was asked for
+    const auto warnings = pool.warnings();
+    const std::string said = warnings.empty() ? std::string() : warnings[0];
+    checks.expect(warnings.size() == 1, "one warning, got " + std::to_string(warnings.size()));
+    checks.expect(said.find("no space left on device") != std::string::npos, "the warning says why: " + said);
+    checks.expect(said.find(family.path.string()) != std::string::npos, "the warning names the file: " + said);
+    return checks.exit_code();
+  });
+  if (status == 77) {
+    MESSAGE("skipped: no private mount namespace here (needs root), no NVRTC, or no PCH files across processes");
+    return;
+  }
+  CHECK(status == 0);
 }
 
 TEST_CASE("the real kiln-jitd: a worker that compiled another unit first is replaced before it reads a PCH file, which NVRTC would refuse it") {

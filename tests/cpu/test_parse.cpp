@@ -78,3 +78,17 @@ TEST_CASE("KILN_DEVICE_ARCH: DEVICE:ARCH pairs, the architecture as 80 or sm_80;
   ::unsetenv("KILN_DEVICE_ARCH");
   CHECK(forced_archs().empty());
 }
+
+TEST_CASE("KILN_DEVICE_ARCH naming a device twice is refused whole, saying which device") {
+  for (const char* twice : {"0:80,0:90", "0:80,0:80", "1:80,2:86,1:sm_90"}) {
+    CAPTURE(std::string(twice));
+    ::setenv("KILN_DEVICE_ARCH", twice, 1);
+    CHECK(forced_archs().empty());
+    CHECK(forced_arch(0) == 0);
+    CHECK(forced_arch(1) == 0);
+    const auto parsed = kiln::detail::parse_forced_archs(twice);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.error() == "device " + std::string(twice[0] == '0' ? "0" : "1") + " is named twice");
+  }
+  ::unsetenv("KILN_DEVICE_ARCH");
+}

@@ -148,6 +148,21 @@ TEST_CASE("the fleet key from the environment: the variable, or a file that only
     CHECK(readable.warnings()[0].find("readable by group or others") != std::string::npos);
     CHECK(readable.warnings()[0].find("chmod 600 " + file.string()) != std::string::npos);
   }
+  SUBCASE("a key file in a directory others can write, without the sticky bit, is used with one warning") {
+    // Whoever can rename entries there can put their own key in place of this one.
+    ::chmod(tmp.path().c_str(), 0777);
+    kiln::RemoteCache loose(kiln::RemoteConfig::from_environment());
+    ::chmod(tmp.path().c_str(), 01777);  // sticky, as /tmp: only the file's owner may rename it
+    kiln::RemoteCache sticky(kiln::RemoteConfig::from_environment());
+    ::chmod(tmp.path().c_str(), 0700);
+    CHECK(loose.usable());
+    REQUIRE(loose.warnings().size() == 1);
+    CHECK(loose.warnings()[0].find("the fleet key file " + file.string()) != std::string::npos);
+    CHECK(loose.warnings()[0].find("its directory " + tmp.path().string() +
+                                   " can be written by group or others and has no sticky bit (mode 0777)") != std::string::npos);
+    CHECK(sticky.usable());
+    CHECK(sticky.warnings().empty());
+  }
   SUBCASE("a missing key file is named") {
     const ScopedEnv missing("KILN_REMOTE_KEY_FILE", (tmp.path() / "nope").string());
     kiln::RemoteCache refused(kiln::RemoteConfig::from_environment());

@@ -221,6 +221,32 @@ TEST_CASE("a reply announcing a 1 GB string is refused from its first bytes, nev
   CHECK(huge.sent() < 32u << 20);
 }
 
+TEST_CASE("a reply announcing an array of 10^8 elements, then sending them without end, is refused at its header") {
+  KILN_SKIP_WITHOUT_REDIS();
+  FakeServer endless(FakeServer::Mode::endless_array);
+  auto remote = remote_at(endless.url("timeout_ms=5000"));
+  CHECK_FALSE(remote->load(sample_key(1)));
+  CHECK(remote->stats().errors == 1);  // no Redis answers GET so: a failure of the store
+  REQUIRE(remote->warnings().size() == 1);
+  CHECK(remote->warnings()[0].find("announces an array of 100000000 elements, more than a reply may hold (1024)") !=
+        std::string::npos);
+  // The connection was closed after the header: the server could send little more than its socket holds.
+  kiln::test::eventually([&] { return endless.finished(); });
+  CHECK(endless.sent() < 16u << 20);
+}
+
+TEST_CASE("a reply of many strings, each under max_bytes, is cut when its bytes together pass max_bytes") {
+  KILN_SKIP_WITHOUT_REDIS();
+  FakeServer many(FakeServer::Mode::many_strings);
+  auto remote = remote_at(many.url("timeout_ms=5000&max_bytes=100000"));
+  CHECK_FALSE(remote->load(sample_key(1)));
+  CHECK(remote->stats().errors == 1);
+  REQUIRE(remote->warnings().size() == 1);
+  CHECK(remote->warnings()[0].find("is larger than 104096 bytes") != std::string::npos);
+  kiln::test::eventually([&] { return many.finished(); });
+  CHECK(many.sent() < 16u << 20);
+}
+
 TEST_CASE("a server that wants a password: one warning that says how to give it, not a full server's hint") {
   KILN_SKIP_WITHOUT_REDIS();
   kiln::test::RedisServer server({"--requirepass", "s3cret-pass"});

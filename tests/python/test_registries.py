@@ -1,6 +1,8 @@
 """A generated registry from Python: kiln's examples, and one loaded from a shared library."""
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -61,10 +63,53 @@ def test_load_finds_a_generated_catalog_by_its_namespace():
         pytest.skip("run by meson test, which builds the library (KILN_TEST_CATALOG_LIBRARY)")
     registry = kiln.Registry.load(library, "kiln::examples")
     assert registry.name == "examples" and "vector_add" in registry.kernels
-    # Or by an extern "C" function that returns the catalog (tests/python/catalog_accessor.cpp).
+    # Or by an extern "C" catalog stamp (tests/python/catalog_accessor.cpp).
     assert kiln.Registry.load(library, "kiln_test_examples_catalog").name == "examples"
     with pytest.raises(kiln.Error, match="no_such_function"):
         kiln.Registry.load(library, "no_such_function")
+    # A function, even one that returns a catalog, is not called: only a stamp is trusted.
+    with pytest.raises(kiln.Error, match="kiln_test_examples_function.* is not a kiln catalog stamp"):
+        kiln.Registry.load(library, "kiln_test_examples_function")
+
+
+def load_in_child(path, name):
+    """Registry.load(path, name) in a child Python, bounded: what it printed, or how it ended."""
+    code = (
+        "import sys, kiln\n"
+        "try:\n"
+        "    kiln.Registry.load(sys.argv[1], sys.argv[2])\n"
+        "    print('loaded')\n"
+        "except kiln.Error as e:\n"
+        "    print('kiln.Error', e.code, e)\n"
+    )
+    try:
+        done = subprocess.run([sys.executable, "-c", code, path, name], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return "still running after 60 s"
+    if done.returncode != 0:
+        return f"ended with {done.returncode}: {done.stderr[-2000:]}"
+    return done.stdout
+
+
+def test_load_refuses_a_symbol_that_is_not_a_catalog_stamp_without_calling_it():
+    # puts is a function of every process: called as an accessor, it crashed the interpreter.
+    said = load_in_child("libc.so.6", "puts")
+    assert said.startswith("kiln.Error invalid_argument"), said
+    assert "'puts' is not a kiln catalog stamp (it is a function)" in said, said
+    # Data, too small to be a stamp; and large enough, but another library's: no kiln magic.
+    said = load_in_child("libc.so.6", "environ")
+    assert said.startswith("kiln.Error invalid_argument") and "an object of 8 bytes" in said, said
+    said = load_in_child("libc.so.6", "_IO_2_1_stdout_")
+    assert said.startswith("kiln.Error invalid_argument") and "no kiln magic" in said, said
+
+
+def test_load_refuses_a_fifo_at_once(tmp_path):
+    # dlopen() of a FIFO waits for a writer that never comes.
+    fifo = tmp_path / "catalog.so"
+    os.mkfifo(fifo)
+    said = load_in_child(str(fifo), "my::kernels")
+    assert said.startswith("kiln.Error invalid_argument"), said
+    assert str(fifo) in said and "is a FIFO" in said, said
 
 
 # --- GPU

@@ -123,4 +123,35 @@ struct Catalog {
   const KernelEntry* find(std::string_view name) const noexcept;
 };
 
+// What a generated catalog exports beside its accessor, as `<namespace>::catalog_stamp`: a loader of its
+// shared library (kiln.Registry.load) looks the stamp up as data and checks it before it calls anything,
+// so that a symbol that is not a kiln catalog, or one built against other kiln headers, is refused
+// rather than called. The accessor is called through the stamp only.
+inline constexpr std::uint64_t kCatalogMagic = 0x6b696c6e'63617461;  // "kilncata"
+// Raised whenever Catalog or one of its entries changes layout or meaning; the sizes catch a change
+// that forgot to.
+inline constexpr std::uint32_t kCatalogAbi = 1;
+
+struct CatalogStamp {
+  std::uint64_t magic;
+  std::uint32_t abi;
+  std::uint32_t catalog_size, unit_size, kernel_size, binary_size, header_size;  // sizeof each struct
+  const Catalog& (*catalog)();
+};
+
+// The stamp of `accessor`'s catalog, as built against these headers.
+constexpr CatalogStamp catalog_stamp_of(const Catalog& (*accessor)()) noexcept {
+  return {kCatalogMagic,       kCatalogAbi,         sizeof(Catalog),     sizeof(UnitEntry),
+          sizeof(KernelEntry), sizeof(BinaryEntry), sizeof(HeaderEntry), accessor};
+}
+
+// Whether `stamp` is one of a catalog this kiln reads: the magic, the ABI and every size as these
+// headers have them.
+constexpr bool stamp_matches(const CatalogStamp& stamp) noexcept {
+  const CatalogStamp ours = catalog_stamp_of(nullptr);
+  return stamp.magic == ours.magic && stamp.abi == ours.abi && stamp.catalog_size == ours.catalog_size &&
+         stamp.unit_size == ours.unit_size && stamp.kernel_size == ours.kernel_size &&
+         stamp.binary_size == ours.binary_size && stamp.header_size == ours.header_size;
+}
+
 }  // namespace kiln

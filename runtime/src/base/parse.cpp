@@ -80,10 +80,8 @@ Result<unsigned> parse_arch(std::string_view text) {
   return static_cast<unsigned>(number->value);
 }
 
-std::vector<std::pair<int, unsigned>> forced_archs() {
-  const char* value = std::getenv("KILN_DEVICE_ARCH");
+Result<std::vector<std::pair<int, unsigned>>> parse_forced_archs(std::string_view value) {
   std::vector<std::pair<int, unsigned>> forced;
-  if (value == nullptr || *value == '\0') return forced;
   std::string_view rest(value);
   while (!rest.empty()) {
     const std::size_t comma = rest.find(',');
@@ -96,15 +94,25 @@ std::vector<std::pair<int, unsigned>> forced_archs() {
     const auto arch = colon == std::string_view::npos ? fail("")
                       : arch_text.starts_with("sm_") ? parse_arch(arch_text)
                                                      : parse_arch("sm_" + std::string(arch_text));
-    if (!device || !arch) {
-      static WarnOnce warnings;
-      warnings.warn("KILN_DEVICE_ARCH", "KILN_DEVICE_ARCH='" + std::string(value) + "' is not a list of " +
-                                            "DEVICE:ARCH (1:80,2:sm_86); ignoring it");
-      return {};
-    }
+    if (!device || !arch) return fail("not a list of DEVICE:ARCH (1:80,2:sm_86)");
+    // Which of two architectures would the device take? Neither: the whole setting is refused.
+    for (const auto& [named, _] : forced)
+      if (named == static_cast<int>(*device)) return fail("device " + std::to_string(named) + " is named twice");
     forced.emplace_back(static_cast<int>(*device), *arch);
   }
   return forced;
+}
+
+std::vector<std::pair<int, unsigned>> forced_archs() {
+  const char* value = std::getenv("KILN_DEVICE_ARCH");
+  if (value == nullptr || *value == '\0') return {};
+  auto forced = parse_forced_archs(value);
+  if (!forced) {
+    static WarnOnce warnings;
+    warnings.warn("KILN_DEVICE_ARCH", "KILN_DEVICE_ARCH='" + std::string(value) + "': " + forced.error() + "; ignoring it");
+    return {};
+  }
+  return std::move(forced).value();
 }
 
 unsigned forced_arch(int ordinal) {

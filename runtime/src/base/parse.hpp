@@ -28,8 +28,12 @@ Result<unsigned> parse_arch(std::string_view text);
 unsigned forced_arch(int ordinal);
 
 // Every device KILN_DEVICE_ARCH names, with the architecture it forces, in the order given; empty when it
-// is unset or does not parse (warned about once).
+// is unset or refused (warned about once).
 std::vector<std::pair<int, unsigned>> forced_archs();
+
+// KILN_DEVICE_ARCH's value read: a device named twice is refused with the rest ("0:80,0:90" says
+// nothing it can keep), as is anything that is not a list of DEVICE:ARCH; the failure says which.
+Result<std::vector<std::pair<int, unsigned>>> parse_forced_archs(std::string_view value);
 
 // On or off: "on", "1", "true", "yes" / "off", "0", "false", "no", in any case. Refuses anything else
 // ("", "2", "disable"), saying what it accepts.

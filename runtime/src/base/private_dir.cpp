@@ -150,6 +150,24 @@ Status vet_private_dir(const struct stat& st, const std::filesystem::path& shown
   return vet_private(st, shown, elsewhere);
 }
 
+Status vet_directory_of(const std::filesystem::path& file) {
+  const std::filesystem::path named = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
+  std::error_code failed;
+  const std::filesystem::path resolved = std::filesystem::canonical(file, failed).parent_path();
+  for (const auto& dir : {named, resolved}) {
+    struct stat st {};
+    if (dir.empty() || ::stat(dir.c_str(), &st) != 0) continue;  // what cannot be looked at, the open says
+    if (st.st_uid != 0 && st.st_uid != ::geteuid())
+      return fail("its directory " + dir.string() + " is owned by uid " + std::to_string(st.st_uid) + ", neither root nor " +
+                  this_user() + ", so its owner could put another file in place of " + file.string());
+    if (others_can_write(st.st_mode) && (st.st_mode & S_ISVTX) == 0)
+      return fail("its directory " + dir.string() + " can be written by group or others and has no sticky bit (mode " +
+                  octal_mode(st.st_mode) + "), so they could put another file in place of " + file.string() +
+                  "; run `chmod go-w " + dir.string() + "` (or `chmod +t`, as /tmp has), or move the file");
+  }
+  return ok();
+}
+
 Status vet_private_file(const struct stat& st, const std::filesystem::path& shown) {
   if (st.st_uid != ::geteuid())
     return fail("refusing " + shown.string() + ": it is owned by uid " + std::to_string(st.st_uid) + ", not by " +

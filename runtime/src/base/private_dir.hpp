@@ -57,4 +57,9 @@ Status vet_private_dir(const struct stat& st, const std::filesystem::path& shown
 // owned by the effective user that group and others cannot write. The refusal names `shown`.
 Status vet_private_file(const struct stat& st, const std::filesystem::path& shown);
 
+// The rule for a directory above, applied to the directory a file kiln reads is in (as named, and as its
+// symlinks resolve): whoever can rename entries there can put another file in its place. The failure
+// names the directory, what is wrong and what to do.
+Status vet_directory_of(const std::filesystem::path& file);
+
 }  // namespace kiln::detail

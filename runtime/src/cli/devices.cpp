@@ -21,8 +21,9 @@ std::string device_line(const DeviceInfo& d) {
 std::string override_line() {
   const char* value = std::getenv("KILN_DEVICE_ARCH");
   if (value == nullptr || *value == '\0') return {};
-  const auto forced = detail::forced_archs();
-  if (forced.empty()) return std::string("KILN_DEVICE_ARCH=") + value + ": not a list of DEVICE:ARCH (1:80,2:sm_86); ignored";
+  const auto parsed = detail::parse_forced_archs(value);
+  if (!parsed) return std::string("KILN_DEVICE_ARCH=") + value + ": " + parsed.error() + "; ignored";
+  const auto& forced = *parsed;
   std::string line = std::string("KILN_DEVICE_ARCH=") + value + ":";
   for (std::size_t i = 0; i < forced.size(); ++i)
     line += (i ? ", device " : " device ") + std::to_string(forced[i].first) + " takes sm_" +

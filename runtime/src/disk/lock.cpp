@@ -9,10 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <charconv>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 namespace kiln::detail {
@@ -39,41 +36,6 @@ int flock_retrying(int fd, int operation) {
   return rc;
 }
 
-// "<pid> <start time>\n": who holds the lock, written by the holder once it has it.
-void record_holder(int fd) {
-  const pid_t pid = ::getpid();
-  const auto state = process_state(pid);
-  const std::string text = std::to_string(pid) + " " + std::to_string(state ? state->start_time : 0) + "\n";
-  if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, text.data(), text.size(), 0);
-}
-
-struct Holder {
-  pid_t pid = 0;
-  unsigned long long start_time = 0;
-};
-// The holder a lock file names, if it names one yet (the holder writes it just after locking).
-std::optional<Holder> read_holder(int fd) {
-  char text[64] = {};
-  const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
-  if (n <= 0) return std::nullopt;
-  Holder h;
-  const char* end = text + n;
-  auto [p, ec] = std::from_chars(text, end, h.pid);
-  if (ec != std::errc() || p == end || *p != ' ' || h.pid <= 0) return std::nullopt;
-  auto [q, ec2] = std::from_chars(p + 1, end, h.start_time);
-  if (ec2 != std::errc() || q == end || *q != '\n') return std::nullopt;
-  return h;
-}
-
-enum class HolderIs { unknown, running, stopped, gone };
-HolderIs holder_is(const std::optional<Holder>& holder) {
-  if (!holder) return HolderIs::unknown;
-  const auto state = process_state(holder->pid);
-  // Gone, or the pid now names another process (reused): whoever keeps the lock is not building.
-  if (!state || (holder->start_time != 0 && state->start_time != holder->start_time)) return HolderIs::gone;
-  return state->stopped ? HolderIs::stopped : HolderIs::running;
-}
-
 std::string seconds_text(std::chrono::milliseconds ms) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(ms.count()) / 1000.0);
@@ -81,25 +43,6 @@ std::string seconds_text(std::chrono::milliseconds ms) {
 }
 
 }  // namespace
-
-std::optional<ProcessState> process_state(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!in || !std::getline(in, line)) return std::nullopt;
-  // "pid (comm) S ppid ...": comm may hold spaces and parentheses, so fields count from the last ')'.
-  const auto close = line.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  std::istringstream fields(line.substr(close + 1));
-  char state = '?';
-  fields >> state;
-  std::string skip;
-  for (int field = 4; field < 22; ++field) fields >> skip;  // ppid .. itrealvalue
-  ProcessState s;
-  fields >> s.start_time;  // field 22
-  if (state == 'Z' || state == 'X' || state == 'x') return std::nullopt;
-  s.stopped = state == 'T' || state == 't';
-  return s;
-}
 
 std::optional<FileLock> FileLock::acquire(int dir, const std::string& name, const std::string& shown,
                                           std::chrono::milliseconds limit, Refused& refused) {

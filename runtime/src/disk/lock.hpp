@@ -1,6 +1,7 @@
 // The per-key build lock shared by threads and processes: flock on <hex>.lock, waited for within a bound.
 #pragma once
 
+#include "base/lock_holder.hpp"
 #include "base/result.hpp"
 #include "base/unique_fd.hpp"
 
@@ -51,13 +52,5 @@ class FileLock {
   std::string name_;
   UniqueFd fd_;
 };
-
-// The state of process `pid` as /proc says: its start time (clock ticks since boot) and whether it is
-// stopped; nullopt when it is gone (or a zombie). The lock records and checks holders with it.
-struct ProcessState {
-  unsigned long long start_time = 0;
-  bool stopped = false;
-};
-std::optional<ProcessState> process_state(pid_t pid);
 
 }  // namespace kiln::detail

@@ -98,6 +98,17 @@ std::filesystem::path pch_path(const std::filesystem::path& entries, std::string
   return entries / (std::string(family) + ".pch");
 }
 
+std::string pch_write_failure(std::string_view log, std::string_view path) {
+  constexpr std::string_view kWriting = "error while writing PCH file: ";
+  const std::size_t at = log.find(kWriting);
+  if (at == std::string_view::npos) return {};
+  std::string why(trimmed(log.substr(at + kWriting.size(), log.find('\n', at) - at - kWriting.size())));
+  if (why.empty()) why = "NVRTC says no more";
+  // strerror's text ("No space left on device") within a sentence.
+  if (why.size() > 1 && why[0] >= 'A' && why[0] <= 'Z' && why[1] >= 'a' && why[1] <= 'z') why[0] = static_cast<char>(why[0] - 'A' + 'a');
+  return "kiln: the precompiled header " + std::string(path) + " could not be written: " + why;
+}
+
 std::filesystem::path pch_temp_path(const std::filesystem::path& final_path) { return summed_temp_path(final_path); }
 
 Status publish_pch(const std::filesystem::path& raw, const std::filesystem::path& final_path) {

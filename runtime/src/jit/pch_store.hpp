@@ -34,6 +34,11 @@ std::string pch_family(const CompileRequest& request, std::string_view headers_d
 // <entries>/<family>.pch: where a family's PCH lives in a cache whose entry directory is `entries`.
 std::filesystem::path pch_path(const std::filesystem::path& entries, std::string_view family);
 
+// Worker side, after NVRTC failed to create the PCH file `path`: one line saying why, with the file, when
+// NVRTC's log says it could not write it ("error while writing PCH file: No space left on device", on a
+// line after the one naming the file, which is all the pool's warning showed); empty otherwise.
+std::string pch_write_failure(std::string_view log, std::string_view path);
+
 // Worker side, after NVRTC created `raw`: packed into a temp file (jit/pch_pack.hpp), `raw` removed, then
 // the sum and the packed file renamed into place at `final_path`. On failure every temp file is removed
 // and the reason given.

@@ -2,6 +2,7 @@
 #include "remote/config.hpp"
 
 #include "base/parse.hpp"
+#include "base/private_dir.hpp"
 #include "remote/secret_file.hpp"
 
 #include <charconv>
@@ -203,6 +204,9 @@ Result<FleetKeyText> load_fleet_key(const RemoteConfig& config) {
     if (!read) return fail(read.error());
     key = std::move(read->text);
     warning = std::move(read->warning);
+    // Whoever can rename entries of its directory can put their key in its place, as good as writing it.
+    if (const Status dir = vet_directory_of(config.fleet_key_file); !dir)
+      warning += (warning.empty() ? "" : "; ") + origin + ": " + dir.error();
     while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
   }
   if (key.size() < kMinKeyBytes)

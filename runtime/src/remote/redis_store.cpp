@@ -164,13 +164,56 @@ std::optional<std::uint64_t> announced_bulk(const redisReader& r) {
   return length;
 }
 
+// What one reply may make this process hold. hiredis builds an object of each element as it parses, and
+// reserves an array's slots as soon as its header ("*<count>") arrives: the unparsed bytes in its buffer say
+// nothing of that. So the slots of every array in a reply are counted against kMaxReplyElements before
+// hiredis makes the array, and the bytes read for a reply against its byte limit, in exchange(). kiln's
+// requests are answered with one value, never an array: the bound leaves room, and no more.
+constexpr std::uint64_t kMaxReplyElements = 1024;
+
+// The count of the reply being read, on this thread (hiredis calls the functions below from within
+// redisGetReplyFromReader, on the thread of exchange()); null outside exchange().
+struct ElementBudget {
+  std::uint64_t left = kMaxReplyElements;
+  std::uint64_t refused = 0;  // the count of the array refused, if one was
+};
+thread_local ElementBudget* reply_budget = nullptr;
+const redisReplyObjectFunctions* hiredis_functions = nullptr;  // hiredis's own, which the counted ones call
+
+// hiredis 0.14 gives an array's count as int, 1.x as size_t: the pointer's type picks the instance.
+template <typename Count>
+void* counted_array(const redisReadTask* task, Count count) {
+  if (ElementBudget* budget = reply_budget; budget != nullptr) {
+    const auto n = static_cast<std::uint64_t>(count);
+    if (n > budget->left) {
+      budget->refused = n;
+      return nullptr;  // hiredis stops reading with an error; exchange() says why
+    }
+    budget->left -= n;
+  }
+  return hiredis_functions->createArray(task, count);
+}
+
+// Makes `c`'s reader count array slots. hiredis's functions are one static table, the same for every
+// reader: the counting copy is made once, from the first.
+void count_elements(redisContext* c) {
+  static redisReplyObjectFunctions* const counted = [&] {
+    hiredis_functions = c->reader->fn;
+    auto* table = new redisReplyObjectFunctions(*c->reader->fn);  // lives for the process
+    table->createArray = &counted_array;
+    return table;
+  }();
+  if (c->reader->fn == hiredis_functions) c->reader->fn = counted;
+}
+
 // A reply refused for its size: nothing more of it is read, so the connection goes with it.
 struct TooLarge {
   std::uint64_t announced = 0;  // the bulk string's length
 };
 
-// One request and its whole reply, by the deadline; no reply is read beyond `reply_limit` (`too_large` then
-// says how large it said it was). A failure leaves the connection unusable.
+// One request and its whole reply, by the deadline; no reply is read beyond `reply_limit` bytes (`too_large`
+// then says how large a string it said it was) or kMaxReplyElements elements. A failure leaves the
+// connection unusable.
 Result<Reply> exchange(redisContext* c, const std::vector<std::string_view>& args, Clock::time_point deadline,
                        std::chrono::milliseconds budget, std::uint64_t reply_limit, std::optional<TooLarge>* too_large = nullptr) {
   std::vector<const char*> argv;
@@ -190,10 +233,21 @@ Result<Reply> exchange(redisContext* c, const std::vector<std::string_view>& arg
         return fail("sending " + std::string(args.front()) + ": " + c->errstr);
     }
   }
+  ElementBudget elements;
+  reply_budget = &elements;
+  struct Unset {
+    ~Unset() { reply_budget = nullptr; }
+  } unset;
+  std::uint64_t received = 0;  // the reply's bytes read so far
   for (;;) {
     void* reply = nullptr;
-    if (redisGetReplyFromReader(c, &reply) != REDIS_OK)
+    if (redisGetReplyFromReader(c, &reply) != REDIS_OK) {
+      if (elements.refused != 0)
+        return fail("the answer to " + std::string(args.front()) + " announces an array of " +
+                    std::to_string(elements.refused) + " elements, more than a reply may hold (" +
+                    std::to_string(kMaxReplyElements) + ")");
       return fail("the answer to " + std::string(args.front()) + " is not Redis's protocol (" + c->errstr + ")");
+    }
     if (reply != nullptr) return Reply(static_cast<redisReply*>(reply));
     const auto announced = announced_bulk(*c->reader);
     if (announced && *announced > reply_limit) {
@@ -201,12 +255,19 @@ Result<Reply> exchange(redisContext* c, const std::vector<std::string_view>& arg
       return fail("the answer to " + std::string(args.front()) + " announces " + std::to_string(*announced) +
                   " bytes, more than " + std::to_string(reply_limit));
     }
-    if (c->reader->len > reply_limit)
+    if (received > reply_limit)
       return fail("the answer to " + std::string(args.front()) + " is larger than " + std::to_string(reply_limit) + " bytes");
+    // The whole answer by the deadline: poll() alone would let bytes that keep coming through after it.
+    if (Clock::now() >= deadline)
+      return fail("the answer to " + std::string(args.front()) + " did not end within " + ms_text(budget) +
+                  " (" + std::to_string(received) + " bytes came)");
     if (const Status ready = wait_for(c->fd, POLLIN, deadline, budget); !ready)
       return fail("waiting for the answer to " + std::string(args.front()) + ": " + ready.error());
+    // redisBufferRead appends what it read to the reader's buffer (it is compacted only while parsing).
+    const std::size_t before = c->reader->len;
     if (redisBufferRead(c) != REDIS_OK)
       return fail("reading the answer to " + std::string(args.front()) + ": " + c->errstr);
+    received += c->reader->len - before;
   }
 }
 
@@ -351,6 +412,7 @@ class RedisStore final : public RemoteStore {
     Context c(redisConnectWithTimeout(ip->c_str(), static_cast<int>(address_.port), to_timeval(left)));
     if (!c) throw failure("cannot allocate a connection");
     if (c->err != 0) throw failure(std::string("cannot connect within ") + ms_text(connect_timeout_) + ": " + c->errstr);
+    count_elements(c.get());
     // A backstop for hiredis's own blocking writes and reads; exchange() bounds the whole request.
     redisSetTimeout(c.get(), to_timeval(request_timeout_));
     const auto setup = [&](std::vector<std::string_view> args, std::string_view what) {

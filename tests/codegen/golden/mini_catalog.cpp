@@ -74,5 +74,6 @@ constinit const kiln::Catalog the_catalog{
 }  // namespace
 
 const kiln::Catalog& catalog() { return the_catalog; }
+constinit const kiln::CatalogStamp catalog_stamp = kiln::catalog_stamp_of(&catalog);
 
 }  // namespace mini::kernels

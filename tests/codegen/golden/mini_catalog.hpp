@@ -7,6 +7,9 @@ namespace mini::kernels {
 
 // The units, kernels and embedded binaries of registry 'mini': pass it to kiln::Registry.
 const kiln::Catalog& catalog();
+// Its stamp, for loaders of a shared library that holds it (kiln.Registry.load): checked before catalog()
+// is called through it. Exported whatever the library's default visibility.
+[[gnu::visibility("default")]] extern const kiln::CatalogStamp catalog_stamp;
 
 // One handle per kernel: registry.get(kernels::NAME) gives a kiln::TypedKernel whose launch takes the
 // kernel's parameter types (void: types the host does not know; arguments go as they are).

@@ -116,6 +116,9 @@ std::string answer(const CompileFunction& compile, CompileRequest request, Unpac
           outcome.log += "kiln: the precompiled header was not kept: " + published.error() + "\n";
         }
       } else {
+        // First, so that the pool's warning quotes it rather than NVRTC's line before it.
+        if (const std::string why = pch_write_failure(outcome.log, request.pch_path); !why.empty())
+          outcome.log = why + "\n" + outcome.log;
         std::error_code ignored;
         std::filesystem::remove(request.pch_path, ignored);
       }
