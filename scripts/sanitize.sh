@@ -20,9 +20,10 @@ common=(-Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}" -Db_lundef=false -Dprimitiv
 
 [ -f build-sanitize/build.ninja ] ||
   meson setup build-sanitize "${common[@]}" -Db_sanitize=address,undefined -Dcpp_args=-fno-sanitize-recover=all
-meson compile -C build-sanitize
 export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1:print_summary=1
 export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1:print_summary=1
+# No `meson compile` first: meson test builds what the tests it runs need (each one's executable, the
+# targets among its arguments and its depends:), and nothing of the gpu suite's.
 meson test -C build-sanitize --suite cpu --suite codegen --print-errorlogs
 
 [ -x build/runtime/kiln-jitd ] && [ -x build/tests/fake-jitd ] ||

@@ -1,35 +1,46 @@
-"""Suite consumer: kiln installed, and used by a pkg-config build and a CMake project.
+"""Suite consumer: kiln installed, and used by a pkg-config build, a CMake project and a Meson subproject.
 
-- An install into a DESTDIR, moved elsewhere: the tree holds together wherever it lies (run paths
-  relative to the binaries, kiln-gen's launcher, libkiln's way to kiln-jitd, the CMake package). Its
-  `kiln` starts without LD_LIBRARY_PATH, and tests/installed's CMakeLists.txt (find_package(kiln),
-  kiln_add_registry, kiln_add_tool) builds against it; its tool precompiles for sm_90 (no GPU needed)
-  with the moved kiln-jitd, and a touched source reruns kiln-gen once.
-- `meson install` into a temporary prefix, then README's "Installed, without Meson" lines, run as
-  written, in a copy of tests/installed (a consumer's layout: its headers in include/ inside the table's
-  folder, a family of its own, CUB, typed launches): the installed kiln-gen generates a catalog, a program
-  and the project's own command line (tiny-kiln) build with `pkg-config --cflags --libs kiln`, and the
-  program runs. Without a GPU it prints that it launched nothing and exits 77; that still counts as a pass
-  here, since the build is what is tested. tiny-kiln precompiles its registry for an architecture it did
-  not embed with the toolkit's headers hidden; kiln_prim.pc and kiln_prim_headers.pc are installed (the
-  latter names the plans' and the device headers' directories), and kiln.pc passes no flags of libkiln's
-  own dependencies.
-- Portable keys: the CMake build (another path, another install, another build system) finds every unit
-  the pkg-config build precompiled already cached: the same table gives the same cache keys.
-- An install with -Dprimitives=false still installs the plan headers kiln_prim_headers.pc names."""
+- This build's own install (`meson install --destdir` of what it built), moved elsewhere: the tree
+  holds together wherever it lies (run paths relative to the binaries, kiln-gen's launcher, libkiln's way
+  to kiln-jitd, the CMake package). Its `kiln` starts without LD_LIBRARY_PATH, and tests/installed's
+  CMakeLists.txt (find_package(kiln), kiln_add_registry, kiln_add_tool) builds against it; its tool
+  precompiles for sm_90 (no GPU needed) with the moved kiln-jitd, and a touched source reruns kiln-gen
+  once. Its pkg-config files, their prefix set to where the tree lies: kiln_prim.pc names libkiln_prim and
+  libkiln, and kiln/prim.hpp compiles with its flags alone; kiln_prim_headers.pc names the plans' and the
+  device headers' directories and CUB's defines, and every open plan compiles (nvcc) with those alone.
+- tests/installed's meson.build with this kiln source tree as its subproject (kiln's CLI asked for), in a
+  copy at another path: one build of kiln that serves the next three items. Installed into a temporary
+  prefix, its `kiln` starts without LD_LIBRARY_PATH and kiln.pc passes no flags of libkiln's own
+  dependencies; then the "Installed, without Meson" lines of docs/building.md, run as written, in a copy of
+  tests/installed (a consumer's layout: its headers in include/ inside the table's folder, a family of its
+  own, CUB, typed launches): the installed kiln-gen generates a catalog, a program and the project's own
+  command line (tiny-kiln) build with `pkg-config --cflags --libs kiln`, and the program runs. Without a
+  GPU it prints that it launched nothing and exits 77; that still counts as a pass here, since the build
+  is what is tested. tiny-kiln precompiles its registry for an architecture it did not embed with the
+  toolkit's headers hidden.
+- Portable keys: the CMake build and the Meson subproject's own tool (other paths, other builds of kiln,
+  other build systems) find every unit the pkg-config build precompiled already cached: the same table
+  gives the same cache keys.
+- The subproject's build again with -Dkiln:primitives=operators: libkiln_prim holds the plans of
+  kiln/prim/operator.hpp and the table's 54 linked rows, none of the fixed-type primitives.
+- What `meson install` puts where (kiln configured at top level, its install plan read; nothing to build):
+  with -Dprimitives=false the plan headers kiln_prim_headers.pc names stay and the library goes; with
+  -Dprimitives=operators the library and its operator header stay, the fixed-type headers go."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import readme
 import steps
 
-# What `meson install` must put where (prefix-relative; --libdir lib keeps it one path on every distro).
+# What `meson install` must put where, relative to the prefix; lib/ stands for the build's libdir.
 INSTALLED = ["lib/cmake/kiln/kilnConfig.cmake", "lib/cmake/kiln/kilnConfigVersion.cmake", "include/kiln/prim/detail/plan.hpp",
              "include/kiln/kiln.hpp", "include/kiln/registry.hpp", "include/kiln/cli.hpp", "lib/libkiln.so",
              "lib/pkgconfig/kiln.pc", "lib/libkiln_prim.so", "lib/pkgconfig/kiln_prim.pc", "include/kiln/prim.hpp",
@@ -43,6 +54,10 @@ PLANS_ONLY = ["lib/pkgconfig/kiln_prim_headers.pc", "include/kiln/prim/reduce_pl
               "include/kiln/prim/common.hpp", "include/kiln/prim/detail/plan.hpp"]
 PRIM_LIBRARY = ["lib/libkiln_prim.so", "lib/pkgconfig/kiln_prim.pc", "include/kiln/prim.hpp", "include/kiln/prim/reduce.hpp",
                 "include/kiln/prim/plan_types.hpp"]  # generated from kernels/primitives.toml
+# kiln configured at top level for the install plans below (nothing is built): as a user installs it, without
+# tests, benchmarks or the Python package.
+KILN_OPTIONS = ["-Dtests=false", "-Dbench=false", "-Dpython=false", "-Darchs=sm_80", "-Dembed_ptx=false",
+                "-Dprimitive_archs=none"]
 
 
 def precompiled(arch: str, compiled: int, cached: int) -> str:
@@ -53,26 +68,12 @@ def precompiled(arch: str, compiled: int, cached: int) -> str:
 def installed(args) -> int:
     source = Path(args.source).resolve()
     with steps.Scratch("kiln-installed-") as tmp:
-        prefix = tmp / "prefix"
-        # README's install lines, with options that keep the test short: kiln's own example table for
-        # one architecture (the CLI embeds it), the primitives' kernels JIT-only (their host code, library
-        # and pkg-config file are what is tested here), host code at -O0 (-O3 doubled the compiles), no
-        # Python package (the python test of the cpu suite covers it).
-        steps.run([args.meson, "setup", tmp / "build-kiln", source, f"--prefix={prefix}", "--libdir=lib",
-                   "-Dtests=false", "-Dbench=false", f"-Dtoolkit={args.toolkit}", "-Darchs=sm_80", "-Dembed_ptx=false",
-                   "-Dprimitive_archs=none", "-Doptimization=0", "-Dpython=false"])
-        # Installed into a DESTDIR and moved: nothing is at the configured prefix while the moved tree is used.
-        steps.run([args.meson, "install", "-C", tmp / "build-kiln", "--destdir", tmp / "staged"])
-        moved = tmp / "elsewhere" / "kiln"
-        moved.parent.mkdir()
-        (tmp / "staged" / prefix.relative_to("/")).rename(moved)
-        missing = [f for f in INSTALLED if not (moved / f).exists()]
-        if missing:
-            raise steps.StepFailed(f"not installed: {', '.join(missing)}")
-        steps.run([moved / "bin" / "kiln", "list"], env={"LD_LIBRARY_PATH": ""})
+        moved, dirs = this_build_moved(args, tmp)
         cmake_tool = cmake_project(args, source, moved, tmp)
+        primitives_pkg_config(args, source, moved, dirs, tmp)
 
-        steps.run([args.meson, "install", "-C", tmp / "build-kiln"])
+        prefix = tmp / "prefix"
+        subproject_tool = meson_subproject(args, source, prefix, tmp)
         # The installed kiln finds the installed libkiln by itself (its run path).
         steps.run([prefix / "bin" / "kiln", "list"], env={"LD_LIBRARY_PATH": ""})
         out: list[str] = []
@@ -80,26 +81,6 @@ def installed(args) -> int:
         steps.run(["pkg-config", "--cflags", "--libs", "kiln"], env={"PKG_CONFIG_PATH": str(prefix / "lib" / "pkgconfig")}, out=out)
         if sorted(out[-1].split()) != sorted([f"-I{prefix}/include", f"-I{args.toolkit}/include", f"-L{prefix}/lib", "-lkiln"]):
             raise steps.StepFailed(f"pkg-config --cflags --libs kiln gives more than libkiln's own flags: {out[-1].strip()}")
-        steps.run(["pkg-config", "--libs", "kiln_prim"], env={"PKG_CONFIG_PATH": str(prefix / "lib" / "pkgconfig")}, out=out)
-        if "-lkiln_prim" not in out[-1] or "-lkiln" not in out[-1].replace("-lkiln_prim", ""):
-            raise steps.StepFailed("pkg-config --libs kiln_prim does not name libkiln_prim and libkiln")
-        # The fixed-type plans' headers compile (g++) with kiln_prim.pc's flags alone: the list of their types
-        # they include, generated in the build tree, is installed beside them.
-        steps.run(["pkg-config", "--cflags", "kiln_prim"], env={"PKG_CONFIG_PATH": str(prefix / "lib" / "pkgconfig")}, out=out)
-        (tmp / "prim_headers.cpp").write_text("#include <kiln/prim.hpp>\n")
-        steps.run(["c++", "-std=c++20", "-fsyntax-only", *out[-1].split(), str(tmp / "prim_headers.cpp")])
-        # The header-only plans and their device types, for a project's own nvcc code on its kiln.* rows.
-        steps.run(["pkg-config", "--cflags", "kiln_prim_headers"],
-                  env={"PKG_CONFIG_PATH": str(prefix / "lib" / "pkgconfig")}, out=out)
-        flags = out[-1].split()
-        device = [Path(f[2:]) for f in flags if f.startswith("-I") and (Path(f[2:]) / "kiln_prim" / "reduce.cuh").is_file()]
-        plans = [Path(f[2:]) for f in flags if f.startswith("-I") and (Path(f[2:]) / "kiln" / "prim" / "reduce_plan.cuh").is_file()]
-        if not device or not plans or "-DCUB_DISABLE_NAMESPACE_MAGIC" not in flags:
-            raise steps.StepFailed(f"pkg-config --cflags kiln_prim_headers lacks the plans, the device headers or CUB's "
-                                   f"defines: {out[-1].strip()}")
-        # ... and they are enough: every open plan compiles with those flags alone (nvcc, no link).
-        steps.run([str(Path(args.toolkit) / "bin" / "nvcc"), "-std=c++20", "--expt-relaxed-constexpr", "-c",
-                   str(source / "tests" / "installed" / "open_plans.cu"), "-o", str(tmp / "open_plans.o"), *flags])
 
         app = tmp / "app"
         shutil.copytree(source / "tests" / "installed", app)
@@ -108,7 +89,7 @@ def installed(args) -> int:
         print("the program built and launched its kernels" if code == 0 else
               "the program built and ran; no GPU here, so it launched nothing (exit 77)")
 
-        # The JIT tier for sm_120 (embedded: sm_80, sm_90), where the toolkit's headers are not installed.
+        # The JIT tier for sm_120 (not embedded), where the toolkit's headers are not installed.
         precompile = [app / "tiny-kiln", *readme.quickstart_precompile(source)]  # the README's quickstart
         hidden = steps.without_toolkit_headers(precompile, args.toolkit, tmp)
         if hidden is None:
@@ -120,15 +101,33 @@ def installed(args) -> int:
         # Portable keys: the same table built elsewhere finds every unit the pkg-config build compiled
         # already in the cache, under the same keys: by CMake (another path, another install of kiln), and
         # by Meson with kiln as a subproject (another path, kiln built from source in the project's build).
-        for build, tool in (("CMake", cmake_tool), ("Meson subproject", meson_subproject(args, source, tmp))):
+        for build, tool in (("CMake", cmake_tool), ("Meson subproject", subproject_tool)):
             steps.run([tool, "precompile", "--arch", precompile[-1]], env={"KILN_CACHE_DIR": str(tmp / "jit-cache")}, out=out)
             if precompiled(precompile[-1], 0, 4) not in out[-1]:
                 raise steps.StepFailed(f"the {build} build's cache keys differ from the pkg-config build's: expected "
                                        f"'{precompiled(precompile[-1], 0, 4)}'")
 
-        operators_only(args, tmp)
-        without_primitives(args, tmp)
+        operators_built(args, tmp / steps.BUILD)
+        install_plans(args, source, tmp)
     return 0
+
+
+def this_build_moved(args, tmp: Path) -> tuple[Path, dict]:
+    """This build's install into a DESTDIR, from what it built, moved elsewhere; with the build's
+    directories (prefix-relative: libdir, ...). Nothing is at the configured prefix while the moved tree is
+    used."""
+    dirs = options(args.meson, Path(args.build))
+    if not all(not Path(dirs[d]).is_absolute() for d in ("bindir", "libdir", "includedir", "datadir")):
+        raise steps.StepFailed(f"the build's directories must lie inside its prefix to be moved: {dirs}")
+    steps.run([args.meson, "install", "-C", args.build, "--destdir", tmp / "staged"])  # (up to date: builds nothing)
+    moved = tmp / "elsewhere" / "kiln"
+    moved.parent.mkdir()
+    (tmp / "staged" / Path(dirs["prefix"]).relative_to("/")).rename(moved)
+    missing = [f for f in INSTALLED if not (moved / in_build(f, dirs)).exists()]
+    if missing:
+        raise steps.StepFailed(f"not installed: {', '.join(missing)}")
+    steps.run([moved / dirs["bindir"] / "kiln", "list"], env={"LD_LIBRARY_PATH": ""})
+    return moved, dirs
 
 
 def cmake_project(args, source: Path, install: Path, tmp: Path) -> Path:
@@ -157,58 +156,136 @@ def cmake_project(args, source: Path, install: Path, tmp: Path) -> Path:
     return build / "tiny-kiln"
 
 
-def meson_subproject(args, source: Path, tmp: Path) -> Path:
-    """tests/installed's meson.build, with this kiln source tree as its subproject, in a copy at a third
-    path; returns its tool."""
-    app = tmp / "third-checkout" / "tiny"
+def primitives_pkg_config(args, source: Path, moved: Path, dirs: dict, tmp: Path) -> None:
+    """The primitives' pkg-config files of the moved install, with the prefix they were configured with
+    replaced by the tree's place."""
+    pkg_config = ["pkg-config", f"--define-variable=prefix={moved}"]
+    env = {"PKG_CONFIG_PATH": str(moved / dirs["libdir"] / "pkgconfig")}
+    out: list[str] = []
+    steps.run([*pkg_config, "--libs", "kiln_prim"], env=env, out=out)
+    if "-lkiln_prim" not in out[-1] or "-lkiln" not in out[-1].replace("-lkiln_prim", ""):
+        raise steps.StepFailed("pkg-config --libs kiln_prim does not name libkiln_prim and libkiln")
+    # The fixed-type plans' headers compile (g++) with kiln_prim.pc's flags alone: the list of their types
+    # they include, generated in the build tree, is installed beside them.
+    steps.run([*pkg_config, "--cflags", "kiln_prim"], env=env, out=out)
+    (tmp / "prim_headers.cpp").write_text("#include <kiln/prim.hpp>\n")
+    steps.run(["c++", "-std=c++20", "-fsyntax-only", *out[-1].split(), str(tmp / "prim_headers.cpp")])
+    # The header-only plans and their device types, for a project's own nvcc code on its kiln.* rows.
+    steps.run([*pkg_config, "--cflags", "kiln_prim_headers"], env=env, out=out)
+    flags = out[-1].split()
+    device = [Path(f[2:]) for f in flags if f.startswith("-I") and (Path(f[2:]) / "kiln_prim" / "reduce.cuh").is_file()]
+    plans = [Path(f[2:]) for f in flags if f.startswith("-I") and (Path(f[2:]) / "kiln" / "prim" / "reduce_plan.cuh").is_file()]
+    if not device or not plans or "-DCUB_DISABLE_NAMESPACE_MAGIC" not in flags:
+        raise steps.StepFailed(f"pkg-config --cflags kiln_prim_headers lacks the plans, the device headers or CUB's "
+                               f"defines: {out[-1].strip()}")
+    # ... and they are enough: every open plan compiles with those flags alone (nvcc, no link).
+    steps.run([str(Path(args.toolkit) / "bin" / "nvcc"), "-std=c++20", "--expt-relaxed-constexpr", "-c",
+               str(source / "tests" / "installed" / "open_plans.cu"), "-o", str(tmp / "open_plans.o"), *flags])
+
+
+def meson_subproject(args, source: Path, prefix: Path, tmp: Path) -> Path:
+    """tests/installed's meson.build, with this kiln source tree as its subproject and kiln's CLI, in a copy
+    at a third path, built and installed into `prefix` (kiln's part: its headers, libkiln, kiln.pc, the
+    CLI, kiln-gen, kiln-jitd); returns the project's tool."""
+    app = tmp / steps.PROJECT  # consumer.py's layout and options (steps.py)
     shutil.copytree(source / "tests" / "installed", app)
     (app / "subprojects").mkdir()
     (app / "subprojects" / "kiln").symlink_to(source)
-    build = tmp / "build-subproject"
-    steps.run([args.meson, "setup", build, app, f"-Dkiln:toolkit={args.toolkit}", "-Doptimization=0", "-Darchs=sm_80"])
-    steps.run(["ninja", "-C", build, "tiny-kiln"])
+    build = tmp / steps.BUILD
+    steps.run([args.meson, "setup", build, app, f"--prefix={prefix}", "--libdir=lib", f"-Dkiln:toolkit={args.toolkit}",
+               *steps.SUBPROJECT_OPTIONS, "-Darchs=sm_80", "-Dkiln:cli=true", "-Dkiln:embed_ptx=false",
+               "-Dkiln:primitive_archs=none"])  # for -Dkiln:primitives=operators below: no LTO-IR of its rows
+    steps.run([args.meson, "install", "-C", build])
     return build / "tiny-kiln"
 
 
-def operators_only(args, tmp: Path) -> None:
-    """The same build with -Dprimitives=operators, installed into a DESTDIR: libkiln_prim holds the plans
-    of kiln/prim/operator.hpp and the table's linked rows, and none of the fixed-type primitives (their
-    objects, compiled above, are not linked in)."""
-    steps.run([args.meson, "configure", tmp / "build-kiln", "-Dprimitives=operators"])
-    steps.run([args.meson, "install", "-C", tmp / "build-kiln", "--destdir", tmp / "operators"])
-    root = tmp / "operators" / (tmp / "prefix").relative_to("/")
-    missing = [f for f in ["lib/libkiln_prim.so", "lib/pkgconfig/kiln_prim.pc", "include/kiln/prim/operator.hpp", *PLANS_ONLY]
-               if not (root / f).exists()]
-    extra = [f for f in ["include/kiln/prim.hpp", "include/kiln/prim/reduce.hpp", "include/kiln/prim/plan_types.hpp"]
-             if (root / f).exists()]
-    if missing or extra:
-        raise steps.StepFailed(f"-Dprimitives=operators installed {extra} and not {missing}")
+def operators_built(args, build: Path) -> None:
+    """The subproject's build with -Dkiln:primitives=operators: libkiln_prim holds the plans of
+    kiln/prim/operator.hpp and the table's linked rows, and none of the fixed-type primitives; the CLI's
+    primitives registry is the 54 linked rows."""
+    steps.run([args.meson, "configure", build, "-Dkiln:primitives=operators"])
+    kiln = build / "subprojects" / "kiln"
+    steps.run(["ninja", "-C", build, str((kiln / "runtime" / "tools" / "kiln").relative_to(build))])
     out: list[str] = []
-    steps.run(["nm", "-DC", "--defined-only", root / "lib" / "libkiln_prim.so"], out=out)
+    steps.run(["nm", "-DC", "--defined-only", kiln / "primitives" / "libkiln_prim.so"], out=out)
     if "kiln::prim::ReduceWith<float>::ReduceWith" not in out[-1] or "kiln::prim::RadixSortPairs" in out[-1]:
         raise steps.StepFailed("libkiln_prim of -Dprimitives=operators lacks ReduceWith or holds RadixSortPairs")
-    steps.run([root / "bin" / "kiln", "list", "--json"], env={"LD_LIBRARY_PATH": ""}, out=out)
+    steps.run([kiln / "runtime" / "tools" / "kiln", "list", "--json"], out=out)
     units = [u["name"] for r in json.loads(out[-1])["registries"] if r["name"] == "primitives" for u in r["units"]]
     if len(units) != 54 or not all(u.startswith("linked_") for u in units):
         raise steps.StepFailed(f"the operators' registry holds {len(units)} units, not the 54 linked rows: {units}")
 
 
-def without_primitives(args, tmp: Path) -> None:
-    """The same build without the primitives, installed into a DESTDIR: the plans stay, the library goes."""
-    steps.run([args.meson, "configure", tmp / "build-kiln", "-Dprimitives=false"])
-    steps.run([args.meson, "install", "-C", tmp / "build-kiln", "--destdir", tmp / "plans-only"])
-    root = tmp / "plans-only" / (tmp / "prefix").relative_to("/")
-    missing = [f for f in PLANS_ONLY if not (root / f).exists()]
-    extra = [f for f in PRIM_LIBRARY if (root / f).exists()]
+def install_plans(args, source: Path, tmp: Path) -> None:
+    """What `meson install` would put where with -Dprimitives=false and with -Dprimitives=operators: kiln
+    configured at top level (nothing built), its install plan read."""
+    build = tmp / "build-plan"
+    steps.run([args.meson, "setup", build, source, f"--prefix={tmp / 'plan-prefix'}", "--libdir=lib",
+               f"-Dtoolkit={args.toolkit}", *KILN_OPTIONS, "-Dprimitives=false"])
+    files = install_plan(args.meson, build)
+    missing = [f for f in PLANS_ONLY if f not in files]
+    extra = [f for f in PRIM_LIBRARY if f in files]
     if missing or extra:
-        raise steps.StepFailed(f"-Dprimitives=false installed {extra} and not {missing}")
-    if "kiln_prim_FOUND FALSE" not in (root / "lib" / "cmake" / "kiln" / "kilnConfig.cmake").read_text():
+        raise steps.StepFailed(f"-Dprimitives=false installs {extra} and not {missing}")
+    config = files.get("lib/cmake/kiln/kilnConfig.cmake")
+    if config is None or "kiln_prim_FOUND FALSE" not in config.read_text():
         raise steps.StepFailed("kilnConfig.cmake of an install without primitives offers kiln::prim")
+
+    steps.run([args.meson, "setup", "--reconfigure", build, source, "-Dprimitives=operators"])
+    files = install_plan(args.meson, build)
+    missing = [f for f in ["lib/libkiln_prim.so", "lib/pkgconfig/kiln_prim.pc", "include/kiln/prim/operator.hpp", *PLANS_ONLY]
+               if f not in files]
+    extra = [f for f in ["include/kiln/prim.hpp", "include/kiln/prim/reduce.hpp", "include/kiln/prim/plan_types.hpp"]
+             if f in files]
+    if missing or extra:
+        raise steps.StepFailed(f"-Dprimitives=operators installs {extra} and not {missing}")
+
+
+def options(meson: str, build: Path) -> dict:
+    """The build's install directories, by option name (prefix absolute; the others as configured)."""
+    return {o["name"]: o["value"] for o in introspect(meson, build, "--buildoptions")
+            if o["section"] == "directory"}
+
+
+def in_build(path: str, dirs: dict) -> str:
+    """A path of INSTALLED (lib/, bin/, include/, share/ at the start) with the build's own directories."""
+    top, _, rest = path.partition("/")
+    name = {"lib": "libdir", "bin": "bindir", "include": "includedir", "share": "datadir"}[top]
+    return str(Path(dirs[name]) / rest)
+
+
+def install_plan(meson: str, build: Path) -> dict[str, Path]:
+    """What `meson install` of `build` puts where: prefix-relative path -> the file installed there
+    (install_subdir's directories expanded; files bound for Python's own directories left out)."""
+    dirs = options(meson, build)
+    names = {**dirs, "prefix": "", "libdir_shared": dirs["libdir"], "libdir_static": dirs["libdir"]}
+    files: dict[str, Path] = {}
+    for kind, entries in introspect(meson, build, "--install-plan").items():
+        for src, where in entries.items():
+            dest = where["destination"]
+            if dest.startswith("{py_"):
+                continue
+            for name, value in names.items():
+                dest = dest.replace("{" + name + "}", value)
+            dest = dest.lstrip("/")
+            if kind == "install_subdirs":
+                for path in Path(src).rglob("*"):
+                    if path.is_file():
+                        files[str(Path(dest) / path.relative_to(src))] = path
+            else:
+                files[dest] = Path(src)
+    return files
+
+
+def introspect(meson: str, build: Path, what: str):
+    return json.loads(subprocess.run([meson, "introspect", str(build), what], check=True,
+                                     stdout=subprocess.PIPE, text=True).stdout)
 
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--source", required=True, help="kiln's source tree")
+    p.add_argument("--build", required=True, help="kiln's build directory, installed from what it built")
     p.add_argument("--toolkit", required=True)
     p.add_argument("--meson", required=True)
     sys.exit(steps.main(lambda: installed(p.parse_args())))

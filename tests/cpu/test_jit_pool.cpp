@@ -475,15 +475,20 @@ TEST_CASE("a worker's warm-up and a compile in this process each take a slot of 
 
 TEST_CASE("a warm-up waiting for a slot of the budget gives way to a request that comes meanwhile") {
   kiln::test::TempDir dir;
-  kiln::detail::MachineSlots elsewhere(dir.path(), 1);
-  JitPool pool(one_slot(fake_pool(1), dir.path()));
+  const auto trace = dir.path() / "trace.jsonl";
+  kiln::test::ScopedEnv env("KILN_JIT_TRACE", trace.c_str());
+  kiln::detail::MachineSlots elsewhere(dir.path() / "cache", 1);
+  JitPool pool(one_slot(fake_pool(1), dir.path() / "cache"));
   kiln::detail::MachineSlots::Held held = elsewhere.acquire(std::chrono::seconds(10));
   REQUIRE(held.holds());
   pool.start_ahead(90);
-  REQUIRE(eventually([&] { return pool.worker_pids().size() == 1; }));
+  // The trace's spawn line comes with the worker's hello, right before the warm-up asks for its slot.
+  REQUIRE(eventually([&] { return kiln::test::read_text(trace).find("\"event\":\"spawn\"") != std::string::npos; }));
   const pid_t ahead = pool.worker_pids().front();
   auto compiled = pool.submit(fake_request("first"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The slot is held until the warm-up has given way, however slowly its thread runs: it can only find
+  // the request queued and no slot free.
+  REQUIRE(eventually([&] { return pool.stats().warm_ups_left_out == 1; }));
   held.release();
   const CompileOutcome outcome = compiled.get();
   REQUIRE(outcome.entry.ok());

@@ -487,7 +487,10 @@ void JitPool::State::warm_up(Slot& slot, unsigned arch) {
     const std::lock_guard lock(mutex);
     return queue.empty();
   });
-  if (missed(held)) return;
+  if (missed(held)) {
+    count([](JitPoolStats& s) { ++s.warm_ups_left_out; });
+    return;
+  }
   const auto start_time = Clock::now();
   const auto deadline = start_time + hello_timeout();
   const Answer answer = exchange(w, request, [&] { return !stopping && !w.exited() && Clock::now() < deadline; });

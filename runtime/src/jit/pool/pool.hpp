@@ -85,6 +85,7 @@ struct JitPoolStats {
   std::uint64_t split_critical = 0;  // of those, given them beside other requests (the table's longest)
   std::uint64_t started_ahead = 0;   // workers started before any request (start_ahead)
   std::uint64_t warmed_up = 0;       // of those, warmed up by a compile of one line
+  std::uint64_t warm_ups_left_out = 0;  // of those, left out: no budget slot before a request came, or in time
   std::uint64_t beyond = 0;          // requests run on a worker beyond the steady count (a table's tail)
   std::uint64_t budget_waits = 0;    // compiles that waited for a slot of the machine-wide budget
   std::uint64_t over_budget = 0;     // compiles that ran without one: none was free within KILN_JIT_TIMEOUT
