@@ -2,6 +2,8 @@
 // bounds every step of it in time, which hiredis's blocking calls do not do on their own.
 #include "remote/redis_store.hpp"
 
+#include "remote/sigpipe_blocked.hpp"
+
 #include <kiln/error.hpp>
 
 #include <arpa/inet.h>
@@ -65,33 +67,6 @@ int ms_left(Clock::time_point deadline) {
 }
 
 std::string ms_text(std::chrono::milliseconds ms) { return std::to_string(ms.count()) + " ms"; }
-
-// hiredis writes with write(2): to a connection the server closed, that raises SIGPIPE, whose default
-// action ends the process. Blocked around the write, and one raised by it taken before unblocking.
-class SigpipeBlocked {
- public:
-  SigpipeBlocked() {
-    sigemptyset(&pipe_);
-    sigaddset(&pipe_, SIGPIPE);
-    sigset_t pending;
-    was_pending_ = ::sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
-    ::pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
-  }
-  ~SigpipeBlocked() {
-    if (!was_pending_) {
-      const timespec zero{0, 0};
-      while (::sigtimedwait(&pipe_, nullptr, &zero) == SIGPIPE) {
-      }
-    }
-    ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  SigpipeBlocked(const SigpipeBlocked&) = delete;
-  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
-
- private:
-  sigset_t pipe_{}, old_{};
-  bool was_pending_ = false;
-};
 
 // Until `fd` is ready for `events`, or the deadline.
 Status wait_for(int fd, short events, Clock::time_point deadline, std::chrono::milliseconds budget) {
