@@ -8,6 +8,7 @@
 #include <kiln/record.hpp>
 
 #include "cache_test_util.hpp"
+#include "private_cache.hpp"
 #include "examples_catalog.hpp"
 #include "chain/entry.hpp"  // entries_path
 #include "chain/key.hpp"  // sha256_hex
@@ -60,17 +61,7 @@ void write(const std::filesystem::path& path, const std::string& text) {
 
 bool contains(const std::string& text, std::string_view what) { return text.find(what) != std::string::npos; }
 
-// A disk cache of the test's own, and registry options that use it and no remote cache.
-struct PrivateCache {
-  kiln::test::TempDir tmp;
-  std::unique_ptr<kiln::DiskCache> cache = std::make_unique<kiln::DiskCache>(kiln::test::config_at(tmp.path() / "kiln"));
-  kiln::RegistryOptions options = [this] {
-    kiln::RegistryOptions o;
-    o.cache = cache.get();
-    o.use_remote = false;
-    return o;
-  }();
-};
+using kiln::test::PrivateCache;  // private_cache.hpp
 
 }  // namespace
 

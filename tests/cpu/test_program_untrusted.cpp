@@ -6,6 +6,7 @@
 #include <kiln/program.hpp>
 
 #include "cache_test_util.hpp"
+#include "private_cache.hpp"
 #include "memory_limit.hpp"
 #include "program/program_check.hpp"  // runtime/src: the caps
 #include "program/program_key.hpp"
@@ -46,17 +47,7 @@ kiln::ProgramSource simple(std::string source = "extern \"C\" __global__ void k(
   return s;
 }
 
-// A disk cache of the test's own, no remote: nothing a refused program could reach is shared.
-struct PrivateCache {
-  kiln::test::TempDir tmp;
-  std::unique_ptr<kiln::DiskCache> cache = std::make_unique<kiln::DiskCache>(kiln::test::config_at(tmp.path() / "kiln"));
-  kiln::RegistryOptions options = [this] {
-    kiln::RegistryOptions o;
-    o.cache = cache.get();
-    o.use_remote = false;
-    return o;
-  }();
-};
+using kiln::test::PrivateCache;  // private_cache.hpp
 
 // The message of the kiln::Error(invalid_argument) that making the program throws; "" when it throws none.
 std::string refusal(const kiln::ProgramSource& s, const kiln::RegistryOptions& options) {
