@@ -21,6 +21,13 @@ libdir="$(echo "$root"/usr/lib/*-linux-gnu)"
 # kiln with none, as a user's shell would.
 mkdir -p "$prefix/lib" "$prefix/include" "$prefix/bin"
 cp -a "$libdir"/*.so* "$prefix/lib/"
+# libcurl4-openssl-dev without Debian's libcurl4: a machine whose own libcurl.so.4 (e.g. Ubuntu's
+# libcurl4t64) is installed links against that one; Debian's libcurl4 would need libraries it lacks.
+if [ -L "$prefix/lib/libcurl.so" ] && [ ! -e "$prefix/lib/libcurl.so" ]; then
+  system_curl=$(ls /usr/lib/*-linux-gnu/libcurl.so.4 2>/dev/null | head -n 1)
+  [ -n "$system_curl" ] || { echo "unpack-debs.sh: libcurl4-openssl-dev needs libcurl4's .deb too (no libcurl.so.4 here)" >&2; exit 2; }
+  ln -sf "$system_curl" "$prefix/lib/libcurl.so"
+fi
 [ "$prefix" = /usr/local ] && ldconfig
 # Their .pc files where pkg-config looks by default (the installed test sets PKG_CONFIG_PATH to its
 # prefix alone, and kiln.pc requires hiredis), naming /usr/local instead of Debian's /usr.
