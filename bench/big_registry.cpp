@@ -9,6 +9,12 @@
 // Prints Markdown; `--csv FILE` also writes the rows as CSV.
 //
 //   bench_big_registry [--runs N] [--jit-runs N] [--arch 90] [--workers 1,2,4,8,16] [--csv FILE]
+//   bench_big_registry --settings [--runs N] [--arch 90]
+//
+// `--settings`: only the cold JIT of the whole table with the machine's cores as workers, once per
+// setting in each round (the defaults, parts never and always, no PCH files, 32 machine slots), the
+// settings interleaved so that the machine's drift falls on all alike; wall and CPU time (the process and
+// its workers) per setting, and each against the best wall and against the CPU of the units compiled whole.
 #include <kiln/cache.hpp>
 #include <kiln/catalog.hpp>
 #include <kiln/driver.hpp>
@@ -20,6 +26,7 @@
 #include "fill_cache.hpp"
 
 #include <dirent.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,7 +42,9 @@
 namespace {
 
 using kiln::bench::make_temp_dir;
+using kiln::bench::children_cpu_seconds;
 using kiln::bench::median;
+using kiln::bench::reap_orphans;
 using kiln::bench::now_ms;
 using kiln::bench::remove_tree;
 using kiln::bench::run_children;
@@ -226,12 +235,67 @@ std::string mib(std::uint64_t bytes) {
 
 }  // namespace
 
+// `--settings`: the defaults of the JIT pool against each setting that changes its schedule, side by side.
+int settings_table(const char* self, unsigned arch, int rounds) {
+  // This process reaps the workers of its children (their CPU time counts).
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  const std::string cores = "KILN_JIT_WORKERS=" + std::to_string(std::max(1u, std::thread::hardware_concurrency()));
+  struct Setting {
+    std::string label;
+    std::vector<std::string> env;
+    std::vector<double> wall, cpu;
+  };
+  std::vector<Setting> settings = {
+      {"defaults (KILN_JIT_SPLIT unset: the cost model)", {cores}, {}, {}},
+      {"KILN_JIT_SPLIT=0 (every unit whole)", {cores, "KILN_JIT_SPLIT=0"}, {}, {}},
+      {"KILN_JIT_SPLIT=1 (parts wherever the pool would split)", {cores, "KILN_JIT_SPLIT=1"}, {}, {}},
+      {"KILN_JIT_PCH=0", {cores, "KILN_JIT_PCH=0"}, {}, {}},
+      {"KILN_JIT_MACHINE_SLOTS=32", {cores, "KILN_JIT_MACHINE_SLOTS=32"}, {}, {}},
+  };
+  for (int r = 0; r < rounds; ++r) {
+    for (auto& setting : settings) {
+      const std::string dir = make_temp_dir("big-settings");
+      auto env = setting.env;
+      env.push_back("KILN_CACHE_DIR=" + dir);
+      reap_orphans();
+      const double cpu_before = children_cpu_seconds();
+      const auto one = run_children(self, {"--jit-child", std::to_string(arch)}, 1, 2, env, {}, true);
+      reap_orphans();
+      setting.wall.push_back(one[1][0]);
+      setting.cpu.push_back(children_cpu_seconds() - cpu_before);
+      remove_tree(dir);
+    }
+  }
+  double best = 0;
+  for (const auto& s : settings) best = best == 0 ? median(s.wall) : std::min(best, median(s.wall));
+  const double whole_cpu = median(settings[1].cpu);
+  std::printf("The 200-unit table cold through the JIT for sm_%u, %s, each setting once per round, %d rounds\n\n",
+              arch, cores.c_str(), rounds);
+  std::printf("| setting | wall ms (median; runs) | / best wall | CPU s (median) | / CPU whole |\n|---|---|---:|---:|---:|\n");
+  for (const auto& s : settings) {
+    std::string runs_text;
+    for (double w : s.wall) runs_text += (runs_text.empty() ? "" : " · ") + std::to_string(static_cast<long>(w));
+    std::printf("| %s | %.0f (%s) | %.2f | %.1f | %.2f |\n", s.label.c_str(), median(s.wall), runs_text.c_str(),
+                median(s.wall) / best, median(s.cpu), whole_cpu > 0 ? median(s.cpu) / whole_cpu : 0.0);
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc >= 4 && std::strcmp(argv[1], "--child") == 0)
     return child(std::atof(argv[2]), argv[3], argc > 4 ? argv[4] : "");
   if (argc >= 4 && std::strcmp(argv[1], "--jit-child") == 0)
     return jit_child(std::atof(argv[2]), static_cast<unsigned>(std::atoi(argv[3])), {argv + 4, argv + argc});
 
+  if (argc >= 2 && std::strcmp(argv[1], "--settings") == 0) {
+    int rounds = 3;
+    unsigned at = 90;
+    for (int i = 2; i + 1 < argc; i += 2) {
+      if (std::strcmp(argv[i], "--runs") == 0) rounds = std::max(1, std::atoi(argv[i + 1]));
+      else if (std::strcmp(argv[i], "--arch") == 0) at = static_cast<unsigned>(std::atoi(argv[i + 1]));
+    }
+    return settings_table(argv[0], at, rounds);
+  }
   int runs = 5;
   int jit_runs = 0;  // 0: runs
   unsigned arch = 90;
