@@ -244,25 +244,34 @@ int settings_table(const char* self, unsigned arch, int rounds) {
     std::string label;
     std::vector<std::string> env;
     std::vector<double> wall, cpu;
+    std::vector<std::string> last, splits;  // the unit each run ended with; the first run's split decisions
   };
   std::vector<Setting> settings = {
-      {"defaults (KILN_JIT_SPLIT unset: the cost model)", {cores}, {}, {}},
-      {"KILN_JIT_SPLIT=0 (every unit whole)", {cores, "KILN_JIT_SPLIT=0"}, {}, {}},
-      {"KILN_JIT_SPLIT=1 (parts wherever the pool would split)", {cores, "KILN_JIT_SPLIT=1"}, {}, {}},
-      {"KILN_JIT_PCH=0", {cores, "KILN_JIT_PCH=0"}, {}, {}},
-      {"KILN_JIT_MACHINE_SLOTS=32", {cores, "KILN_JIT_MACHINE_SLOTS=32"}, {}, {}},
+      {"defaults (KILN_JIT_SPLIT unset: the cost model)", {cores}},
+      {"KILN_JIT_SPLIT=0 (every unit whole)", {cores, "KILN_JIT_SPLIT=0"}},
+      {"KILN_JIT_SPLIT=1 (parts wherever the pool would split)", {cores, "KILN_JIT_SPLIT=1"}},
+      {"KILN_JIT_PCH=0", {cores, "KILN_JIT_PCH=0"}},
+      {"KILN_JIT_MACHINE_SLOTS=32", {cores, "KILN_JIT_MACHINE_SLOTS=32"}},
   };
   for (int r = 0; r < rounds; ++r) {
     for (auto& setting : settings) {
       const std::string dir = make_temp_dir("big-settings");
       auto env = setting.env;
       env.push_back("KILN_CACHE_DIR=" + dir);
+      env.push_back("KILN_JIT_TRACE=" + dir + "/trace.jsonl");
       reap_orphans();
       const double cpu_before = children_cpu_seconds();
       const auto one = run_children(self, {"--jit-child", std::to_string(arch)}, 1, 2, env, {}, true);
       reap_orphans();
       setting.wall.push_back(one[1][0]);
       setting.cpu.push_back(children_cpu_seconds() - cpu_before);
+      setting.last.push_back(summarize_trace(dir + "/trace.jsonl", std::max(1u, std::thread::hardware_concurrency())).last_unit);
+      // The pool's split decisions, as its trace gives them, of the first round of each setting.
+      if (r == 0) {
+        std::ifstream trace(dir + "/trace.jsonl");
+        for (std::string line; std::getline(trace, line);)
+          if (line.find("\"event\":\"split\"") != std::string::npos) setting.splits.push_back(line);
+      }
       remove_tree(dir);
     }
   }
@@ -277,6 +286,13 @@ int settings_table(const char* self, unsigned arch, int rounds) {
     for (double w : s.wall) runs_text += (runs_text.empty() ? "" : " · ") + std::to_string(static_cast<long>(w));
     std::printf("| %s | %.0f (%s) | %.2f | %.1f | %.2f |\n", s.label.c_str(), median(s.wall), runs_text.c_str(),
                 median(s.wall) / best, median(s.cpu), whole_cpu > 0 ? median(s.cpu) / whole_cpu : 0.0);
+  }
+  std::printf("\nThe unit each run ended with, and the split decisions of each setting's first run (the pool's trace):\n\n");
+  for (const auto& s : settings) {
+    std::string last;
+    for (const auto& u : s.last) last += (last.empty() ? "" : ", ") + u;
+    std::printf("- %s: ended with %s\n", s.label.c_str(), last.c_str());
+    for (const auto& line : s.splits) std::printf("  - `%s`\n", line.c_str());
   }
   return 0;
 }
