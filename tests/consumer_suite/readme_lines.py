@@ -30,7 +30,7 @@ FILES = {
     "consumer meson.build": (CONSUMER / "meson.build", False),
     "consumer meson.build plans": (CONSUMER / "meson.build", False),
 }
-OTHERS = {"quickstart run", "installed", "record loop"}  # checked below, and run by the installed test
+OTHERS = {"quickstart run", "installed", "record loop", "record format"}  # checked below, and run by the installed test
 
 
 class ReadmeLines(unittest.TestCase):
@@ -45,6 +45,25 @@ class ReadmeLines(unittest.TestCase):
                     self.assertEqual(shown, text)
                 else:
                     self.assertIn("\n" + shown, "\n" + text)  # whole lines
+
+    def test_record_format_is_what_the_readers_read(self):
+        """The record shown in docs/programs.md, read by kiln-gen's reader (the runtime's reads the same
+        format: tests/codegen/test_demand_record.py writes records as the runtime writes them)."""
+        sys.path.insert(0, str(SOURCE / "codegen"))
+        try:
+            import demand_record
+        finally:
+            sys.path.pop(0)
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "shown.record"
+            path.write_bytes(readme.block(SOURCE, "record format").encode())
+            record = demand_record.read(path)
+        [program] = record.programs
+        self.assertEqual((program.label, program.source), ("filters", "__global__ void fill() {}"))
+        self.assertEqual(program.headers, [("filters/ops.cuh", "#pragma once")])
+        self.assertEqual((program.options, program.kernels), (["-std=c++17"], ["fill"]))
+        self.assertEqual(record.kernels, [("tiny", "iota", 120)])
 
     def test_record_loop_names_what_exists(self):
         block = readme.block(SOURCE, "record loop")
