@@ -3,9 +3,11 @@
 # benchmarks (their host code is nvcc's, their tests need a GPU) and for one architecture, to stay
 # within CI's time:
 #  build-sanitize/  AddressSanitizer + UndefinedBehaviorSanitizer (leaks included): the cpu suite (the
-#                   soak among it) and the codegen suite;
+#                   soak among it) and the codegen tests that run kiln-ptx-strip (suite codegen_native;
+#                   the others run Python, nvcc and NVRTC alone, nothing this build instruments);
 #  build-tsan/      ThreadSanitizer: the concurrency tests (test_cpu's suite "concurrency": the JIT pool,
-#                   single-flight, processes and threads sharing a cache) and a shorter soak. Their JIT
+#                   single-flight, processes and threads sharing a cache; test_cpu_concurrency, the files
+#                   that hold them, so that only those are compiled) and a shorter soak. Their JIT
 #                   workers are build/'s, uninstrumented (scripts/setup.sh builds them): a worker is one
 #                   thread over NVRTC, which TSan cannot see into, so what TSan checks is the host side.
 set -euo pipefail
@@ -24,17 +26,17 @@ export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1:print_summar
 export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1:print_summary=1
 # No `meson compile` first: meson test builds what the tests it runs need (each one's executable, the
 # targets among its arguments and its depends:), and nothing of the gpu suite's.
-meson test -C build-sanitize --suite cpu --suite codegen --print-errorlogs
+meson test -C build-sanitize --suite cpu --suite codegen_native --print-errorlogs
 
 [ -x build/runtime/kiln-jitd ] && [ -x build/tests/fake-jitd ] ||
   { echo "scripts/sanitize.sh: no build/runtime/kiln-jitd or build/tests/fake-jitd: run scripts/setup.sh first" >&2; exit 1; }
 [ -f build-tsan/build.ninja ] || meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Dcli=false
 # Its own workers too: one case checks that libkiln finds the kiln-jitd built beside it.
-ninja -C build-tsan tests/test_cpu tests/cache_soak tests/fake-jitd runtime/kiln-jitd
+ninja -C build-tsan tests/test_cpu_concurrency tests/cache_soak tests/fake-jitd runtime/kiln-jitd
 export TSAN_OPTIONS=halt_on_error=1:abort_on_error=1:second_deadlock_stack=1
 export KILN_JITD="$PWD/build/runtime/kiln-jitd" KILN_TEST_JITD="$PWD/build/runtime/kiln-jitd" \
        KILN_TEST_FAKE_JITD="$PWD/build/tests/fake-jitd"
 echo "== ThreadSanitizer: the concurrency tests"
-build-tsan/tests/test_cpu -ts=concurrency
+build-tsan/tests/test_cpu_concurrency -ts=concurrency
 echo "== ThreadSanitizer: the soak"
 build-tsan/tests/cache_soak --seconds 10 --processes 3 --threads 3
