@@ -7,7 +7,7 @@
 #include "jit/request.hpp"  // unit_estimate_ms
 #include "program/program_check.hpp"
 #include "program/program_key.hpp"
-#include "program/record.hpp"
+#include "registry/demand_record.hpp"  // record_program
 
 #include <kiln/cache.hpp>
 #include <kiln/catalog.hpp>

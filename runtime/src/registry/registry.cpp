@@ -12,7 +12,7 @@
 #include "registry/query.hpp"  // unit_cache_key with a DiskCache
 #include "registry/registry_impl.hpp"
 #include "registry/warmup.hpp"
-#include "program/record.hpp"  // record_kernel
+#include "registry/demand_record.hpp"  // record_kernel
 
 #include <chrono>
 #include <string>
