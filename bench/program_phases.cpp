@@ -22,7 +22,6 @@
 #include <kiln/precompile.hpp>
 #include <kiln/program.hpp>
 
-#include "chain/tier_chain.hpp"
 #include "program/program_key.hpp"
 #include "registry/prefetch.hpp"
 #include "registry/query.hpp"
@@ -94,7 +93,8 @@ int phases_child(std::size_t index) {
   const kiln::Catalog& c = program->catalog();
   (void)kiln::detail::unit_cache_key(c, c.units[0], kArch, versions);
   t[6] = now_ms();
-  const kiln::detail::UnitImage image = kiln::detail::fetch_unit(kiln::detail::UnitQuery{c, c.kernels[0], kArch, options});
+  const kiln::detail::TierChain chain = kiln::detail::make_chain(c, options);
+  const kiln::detail::UnitImage image = chain.fetch(chain.query(c.kernels[0], kArch));
   t[7] = now_ms();
   if (image.served_by != kiln::Tier::disk) return 1;
   const long faulted = minor_faults() - faults;
@@ -111,10 +111,11 @@ int path_child(std::size_t index, bool thread) {
   const double t0 = now_ms();
   const auto program = kiln::program(source, 0, options);
   const kiln::Catalog& c = program->catalog();
+  const kiln::detail::TierChain chain = kiln::detail::make_chain(c, options);
   std::optional<kiln::detail::Prefetch> prefetch;
-  if (thread) prefetch.emplace(c, kArch, options);
+  if (thread) prefetch.emplace(chain, kArch);
   std::optional<kiln::detail::UnitImage> image = prefetch ? prefetch->take(0) : std::nullopt;
-  if (!image) image = kiln::detail::fetch_unit(kiln::detail::UnitQuery{c, c.kernels[0], kArch, options});
+  if (!image) image = chain.fetch(chain.query(c.kernels[0], kArch));
   const double t1 = now_ms();
   if (image->served_by != kiln::Tier::disk) return 1;
   std::printf("%.6f\n", t1 - t0);

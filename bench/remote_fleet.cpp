@@ -14,8 +14,7 @@
 
 #include "bench_cub_catalog.hpp"
 #include "examples_catalog.hpp"
-#include "registry/query.hpp"  // unit_cache_key with a DiskCache
-#include "chain/tier_chain.hpp"
+#include "registry/query.hpp"  // make_chain, unit_cache_key with a DiskCache
 
 #include "bench_util.hpp"
 #include "redis_server.hpp"  // tests/cpu: a redis-server on a free 127.0.0.1 port
@@ -77,9 +76,10 @@ int child_hit(const std::string& registry, const std::string& kernel) {
   const kiln::Catalog& catalog = catalog_named(registry);
   kiln::DiskCache& disk = kiln::default_cache();
   const kiln::RegistryOptions options{.allow_ptx = false, .use_embedded = false, .cache = &disk, .use_jit = false};
-  const kiln::detail::UnitQuery query{catalog, *catalog.find(kernel), kArch, options};
+  const kiln::detail::TierChain chain = kiln::detail::make_chain(catalog, options);
+  const kiln::detail::UnitQuery query = chain.query(*catalog.find(kernel), kArch);
   const auto start = std::chrono::steady_clock::now();
-  const kiln::detail::UnitImage image = kiln::detail::fetch_unit(query);
+  const kiln::detail::UnitImage image = chain.fetch(query);
   const double ms = ms_since(start);
   std::printf("%.4f %llu %d\n", ms, static_cast<unsigned long long>(disk.stats().bytes),
               image.served_by == kiln::Tier::remote ? 1 : 0);

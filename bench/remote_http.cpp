@@ -14,7 +14,7 @@
 #include <kiln/remote.hpp>
 
 #include "examples_catalog.hpp"
-#include "chain/tier_chain.hpp"
+#include "registry/query.hpp"  // make_chain
 
 #include "bench_util.hpp"
 #include "http_servers.hpp"  // tests/cpu: nginx, object_server.py, redis-server on free 127.0.0.1 ports
@@ -81,13 +81,14 @@ Hits fetch_all(const Store& store, int rounds) {
       auto r = remote(store.url, store.auth_file);
       const kiln::RegistryOptions options{.allow_ptx = false, .use_embedded = false, .cache = &disk, .use_jit = false,
                                           .remote = r.get()};
+      const kiln::detail::TierChain chain = kiln::detail::make_chain(catalog, options);
       bool first = true;
       for (const kiln::KernelEntry* k : one_kernel_per_unit(catalog)) {
-        const kiln::detail::UnitQuery query{catalog, *k, kArch, options};
+        const kiln::detail::UnitQuery query = chain.query(*k, kArch);
         const auto start = std::chrono::steady_clock::now();
         kiln::detail::UnitImage image;
         try {
-          image = kiln::detail::fetch_unit(query);
+          image = chain.fetch(query);
         } catch (const std::exception&) {
           ++hits.missed;
           continue;
@@ -125,10 +126,11 @@ Down gets_when_down(const std::string& url) {
     auto r = remote(url);
     const kiln::RegistryOptions options{.allow_ptx = false, .use_embedded = false, .cache = &disk, .use_jit = false,
                                         .remote = r.get()};
-    const kiln::detail::UnitQuery query{catalog, *one_kernel_per_unit(catalog).front(), kArch, options};
+    const kiln::detail::TierChain chain = kiln::detail::make_chain(catalog, options);
+    const kiln::detail::UnitQuery query = chain.query(*one_kernel_per_unit(catalog).front(), kArch);
     const auto get = [&] {
       try {
-        (void)kiln::detail::fetch_unit(query);
+        (void)chain.fetch(query);
       } catch (const std::exception&) {
       }
     };

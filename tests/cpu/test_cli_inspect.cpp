@@ -13,7 +13,9 @@
 #include "examples_catalog.hpp"
 #include "fake_cubin.hpp"
 #include "jit/request.hpp"
+#include "ptx_only_catalog.hpp"
 #include "registry/query.hpp"
+#include "run_process.hpp"
 
 #include <algorithm>
 #include <iostream>
@@ -403,6 +405,52 @@ TEST_CASE("kiln why names the nearest entry on disk and the field of the key tha
     const auto r = asked(tmp.path() / "format");
     CAPTURE(r.output);
     CHECK(says(r, "1 entry of cache format 1 in "));
+  }
+}
+
+TEST_CASE("kiln why: an entry on disk under the unit's key serves it before its older embedded PTX is assembled") {
+  // As after `kiln precompile --arch sm_120`: the unit compiled from source, under its own key (code=none),
+  // while the catalog embeds only compute_80 PTX, whose assembled binary would have a key of its own.
+  const kiln::Catalog& catalog = kiln::test::ptx_only_catalog();
+  const kiln::KernelEntry& k1 = *catalog.find("k1");
+  const std::string lowered(catalog.str(k1.lowered));
+  kiln::test::TempDir tmp;
+  const auto why = [&](const std::filesystem::path& root) {
+    const auto r = kiln::test::run_process({KILN_TEST_PTX_ONLY_CLI, "why", "--arch", "sm_120", "k1"},
+                                           {{"KILN_CACHE_DIR", root.string()}, {"KILN_CACHE", std::nullopt},
+                                            {"KILN_CACHE_MAX_BYTES", std::nullopt}, {"KILN_REMOTE_CACHE", std::nullopt}},
+                                           std::chrono::seconds(180));
+    CHECK(r.status == 0);
+    return r;
+  };
+  const auto plant_key = [&](const std::filesystem::path& root, unsigned code_arch) {
+    kiln::DiskCache cache(kiln::test::config_at(root));
+    const kiln::CacheKey key = kiln::detail::unit_cache_key(catalog, catalog.units[k1.unit], 120, cache, code_arch);
+    kiln::CacheEntry e;
+    e.arch = 120;
+    e.kernels = {{"k1", lowered}};
+    e.compiler = "nvrtc 13.0 + nvjitlink 13.0";
+    e.cubin = kiln::test::fake_cubin(120, {lowered});
+    REQUIRE(cache.store(key, e));
+    return key;
+  };
+  SUBCASE("nothing on disk: the PTX tier assembles it") {
+    const auto r = why(tmp.path() / "empty");
+    CAPTURE(r.output);
+    CHECK(says(r, "k1 (unit ptx_only/ptx_unit) for sm_120: its embedded compute_80 will be assembled; nothing cached has its key"));
+  }
+  SUBCASE("the unit compiled from source is on disk") {
+    const kiln::CacheKey key = plant_key(tmp.path() / "source", 0);
+    const auto r = why(tmp.path() / "source");
+    CAPTURE(r.output);
+    CHECK(says(r, "k1 (unit ptx_only/ptx_unit) for sm_120: the disk cache serves it (entry " + key.hex.substr(0, 16) + ")"));
+    CHECK_FALSE(says(r, "will be assembled"));
+  }
+  SUBCASE("the binary an earlier process assembled from the PTX is on disk") {
+    const kiln::CacheKey key = plant_key(tmp.path() / "assembled", 80);
+    const auto r = why(tmp.path() / "assembled");
+    CAPTURE(r.output);
+    CHECK(says(r, "k1 (unit ptx_only/ptx_unit) for sm_120: the disk cache serves it (entry " + key.hex.substr(0, 16) + ")"));
   }
 }
 

@@ -9,9 +9,10 @@
 
 #include "cache_test_util.hpp"
 #include "base/cubin_elf.hpp"
-#include "registry/query.hpp"  // unit_cache_key with a DiskCache
+#include "disk/disk_tier.hpp"
 #include "examples_catalog.hpp"
-#include "chain/tier.hpp"
+#include "jit/jit_tier.hpp"
+#include "registry/query.hpp"  // make_chain, unit_cache_key with a DiskCache
 
 TEST_CASE("a foreign entry planted under a unit's key between the disk miss and the JIT is deleted and rebuilt") {
   kiln::test::TempDir tmp;
@@ -21,9 +22,10 @@ TEST_CASE("a foreign entry planted under a unit's key between the disk miss and 
   const std::string lowered(catalog.str(kernel.lowered));
   kiln::RegistryOptions options;
   options.cache = &cache;
-  const kiln::detail::UnitQuery q{catalog, kernel, 80, options};
+  const kiln::detail::TierChain chain = kiln::detail::make_chain(catalog, options);
+  const kiln::detail::UnitQuery q = chain.query(kernel, 80);
 
-  CHECK_FALSE(kiln::detail::kDiskStep.fetch(q).ok());  // the disk tier misses: nothing there yet
+  CHECK_FALSE(kiln::detail::disk_tier().fetch(q).ok());  // the disk tier misses: nothing there yet
   // Now, before the JIT tier asks the cache again, an entry that decodes and checks out on its own (its
   // cubin defines the kernels it lists) but is not this unit's appears under the unit's key.
   kiln::CacheEntry foreign;
@@ -34,7 +36,7 @@ TEST_CASE("a foreign entry planted under a unit's key between the disk miss and 
   const kiln::CacheKey key = kiln::detail::unit_cache_key(catalog, catalog.units[kernel.unit], 80, cache);
   REQUIRE(cache.store(key, foreign));
 
-  const auto image = kiln::detail::kJitStep.fetch(q);
+  const auto image = kiln::detail::jit_tier().fetch(q);
   REQUIRE(image.ok());
   CHECK(kiln::detail::read_cubin(image->owned).defines(lowered));  // the unit's own kernel, not 'other'
   CHECK(image->source == kiln::Tier::jit);                          // compiled, not taken from disk
@@ -42,5 +44,5 @@ TEST_CASE("a foreign entry planted under a unit's key between the disk miss and 
   REQUIRE(stored.has_value());
   CHECK(stored->kernels.at(0).name == "vector_add");  // the foreign entry is gone, the rebuilt one stored
   CHECK(cache.stats().corrupt == 1);                  // counted, as the disk tier counts a bad entry
-  CHECK(kiln::detail::kDiskStep.fetch(q).ok());            // and the disk tier now serves it
+  CHECK(kiln::detail::disk_tier().fetch(q).ok());            // and the disk tier now serves it
 }

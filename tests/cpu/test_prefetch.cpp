@@ -11,8 +11,9 @@
 #include <kiln/select.hpp>
 
 #include "disk/cache_internal.hpp"  // runtime/src
-#include "registry/query.hpp"  // unit_cache_key with a DiskCache
-#include "chain/tier_chain.hpp"  // served
+#include "disk/disk_tier.hpp"
+#include "embedded/embedded_tier.hpp"
+#include "registry/query.hpp"  // make_chain, unit_cache_key with a DiskCache
 #include "registry/prefetch.hpp"
 #include "base/fatbin.hpp"  // read_fatbins, unpack
 #include "fake_cubin.hpp"
@@ -46,7 +47,8 @@ const kiln::KernelEntry& kernel_of(std::size_t unit) {
 TEST_CASE("every unit's image unpacked ahead is what the embedded tier fetches, handed over once") {
   const unsigned arch = embedded_arch();
   const kiln::RegistryOptions options;
-  kiln::detail::Prefetch prefetch(catalog(), arch, options);
+  const kiln::detail::TierChain chain = kiln::detail::make_chain(catalog(), options);
+  kiln::detail::Prefetch prefetch(chain, arch);
   prefetch.wait();
   std::size_t expected = 0;
   for (const auto& unit : catalog().units) expected += kiln::select_binary(catalog(), unit, arch, false) != nullptr;
@@ -56,13 +58,14 @@ TEST_CASE("every unit's image unpacked ahead is what the embedded tier fetches, 
     auto ready = prefetch.take(u);
     REQUIRE(ready.has_value());
     // A get()'s own fetch hands the driver the cubin packed; the thread's is unpacked, the same cubin.
-    auto fetched = kiln::detail::kEmbeddedStep.fetch(kiln::detail::UnitQuery{catalog(), kernel_of(u), arch, options,
-                                                                            nullptr, /*unpack=*/true});
+    kiln::detail::UnitQuery unpacked = chain.query(kernel_of(u), arch);
+    unpacked.unpack = true;
+    auto fetched = kiln::detail::embedded_tier().fetch(unpacked);
     REQUIRE(fetched.ok());
     CHECK_FALSE(ready->packed);
     CHECK_FALSE(fetched->packed);
     CHECK(ready->owned == fetched->owned);
-    auto packed = kiln::detail::kEmbeddedStep.fetch(kiln::detail::UnitQuery{catalog(), kernel_of(u), arch, options});
+    auto packed = kiln::detail::embedded_tier().fetch(chain.query(kernel_of(u), arch));
     REQUIRE(packed.ok());
     CHECK(packed->packed);
     const auto read = kiln::detail::read_fatbins(
@@ -85,18 +88,21 @@ TEST_CASE("the prefetch keeps to its budget, and unpacks nothing for an arch wit
   const auto* first = kiln::select_binary(catalog(), catalog().units.front(), arch, false);
   REQUIRE(first != nullptr);
   {
-    kiln::detail::Prefetch prefetch(catalog(), arch, options, first->size - 1);
+    const kiln::detail::TierChain chain = kiln::detail::make_chain(catalog(), options);
+    kiln::detail::Prefetch prefetch(chain, arch, first->size - 1);
     prefetch.wait();
     CHECK(prefetch.unpacked() == 0);
   }
   {
-    kiln::detail::Prefetch prefetch(catalog(), arch, options, first->size);
+    const kiln::detail::TierChain chain = kiln::detail::make_chain(catalog(), options);
+    kiln::detail::Prefetch prefetch(chain, arch, first->size);
     prefetch.wait();
     CHECK(prefetch.unpacked() == 1);
     CHECK(prefetch.take(0).has_value());
   }
   {
-    kiln::detail::Prefetch prefetch(catalog(), 10, options);  // sm_10: nothing runs there
+    const kiln::detail::TierChain chain = kiln::detail::make_chain(catalog(), options);
+    kiln::detail::Prefetch prefetch(chain, 10);  // sm_10: nothing runs there
     prefetch.wait();
     CHECK(prefetch.unpacked() == 0);
   }
@@ -107,13 +113,17 @@ TEST_CASE("with the embedded tier off the prefetch starts nothing, and one destr
   kiln::RegistryOptions off;
   off.use_embedded = false;
   {
-    kiln::detail::Prefetch prefetch(catalog(), arch, off);
+    const kiln::detail::TierChain chain = kiln::detail::make_chain(catalog(), off);
+    kiln::detail::Prefetch prefetch(chain, arch);
     prefetch.wait();
     CHECK(prefetch.unpacked() == 0);
     CHECK_FALSE(prefetch.take(0).has_value());
   }
   // Destroyed while (perhaps) still running: it stops between units and joins; what it unpacked is freed.
-  for (int i = 0; i < 20; ++i) kiln::detail::Prefetch prefetch(catalog(), arch, kiln::RegistryOptions{});
+  for (int i = 0; i < 20; ++i) {
+    const kiln::detail::TierChain chain = kiln::detail::make_chain(catalog(), kiln::RegistryOptions{});
+    kiln::detail::Prefetch prefetch(chain, arch);
+  }
 }
 
 TEST_CASE("the disk cache is opened and a key made ahead only when some unit has no embedded cubin; nothing is counted") {
@@ -126,7 +136,8 @@ TEST_CASE("the disk cache is opened and a key made ahead only when some unit has
   no_embedded.use_jit = false;  // the units miss the disk too: no JIT worker started from a test
   no_embedded.allow_ptx = false;
   {
-    kiln::detail::Prefetch prefetch(catalog(), arch, no_embedded);
+    const kiln::detail::TierChain chain = kiln::detail::make_chain(catalog(), no_embedded);
+    kiln::detail::Prefetch prefetch(chain, arch);
     prefetch.wait();
     CHECK(prefetch.warmed_disk());
     CHECK(prefetch.unpacked() == 0);
@@ -136,12 +147,14 @@ TEST_CASE("the disk cache is opened and a key made ahead only when some unit has
   embedded.use_jit = false;
   embedded.allow_ptx = false;
   {
-    kiln::detail::Prefetch prefetch(catalog(), arch, embedded);  // every unit embedded for this arch
+    const kiln::detail::TierChain chain = kiln::detail::make_chain(catalog(), embedded);
+    kiln::detail::Prefetch prefetch(chain, arch);  // every unit embedded for this arch
     prefetch.wait();
     CHECK_FALSE(prefetch.warmed_disk());
   }
   {
-    kiln::detail::Prefetch prefetch(catalog(), 10, embedded);  // none: the disk tier will be asked
+    const kiln::detail::TierChain chain = kiln::detail::make_chain(catalog(), embedded);
+    kiln::detail::Prefetch prefetch(chain, 10);  // none: the disk tier will be asked
     prefetch.wait();
     CHECK(prefetch.warmed_disk());
   }
@@ -179,7 +192,8 @@ TEST_CASE("disk entries read ahead are what the disk tier fetches, counted as hi
   const auto stored = cache.stats();
   kiln::RegistryOptions options;
   options.cache = &cache;
-  kiln::detail::Prefetch prefetch(catalog(), arch, options);
+  const kiln::detail::TierChain chain = kiln::detail::make_chain(catalog(), options);
+  kiln::detail::Prefetch prefetch(chain, arch);
   prefetch.wait();
   CHECK(prefetch.read_from_disk() == catalog().units.size());
   CHECK_FALSE(prefetch.jit_started());  // every unit is on disk: no compile will be needed
@@ -190,10 +204,10 @@ TEST_CASE("disk entries read ahead are what the disk tier fetches, counted as hi
     auto ready = prefetch.take(u);
     REQUIRE(ready.has_value());
     CHECK(cache.stats().hits == before);  // taking it counts nothing; the chain counts it as it serves
-    const kiln::detail::UnitQuery q{catalog(), kernel_of(u), arch, options};
-    kiln::detail::served(q, *ready);
+    const kiln::detail::UnitQuery q = chain.query(kernel_of(u), arch);
+    chain.served(q, *ready);
     CHECK(cache.stats().hits == before + 1);  // (the fetch below counts its own)
-    auto fetched = kiln::detail::kDiskStep.fetch(q);
+    auto fetched = kiln::detail::disk_tier().fetch(q);
     REQUIRE(fetched.ok());
     CHECK(ready->owned == fetched->owned);
     CHECK(ready->label == fetched->label);
@@ -218,7 +232,8 @@ TEST_CASE("a unit on neither the embedded tier nor the disk has the prefetch sta
   options.cache = &cache;
   options.use_jit = false;  // no worker started from this test (start_jit_ahead looks at these): that the prefetch asked is what counts here
   options.allow_ptx = false;
-  kiln::detail::Prefetch prefetch(catalog(), arch, options);
+  const kiln::detail::TierChain chain = kiln::detail::make_chain(catalog(), options);
+  kiln::detail::Prefetch prefetch(chain, arch);
   prefetch.wait();
   CHECK(prefetch.read_from_disk() == 1);
   CHECK(prefetch.jit_started());

@@ -16,7 +16,7 @@
 #include "jit/compile_history.hpp"
 #include "jit/request.hpp"  // unit_estimate_ms
 #include "program/program_key.hpp"  // runtime/src
-#include "program/record.hpp"
+#include "registry/demand_record.hpp"
 #include "registry/query.hpp"
 #include "remote/sealed_entry.hpp"  // kSealMagic: a value as the fleet tags it
 #include "remote_test_util.hpp"

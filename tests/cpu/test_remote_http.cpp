@@ -5,9 +5,9 @@
 #include <doctest/doctest.h>
 
 #include "chain/entry.hpp"
-#include "chain/tier_chain.hpp"
 #include "http_test_util.hpp"
 #include "one_unit.hpp"
+#include "registry/query.hpp"  // make_chain
 #include "remote/remote_tier.hpp"
 #include "remote/sealed_entry.hpp"
 
@@ -325,16 +325,17 @@ TEST_CASE("the chain over nginx: machine A's entry is verified, written to machi
   auto b = remote_with(server.url("open/chain"));
   const kiln::RegistryOptions options{.allow_ptx = false, .use_embedded = false, .cache = &disk, .use_jit = false,
                                       .remote = b.get()};
-  const kiln::detail::UnitQuery query{one.catalog, one.catalog.kernels[0], 90, options};
-  const auto plan = kiln::detail::probe_unit(query);  // a HEAD
+  const kiln::detail::TierChain chain = kiln::detail::make_chain(one.catalog, options);
+  const kiln::detail::UnitQuery query = chain.query(one.catalog.kernels[0], 90);
+  const auto plan = chain.probe(query);  // a HEAD
   REQUIRE(plan);
   CHECK(plan->source == kiln::Tier::remote);
-  const kiln::detail::UnitImage image = kiln::detail::fetch_unit(query);
+  const kiln::detail::UnitImage image = chain.fetch(query);
   CHECK(image.served_by == kiln::Tier::remote);
   CHECK(image.owned == sample_entry(1).cubin);
   CHECK(image.label.find("from the remote cache " + b->where()) != std::string::npos);
   REQUIRE(disk.contains(one.key()));
-  CHECK(kiln::detail::fetch_unit(query).served_by == kiln::Tier::disk);
+  CHECK(chain.fetch(query).served_by == kiln::Tier::disk);
   CHECK(b->stats().hits == 1);
   CHECK(b->warnings().empty());
 }

@@ -4,7 +4,6 @@
 
 #include "chain/entry.hpp"
 #include "registry/query.hpp"  // unit_cache_key with a DiskCache
-#include "chain/tier_chain.hpp"
 #include "remote/config.hpp"
 #include "remote/redis_store.hpp"
 #include "remote/remote_tier.hpp"
@@ -143,12 +142,13 @@ TEST_CASE("the chain: a remote hit is verified, written to the disk cache, and s
   kiln::test::TempDir tmp;
   kiln::DiskCache disk(kiln::test::config_at(tmp.path()));
   kiln::RegistryOptions options{.allow_ptx = false, .use_embedded = false, .cache = &disk, .use_jit = false, .remote = remote.get()};
-  const kiln::detail::UnitQuery query{one.catalog, one.catalog.kernels[0], 90, options};
+  const kiln::detail::TierChain chain = kiln::detail::make_chain(one.catalog, options);
+  const kiln::detail::UnitQuery query = chain.query(one.catalog.kernels[0], 90);
 
-  const auto plan = kiln::detail::probe_unit(query);
+  const auto plan = chain.probe(query);
   REQUIRE(plan);
   CHECK(plan->source == kiln::Tier::remote);
-  const kiln::detail::UnitImage image = kiln::detail::fetch_unit(query);
+  const kiln::detail::UnitImage image = chain.fetch(query);
   CHECK(image.served_by == kiln::Tier::remote);
   CHECK(image.source == kiln::Tier::remote);
   CHECK(image.owned == sample_entry(1).cubin);
@@ -156,13 +156,13 @@ TEST_CASE("the chain: a remote hit is verified, written to the disk cache, and s
   CHECK(image.cache_key == one.key().hex);
   REQUIRE(disk.contains(one.key()));  // written to this machine's disk, byte for byte as published
   CHECK(disk.load(one.key()));
-  CHECK(kiln::detail::fetch_unit(query).served_by == kiln::Tier::disk);
+  CHECK(chain.fetch(query).served_by == kiln::Tier::disk);
   CHECK(remote->stats().hits == 1);
 
   SUBCASE("another architecture is not there: every tier's reason in the error") {
-    const kiln::detail::UnitQuery other{one.catalog, one.catalog.kernels[0], 80, options};
+    const kiln::detail::UnitQuery other = chain.query(one.catalog.kernels[0], 80);
     try {
-      (void)kiln::detail::fetch_unit(other);
+      (void)chain.fetch(other);
       FAIL("no tier should have it");
     } catch (const kiln::Error& e) {
       CHECK(e.code() == kiln::Errc::no_binary);
@@ -171,9 +171,10 @@ TEST_CASE("the chain: a remote hit is verified, written to the disk cache, and s
   }
   SUBCASE("with use_remote off, it is not asked") {
     options.use_remote = false;
-    const kiln::detail::UnitQuery off{one.catalog, one.catalog.kernels[0], 90, options};
+    const kiln::detail::TierChain off_chain = kiln::detail::make_chain(one.catalog, options);
+    const kiln::detail::UnitQuery off = off_chain.query(one.catalog.kernels[0], 90);
     disk.clear();
-    CHECK_THROWS_AS((void)kiln::detail::fetch_unit(off), kiln::Error);
+    CHECK_THROWS_AS((void)off_chain.fetch(off), kiln::Error);
   }
 }
 

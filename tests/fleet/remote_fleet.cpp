@@ -31,11 +31,10 @@
 #include <kiln/remote.hpp>
 
 #include "cache_test_util.hpp"
-#include "registry/query.hpp"  // unit_cache_key with a DiskCache
+#include "registry/query.hpp"  // make_chain, unit_cache_key with a DiskCache
 #include "examples_catalog.hpp"
 #include "http_servers.hpp"  // redis-server, nginx, object_server.py
 #include "redis_server.hpp"
-#include "chain/tier_chain.hpp"
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -105,11 +104,11 @@ int child_main(char** args) {
   if (const char* auth = std::getenv("KILN_REMOTE_AUTH_FILE")) config.auth_file = auth;
   kiln::RemoteCache remote(config);
   const kiln::RegistryOptions options{.allow_ptx = false, .use_embedded = false, .cache = &disk, .use_jit = true, .remote = &remote};
+  const kiln::detail::TierChain chain = kiln::detail::make_chain(kiln::examples::catalog(), options);
   int failures = 0, compiled = 0, from_remote = 0;
   for (const Unit& u : units(count)) {
     try {
-      const kiln::detail::UnitQuery query{kiln::examples::catalog(), *u.kernel, u.arch, options};
-      const kiln::detail::UnitImage image = kiln::detail::fetch_unit(query);
+      const kiln::detail::UnitImage image = chain.fetch(chain.query(*u.kernel, u.arch));
       if (image.source == kiln::Tier::jit) {
         ++compiled;
         append_line(log, u.name() + " " + std::to_string(::getpid()));

@@ -1,9 +1,14 @@
-// What a query answers itself: its unit's cache key.
+// What a query answers itself: its unit's cache key; and what it asks its chain.
 #include "chain/tier.hpp"
+#include "chain/tier_chain.hpp"
 
 #include <kiln/select.hpp>
 
 namespace kiln::detail {
+
+DiskCache& UnitQuery::cache() const { return chain.cache(); }
+CompilerVersions UnitQuery::compilers() const { return chain.compilers(); }
+std::vector<std::unique_ptr<UnitStore>> UnitQuery::stores() const { return chain.stores(); }
 
 CacheKey UnitQuery::key(unsigned code_arch) const {
   const CompilerVersions versions = compilers();

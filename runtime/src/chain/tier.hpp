@@ -3,8 +3,8 @@
 //
 // The tiers (embedded/, disk/, remote/, jit/ with the PTX tier) include this folder and base/ only, never
 // each other or the registry: what one tier needs of another (the compilers a key names, the stores a
-// build goes through) the query provides, and the registry, which knows every tier, wires it
-// (registry/query.cpp; docs/DESIGN.md, "Folders").
+// build goes through) the query asks its chain (chain/tier_chain.hpp), which the registry, knowing every
+// tier, builds (registry/query.cpp; docs/DESIGN.md, "Folders").
 #pragma once
 
 #include "base/result.hpp"
@@ -23,10 +23,13 @@
 
 namespace kiln::detail {
 
+class TierChain;  // chain/tier_chain.hpp: the tiers in order, and what one tier needs of another
+
 // The question: the unit of `kernel` (named in messages), for a device of architecture `arch`, under a
 // registry's options and disk cache; with `link`, that unit linked with code given at run time
 // (Registry::get with a LinkedSource), which only the disk, remote and JIT tiers serve, under a key of its own.
 struct UnitQuery {
+  const TierChain& chain;  // what asks, and what a tier's question to another goes through
   const Catalog& catalog;
   const KernelEntry& kernel;
   unsigned arch;
@@ -37,7 +40,7 @@ struct UnitQuery {
   bool unpack = false;
 
   // The disk cache, made on first use: a unit the embedded tier serves never opens the cache directory.
-  DiskCache& cache() const { return options.cache ? *options.cache : default_cache(); }
+  DiskCache& cache() const;
 
   std::uint32_t unit_index() const noexcept { return kernel.unit; }
   const UnitEntry& unit() const noexcept { return catalog.units[kernel.unit]; }
@@ -47,12 +50,9 @@ struct UnitQuery {
   // linked query's key adds the link's digest (linked_cache_key).
   CacheKey key(unsigned code_arch = 0) const;
 
-  // Wired by the registry (registry/query.cpp):
-  // the NVRTC and nvJitLink this process would load, as keys name them: known from the disk cache's
-  // record without loading them, while it holds (disk/compiler_versions.hpp);
+  // The chain's (TierChain::compilers, TierChain::stores): the NVRTC and nvJitLink this process would
+  // load, as keys name them; the stores a build goes through, fastest first.
   CompilerVersions compilers() const;
-  // the stores a build goes through, fastest first: the disk cache, then the remote cache when the
-  // options use one (chain/store.hpp).
   std::vector<std::unique_ptr<UnitStore>> stores() const;
 };
 
@@ -103,12 +103,5 @@ struct TierStep {
   void (*served)(const UnitQuery&) = nullptr;
   void (*prepare)(const UnitQuery&) = nullptr;
 };
-
-// The tiers' steps, one each (chain/tier_chain.cpp lists them in order).
-extern const TierStep kEmbeddedStep;
-extern const TierStep kDiskStep;
-extern const TierStep kRemoteStep;
-extern const TierStep kPtxStep;
-extern const TierStep kJitStep;
 
 }  // namespace kiln::detail

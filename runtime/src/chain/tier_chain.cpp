@@ -1,15 +1,13 @@
-// The tier chain's order, and its walks: fetch (get), probe (plan), and ahead (the prefetch).
+// The tier chain's order, and its walks: fetch (get), probe (plan, why), ahead (the prefetch), precompile.
 #include "chain/tier_chain.hpp"
 
 #include <kiln/error.hpp>
 
-#include <array>
+#include <utility>
 
 namespace kiln::detail {
 
 namespace {
-
-const std::array<const TierStep*, 5> kChain{&kEmbeddedStep, &kDiskStep, &kRemoteStep, &kPtxStep, &kJitStep};
 
 // The tiers' reasons for missing, in chain order: the embedded tier's names the kernel and what is
 // embedded, the others add what they found.
@@ -19,20 +17,42 @@ void add_reason(std::string& message, const std::string& reason) {
   message += reason;
 }
 
-const TierStep* step_of(Tier tier) {
-  for (const TierStep* step : kChain)
-    if (step->tier == tier) return step;
+const KernelEntry* first_kernel_of(const Catalog& catalog, std::uint32_t unit) {
+  for (const KernelEntry& k : catalog.kernels)
+    if (k.unit == unit) return &k;
   return nullptr;
 }
 
 }  // namespace
 
-UnitImage fetch_unit(const UnitQuery& query) {
+TierChain::TierChain(const Catalog& catalog, const RegistryOptions& options, ChainParts parts)
+    : catalog_(catalog), options_(options), parts_(std::move(parts)) {}
+
+DiskCache& TierChain::cache() const { return options_.cache ? *options_.cache : parts_.default_cache(); }
+
+CompilerVersions TierChain::compilers() const {
+  std::call_once(compilers_once_, [this] { compilers_ = parts_.compilers(cache()); });
+  return compilers_;
+}
+
+std::vector<std::unique_ptr<UnitStore>> TierChain::stores() const { return parts_.stores(cache(), options_); }
+
+UnitQuery TierChain::query(const KernelEntry& kernel, unsigned arch, const LinkedSource* link) const {
+  return UnitQuery{*this, catalog_, kernel, arch, options_, link};
+}
+
+const TierStep* TierChain::step_of(Tier tier) const {
+  for (const TierStep& step : parts_.tiers)
+    if (step.tier == tier) return &step;
+  return nullptr;
+}
+
+UnitImage TierChain::fetch(const UnitQuery& query) const {
   std::string reasons;
-  for (const TierStep* step : kChain) {
-    Result<UnitImage> image = step->fetch(query);
+  for (const TierStep& step : parts_.tiers) {
+    Result<UnitImage> image = step.fetch(query);
     if (image) {
-      image->served_by = step->tier;
+      image->served_by = step.tier;
       return std::move(image).value();
     }
     add_reason(reasons, image.error());
@@ -40,17 +60,34 @@ UnitImage fetch_unit(const UnitQuery& query) {
   throw Error(Errc::no_binary, reasons);
 }
 
-Result<Origin> probe_unit(const UnitQuery& query) {
+Result<Origin> TierChain::probe(const UnitQuery& query) const {
   std::string reasons;
-  for (const TierStep* step : kChain) {
-    Result<Origin> probe = step->probe(query);
+  for (const TierStep& step : parts_.tiers) {
+    Result<Origin> probe = step.probe(query);
     if (probe) return probe;
     add_reason(reasons, probe.error());
   }
   return fail(reasons);
 }
 
-std::optional<UnitImage> fetch_ahead(const UnitQuery& query, Tier tier) {
+Explanation TierChain::explain(const KernelEntry& kernel, unsigned arch) const {
+  const UnitQuery q = query(kernel, arch);
+  Explanation e;
+  Result<Origin> probe = this->probe(q);
+  if (!probe) {
+    e.reason = probe.error();
+    return e;
+  }
+  e.available = true;
+  e.origin = *probe;
+  e.compiles = e.origin.source == Tier::ptx || e.origin.source == Tier::jit;
+  // A binary the PTX tier assembles is kept under the PTX's own key (its code= line), whether it is on
+  // disk already or not: the key the tier that answered looks up.
+  if (e.origin.source != Tier::embedded) e.key = q.key(e.origin.ptx ? e.origin.arch : 0);
+  return e;
+}
+
+std::optional<UnitImage> TierChain::ahead(const UnitQuery& query, Tier tier) const {
   const TierStep* step = step_of(tier);
   if (step == nullptr || step->ahead == nullptr) return std::nullopt;
   Result<UnitImage> image = step->ahead(query);
@@ -59,20 +96,39 @@ std::optional<UnitImage> fetch_ahead(const UnitQuery& query, Tier tier) {
   return std::move(image).value();
 }
 
-void served(const UnitQuery& query, const UnitImage& image) {
+void TierChain::served(const UnitQuery& query, const UnitImage& image) const {
   const TierStep* step = step_of(image.served_by);
   if (step != nullptr && step->served != nullptr) step->served(query);
 }
 
-void prepare_build(const UnitQuery& query, Tier after) {
+void TierChain::prepare_build(const UnitQuery& query, Tier after) const {
   bool past = false;
-  for (const TierStep* step : kChain) {
-    if (past && step->prepare != nullptr) {
-      step->prepare(query);
+  for (const TierStep& step : parts_.tiers) {
+    if (past && step.prepare != nullptr) {
+      step.prepare(query);
       return;
     }
-    past = past || step->tier == after;
+    past = past || step.tier == after;
   }
+}
+
+PrecompiledUnit TierChain::precompile(std::uint32_t unit, unsigned arch, const LinkedSource* link) const {
+  const KernelEntry* kernel = first_kernel_of(catalog_, unit);
+  if (kernel == nullptr)
+    throw Error(Errc::invalid_argument, "kiln: unit '" + std::string(catalog_.str(catalog_.units[unit].name)) +
+                                            "' of registry " + std::string(catalog_.name) + " has no kernel");
+  const UnitImage image = fetch(query(*kernel, arch, link));
+  PrecompiledUnit p;
+  PrecompileResult& r = p.result;
+  r.unit = std::string(catalog_.str(catalog_.units[unit].name));
+  r.compiled = image.source == Tier::jit;
+  r.cached = !r.compiled;
+  r.from_remote = image.source == Tier::remote;
+  r.ok = r.cached || image.stored.ok();
+  if (!r.ok) r.error = "the disk cache did not keep it: " + image.stored.error();
+  p.cache_key = image.cache_key;
+  p.bytes = image.bytes();
+  return p;
 }
 
 }  // namespace kiln::detail

@@ -7,7 +7,7 @@
 #include "chain/key.hpp"        // key_field
 #include "chain/key_parts.hpp"  // compiler_line
 #include "cli/output.hpp"
-#include "program/record.hpp"  // kProgramRegistry: programs given at run time, any program may have them
+#include "chain/unit_key.hpp"  // kProgramRegistry: programs given at run time, any program may have them
 
 #include <algorithm>
 #include <ctime>

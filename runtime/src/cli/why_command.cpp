@@ -15,7 +15,7 @@
 #include "disk/inventory.hpp"
 #include "jit/compile_history.hpp"
 #include "jit/request.hpp"     // unit_key_parts, unit_estimate_ms
-#include "registry/query.hpp"  // unit_cache_key with the compilers a key names
+#include "registry/query.hpp"  // make_chain: the chain a registry would walk
 
 #include <algorithm>
 #include <cctype>
@@ -149,12 +149,16 @@ int why(const Invocation& in) {
   }
   DiskCache& cache = default_cache();
   RemoteCache& remote = default_remote();
+  RegistryOptions options;  // a registry's own: every tier, the process's caches
+  options.cache = &cache;
+  options.remote = &remote;
   const detail::Inventory inventory = detail::take_inventory(cache);
   bool answered = true;
   for (const std::string& name : names) {
     for (const Catalog* catalog : in.registries) {
       const KernelEntry* kernel = catalog->find(name);
       if (!kernel) continue;
+      const detail::TierChain chain = detail::make_chain(*catalog, options);
       const UnitEntry& unit = catalog->units[kernel->unit];
       const std::string unit_name(catalog->str(unit.name));
       for (const unsigned arch : archs) {
@@ -164,26 +168,30 @@ int why(const Invocation& in) {
           answered = false;
           continue;
         }
-        const BinaryEntry* embedded = select_binary(*catalog, unit, arch, true);
-        if (embedded && embedded->kind == BinaryKind::cubin) {
-          std::cout << "the embedded " << binary_label(*embedded) << " cubin serves it; nothing is compiled\n";
+        // The tiers as get() asks them: the first that answers serves it, under the key it looks up.
+        const detail::Explanation why = chain.explain(*kernel, arch);
+        if (!why.available) {
+          std::cout << "nothing serves it: " << why.reason << "\n";
+          answered = false;
           continue;
         }
-        // Embedded PTX of an older architecture: the PTX tier builds it, under a key of its own.
-        const unsigned code_arch = embedded ? embedded->arch : 0;
-        const CacheKey key = detail::unit_cache_key(*catalog, unit, arch, cache, code_arch);
-        if (cache.usable() && cache.contains(key)) {
+        const CacheKey& key = why.key;
+        if (why.origin.source == Tier::embedded) {
+          std::cout << "the embedded " << binary_label(BinaryKind::cubin, why.origin.arch) << " cubin serves it; nothing is compiled\n";
+          continue;
+        }
+        if (why.origin.source == Tier::disk) {
           std::cout << "the disk cache serves it (entry " << key.hex.substr(0, 16) << compile_time(cache, inventory, key)
                     << "); nothing is compiled\n";
           continue;
         }
-        if (remote.usable() && remote.load(key)) {
+        if (why.origin.source == Tier::remote) {
           std::cout << "the fleet's cache (" << remote.where() << ") serves it (entry " << key.hex.substr(0, 16)
                     << "); nothing is compiled\n";
           continue;
         }
-        std::cout << (embedded ? "its embedded " + binary_label(*embedded) + " will be assembled"
-                               : "it will be compiled (" + expected_time(cache, *catalog, kernel->unit) + ")")
+        std::cout << (why.origin.ptx ? "its embedded " + binary_label(BinaryKind::ptx, why.origin.arch) + " will be assembled"
+                                     : "it will be compiled (" + expected_time(cache, *catalog, kernel->unit) + ")")
                   << "; nothing cached has its key (" << key.hex.substr(0, 16) << ")\n";
         if (!cache.usable()) std::cout << "  the disk cache is not in use: " << cache.unusable_reason() << "\n";
         if (remote.usable())

@@ -1,5 +1,5 @@
 // The disk tier: the cache's entry for this unit and architecture, validated, and checked against the catalog.
-#include "chain/tier.hpp"
+#include "disk/disk_tier.hpp"
 
 #include "disk/cache_internal.hpp"
 
@@ -46,6 +46,6 @@ void count_disk_hit(const UnitQuery& q) { count_hit(q.cache()); }
 
 }  // namespace
 
-const TierStep kDiskStep{Tier::disk, probe_disk, fetch_disk, read_disk_ahead, count_disk_hit, nullptr};
+TierStep disk_tier() { return TierStep{Tier::disk, probe_disk, fetch_disk, read_disk_ahead, count_disk_hit, nullptr}; }
 
 }  // namespace kiln::detail

@@ -1,5 +1,5 @@
 // The embedded tier: the cubin built for this device, read out of the unit's fatbin in the binary.
-#include "chain/tier.hpp"
+#include "embedded/embedded_tier.hpp"
 
 #include "base/fatbin.hpp"
 #include "base/warn_once.hpp"
@@ -67,7 +67,8 @@ Result<UnitImage> unpack_embedded_cubin(const UnitQuery& q) { return embedded_cu
 }  // namespace
 
 // Read ahead as a get() reads it: nothing is counted for an embedded cubin.
-const TierStep kEmbeddedStep{Tier::embedded, probe_embedded_cubin, fetch_embedded_cubin, unpack_embedded_cubin,
-                             nullptr, nullptr};
+TierStep embedded_tier() {
+  return TierStep{Tier::embedded, probe_embedded_cubin, fetch_embedded_cubin, unpack_embedded_cubin, nullptr, nullptr};
+}
 
 }  // namespace kiln::detail

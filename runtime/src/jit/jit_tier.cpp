@@ -1,6 +1,6 @@
 // The JIT tier's step in the chain: the unit compiled from its source (NVRTC + nvJitLink) on the worker
 // pool, once across threads, processes and machines (jit/build.hpp), and published to the stores.
-#include "chain/tier.hpp"
+#include "jit/jit_tier.hpp"
 
 #include "jit/build.hpp"
 #include "jit/jit_pool.hpp"
@@ -32,6 +32,6 @@ void prepare_jit(const UnitQuery& q) {
 
 }  // namespace
 
-const TierStep kJitStep{Tier::jit, probe_jit, fetch_jit, nullptr, nullptr, prepare_jit};
+TierStep jit_tier() { return TierStep{Tier::jit, probe_jit, fetch_jit, nullptr, nullptr, prepare_jit}; }
 
 }  // namespace kiln::detail

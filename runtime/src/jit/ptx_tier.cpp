@@ -1,10 +1,9 @@
 // The PTX tier: embedded PTX the GPU can run, assembled by kiln itself (nvJitLink, unreferenced globals
 // stripped, on the JIT tier's worker pool: so it lives beside the JIT) and published to the stores as the
 // JIT's builds are; never handed to the driver's JIT.
-#include "chain/tier.hpp"
-
 #include "base/fatbin.hpp"
 #include "jit/build.hpp"
+#include "jit/jit_tier.hpp"
 
 #include <kiln/select.hpp>
 
@@ -46,6 +45,6 @@ Result<UnitImage> fetch_ptx(const UnitQuery& q) {
 
 }  // namespace
 
-const TierStep kPtxStep{Tier::ptx, probe_ptx, fetch_ptx, nullptr, nullptr, nullptr};
+TierStep ptx_tier() { return TierStep{Tier::ptx, probe_ptx, fetch_ptx, nullptr, nullptr, nullptr}; }
 
 }  // namespace kiln::detail

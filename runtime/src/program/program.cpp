@@ -3,11 +3,11 @@
 #include <kiln/program.hpp>
 
 #include "chain/key.hpp"  // sha256_hex
-#include "chain/tier_chain.hpp"
+#include "registry/query.hpp"  // make_chain
 #include "jit/request.hpp"  // unit_estimate_ms
 #include "program/program_check.hpp"
 #include "program/program_key.hpp"
-#include "program/record.hpp"
+#include "registry/demand_record.hpp"  // record_program
 
 #include <kiln/cache.hpp>
 #include <kiln/catalog.hpp>
@@ -84,15 +84,9 @@ PrecompileResult Program::precompile(unsigned arch) {
   options.use_embedded = false;
   options.allow_ptx = false;
   options.use_jit = true;
-  PrecompileResult r;
-  r.unit = tables_->label;
   const auto start = std::chrono::steady_clock::now();
-  const detail::UnitImage image = detail::fetch_unit(detail::UnitQuery{tables_->catalog, tables_->kernels.front(), arch, options});
-  r.compiled = image.source == Tier::jit;
-  r.cached = !r.compiled;
-  r.from_remote = image.source == Tier::remote;
-  r.ok = r.cached || image.stored.ok();
-  if (!r.ok) r.error = "the disk cache did not keep it: " + image.stored.error();
+  PrecompileResult r = detail::make_chain(tables_->catalog, options).precompile(0, arch).result;
+  r.unit = tables_->label;
   r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

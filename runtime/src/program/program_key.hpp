@@ -1,6 +1,7 @@
 // What a program given at run time is keyed by: the digest of its content, never of a path.
 #pragma once
 
+#include "base/field.hpp"  // append_field
 #include "base/result.hpp"
 
 #include <kiln/program.hpp>
@@ -11,16 +12,6 @@
 
 namespace kiln::detail {
 
-// Appends "KIND N\nVALUE\n" (N: the value's length in bytes): the one way a program's digest text and the
-// demand record write a value, so that any bytes survive.
-inline void append_field(std::string& out, std::string_view kind, std::string_view value) {
-  out += kind;
-  out += ' ';
-  out += std::to_string(value.size());
-  out += '\n';
-  out += value;
-  out += '\n';
-}
 
 // SHA-256 (hex) over the files under `dir`: each regular file's path relative to `dir` and its bytes, in
 // path order; or why it cannot be taken: unreadable, over kMaxIncludeBytes or kMaxIncludeFiles (sizes

@@ -1,4 +1,4 @@
-// The demand record: appended as a run loads, read back for precompile and kiln-gen.
+// The demand record read back, for precompile (kiln-gen reads it too); registry/demand_record.cpp appends it.
 //
 // Format (text, every value length-prefixed so that any bytes survive; kiln-gen reads it too):
 //   kiln record 1
@@ -8,8 +8,7 @@
 #include <kiln/record.hpp>
 
 #include "base/plain_file.hpp"       // open_regular: a record that cannot block its reader
-#include "program/program_key.hpp"  // append_field
-#include "program/record.hpp"
+#include "registry/demand_record.hpp"  // kRecordHeader
 
 #include <kiln/catalog.hpp>
 #include <kiln/error.hpp>
@@ -33,7 +32,6 @@
 namespace kiln {
 namespace {
 
-constexpr std::string_view kHeader = "kiln record 1\n";
 // What a record may hold: programs' sources and headers take far less; more is not a record to read into
 // memory (kiln-gen's reader, codegen/demand_record.py, has the same bound).
 constexpr std::size_t kMaxRecordBytes = std::size_t{256} << 20;
@@ -64,70 +62,6 @@ std::string read_record_file(const std::string& path) {
     if (text.size() > kMaxRecordBytes) throw too_large();  // it grew while read
   }
 }
-
-// The open record, if any: KILN_RECORD's from the first load, or record_demand's.
-class Recorder {
- public:
-  static Recorder& instance() {
-    // Leaked on purpose: loads may happen during static destruction.
-    static Recorder& r = *new Recorder;
-    return r;
-  }
-
-  void open(const std::string& path) {
-    const std::lock_guard lock(mutex_);
-    open_locked(path, true);
-  }
-
-  void write(const std::string& key, const std::string& text) {
-    const std::lock_guard lock(mutex_);
-    if (!env_checked_) {
-      env_checked_ = true;
-      const char* path = std::getenv("KILN_RECORD");
-      if (fd_ < 0 && path != nullptr && *path != '\0') open_locked(path, false);
-    }
-    if (fd_ < 0 || !written_.insert(key).second) return;
-    // One write per entry: O_APPEND keeps processes sharing a record from interleaving within one.
-    const ssize_t n = ::write(fd_, text.data(), text.size());
-    if (n != static_cast<ssize_t>(text.size()))
-      std::cerr << "kiln: warning: cannot append to the demand record " << path_ << ": " << std::strerror(errno) << "\n";
-  }
-
- private:
-  void open_locked(const std::string& path, bool throw_on_failure) {
-    // Never blocks (a FIFO is refused), never follows a link, created private.
-    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
-    struct stat st {};
-    std::string why;
-    if (fd < 0) {
-      why = std::strerror(errno);
-    } else if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      why = "not a regular file";
-    }
-    if (!why.empty()) {
-      if (fd >= 0) ::close(fd);
-      const std::string message = "kiln: cannot record demand to " + path + ": " + why;
-      if (throw_on_failure) throw Error(Errc::invalid_argument, message);
-      std::cerr << "kiln: warning: " << message.substr(6) << " (KILN_RECORD); recording nothing\n";
-      return;
-    }
-    if (st.st_size == 0 && ::write(fd, kHeader.data(), kHeader.size()) != static_cast<ssize_t>(kHeader.size())) {
-      ::close(fd);
-      if (throw_on_failure) throw Error(Errc::invalid_argument, "kiln: cannot write to the demand record " + path);
-      return;
-    }
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-    path_ = path;
-    written_.clear();
-  }
-
-  std::mutex mutex_;
-  int fd_ = -1;
-  std::string path_;
-  bool env_checked_ = false;
-  std::set<std::string> written_;
-};
 
 // A record's reader: one field at a time, naming the line of what is wrong.
 class Reader {
@@ -182,37 +116,10 @@ class Reader {
 
 }  // namespace
 
-namespace detail {
-
-void record_kernel(std::string_view registry, std::string_view kernel, unsigned arch) {
-  std::string text = "table\n";
-  append_field(text, "registry", registry);
-  append_field(text, "kernel", kernel);
-  text += "arch " + std::to_string(arch) + "\nend\n";
-  Recorder::instance().write(text, text);
-}
-
-void record_program(const ProgramSource& source) {
-  std::string text = "program\n";
-  append_field(text, "label", source.label);
-  append_field(text, "source", source.source);
-  for (const ProgramHeader& h : source.headers) {
-    append_field(text, "header", h.name);
-    append_field(text, "bytes", h.source);
-  }
-  for (const std::string& o : source.options) append_field(text, "option", o);
-  for (const std::string& e : source.name_expressions) append_field(text, "kernel", e);
-  text += "end\n";
-  Recorder::instance().write(text, text);
-}
-
-}  // namespace detail
-
-void record_demand(const std::string& path) { Recorder::instance().open(path); }
 
 DemandRecord read_record(const std::string& path) {
   Reader r(read_record_file(path), path);
-  if (r.done() || r.line() + "\n" != kHeader) r.wrong("no 'kiln record 1' line");
+  if (r.done() || r.line() + "\n" != detail::kRecordHeader) r.wrong("no 'kiln record 1' line");
   DemandRecord record;
   while (!r.done()) {
     const std::string kind = r.line();

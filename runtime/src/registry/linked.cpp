@@ -46,7 +46,7 @@ Kernel Registry::Impl::get(std::string_view name, const LinkedSource& link) {
     // workers (the unit and link.source to LTO-IR, nvJitLink -lto), published to the stores.
     auto unit = std::make_unique<LinkedUnits::Unit>();
     try {
-      unit->image = detail::fetch_unit(query(*entry, &link));
+      unit->image = chain_.fetch(query(*entry, &link));
     } catch (const Error& e) {
       if (e.code() != Errc::no_binary) throw;
       throw Error(Errc::no_binary, "kiln: unit '" + std::string(catalog_.str(catalog_.units[entry->unit].name)) +

@@ -6,11 +6,10 @@
 #include <kiln/select.hpp>
 
 #include "chain/entry.hpp"       // entries_path
-#include "chain/tier_chain.hpp"
 #include "disk/files.hpp"         // entry_file_name
 #include "jit/jit_pool.hpp"  // kMaxJitRequestsInFlight
 #include "jit/request.hpp"   // longest_first
-#include "registry/query.hpp"  // first_kernel_of
+#include "registry/query.hpp"  // make_chain
 
 #include <algorithm>
 #include <chrono>
@@ -49,6 +48,7 @@ std::vector<PrecompileResult> precompile(
   options.allow_ptx = false;
   options.cache = &cache;
   options.remote = &remote;
+  const detail::TierChain chain = detail::make_chain(catalog, options);
 
   // The longest compiles first (the pool orders what it sees; this orders what it sees first).
   const std::vector<std::uint32_t> ordered = detail::longest_first(catalog, {units.begin(), units.end()});
@@ -76,17 +76,13 @@ std::vector<PrecompileResult> precompile(
       try {
         // The chain, for an architecture this machine may not have: the disk cache, the fleet's, then the
         // JIT (never what is embedded, nor the PTX tier: the cache gets the unit compiled from source).
-        const detail::UnitImage image = detail::fetch_unit(detail::UnitQuery{catalog, *detail::first_kernel_of(catalog, u), arch, options});
-        r.compiled = image.source == Tier::jit;
-        r.cached = !r.compiled;
-        r.from_remote = image.source == Tier::remote;
-        r.ok = r.cached || image.stored.ok();
-        if (!r.ok) r.error = "the disk cache did not keep it: " + image.stored.error();
-        key = image.cache_key;
+        detail::PrecompiledUnit p = chain.precompile(u, arch);
+        r = std::move(p.result);
+        key = std::move(p.cache_key);
         if (r.ok && !key.empty()) {
           std::error_code ec;
           const std::uintmax_t size = std::filesystem::file_size(entries / detail::entry_file_name(key), ec);
-          bytes = ec ? image.bytes() : size;
+          bytes = ec ? p.bytes : size;
         }
       } catch (const std::exception& e) {
         r.error = e.what();

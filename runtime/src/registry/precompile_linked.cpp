@@ -6,8 +6,7 @@
 #include <kiln/remote.hpp>
 #include <kiln/select.hpp>
 
-#include "chain/tier_chain.hpp"
-#include "registry/query.hpp"  // first_kernel_of
+#include "registry/query.hpp"  // make_chain
 
 #include <algorithm>
 #include <chrono>
@@ -39,6 +38,7 @@ std::vector<PrecompileResult> precompile_linked(const Catalog& catalog, unsigned
   options.allow_ptx = false;
   options.cache = &cache;
   options.remote = &default_remote();
+  const detail::TierChain chain = detail::make_chain(catalog, options);
   std::vector<PrecompileResult> done;
   for (const std::uint32_t u : units) {
     PrecompileResult r;
@@ -47,13 +47,7 @@ std::vector<PrecompileResult> precompile_linked(const Catalog& catalog, unsigned
     try {
       // The chain for an architecture this machine may not have: the disk cache, the fleet's, then the JIT
       // tier, which links the unit with `link` (jit/build.hpp).
-      const detail::UnitImage image =
-          detail::fetch_unit(detail::UnitQuery{catalog, *detail::first_kernel_of(catalog, u), arch, options, &link});
-      r.compiled = image.source == Tier::jit;
-      r.cached = !r.compiled;
-      r.from_remote = image.source == Tier::remote;
-      r.ok = r.cached || image.stored.ok();
-      if (!r.ok) r.error = "the disk cache did not keep it: " + image.stored.error();
+      r = chain.precompile(u, arch, &link).result;
     } catch (const Error& e) {
       if (e.code() == Errc::no_compiler || e.code() == Errc::cache) throw;  // nothing else would fare better
       r.error = e.what();

@@ -14,16 +14,15 @@
 
 namespace kiln::detail {
 
-Prefetch::Prefetch(const Catalog& catalog, unsigned arch, const RegistryOptions& options, std::size_t budget)
-    : catalog_(catalog),
+Prefetch::Prefetch(const TierChain& chain, unsigned arch, std::size_t budget)
+    : chain_(chain),
       arch_(arch),
-      options_(options),
-      ready_(std::make_unique<std::atomic<UnitImage*>[]>(catalog.units.size())),
-      state_(std::make_unique<std::atomic<std::uint8_t>[]>(catalog.units.size())),
-      units_(catalog.units.size()) {
+      ready_(std::make_unique<std::atomic<UnitImage*>[]>(chain.catalog().units.size())),
+      state_(std::make_unique<std::atomic<std::uint8_t>[]>(chain.catalog().units.size())),
+      units_(chain.catalog().units.size()) {
   if (units_ == 0) return;
   try {
-    thread_ = std::thread([this, &catalog, arch, &options, budget] { run(catalog, arch, options, budget); });
+    thread_ = std::thread([this, arch, budget] { run(arch, budget); });
   } catch (const std::system_error&) {
     // No thread to be had (a process at its limit): nothing is done ahead, every unit loads as before.
   }
@@ -66,7 +65,9 @@ void Prefetch::finish(std::size_t unit, std::optional<UnitImage> image) {
   state_[unit].store(kDone, std::memory_order_release);
 }
 
-void Prefetch::run(const Catalog& catalog, unsigned arch, const RegistryOptions& options, std::size_t budget) {
+void Prefetch::run(unsigned arch, std::size_t budget) {
+  const Catalog& catalog = chain_.catalog();
+  const RegistryOptions& options = chain_.options();
   // A kernel of each unit: what a tier query names.
   std::vector<const KernelEntry*> kernel_of(units_, nullptr);
   for (const KernelEntry& k : catalog.kernels) {
@@ -90,8 +91,7 @@ void Prefetch::run(const Catalog& catalog, unsigned arch, const RegistryOptions&
     }
     if (!claim(u)) continue;  // asked for already
     spent += b->size;
-    const UnitQuery q{catalog, *kernel_of[u], arch, options};
-    auto image = fetch_ahead(q, Tier::embedded);
+    auto image = chain_.ahead(chain_.query(*kernel_of[u], arch), Tier::embedded);
     // Damaged: the embedded tier has warned (once); the unit's load misses the same way.
     if (image) unpacked_.fetch_add(1, std::memory_order_release);
     finish(u, std::move(image));
@@ -100,12 +100,12 @@ void Prefetch::run(const Catalog& catalog, unsigned arch, const RegistryOptions&
   // record read on the way); the first the disk cannot serve has the JIT tier start a worker meanwhile.
   for (const std::size_t u : to_disk) {
     if (stop_.load(std::memory_order_relaxed)) return;
-    const UnitQuery q{catalog, *kernel_of[u], arch, options};
+    const UnitQuery q = chain_.query(*kernel_of[u], arch);
     try {
       if (q.cache().usable()) {
         if (full) return;  // nothing more read, nothing more known
         if (!claim(u)) continue;  // asked for already: the caller walks the tiers
-        std::optional<UnitImage> image = fetch_ahead(q, Tier::disk);
+        std::optional<UnitImage> image = chain_.ahead(q, Tier::disk);
         warmed_disk_.store(true, std::memory_order_release);
         const bool hit = image.has_value();
         if (hit) {
@@ -117,7 +117,7 @@ void Prefetch::run(const Catalog& catalog, unsigned arch, const RegistryOptions&
         if (hit) continue;
       }
       if (!jit_started_.load(std::memory_order_relaxed)) {
-        prepare_build(q, Tier::disk);  // the tier that builds after the disk: the PTX and JIT tiers' workers
+        chain_.prepare_build(q, Tier::disk);  // the tier that builds after the disk: the PTX and JIT tiers' workers
         jit_started_.store(true, std::memory_order_release);
       }
     } catch (const std::exception&) {

@@ -5,7 +5,7 @@
 // "Embedded fatbins", "Tiers" and "A cold compile's first worker").
 #pragma once
 
-#include "chain/tier.hpp"
+#include "chain/tier_chain.hpp"
 
 #include <kiln/catalog.hpp>
 #include <kiln/registry.hpp>
@@ -26,22 +26,21 @@ class Prefetch {
   // first loaded, as without a prefetch.
   static constexpr std::size_t kBudgetBytes = std::size_t(16) << 20;
 
-  // Starts a thread that asks the chain ahead (chain/tier_chain.hpp's fetch_ahead): in table order, the
+  // Starts a thread that asks `chain` ahead (TierChain::ahead): in table order, the
   // cubin the embedded tier would pick for `arch` of each unit that has one (none when the options turn
   // the embedded tier off); then the disk tier's entry of each unit that has no such cubin (nothing
   // counted until it serves), both until `budget` bytes; and has the tier that builds after the disk get
   // ready (prepare_build: a JIT worker started) for the first of those the disk does not have, or all of
-  // them when the cache is not in use. Nothing is loaded into a context. `catalog` and `options` must outlive this
+  // them when the cache is not in use. Nothing is loaded into a context. `chain` must outlive this
   // object. When no thread can be started, nothing is done ahead.
-  Prefetch(const Catalog& catalog, unsigned arch, const RegistryOptions& options,
-                   std::size_t budget = kBudgetBytes);
+  Prefetch(const TierChain& chain, unsigned arch, std::size_t budget = kBudgetBytes);
   // Stops the thread between two units and joins it.
   ~Prefetch();
   Prefetch(const Prefetch&) = delete;
   Prefetch& operator=(const Prefetch&) = delete;
 
   // The unit's image, exactly as the embedded or the disk tier's fetch returns it (served_by says which),
-  // if the thread has it; each at most once. The caller counts it as served (detail::served). Otherwise nothing, and the caller
+  // if the thread has it; each at most once. The caller counts it as served (TierChain::served). Otherwise nothing, and the caller
   // asks the tiers as usual: a unit the thread has not begun is then never read by it, and one it is
   // reading right now is waited for, at most kTakeWait.
   std::optional<UnitImage> take(std::size_t unit);
@@ -57,15 +56,14 @@ class Prefetch {
   void wait();
 
  private:
-  void run(const Catalog& catalog, unsigned arch, const RegistryOptions& options, std::size_t budget);
+  void run(unsigned arch, std::size_t budget);
   // A unit's state: open, then either the thread works on it and is done, or take() came first.
   enum : std::uint8_t { kOpen, kWorking, kDone, kTaken };
   bool claim(std::size_t unit);  // open -> working, for the thread
   void finish(std::size_t unit, std::optional<UnitImage> image);  // working -> done
 
-  const Catalog& catalog_;
+  const TierChain& chain_;
   unsigned arch_;
-  const RegistryOptions& options_;
   std::unique_ptr<std::atomic<UnitImage*>[]> ready_;
   std::unique_ptr<std::atomic<std::uint8_t>[]> state_;
   std::size_t units_;

@@ -9,10 +9,10 @@
 #include "registry/linked_units.hpp"
 #include "registry/name_index.hpp"
 #include "registry/prefetch.hpp"
-#include "registry/query.hpp"  // unit_cache_key with a DiskCache
+#include "registry/query.hpp"  // make_chain
 #include "registry/registry_impl.hpp"
 #include "registry/warmup.hpp"
-#include "program/record.hpp"  // record_kernel
+#include "registry/demand_record.hpp"  // record_kernel
 
 #include <chrono>
 #include <string>
@@ -72,6 +72,7 @@ Registry::Impl::Impl(const Catalog& catalog, int device, RegistryOptions options
       names_(detail::build_name_index(catalog)),
       ordinal_(device),
       options_(options),
+      chain_(detail::make_chain(catalog, options_)),
       units_(std::make_unique<UnitState[]>(catalog.units.size())),
       slots_(std::make_unique<Slot[]>(catalog.kernels.size())),
       linked_(std::make_unique<LinkedUnits>()) {}
@@ -191,9 +192,9 @@ void Registry::Impl::load_unit(UnitState& unit, const KernelEntry& entry) {
   detail::UnitQuery q = query(entry);
   if (auto ready = prefetch_ ? prefetch_->take(entry.unit) : std::nullopt) {
     unit.image = std::move(*ready);  // what the embedded or the disk tier, first in the chain to have it, read ahead
-    detail::served(q, unit.image);
+    chain_.served(q, unit.image);
   } else {
-    unit.image = detail::fetch_unit(q);
+    unit.image = chain_.fetch(q);
   }
   const auto what = [&] {
     return "kernel '" + std::string(catalog_.str(entry.name)) + "' (unit '" +
@@ -203,7 +204,7 @@ void Registry::Impl::load_unit(UnitState& unit, const KernelEntry& entry) {
     // The driver refused the cubin packed: unpacked here instead, where damage is found and said (and the
     // next tier serves), else loaded as any other image.
     q.unpack = true;
-    unit.image = detail::fetch_unit(q);
+    unit.image = chain_.fetch(q);
   }
   count_served(unit.image);
   // A table's kernel that nothing embedded served goes into the demand record, if one is kept (a
@@ -280,7 +281,7 @@ std::string_view Registry::Impl::lowered_in(const UnitState& unit, const KernelE
 }
 
 detail::UnitQuery Registry::Impl::query(const KernelEntry& entry, const LinkedSource* link) {
-  return detail::UnitQuery{catalog_, entry, info_.arch, options_, link};
+  return chain_.query(entry, info_.arch, link);
 }
 
 void Registry::Impl::count_served(const detail::UnitImage& image) {
@@ -289,8 +290,6 @@ void Registry::Impl::count_served(const detail::UnitImage& image) {
   if (image.served_by == Tier::jit && image.source == Tier::jit) jit_compiles_.fetch_add(1, std::memory_order_relaxed);
 }
 
-DiskCache& Registry::Impl::disk() { return options_.cache ? *options_.cache : default_cache(); }
-
 CacheKey Registry::Impl::cache_key(std::string_view name, unsigned arch) {
   const KernelEntry* entry = find(name);
   if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
@@ -298,7 +297,7 @@ CacheKey Registry::Impl::cache_key(std::string_view name, unsigned arch) {
     ensure_device();
     arch = info_.arch;
   }
-  return detail::unit_cache_key(catalog_, catalog_.units[entry->unit], arch, disk());
+  return chain_.query(*entry, arch).key();
 }
 
 Plan Registry::Impl::plan(std::string_view name) {
@@ -323,7 +322,7 @@ Plan Registry::Impl::plan(std::string_view name) {
     plan.ptx = loaded->kernel.provenance.ptx;
     return plan;
   }
-  const auto probe = detail::probe_unit(query(*entry));
+  const auto probe = chain_.probe(query(*entry));
   if (!probe) {
     plan.reason = probe.error();
     return plan;
@@ -370,7 +369,7 @@ void Registry::Impl::ensure_device() {
     unsigned flags = 0;
     int active = 0;
     const bool up = cu.cuDevicePrimaryCtxGetState(device, &flags, &active) == CUDA_SUCCESS && active != 0;
-    if (!up || catalog_.units.size() > 1) prefetch_ = std::make_unique<detail::Prefetch>(catalog_, info.arch, options_);
+    if (!up || catalog_.units.size() > 1) prefetch_ = std::make_unique<detail::Prefetch>(chain_, info.arch);
     // Retained last, so that a failure above leaves nothing to release.
     CUcontext context = nullptr;
     check(cu.cuDevicePrimaryCtxRetain(&context, device), "kiln: cuDevicePrimaryCtxRetain" + subject);

@@ -2,7 +2,7 @@
 // counters, and what is made on first use (the prefetch, warm-up, units linked with run-time code).
 #pragma once
 
-#include "chain/tier.hpp"
+#include "chain/tier_chain.hpp"
 
 #include <kiln/cache.hpp>
 #include <kiln/catalog.hpp>
@@ -75,7 +75,6 @@ class Registry::Impl {
   // kernel found in it; false, nothing kept, when the driver refuses it.
   bool load_packed(UnitState& unit, const KernelEntry& entry, const std::string& what);
   detail::UnitQuery query(const KernelEntry& entry, const LinkedSource* link = nullptr);
-  DiskCache& disk();
   void count_served(const detail::UnitImage& image);
   std::string_view lowered_in(const UnitState& unit, const KernelEntry& entry) const;
   CUlibrary library_of(const UnitState& unit, const KernelEntry& entry) const;
@@ -86,6 +85,7 @@ class Registry::Impl {
   std::vector<std::uint32_t> names_;  // the kernels by name, hashed (registry/name_index.hpp)
   int ordinal_;
   RegistryOptions options_;
+  detail::TierChain chain_;  // the tiers after memory, in order (registry/query.hpp's make_chain)
   std::once_flag device_once_;
   CUdevice cu_device_ = 0;
   CUcontext context_ = nullptr;

@@ -1,6 +1,4 @@
 // The remote tier's step in the chain: the fleet's entry, verified, written to the local disk cache, loaded.
-#include "chain/tier.hpp"
-
 #include "remote/remote_state.hpp"
 #include "remote/remote_tier.hpp"
 
@@ -59,6 +57,6 @@ Result<UnitImage> fetch_remote(const UnitQuery& q) {
 
 }  // namespace
 
-const TierStep kRemoteStep{Tier::remote, probe_remote, fetch_remote, nullptr, nullptr, nullptr};
+TierStep remote_tier() { return TierStep{Tier::remote, probe_remote, fetch_remote, nullptr, nullptr, nullptr}; }
 
 }  // namespace kiln::detail

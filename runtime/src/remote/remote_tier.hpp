@@ -1,8 +1,9 @@
-// What the rest of the runtime asks of the remote tier: which remote cache a registry uses, and the
-// fleet-wide single-flight the JIT's build goes through (the chain's step is in chain/tier.hpp).
+// What the rest of the runtime asks of the remote tier: its step in the chain, which remote cache a
+// registry uses, and the fleet-wide single-flight the JIT's build goes through.
 #pragma once
 
 #include "chain/store.hpp"
+#include "chain/tier.hpp"
 
 #include <kiln/cache.hpp>
 #include <kiln/registry.hpp>
@@ -12,6 +13,9 @@
 #include <memory>
 
 namespace kiln::detail {
+
+// The remote tier's step (chain/tier.hpp): the fleet's entry, verified, kept on the local disk too.
+TierStep remote_tier();
 
 // The registry's remote cache: its option's, else the process-wide one; nullptr with use_remote off.
 RemoteCache* remote_of(const RegistryOptions& options);

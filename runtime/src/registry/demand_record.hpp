@@ -1,13 +1,14 @@
 // What the registry and programs tell the demand record (kiln/record.hpp) as they load.
 #pragma once
 
-#include "chain/unit_key.hpp"  // kProgramRegistry
-
 #include <kiln/program.hpp>
 
 #include <string_view>
 
 namespace kiln::detail {
+
+// A record's first line; what follows is program/record.cpp's format.
+inline constexpr std::string_view kRecordHeader = "kiln record 1\n";
 
 // A table's kernel that a tier after the embedded one served for `arch`.
 void record_kernel(std::string_view registry, std::string_view kernel, unsigned arch);
