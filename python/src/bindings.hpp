@@ -53,6 +53,7 @@ void bind_registries(pybind11::module_& m);
 void bind_record(pybind11::module_& m);
 void bind_primitives(pybind11::module_& m);
 void bind_cli(pybind11::module_& m);
+void bind_dlpack(pybind11::module_& m);
 
 // The process's registry of `catalog` on `device` (made on first use, kept for the process).
 Registry& registry_of(const Catalog& catalog, int device);
