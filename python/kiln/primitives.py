@@ -393,42 +393,39 @@ def _primitive_of(kind, dtype, device):
     return made
 
 
-def _least(least, n, m):
-    if least == "n":
-        return n
-    if least == "m":
-        return m
-    if least == "m+1":
-        return m + 1
-    return least or 0
+# A role's least item count (_ROLES) as coefficients of the call's sizes: cn * n + cm * m + c.
+_LEAST = {"n": (1, 0, 0), "m": (0, 1, 0), "m+1": (0, 1, 1), 1: (0, 0, 1), None: (0, 0, 0)}
+# Each primitive's roles as a call checks them: (role, dtype, least count's coefficients, written).
+_CHECKS = {primitive: tuple((role, want, _LEAST[least], role in _WRITTEN) for role, want, least in roles)
+           for primitive, roles in _ROLES.items()}
 
 
 def _checked(primitive, kind, objs, sizes=None, stream=_NO_STREAM):
     """The arrays of a call checked against the primitive's roles; its dtype; its device (an array's, else the
     current one); the sizes given (n, m) with the least counts checked."""
-    roles = _ROLES[primitive]
-    arrays = [obj if obj.__class__ is _Array else _Array(obj, role, primitive, stream)
-              for obj, (role, _, _) in zip(objs, roles)]
+    checks = _CHECKS[primitive]
+    arrays = [obj if obj.__class__ is _Array else _Array(obj, check[0], primitive, stream)
+              for obj, check in zip(objs, checks)]
     typed = _TYPED_INDEX[primitive]
     dtype = arrays[typed].dtype
-    if dtype not in primitive_types().get(kind, ()):
-        raise ArgumentTypeError(f"kiln.{primitive}: {roles[typed][0]} is {dtype}; "
-                                + _supported(primitive, primitive_types().get(kind, ())))
+    supported = (_types or primitive_types()).get(kind, ())
+    if dtype not in supported:
+        raise ArgumentTypeError(f"kiln.{primitive}: {checks[typed][0]} is {dtype}; " + _supported(primitive, supported))
+    n, m = sizes if sizes is not None else (0, 0)
     device = None
-    for a, (role, want, least) in zip(arrays, roles):
+    for a, (role, want, (cn, cm, c), written) in zip(arrays, checks):
         if a.dtype != dtype if want == "T" else a.dtype not in want:
             if want == "T":
-                raise ArgumentTypeError(f"kiln.{primitive}: {role} is {a.dtype}, {roles[typed][0]} {dtype}; "
+                raise ArgumentTypeError(f"kiln.{primitive}: {role} is {a.dtype}, {checks[typed][0]} {dtype}; "
                                         "they must match")
             raise ArgumentTypeError(f"kiln.{primitive}: {role} is {a.dtype}; it must be {' or '.join(want)}")
         if a.device is not None:
             if device is not None and a.device != device:
                 raise ArgumentError(f"kiln.{primitive}: {role} is on device {a.device}, the other arrays on {device}")
             device = a.device
-        if sizes is not None and a.size < _least(least, *sizes):
-            raise ArgumentError(f"kiln.{primitive}: {role} has {a.size} items; the call needs "
-                                f"{_least(least, *sizes)}")
-        if a.read_only and role in _WRITTEN:
+        if sizes is not None and a.size < cn * n + cm * m + c:
+            raise ArgumentError(f"kiln.{primitive}: {role} has {a.size} items; the call needs {cn * n + cm * m + c}")
+        if written and a.read_only:
             raise ArgumentError(f"kiln.{primitive}: {role} is read-only; the call writes it")
     return arrays, dtype, (_kiln._current_device() if device is None else device)
 
