@@ -1,4 +1,4 @@
-"""kiln from Python against CuPy and against kiln's C++: five tables.
+"""kiln from Python against CuPy and against kiln's C++: six tables.
 
 1. First call of each primitive family in a fresh Python process, import and CUDA context excluded (the
    arrays are made first): kiln's one-shot call, to its result on the host, beside CuPy's own first call of
@@ -15,8 +15,12 @@
    its address (an int), which leaves out the reading of an array.
 5. A run-time program: cold (empty caches), disk hit in a new process, and in-memory hits (by handle, by
    content), against CuPy's RawModule on the same source.
+6. One-shot calls against CuPy's own operation of the same kind, on CuPy arrays from 2^20 items: each call
+   alone between CUDA events on the default stream (the GPU idle before it, so the host work before and
+   between its kernels shows), calls of the two alternating, medians; the ratio is kiln's speed over CuPy's.
 
-    python3 bench/python_prims.py [--runs N] [--sizes 24,28] [--parts first,temp,steady,launch,program]
+    python3 bench/python_prims.py [--runs N] [--sizes 24,28] [--oneshot-sizes 20,24,26]
+                                  [--parts first,temp,steady,launch,program,oneshot]
 
 Run with PYTHONPATH=build/python (the package as built; its primitives embedded for this GPU's architecture,
 else the first calls include a disk load or a compile: the table says which tier served them).
@@ -240,6 +244,53 @@ def make_plan(cupy, kiln, family, args, n):
     raise ValueError(family)
 
 
+def oneshot(log2_sizes, calls):
+    import cupy
+    import kiln
+
+    print("\n## One-shot calls against CuPy's own operation (CuPy arrays, default stream; CUDA events around each "
+          f"call, median of {calls})\n")
+    print("| family | items | kiln one-shot (ms) | CuPy op | CuPy (ms) | kiln's speed / CuPy's |")
+    print("|---|---|---|---|---|---|")
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+
+    def timed(call):
+        cupy.cuda.Device().synchronize()
+        start.record()
+        out = call()
+        stop.record()
+        stop.synchronize()
+        del out
+        return cupy.cuda.get_elapsed_time(start, stop)
+
+    for log2 in log2_sizes:
+        n = 1 << log2
+        for family in FAMILIES:
+            if not CUPY_OP[family]:
+                continue
+            args = arrays(cupy, family, n)
+            cupy.cuda.Device().synchronize()
+
+            def kiln_once():
+                return kiln_call(kiln, family, args)
+
+            def cupy_once():
+                return cupy_call(cupy, family, args)
+
+            for _ in range(3):  # kernels loaded, pools warm
+                timed(kiln_once)
+                timed(cupy_once)
+            times = {"kiln": [], "cupy": []}
+            for _ in range(calls):
+                times["kiln"].append(timed(kiln_once))
+                times["cupy"].append(timed(cupy_once))
+            ours, theirs = statistics.median(times["kiln"]), statistics.median(times["cupy"])
+            print(f"| {family} | 2^{log2} | {ours:.4f} | {CUPY_OP[family]} | {theirs:.4f} | {theirs / ours:.2f} |",
+                  flush=True)
+            del args, kiln_once, cupy_once
+            cupy.get_default_memory_pool().free_all_blocks()
+
+
 NOOP = r'''extern "C" __global__ void noop(float* p, int n) { if (n < 0) p[0] = 0; }'''
 
 
@@ -368,7 +419,9 @@ def main():
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per first-call figure (median)")
     parser.add_argument("--sizes", default="24,28", help="log2 of the steady state's item counts")
     parser.add_argument("--reps", type=int, default=20, help="calls per timed batch in the steady state")
-    parser.add_argument("--parts", default="first,temp,steady,launch,program")
+    parser.add_argument("--oneshot-sizes", default="20,24,26", help="log2 of the one-shot table's item counts")
+    parser.add_argument("--calls", type=int, default=51, help="timed calls of each one-shot row (median)")
+    parser.add_argument("--parts", default="first,temp,steady,launch,program,oneshot")
     args = parser.parse_args()
     parts = args.parts.split(",")
     import cupy
@@ -388,6 +441,8 @@ def main():
         launch_overhead()
     if "program" in parts:
         programs(args.runs)
+    if "oneshot" in parts:
+        oneshot([int(s) for s in args.oneshot_sizes.split(",")], args.calls)
     return 0
 
 

@@ -9,14 +9,17 @@ and no CUDA driver: libkiln loads the driver on the first get() or launch.
     scale((blocks,), (256,), [x, y, numpy.float32(2), numpy.int32(n)], stream=cupy_stream)
 
 Kernel arguments go as CuPy's RawKernel passes them (a program's parameter types are not known here): a
-device array (any object with __cuda_array_interface__: CuPy, PyTorch on CUDA, Numba) as its data pointer,
+device array (any object with __cuda_array_interface__ or DLPack's __dlpack__: CuPy, PyTorch on CUDA, Numba,
+JAX) as its data pointer,
 a NumPy scalar as its dtype, a Python int as int64, a float as float64, None as a null pointer. Give a
 float parameter numpy.float32 and an int parameter numpy.int32.
 
 kiln's primitives (scan, reduce, sorts, select, unique-by-key, searches) run on the same arrays, as plans or
 one-shot calls (kiln/primitives.py): prefix = kiln.exclusive_sum(cupy_array, stream=s).
 
-Errors are kiln.Error, whose .code names the kind ("compile", "unknown_kernel", "no_driver", ...).
+A device argument left None (every one's default) is the current CUDA context's device, as CuPy's and
+PyTorch's current device is. Errors are kiln.Error, whose .code names the kind ("compile", "unknown_kernel",
+"no_driver", ...).
 docs/python.md is the guide.
 """
 

@@ -1,8 +1,10 @@
 """kiln's primitives (libkiln_prim: CUB's scan, reduce, sorts, select, unique-by-key and searches) on device arrays.
 
-Any object with __cuda_array_interface__ (CuPy, PyTorch on CUDA, Numba) is an array here: contiguous, its
-items counted flat, its dtype checked against the types the package's libkiln_prim instantiates. Each
-primitive comes two ways, as cuda.compute's do:
+Any object with __cuda_array_interface__ (CuPy, PyTorch on CUDA, Numba) or DLPack's __dlpack__ and
+__dlpack_device__ (JAX, and any array of the Python array API on a CUDA device) is an array here: contiguous,
+its items counted flat, its dtype checked against the types the package's libkiln_prim instantiates. A DLPack
+export is asked for on the call's stream, so that its producer orders its own work before the call, as the
+protocol says. Each primitive comes two ways, as cuda.compute's do:
 
     plan = kiln.make_exclusive_sum(d_in, d_out)           # kernels resolved now, on d_in's device
     temp = cupy.empty(plan.temp_bytes(n), cupy.uint8)      # or plan(None, d_in, d_out, n): the size
@@ -18,6 +20,7 @@ driver before the first primitive of a kind is made on a device. docs/python.md 
 """
 
 import operator
+import sys
 
 from . import _kiln
 from ._kiln import ArgumentError, ArgumentTypeError  # kiln.Error (code invalid_argument) and ValueError/TypeError
@@ -86,6 +89,15 @@ def _device_of(obj):
     return None
 
 
+def _stream_handle(stream):
+    """A call's stream as the CUstream's address (0: the legacy default stream)."""
+    if stream is None:
+        return 0
+    if type(stream) is int and stream >= 0:
+        return stream
+    return _kiln._stream_handle(stream)
+
+
 _TYPESTRS = {}  # typestr -> (dtype name, item bytes)
 # An array's bytes and its end must fit the 64-bit address space (C++ takes sizes as size_t, pointers as
 # uintptr_t): bounds checked here, so that no made-up shape or pointer reaches the driver.
@@ -115,18 +127,33 @@ def _ints(values):
     return tuple(out)
 
 
+# A DLPack export asked for by a plan's maker, which reads no data: no stream is made to wait.
+_NO_STREAM = None
+
+
 class _Array:
-    """One argument's array interface: its pointer, item count, dtype name and device."""
+    """One argument's array: its pointer, item count, dtype name, device and library; `stream` is the handle of
+    the call's stream (what a DLPack producer orders its work before), or _NO_STREAM."""
 
-    __slots__ = ("obj", "pointer", "size", "nbytes", "dtype", "device")
+    __slots__ = ("obj", "pointer", "size", "nbytes", "dtype", "device", "read_only", "library", "export")
 
-    def __init__(self, obj, role, primitive):
+    def __init__(self, obj, role, primitive, stream=_NO_STREAM):
+        self.obj = obj
+        self.read_only = False
+        self.export = None
+        self.library = _readers.get(type(obj)) or _reader_of(type(obj))
+        if self.library.read(self, obj):
+            return
         try:
             cai = obj.__cuda_array_interface__
         except AttributeError:
+            if hasattr(obj, "__dlpack__"):
+                self._dlpack(obj, role, primitive, stream)
+                return
             raise ArgumentTypeError(
                 f"kiln.{primitive}: {role} ({type(obj).__name__}) is not a device array; pass an object with "
-                "__cuda_array_interface__ (a CuPy array, a PyTorch CUDA tensor, a Numba device array)") from None
+                "__cuda_array_interface__ or __dlpack__ (a CuPy array, a PyTorch CUDA tensor, a JAX or Numba "
+                "device array)") from None
         # What another library's object says of itself is checked before any of it reaches C++ or the driver.
         def refused(kind, what):
             return kind(f"kiln.{primitive}: {role} ({type(obj).__name__}): its __cuda_array_interface__ {what}")
@@ -135,28 +162,47 @@ class _Array:
         for key in ("shape", "typestr", "data"):
             if key not in cai:
                 raise refused(ArgumentTypeError, f"has no '{key}'")
-        shape, typestr, data = _ints(cai["shape"]), cai["typestr"], cai["data"]
-        if shape is None:
-            raise refused(ArgumentTypeError, f"has a shape {cai['shape']!r}, not a tuple of ints")
-        size = 1
-        for extent in shape:
-            if extent < 0:
-                raise refused(ArgumentError, f"has a shape {tuple(shape)!r}: an extent below 0")
-            size *= extent
+        typestr, data = cai["typestr"], cai["data"]
         if type(typestr) is not str:
             raise refused(ArgumentTypeError, f"has a typestr {typestr!r}, not a str")
         self.dtype, itemsize = _typestr(typestr)
         pointer = _ints(data[:1]) if type(data) in (tuple, list) and data else None
         if pointer is None:
             raise refused(ArgumentTypeError, f"has data {data!r}, not (pointer, read_only)")
-        pointer = pointer[0]
+        self.read_only = len(data) > 1 and data[1] is True
+        if cai.get("mask") is not None:
+            raise ArgumentError(f"kiln.{primitive}: {role} is a masked array")
+        self._layout(cai["shape"], cai.get("strides"), itemsize, pointer[0], refused)
+        self.device = _device_of(obj)
+
+    def _dlpack(self, obj, role, primitive, stream):
+        def refused(kind, what):
+            return kind(f"kiln.{primitive}: {role} ({type(obj).__name__}): its DLPack tensor {what}")
+        try:
+            (self.export, pointer, shape, strides, self.dtype, itemsize, self.device,
+             self.read_only) = _kiln._dlpack(obj, stream, role)
+        except ArgumentError as e:  # kiln's own (a ValueError)
+            raise ArgumentError(f"kiln.{primitive}: {e}") from None
+        except ArgumentTypeError as e:
+            raise ArgumentTypeError(f"kiln.{primitive}: {e}") from None
+        self._layout(shape, strides, itemsize, pointer, refused)
+
+    def _layout(self, shape, strides, itemsize, pointer, refused):
+        """Size, bytes and pointer from a shape and strides (in bytes, None: C-contiguous), checked."""
+        given, shape = shape, _ints(shape)
+        if shape is None:
+            raise refused(ArgumentTypeError, f"has a shape {given!r}, not a tuple of ints")
+        size = 1
+        for extent in shape:
+            if extent < 0:
+                raise refused(ArgumentError, f"has a shape {tuple(shape)!r}: an extent below 0")
+            size *= extent
         if size > _MAX_BYTES or size * itemsize > _MAX_BYTES:
             raise refused(ArgumentError, f"has a shape {tuple(shape)!r}: {size} items of {itemsize} bytes, more than "
                                          "a device array can hold")
         if pointer < 0 or pointer + size * itemsize > _ADDRESS_END:
             raise refused(ArgumentError, f"has a pointer {pointer:#x}, not a 64-bit device address (of "
                                          f"{size * itemsize} bytes)")
-        strides = cai.get("strides")
         if strides is not None:
             given, strides = strides, _ints(strides)
             if strides is None or len(strides) != len(shape):
@@ -168,15 +214,139 @@ class _Array:
                 item *= extent
             if tuple(s for s, e in zip(strides, shape) if e > 1) != tuple(
                     s for s, e in zip(reversed(expected), shape) if e > 1):
-                raise ArgumentError(f"kiln.{primitive}: {role} is not contiguous (strides {tuple(strides)}); "
-                                    "pass a C-contiguous array (cupy.ascontiguousarray, tensor.contiguous())")
-        if cai.get("mask") is not None:
-            raise ArgumentError(f"kiln.{primitive}: {role} is a masked array")
-        self.obj = obj
+                raise refused(ArgumentError, f"is not contiguous (strides {tuple(strides)} bytes); pass a "
+                                             "C-contiguous array (cupy.ascontiguousarray, tensor.contiguous())")
         self.pointer = pointer
         self.size = size
         self.nbytes = size * itemsize
-        self.device = _device_of(obj)
+
+
+class _Other:
+    """The arrays of a library kiln knows nothing more of: read through their interfaces; outputs must be given."""
+
+    name = None
+
+    def read(self, array, obj):
+        """Fills `array` from `obj` by the library's own attributes and says so; False: read the interfaces."""
+        return False
+
+    def empty(self, like, shape, dtype):
+        """An array of the library on the device of `like` (an _Array), from its pool; None: it cannot."""
+        return None
+
+    def temp(self, like, nbytes, stream):
+        """(what holds it, its address): nbytes of temporary storage from the library's pool, when that pool
+        orders it on `stream` (a handle); else None. A pool reuses a block freed on the stream it was allocated
+        on without waiting: on the call's stream that is ordered after the call, on another it would not be."""
+        return None
+
+
+class _CuPy(_Other):
+    """CuPy's arrays, read by their attributes (its __cuda_array_interface__ is a dict built on each read);
+    outputs and temporary storage from its allocator on its current device and stream."""
+
+    name = "cupy"
+
+    def __init__(self, cupy):
+        self.cupy = cupy
+        self.current_device = cupy.cuda.runtime.getDevice
+        self.current_stream = cupy.cuda.get_current_stream
+        self.alloc = cupy.cuda.memory.alloc
+        self.make = cupy.empty
+
+    def read(self, array, obj):
+        try:
+            contiguous = obj._c_contiguous
+        except AttributeError:  # a CuPy that keeps it elsewhere
+            contiguous = obj.flags.c_contiguous
+        if not contiguous and obj.size > 1:
+            return False  # the interface's strides name it in the error
+        memory = obj.data
+        array.pointer = memory.ptr
+        array.device = memory.device_id
+        array.size = obj.size
+        array.nbytes = obj.nbytes
+        array.dtype = _NUMPY_NAMES.get(obj.dtype) or _numpy_name(obj.dtype)
+        return True
+
+    def empty(self, like, shape, dtype):
+        if self.current_device() == like.device:
+            return self.make(shape, dtype=dtype)
+        with self.cupy.cuda.Device(like.device):
+            return self.make(shape, dtype=dtype)
+
+    def temp(self, like, nbytes, stream):
+        if self.current_device() == like.device:
+            return self._temp(nbytes, stream)
+        with self.cupy.cuda.Device(like.device):
+            return self._temp(nbytes, stream)
+
+    def _temp(self, nbytes, stream):
+        if self.current_stream().ptr != stream:
+            return None
+        memory = self.alloc(nbytes)
+        return memory, memory.ptr
+
+
+class _Torch(_Other):
+    """PyTorch's CUDA tensors, read by their attributes (its __cuda_array_interface__ is built in Python on each
+    read); outputs and temporary storage from its caching allocator on the tensor's device."""
+
+    name = "torch"
+
+    def __init__(self, torch):
+        self.torch = torch
+
+    def read(self, array, obj):
+        if not obj.is_cuda or obj.requires_grad or not obj.is_contiguous():
+            return False  # the interface says why it is refused
+        array.pointer = obj.data_ptr()
+        array.device = obj.get_device()
+        array.size = obj.numel()
+        array.nbytes = array.size * obj.element_size()
+        array.dtype = _TORCH_NAMES.get(obj.dtype) or _torch_name(obj.dtype)
+        return True
+
+    def empty(self, like, shape, dtype):
+        return self.torch.empty(shape, dtype=getattr(self.torch, dtype), device=like.obj.device)
+
+    def temp(self, like, nbytes, stream):
+        if self.torch.cuda.current_stream(like.obj.device).cuda_stream != stream:
+            return None
+        temp = self.torch.empty((nbytes,), dtype=self.torch.uint8, device=like.obj.device)
+        return temp, temp.data_ptr()
+
+
+_OTHER = _Other()
+_libraries = {}  # module name -> its _Other
+_readers = {}  # type -> its library's _Other; kept small: the array types a process passes
+_NUMPY_NAMES = {}  # NumPy dtype -> its name
+_TORCH_NAMES = {}  # torch.dtype -> NumPy's name of it
+
+
+def _numpy_name(dtype):
+    _NUMPY_NAMES[dtype] = dtype.name
+    return dtype.name
+
+
+def _torch_name(dtype):
+    name = _TORCH_NAMES[dtype] = str(dtype).rpartition(".")[2]
+    return name
+
+
+def _reader_of(cls):
+    """The library an array type comes from (by its module: CuPy's ndarray, PyTorch's Tensor), else _OTHER."""
+    module = cls.__module__.partition(".")[0]
+    library = _OTHER
+    if module in ("cupy", "torch"):
+        imported = sys.modules.get(module)
+        base = getattr(imported, "ndarray" if module == "cupy" else "Tensor", None)
+        if isinstance(base, type) and issubclass(cls, base):
+            library = _libraries.get(module) or _libraries.setdefault(
+                module, _CuPy(imported) if module == "cupy" else _Torch(imported))
+    if len(_readers) < 64:
+        _readers[cls] = library
+    return library
 
 
 def _supported(primitive, types):
@@ -209,6 +379,8 @@ _SIZES = {"exclusive_sum": ("n",), "reduce_sum": ("n",), "segmented_reduce": ("m
 _TYPED_INDEX = {primitive: 1 if primitive == "select_indices" else [dtype for _, dtype, _ in roles].index("T")
                 for primitive, roles in _ROLES.items()}
 _SEGMENTED_OPS = ("sum", "min", "max")
+# The roles a call writes.
+_WRITTEN = frozenset(("d_out", "keys", "values", "keys_out", "values_out", "num_selected", "out", "count"))
 
 _made = {}  # (kind, dtype, device) -> _kiln._Primitive: the process keeps one of each, as libkiln_prim does
 
@@ -221,42 +393,41 @@ def _primitive_of(kind, dtype, device):
     return made
 
 
-def _least(least, n, m):
-    if least == "n":
-        return n
-    if least == "m":
-        return m
-    if least == "m+1":
-        return m + 1
-    return least or 0
+# A role's least item count (_ROLES) as coefficients of the call's sizes: cn * n + cm * m + c.
+_LEAST = {"n": (1, 0, 0), "m": (0, 1, 0), "m+1": (0, 1, 1), 1: (0, 0, 1), None: (0, 0, 0)}
+# Each primitive's roles as a call checks them: (role, dtype, least count's coefficients, written).
+_CHECKS = {primitive: tuple((role, want, _LEAST[least], role in _WRITTEN) for role, want, least in roles)
+           for primitive, roles in _ROLES.items()}
 
 
-def _checked(primitive, kind, objs, sizes=None):
-    """The arrays of a call checked against the primitive's roles; its dtype; its device; the sizes given
-    (n, m) with the least counts checked."""
-    roles = _ROLES[primitive]
-    arrays = [obj if obj.__class__ is _Array else _Array(obj, role, primitive)
-              for obj, (role, _, _) in zip(objs, roles)]
+def _checked(primitive, kind, objs, sizes=None, stream=_NO_STREAM):
+    """The arrays of a call checked against the primitive's roles; its dtype; its device (an array's, else the
+    current one); the sizes given (n, m) with the least counts checked."""
+    checks = _CHECKS[primitive]
+    arrays = [obj if obj.__class__ is _Array else _Array(obj, check[0], primitive, stream)
+              for obj, check in zip(objs, checks)]
     typed = _TYPED_INDEX[primitive]
     dtype = arrays[typed].dtype
-    if dtype not in primitive_types().get(kind, ()):
-        raise ArgumentTypeError(f"kiln.{primitive}: {roles[typed][0]} is {dtype}; "
-                                + _supported(primitive, primitive_types().get(kind, ())))
+    supported = (_types or primitive_types()).get(kind, ())
+    if dtype not in supported:
+        raise ArgumentTypeError(f"kiln.{primitive}: {checks[typed][0]} is {dtype}; " + _supported(primitive, supported))
+    n, m = sizes if sizes is not None else (0, 0)
     device = None
-    for a, (role, want, least) in zip(arrays, roles):
+    for a, (role, want, (cn, cm, c), written) in zip(arrays, checks):
         if a.dtype != dtype if want == "T" else a.dtype not in want:
             if want == "T":
-                raise ArgumentTypeError(f"kiln.{primitive}: {role} is {a.dtype}, {roles[typed][0]} {dtype}; "
+                raise ArgumentTypeError(f"kiln.{primitive}: {role} is {a.dtype}, {checks[typed][0]} {dtype}; "
                                         "they must match")
             raise ArgumentTypeError(f"kiln.{primitive}: {role} is {a.dtype}; it must be {' or '.join(want)}")
         if a.device is not None:
             if device is not None and a.device != device:
                 raise ArgumentError(f"kiln.{primitive}: {role} is on device {a.device}, the other arrays on {device}")
             device = a.device
-        if sizes is not None and a.size < _least(least, *sizes):
-            raise ArgumentError(f"kiln.{primitive}: {role} has {a.size} items; the call needs "
-                                f"{_least(least, *sizes)}")
-    return arrays, dtype, (0 if device is None else device)
+        if sizes is not None and a.size < cn * n + cm * m + c:
+            raise ArgumentError(f"kiln.{primitive}: {role} has {a.size} items; the call needs {cn * n + cm * m + c}")
+        if written and a.read_only:
+            raise ArgumentError(f"kiln.{primitive}: {role} is read-only; the call writes it")
+    return arrays, dtype, (_kiln._current_device() if device is None else device)
 
 
 def _count(value, what, primitive):
@@ -305,14 +476,17 @@ class Primitive:
             raise ArgumentTypeError(f"kiln.{self._primitive}: the arrays {', '.join(r for r, _, _ in roles)} are "
                                     "expected")
         n, m = self._sizes(sizes)
-        arrays, dtype, device = _checked(self._primitive, self._kind, objs, (n, m))
+        handle = _stream_handle(stream)
+        arrays, dtype, device = _checked(self._primitive, self._kind, objs, (n, m), handle)
         if dtype != self.dtype or device != self.device:
             raise ArgumentError(f"kiln.{self._primitive}: this plan is for {self.dtype} on device {self.device}, "
                                 f"not {dtype} on device {device}")
         if temp is None:
             return self._native.temp_bytes(n, m)
-        storage = _Array(temp, "temp", self._primitive)
-        self._native.run([a.pointer for a in arrays], n, m, storage.pointer, storage.nbytes, stream)
+        storage = _Array(temp, "temp", self._primitive, handle)
+        if storage.read_only:
+            raise ArgumentError(f"kiln.{self._primitive}: temp is read-only; the call writes it")
+        self._native.run([a.pointer for a in arrays], n, m, storage.pointer, storage.nbytes, handle)
         return None
 
     def __repr__(self):
@@ -328,78 +502,35 @@ _library_temp = True
 
 
 def _once(primitive, kind, objs, sizes, stream):
-    arrays, dtype, device = _checked(primitive, kind, objs, sizes)
-    native = _primitive_of(kind, dtype, device)
+    """A one-shot call: `objs` (arrays or _Arrays) checked, `stream` a handle (_stream_handle)."""
+    arrays, dtype, device = _checked(primitive, kind, objs, sizes, stream)
+    native = _made.get((kind, dtype, device)) or _primitive_of(kind, dtype, device)
     pointers = [a.pointer for a in arrays]
+    n, m = sizes
     if _library_temp:
-        nbytes = native.temp_bytes(sizes[0], sizes[1])
-        temp, pointer = _library_storage(arrays[0].obj, nbytes, stream) if nbytes else (None, 0)
-        if temp is not None or nbytes == 0:
-            # temp is given back to its pool when this returns: the pool reuses it in its stream's order,
-            # after the work enqueued here.
-            native.run(pointers, sizes[0], sizes[1], pointer, nbytes, stream)
+        nbytes = native.temp_bytes(n, m)
+        if nbytes == 0:
+            native.run(pointers, n, m, 0, 0, stream)
             return
-    native.run_once(pointers, sizes[0], sizes[1], stream)
-
-
-def _library_of(obj):
-    """The library an array comes from, by its type's module: "cupy", "torch", "numba", ..."""
-    return type(obj).__module__.partition(".")[0]
-
-
-def _empty(library, like, shape, dtype):
-    """An array of `library` ("cupy" or "torch") on the device of `like`, from its pool on its current stream;
-    None for another library."""
-    if library == "cupy":
-        import cupy
-
-        with cupy.cuda.Device(_device_of(like)):
-            return cupy.empty(shape, dtype=dtype)
-    if library == "torch":
-        import torch
-
-        return torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
-    return None
-
-
-def _current_stream(library, like):
-    """The stream `library` allocates on for the device of `like` (its current stream), as an int; None for
-    another library."""
-    if library == "cupy":
-        import cupy
-
-        with cupy.cuda.Device(_device_of(like)):
-            return cupy.cuda.get_current_stream().ptr
-    if library == "torch":
-        import torch
-
-        return torch.cuda.current_stream(like.device).cuda_stream
-    return None
-
-
-def _library_storage(like, nbytes, stream):
-    """(array, its address): nbytes of temporary storage from the pool of the library `like` comes from, when
-    the call's stream is that library's current stream; else (None, 0). A pool reuses a block freed on the
-    stream it was allocated on without waiting: on the call's stream that is ordered after the call, on
-    another stream it would not be."""
-    library = _library_of(like)
-    current = _current_stream(library, like)
-    if current is None or current != _kiln._stream_handle(stream):
-        return None, 0
-    temp = _empty(library, like, (nbytes,), "uint8")
-    # the address without __cuda_array_interface__, which PyTorch builds in Python on each read
-    return temp, (temp.data.ptr if library == "cupy" else temp.data_ptr())
+        first = arrays[0]
+        temp = first.library.temp(first, nbytes, stream)
+        if temp is not None:
+            # temp goes back to its pool when this returns: the pool reuses it in its stream's order, after
+            # the work enqueued here.
+            native.run(pointers, n, m, temp[1], nbytes, stream)
+            return
+    native.run_once(pointers, n, m, stream)
 
 
 def _allocate(like, shape, dtype, primitive, role):
-    """An output of the library `like` (an _Array) comes from, on its device."""
-    like = like.obj
-    made = _empty(_library_of(like), like, shape, dtype)
+    """An output of the library `like` (an _Array) comes from, on its device, described (an _Array)."""
+    made = like.library.empty(like, shape, dtype)
     if made is None:
+        obj = like.obj
         raise ArgumentTypeError(f"kiln.{primitive}: {role} was not given, and kiln makes outputs only for CuPy "
-                                f"arrays and PyTorch tensors, not {type(like).__module__}.{type(like).__name__}: "
+                                f"arrays and PyTorch tensors, not {type(obj).__module__}.{type(obj).__name__}: "
                                 "pass it")
-    return made
+    return made, _Array(made, role, primitive)
 
 
 # ---- plans -------------------------------------------------------------------------------------------------
@@ -473,20 +604,26 @@ def make_segmented_sort(keys_in, keys_out, offsets):
 
 def exclusive_sum(d_in, d_out=None, stream=None):
     """out[i] = in[0] + ... + in[i-1], out[0] = 0 (int32, int64); d_out may be d_in. Returns d_out."""
-    a = _Array(d_in, "d_in", "exclusive_sum")
+    handle = _stream_handle(stream)
+    a = _Array(d_in, "d_in", "exclusive_sum", handle)
     if d_out is None:
-        d_out = _allocate(a, (a.size,), a.dtype, "exclusive_sum", "d_out")
-    _once("exclusive_sum", "exclusive_sum", (a, d_out), (a.size, 0), stream)
+        d_out, out = _allocate(a, (a.size,), a.dtype, "exclusive_sum", "d_out")
+    else:
+        out = d_out
+    _once("exclusive_sum", "exclusive_sum", (a, out), (a.size, 0), handle)
     return d_out
 
 
 def reduce_sum(d_in, d_out=None, stream=None):
     """The sum of d_in (int32, float64), in CUB's order, written to d_out's first item (made 0-d when not
     given, as cupy.sum's). Returns d_out."""
-    a = _Array(d_in, "d_in", "reduce_sum")
+    handle = _stream_handle(stream)
+    a = _Array(d_in, "d_in", "reduce_sum", handle)
     if d_out is None:
-        d_out = _allocate(a, (), a.dtype, "reduce_sum", "d_out")
-    _once("reduce_sum", "reduce_sum", (a, d_out), (a.size, 0), stream)
+        d_out, out = _allocate(a, (), a.dtype, "reduce_sum", "d_out")
+    else:
+        out = d_out
+    _once("reduce_sum", "reduce_sum", (a, out), (a.size, 0), handle)
     return d_out
 
 
@@ -494,30 +631,37 @@ def segmented_reduce(d_in, offsets, op="sum", d_out=None, stream=None):
     """out[i] = op over d_in[offsets[i], offsets[i+1]) for each of the len(offsets) - 1 segments (op "sum":
     int32, float64; "min", "max": float64; CUB's start values for empty segments). Returns d_out."""
     kind = _segmented_kind(op)
-    a, o = _Array(d_in, "d_in", "segmented_reduce"), _Array(offsets, "offsets", "segmented_reduce")
+    handle = _stream_handle(stream)
+    a = _Array(d_in, "d_in", "segmented_reduce", handle)
+    o = _Array(offsets, "offsets", "segmented_reduce", handle)
     segments = max(o.size - 1, 0)
     if d_out is None:
-        d_out = _allocate(a, (segments,), a.dtype, "segmented_reduce", "d_out")
-    _once("segmented_reduce", kind, (a, d_out, o), (0, segments), stream)
+        d_out, out = _allocate(a, (segments,), a.dtype, "segmented_reduce", "d_out")
+    else:
+        out = d_out
+    _once("segmented_reduce", kind, (a, out, o), (0, segments), handle)
     return d_out
 
 
 def merge_sort_pairs(keys, values, stream=None):
     """Sorts uint64 keys ascending in place, stable, moving int32 values with them. Returns (keys, values)."""
-    k = _Array(keys, "keys", "merge_sort_pairs")
-    _once("merge_sort_pairs", "merge_sort_pairs", (k, values), (k.size, 0), stream)
+    handle = _stream_handle(stream)
+    k = _Array(keys, "keys", "merge_sort_pairs", handle)
+    _once("merge_sort_pairs", "merge_sort_pairs", (k, values), (k.size, 0), handle)
     return keys, values
 
 
 def radix_sort_pairs(keys, values, keys_out=None, values_out=None, stream=None):
     """Sorts (int32, int64, uint64, float64) keys ascending, stable, out of place, moving int32 values with them.
     Returns (keys_out, values_out)."""
-    k = _Array(keys, "keys_in", "radix_sort_pairs")
+    handle = _stream_handle(stream)
+    k = _Array(keys, "keys_in", "radix_sort_pairs", handle)
+    ko, vo = keys_out, values_out
     if keys_out is None:
-        keys_out = _allocate(k, (k.size,), k.dtype, "radix_sort_pairs", "keys_out")
+        keys_out, ko = _allocate(k, (k.size,), k.dtype, "radix_sort_pairs", "keys_out")
     if values_out is None:
-        values_out = _allocate(k, (k.size,), "int32", "radix_sort_pairs", "values_out")
-    _once("radix_sort_pairs", "radix_sort_pairs", (k, keys_out, values, values_out), (k.size, 0), stream)
+        values_out, vo = _allocate(k, (k.size,), "int32", "radix_sort_pairs", "values_out")
+    _once("radix_sort_pairs", "radix_sort_pairs", (k, ko, values, vo), (k.size, 0), handle)
     return keys_out, values_out
 
 
@@ -525,14 +669,16 @@ def unique_by_key(keys, values, keys_out=None, values_out=None, num_selected=Non
     """Of each run of equal (int32, uint64) keys, the first key and its int32 value, compacted to the front of
     keys_out and values_out; the number of runs goes to num_selected (uint64, one item, made when not given),
     on the GPU: read it after the stream. Returns (keys_out, values_out, num_selected)."""
-    k = _Array(keys, "keys_in", "unique_by_key")
+    handle = _stream_handle(stream)
+    k = _Array(keys, "keys_in", "unique_by_key", handle)
+    ko, vo, count = keys_out, values_out, num_selected
     if keys_out is None:
-        keys_out = _allocate(k, (k.size,), k.dtype, "unique_by_key", "keys_out")
+        keys_out, ko = _allocate(k, (k.size,), k.dtype, "unique_by_key", "keys_out")
     if values_out is None:
-        values_out = _allocate(k, (k.size,), "int32", "unique_by_key", "values_out")
+        values_out, vo = _allocate(k, (k.size,), "int32", "unique_by_key", "values_out")
     if num_selected is None:
-        num_selected = _allocate(k, (1,), "uint64", "unique_by_key", "num_selected")
-    _once("unique_by_key", "unique_by_key", (k, values, keys_out, values_out, num_selected), (k.size, 0), stream)
+        num_selected, count = _allocate(k, (1,), "uint64", "unique_by_key", "num_selected")
+    _once("unique_by_key", "unique_by_key", (k, values, ko, vo, count), (k.size, 0), handle)
     return keys_out, values_out, num_selected
 
 
@@ -540,21 +686,26 @@ def select_indices(mask, out=None, count=None, stream=None, dtype="int64"):
     """The indices of mask's nonzero items (uint8 or bool), in order, written to the front of out (int32 or
     int64: out's dtype, else `dtype`), and how many to count (one item, on the GPU). Returns (out, count):
     out[:int(count[0])] are the indices."""
-    a = _Array(mask, "mask", "select_indices")
+    handle = _stream_handle(stream)
+    a = _Array(mask, "mask", "select_indices", handle)
     if out is None:
-        out = _allocate(a, (a.size,), dtype, "select_indices", "out")
-    o = _Array(out, "out", "select_indices")
+        out, o = _allocate(a, (a.size,), dtype, "select_indices", "out")
+    else:
+        o = _Array(out, "out", "select_indices", handle)
+    c = count
     if count is None:
-        count = _allocate(a, (1,), o.dtype, "select_indices", "count")
-    _once("select_indices", "select_indices", (a, o, count), (a.size, 0), stream)
+        count, c = _allocate(a, (1,), o.dtype, "select_indices", "count")
+    _once("select_indices", "select_indices", (a, o, c), (a.size, 0), handle)
     return out, count
 
 
 def _search(primitive, haystack, needles, out, stream):
-    h, k = _Array(haystack, "haystack", primitive), _Array(needles, "needles", primitive)
+    handle = _stream_handle(stream)
+    h, k = _Array(haystack, "haystack", primitive, handle), _Array(needles, "needles", primitive, handle)
+    o = out
     if out is None:
-        out = _allocate(k, (k.size,), "int64", primitive, "out")
-    _once(primitive, primitive, (h, k, out), (h.size, k.size), stream)
+        out, o = _allocate(k, (k.size,), "int64", primitive, "out")
+    _once(primitive, primitive, (h, k, o), (h.size, k.size), handle)
     return out
 
 
@@ -574,9 +725,12 @@ def segmented_sort(keys, offsets, keys_out=None, stream=None):
     """Sorts (int32, float64) keys ascending within each segment [offsets[i], offsets[i+1]) into keys_out
     (items outside every segment are not written: in a keys_out made here they are undefined).
     Returns keys_out."""
-    k, o = _Array(keys, "keys_in", "segmented_sort"), _Array(offsets, "offsets", "segmented_sort")
+    handle = _stream_handle(stream)
+    k = _Array(keys, "keys_in", "segmented_sort", handle)
+    o = _Array(offsets, "offsets", "segmented_sort", handle)
     segments = max(o.size - 1, 0)
+    ko = keys_out
     if keys_out is None:
-        keys_out = _allocate(k, (k.size,), k.dtype, "segmented_sort", "keys_out")
-    _once("segmented_sort", "segmented_sort", (k, keys_out, o), (k.size, segments), stream)
+        keys_out, ko = _allocate(k, (k.size,), k.dtype, "segmented_sort", "keys_out")
+    _once("segmented_sort", "segmented_sort", (k, ko, o), (k.size, segments), handle)
     return keys_out

@@ -39,9 +39,13 @@ class ArgumentTypeError : public pybind11::builtin_exception {
   void set_error() const override;
 };
 
-// A device ordinal from Python: an int from 0 (ArgumentTypeError, ArgumentError otherwise); whether that
-// device exists is the driver's to say.
+// A device ordinal from Python: an int from 0 (ArgumentTypeError, ArgumentError otherwise), or None for the
+// current device; whether that device exists is the driver's to say.
 int device_ordinal(const pybind11::handle& device);
+// The device of the calling thread's current CUDA context, as CuPy's and PyTorch's current device is (the
+// CUDA runtime makes a device's primary context current when it is selected); 0 when no context is current,
+// as the runtime's default. Loads no driver and initialises no CUDA of its own.
+int current_device();
 // Raises kiln.Error for `e` (sets the Python error), where pybind11's translators do not run.
 void set_python_error(const Error& e);
 void bind_kernels(pybind11::module_& m);
@@ -49,6 +53,7 @@ void bind_registries(pybind11::module_& m);
 void bind_record(pybind11::module_& m);
 void bind_primitives(pybind11::module_& m);
 void bind_cli(pybind11::module_& m);
+void bind_dlpack(pybind11::module_& m);
 
 // The process's registry of `catalog` on `device` (made on first use, kept for the process).
 Registry& registry_of(const Catalog& catalog, int device);

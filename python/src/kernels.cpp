@@ -45,7 +45,7 @@ PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
       throw py::type_error("this kiln.Kernel holds no kernel: kernels come from a Program or a registry");
     const PyKernel& k = py::cast<const PyKernel&>(py::handle(self));
     const LaunchCall call = launch_call(args, nargs, kwnames, "Kernel");
-    LaunchArgs values(call.args);
+    LaunchArgs values(call.args, call.stream);
     {
       py::gil_scoped_release unlocked;
       launch(k.kernel, call.grid, call.block, call.shared_mem, call.stream, values.pointers());
@@ -58,7 +58,7 @@ PyObject* launch_kernel(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
 PyObject* launch_layout(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   return guarded([&]() -> py::object {
     const LaunchCall call = launch_call(args, nargs, kwnames, "_launch_layout");
-    LaunchArgs values(call.args);
+    LaunchArgs values(call.args, call.stream);
     py::list bytes;
     for (std::size_t i = 0; i < values.size(); ++i) bytes.append(py::bytes(values.bytes(i)));
     return py::make_tuple(py::make_tuple(call.grid.x, call.grid.y, call.grid.z),

@@ -8,6 +8,7 @@
 #include "launch_args.hpp"
 
 #include "bindings.hpp"  // ArgumentError, ArgumentTypeError: kiln.Error and ValueError / TypeError
+#include "dlpack.hpp"
 
 #include <climits>
 #include <cstring>
@@ -36,13 +37,14 @@ struct Names {
   PyObject* tobytes = PyUnicode_InternFromString("tobytes");
   PyObject* cuda_stream_protocol = PyUnicode_InternFromString("__cuda_stream__");
   PyObject* cuda_stream = PyUnicode_InternFromString("cuda_stream");
+  PyObject* dlpack = PyUnicode_InternFromString("__dlpack__");
 };
 
 const Names& names() {
   static const Names* made = [] {
     auto* n = new Names;  // kept for the process, as interned strings are
     if (!n->cuda_array_interface || !n->array_interface || !n->data || !n->ptr || !n->is_cuda ||
-        !n->requires_grad || !n->data_ptr || !n->tobytes || !n->cuda_stream_protocol || !n->cuda_stream)
+        !n->requires_grad || !n->data_ptr || !n->tobytes || !n->cuda_stream_protocol || !n->cuda_stream || !n->dlpack)
       throw py::error_already_set();
     return n;
   }();
@@ -202,8 +204,9 @@ std::size_t numpy_bytes(PyObject* value, std::uint64_t* slot, std::size_t index)
   return bytes.size();
 }
 
-// Any other object: a device array by its __cuda_array_interface__, else refused with the reason.
-std::uint64_t other_pointer(PyObject* value, std::size_t index) {
+// Any other object: a device array by its __cuda_array_interface__ or DLPack (its export, exported on
+// `stream`, goes to `exports`), else refused with the reason.
+std::uint64_t other_pointer(PyObject* value, std::size_t index, CUstream stream, std::vector<py::object>& exports) {
   const py::handle object(value);
   py::object cai;
   try {
@@ -213,12 +216,17 @@ std::uint64_t other_pointer(PyObject* value, std::size_t index) {
                          e.what());
   }
   if (cai) return interface_pointer(value, cai.ptr(), index);
+  if (optional_attr(value, names().dlpack)) {
+    DLPackView view = dlpack_view(object, reinterpret_cast<std::intptr_t>(stream), arg_name(index));
+    exports.push_back(std::move(view.capsule));
+    return view.pointer;
+  }
   if (optional_attr(value, names().array_interface) || PyObject_CheckBuffer(value))
     throw ArgumentTypeError(arg_name(index) + " (" + type_name(object) +
                          "): host memory cannot be passed to a kernel; pass a device array (an object with "
-                         "__cuda_array_interface__: CuPy, PyTorch on CUDA) or a NumPy scalar");
+                         "__cuda_array_interface__ or __dlpack__: CuPy, PyTorch on CUDA) or a NumPy scalar");
   throw ArgumentTypeError(arg_name(index) + " (" + type_name(object) +
-                       "): not a kernel argument; pass a device array (__cuda_array_interface__), a NumPy "
+                       "): not a kernel argument; pass a device array (__cuda_array_interface__ or __dlpack__), a NumPy "
                        "scalar, an int (int64 or an address), a float (float64) or None");
 }
 
@@ -231,7 +239,7 @@ py::object fast_sequence(const py::handle& sequence, const char* what) {
 
 }  // namespace
 
-LaunchArgs::LaunchArgs(const py::handle& args) {
+LaunchArgs::LaunchArgs(const py::handle& args, CUstream stream) {
   // bytes, str and their kin are sequences too, of ints or characters: b"abc" would be three int64s.
   if (!PySequence_Check(args.ptr()) || PyBytes_Check(args.ptr()) || PyByteArray_Check(args.ptr()) ||
       PyUnicode_Check(args.ptr()) || PyMemoryView_Check(args.ptr()))
@@ -273,13 +281,13 @@ LaunchArgs::LaunchArgs(const py::handle& args) {
         sizes_[i] = static_cast<std::uint8_t>(numpy_bytes(value, slot.data(), i));
         break;
       case Kind::cupy_array:
-        if (!cupy_pointer(value, slot[0])) slot[0] = other_pointer(value, i);
+        if (!cupy_pointer(value, slot[0])) slot[0] = other_pointer(value, i, stream, exports_);
         break;
       case Kind::torch_tensor:
-        if (!torch_pointer(value, slot[0])) slot[0] = other_pointer(value, i);
+        if (!torch_pointer(value, slot[0])) slot[0] = other_pointer(value, i, stream, exports_);
         break;
       case Kind::other:
-        slot[0] = other_pointer(value, i);
+        slot[0] = other_pointer(value, i, stream, exports_);
         break;
     }
   }

@@ -16,10 +16,11 @@ namespace kiln::python {
 // A parameter's type is not known here (a program's kernels are C++ names only), so each argument is
 // passed as its own type, as CuPy's RawKernel does: an object with __cuda_array_interface__ as its data
 // pointer, a NumPy scalar as its dtype, a Python int as int64, a float as float64, None as a null pointer.
-// A launch makes one on the stack: up to kInline arguments need no allocation.
+// An array with DLPack alone (__dlpack__) is asked for its export on the launch's `stream`, and the
+// export is kept as long as this is. A launch makes one on the stack: up to kInline arguments need no allocation.
 class LaunchArgs {
  public:
-  explicit LaunchArgs(const pybind11::handle& args);
+  LaunchArgs(const pybind11::handle& args, CUstream stream);
   LaunchArgs(const LaunchArgs&) = delete;
   LaunchArgs& operator=(const LaunchArgs&) = delete;
 
@@ -42,6 +43,7 @@ class LaunchArgs {
   std::vector<Slot> heap_slots_;  // only past kInline arguments
   std::vector<std::uint8_t> heap_sizes_;
   std::vector<void*> heap_pointers_;
+  std::vector<pybind11::object> exports_;  // DLPack capsules, each keeping its producer's tensor
 };
 
 // An int or a tuple of one to three ints; `what` names it in the error ("grid", "block").

@@ -2,7 +2,12 @@
 #include "bindings.hpp"
 
 #include <kiln/error.hpp>
+#include <kiln/registry.hpp>  // context_device
 
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <algorithm>
 #include <climits>
 #include <string>
 #include <string_view>
@@ -44,10 +49,26 @@ void ArgumentError::set_error() const { raise_error(argument_error_type, what(),
 
 void ArgumentTypeError::set_error() const { raise_error(argument_type_error_type, what(), "invalid_argument"); }
 
+int current_device() {
+  // Only a process that has loaded the driver can have a current context: kiln does not load it for this.
+  void* loaded = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (loaded == nullptr) return 0;
+  int ordinal = 0;
+  using GetCurrent = CUresult (*)(CUcontext*);
+  if (auto get_current = reinterpret_cast<GetCurrent>(dlsym(loaded, "cuCtxGetCurrent"))) {
+    CUcontext context = nullptr;
+    // Before anyone's cuInit it answers CUDA_ERROR_NOT_INITIALIZED: no context, device 0.
+    if (get_current(&context) == CUDA_SUCCESS && context != nullptr) ordinal = std::max(context_device(context), 0);
+  }
+  dlclose(loaded);
+  return ordinal;
+}
+
 int device_ordinal(const py::handle& device) {
+  if (device.is_none()) return current_device();
   if (!PyLong_Check(device.ptr()) || PyBool_Check(device.ptr()))
     throw ArgumentTypeError("device: " + std::string(py::str(py::type::handle_of(device).attr("__name__"))) +
-                            " is not an int (a CUDA device ordinal)");
+                            " is not an int (a CUDA device ordinal) or None (the current device)");
   int overflow = 0;
   const long long ordinal = PyLong_AsLongLongAndOverflow(device.ptr(), &overflow);
   if (overflow == 0 && ordinal == -1 && PyErr_Occurred()) throw py::error_already_set();
@@ -90,4 +111,5 @@ PYBIND11_MODULE(_kiln, m) {
   kiln::python::bind_record(m);
   kiln::python::bind_primitives(m);
   kiln::python::bind_cli(m);
+  kiln::python::bind_dlpack(m);
 }

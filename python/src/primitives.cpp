@@ -362,7 +362,7 @@ void bind_primitives(py::module_& m) {
   m.def(
       "primitives_registry",
       [](const py::handle& device) { return PyRegistry{&primitives_registry(device_ordinal(device))}; },
-      py::arg("device") = py::int_(0),
+      py::arg("device") = py::none(),
       "The registry of kiln's primitives on `device` (kernels/primitives.toml): precompile, warm-up, status.");
 }
 

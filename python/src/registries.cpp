@@ -214,7 +214,7 @@ void bind_registries(py::module_& m) {
       "(memory, disk, remote, JIT). The same content gives the same program (kiln::program).")
       .def(py::init(&make_program), py::arg("source"), py::kw_only(), py::arg("headers") = py::none(),
            py::arg("options") = py::none(), py::arg("name_expressions") = py::none(), py::arg("label") = "",
-           py::arg("device") = py::int_(0))
+           py::arg("device") = py::none())
       .def(
           "get",
           [](const std::shared_ptr<Program>& p, const std::string& expression) {
@@ -271,7 +271,7 @@ void bind_registries(py::module_& m) {
             const int ordinal = device_ordinal(device);
             return registry_for(load_catalog(path, name), ordinal);
           },
-          py::arg("path"), py::arg("name"), py::arg("device") = py::int_(0),
+          py::arg("path"), py::arg("name"), py::arg("device") = py::none(),
           "The registry a shared library defines: `name` is its spec table's namespace (\"my::kernels\", "
           "whose catalog() and catalog_stamp kiln-gen generates) or an extern \"C\" kiln::CatalogStamp. The "
           "stamp is checked before anything of the library is called.")
@@ -324,7 +324,7 @@ void bind_registries(py::module_& m) {
 
   m.def("program", &make_program, py::arg("source"), py::kw_only(), py::arg("headers") = py::none(),
         py::arg("options") = py::none(), py::arg("name_expressions") = py::none(), py::arg("label") = "",
-        py::arg("device") = py::int_(0),
+        py::arg("device") = py::none(),
         "kiln::program: the Program of this content, the same object while one is alive (Program() makes a "
         "new handle on the same program).");
   m.def(
@@ -342,7 +342,9 @@ void bind_registries(py::module_& m) {
   m.def(
       "examples_registry",
       [](const py::handle& device) { return registry_for(kiln::examples::catalog(), device_ordinal(device)); },
-      py::arg("device") = py::int_(0), "kiln's example registry (kernels/examples.toml).");
+      py::arg("device") = py::none(), "kiln's example registry (kernels/examples.toml).");
+  m.def("_current_device", &current_device,
+        "The device that device=None means: the current CUDA context's (0 without one); loads no driver.");
 }
 
 }  // namespace kiln::python
