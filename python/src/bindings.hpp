@@ -48,6 +48,7 @@ void bind_kernels(pybind11::module_& m);
 void bind_registries(pybind11::module_& m);
 void bind_record(pybind11::module_& m);
 void bind_primitives(pybind11::module_& m);
+void bind_operators(pybind11::module_& m);
 void bind_cli(pybind11::module_& m);
 
 // The process's registry of `catalog` on `device` (made on first use, kept for the process).
