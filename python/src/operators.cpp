@@ -127,8 +127,9 @@ const char* cuda_spelling(std::size_t dtype) {
   return spellings[dtype];
 }
 
-// `op` for `role` on the dtype spelled `t`: a definition as it is; an expression wrapped in a __device__
-// function of the role's signature, its parameters a, b (binary) or x (unary), T the dtype.
+// `op` for `role` on the dtype spelled `t`: a definition as it is; an expression (or a body with `return`)
+// wrapped in a __device__ function of the role's signature, its parameters a, b (binary) or x (unary), T
+// the dtype.
 prim::LinkedCall to_linked(const PyOperator& op, const Role& role, const std::string& t) {
   auto spelled = [&](const char* type) { return std::string_view(type) == "T" ? t : std::string(type); };
   prim::LinkedCall call{{op.source, op.name.empty() ? "op" : op.name}, spelled(role.result), {}};
@@ -139,9 +140,12 @@ prim::LinkedCall to_linked(const PyOperator& op, const Role& role, const std::st
   std::string text = "__device__ " + call.result + " " + call.op.name + "(";
   for (std::size_t i = 0; i < call.args.size(); ++i)
     text += (i ? ", " : "") + call.args[i] + " " + kParameters[call.args.size() - 1][i];
-  text += ") { using T = " + t + "; ";
-  text += has_word(op.source, "return") ? op.source : "return (" + op.source + ");";
-  call.op.source = text + " }";
+  // The text on lines of its own, numbered from 1 as the caller wrote it: NVRTC's log points into it, and a
+  // // comment in it ends at its own line.
+  const bool body = has_word(op.source, "return");
+  text += ") { using T = " + t + ";" + (body ? "" : " return (") + "\n#line 1\n" + op.source + "\n" +
+          (body ? "}" : "); }");
+  call.op.source = text;
   return call;
 }
 
@@ -269,7 +273,8 @@ std::shared_ptr<OperatorPlan> unique_by_key(const Ops& ops, Registry& r) {
               });
 }
 
-#define KILN_PY_BY_DTYPE(f) {&f<std::int32_t>, &f<std::uint32_t>, &f<std::int64_t>, &f<std::uint64_t>, &f<float>, &f<double>}
+#define KILN_PY_BY_DTYPE(f) \
+  { &f<std::int32_t>, &f<std::uint32_t>, &f<std::int64_t>, &f<std::uint64_t>, &f<float>, &f<double> }
 const std::map<std::string, Family>& families() {
   static const std::map<std::string, Family> table = {
       {"reduce", {KILN_PY_BY_DTYPE(reduce)}},
@@ -335,7 +340,8 @@ std::vector<prim::LinkedCall> linked_calls(const std::string& family, const std:
     throw ArgumentError("kiln." + family + ": " + std::to_string(roles->second.size()) + " operator(s) expected, " +
                         std::to_string(ops.size()) + " given");
   std::vector<prim::LinkedCall> calls;
-  for (std::size_t i = 0; i < ops.size(); ++i) calls.push_back(to_linked(ops[i], roles->second[i], cuda_spelling(type)));
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    calls.push_back(to_linked(ops[i], roles->second[i], cuda_spelling(type)));
   return calls;
 }
 
