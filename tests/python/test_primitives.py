@@ -124,6 +124,9 @@ def test_without_a_gpu_the_first_call_is_a_kiln_error():
     with pytest.raises(kiln.Error) as e:
         kiln.make_lower_bound(DeviceArray(16, "<f8"), DeviceArray(4, "<f8"), DeviceArray(4, "<i8"))
     assert e.value.code in ("no_driver", "no_device")
+    with pytest.raises(kiln.Error) as e:  # an operator's link (kiln/operators.py) likewise
+        kiln.reduce(DeviceArray(16, "<f4"), "a + b", 0.0, d_out=DeviceArray(1, "<f4"))
+    assert e.value.code in ("no_driver", "no_device")
 
 
 def test_primitives_load_no_driver_until_used():
@@ -449,3 +452,4 @@ def test_the_readme_quickstart(cupy):
     prefix = cupy.asnumpy(made["prefix"])  # int32 wraps, as the GPU's addition does
     np.testing.assert_array_equal(prefix, (np.cumsum(np.arange(1 << 20, dtype=np.int64)) - np.arange(1 << 20))
                                   .astype(np.int32))
+    assert float(made["largest"]) == 2 * ((1 << 20) - 1)
