@@ -203,8 +203,8 @@ def make_inclusive_scan(d_in, d_out, op):
 
 
 def make_transform(d_in, d_out, op):
-    """A plan of out[i] = op(in[i]) (T(T); d_out may be d_in): plan(temp, d_in, d_out, n, stream=None), temp
-    None or any array (it needs no storage)."""
+    """A plan of out[i] = op(in[i]) (T(T); d_out may be d_in): plan(temp, d_in, d_out, n, stream=None). It needs
+    no storage: temp may be any device array, even of 0 bytes (None asks the size, 0, and runs nothing)."""
     return OperatorPlan("transform", (("op", op),), (d_in, d_out))
 
 
