@@ -2,10 +2,12 @@
 kiln compiles without a GPU; every family against NumPy, and the tiers a link comes from, on a GPU (skipped
 without one)."""
 
+import ctypes
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -67,6 +69,52 @@ def test_an_expression_is_wrapped_for_the_dtype():
     assert "__device__ float transform_op(float x)" in text and "__device__ float reduce_op(float a, float b)" in text
 
 
+def nvrtc_compile(source):
+    """(NVRTC's result, its log) for `source` compiled as kiln compiles an operator (LTO-IR for compute_80, kiln's
+    primitives' device headers found); skips where the toolkit has no NVRTC. Needs no GPU."""
+    library = Path(os.environ.get("KILN_TOOLKIT", "/usr/local/cuda")) / "lib64" / "libnvrtc.so"
+    if not library.exists():
+        pytest.skip(f"no NVRTC at {library}")
+    nvrtc = ctypes.CDLL(str(library))
+    program = ctypes.c_void_p()
+    assert nvrtc.nvrtcCreateProgram(ctypes.byref(program), source.encode(), b"operator.cu", 0, None, None) == 0
+    options = [b"-arch=compute_80", b"-dlto", b"-rdc=true", b"-std=c++17",
+               b"-I" + str(Path(__file__).parents[2] / "primitives" / "device").encode()]
+    try:
+        result = nvrtc.nvrtcCompileProgram(program, len(options), (ctypes.c_char_p * len(options))(*options))
+        size = ctypes.c_size_t()
+        nvrtc.nvrtcGetProgramLogSize(program, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        nvrtc.nvrtcGetProgramLog(program, log)
+    finally:
+        nvrtc.nvrtcDestroyProgram(ctypes.byref(program))
+    return result, log.value.decode(errors="replace")
+
+
+EXPRESSIONS = {"reduce": ("a > b ? a : b // the larger",), "exclusive_scan": ("a + b",), "inclusive_scan": ("a + b",),
+               "segmented_reduce": ("T s = a + b; return s;",), "transform": ("x * x + T(1)",),
+               "transform_reduce": ("x * x", "a + b"), "merge_sort_pairs": ("a > b",),
+               "unique_by_key": ("a / T(10) == b / T(10)",), "select_if": ("x > T(0)",)}
+
+
+@needs_operators
+@pytest.mark.parametrize("family,dtype", [(f, "float32") for f in EXPRESSIONS] +
+                         [("reduce", d) for d in ("int32", "uint32", "int64", "uint64", "float64")])
+def test_a_wrapped_expression_compiles_under_nvrtc(family, dtype):
+    source = kiln._kiln._operator_source(family, dtype, [kiln.Operator(e) for e in EXPRESSIONS[family]])
+    result, log = nvrtc_compile(source)
+    assert result == 0, log
+
+
+@needs_operators
+def test_nvrtcs_log_points_into_the_text_as_written():
+    result, log = nvrtc_compile(kiln._kiln._operator_source("reduce", "float32", [kiln.Operator("a\n+* b")]))
+    assert result != 0 and "operator op(2): error" in log
+    source = kiln._kiln._operator_source("reduce", "float32", [kiln.Operator("__device__ int op(int a, int b);")])
+    result, log = nvrtc_compile(source)
+    assert result != 0 and "Expected=float (float, float), Given=int (int, int)" in log
+
+
 @needs_operators
 def test_a_definition_is_linked_as_written():
     text = kiln._kiln._operator_source("reduce", "float32", [kiln.Operator(MAX)])
@@ -92,7 +140,7 @@ def test_families_dtypes_and_counts_are_checked_in_cpp_too():
 
 @needs_operators
 def test_a_dtype_operators_do_not_take_names_the_ones_they_do():
-    message = invalid(TypeError, kiln.reduce, DeviceArray(typestr="<f2"), "a + b", 0)
+    message = invalid(TypeError, kiln.reduce, DeviceArray(typestr="<f2"), "a + b", 0, d_out=DeviceArray(1, "<f2"))
     assert "d_in is float16" in message and "int32, uint32, int64, uint64, float32, float64" in message
     message = invalid(TypeError, kiln.select_if, DeviceArray(typestr="|b1"), "x", out=DeviceArray(typestr="|b1"),
                       count=DeviceArray(1, "<i8"))
