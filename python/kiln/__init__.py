@@ -15,7 +15,9 @@ a NumPy scalar as its dtype, a Python int as int64, a float as float64, None as 
 float parameter numpy.float32 and an int parameter numpy.int32.
 
 kiln's primitives (scan, reduce, sorts, select, unique-by-key, searches) run on the same arrays, as plans or
-one-shot calls (kiln/primitives.py): prefix = kiln.exclusive_sum(cupy_array, stream=s).
+one-shot calls (kiln/primitives.py): prefix = kiln.exclusive_sum(cupy_array, stream=s). Reduce, scans,
+transform, select, sorts and unique-by-key also take an operator as CUDA C++ text (kiln/operators.py):
+largest = kiln.reduce(cupy_array, "a > b ? a : b", -numpy.inf).
 
 A device argument left None (every one's default) is the current CUDA context's device, as CuPy's and
 PyTorch's current device is. Errors are kiln.Error, whose .code names the kind ("compile", "unknown_kernel",
@@ -46,6 +48,8 @@ from ._kiln import (
 )
 from .primitives import *  # noqa: F403 (kiln.exclusive_sum, kiln.make_exclusive_sum, ...: its __all__)
 from .primitives import __all__ as _primitive_names
+from .operators import *  # noqa: F403 (kiln.Operator, kiln.reduce, kiln.make_reduce, ...: its __all__)
+from .operators import __all__ as _operator_names
 
 __all__ = [
     "DemandRecord",
@@ -67,7 +71,7 @@ __all__ = [
     "program",
     "read_record",
     "record_demand",
-] + _primitive_names
+] + _primitive_names + _operator_names
 
 
 def _fields_repr(self) -> str:

@@ -403,14 +403,19 @@ _CHECKS = {primitive: tuple((role, want, _LEAST[least], role in _WRITTEN) for ro
 def _checked(primitive, kind, objs, sizes=None, stream=_NO_STREAM):
     """The arrays of a call checked against the primitive's roles; its dtype; its device (an array's, else the
     current one); the sizes given (n, m) with the least counts checked."""
-    checks = _CHECKS[primitive]
+    return _checked_arrays(primitive, _CHECKS[primitive], _TYPED_INDEX[primitive],
+                           (_types or primitive_types()).get(kind, ()), None, objs, sizes, stream)
+
+
+def _checked_arrays(primitive, checks, typed, types, supported, objs, sizes, stream):
+    """_checked for any roles (`checks` as _CHECKS's): the dtype of the array at `typed` must be one of `types`
+    (else the error says `supported`, or _supported's sentence when None); `stream` a handle (_stream_handle)."""
     arrays = [obj if obj.__class__ is _Array else _Array(obj, check[0], primitive, stream)
               for obj, check in zip(objs, checks)]
-    typed = _TYPED_INDEX[primitive]
     dtype = arrays[typed].dtype
-    supported = (_types or primitive_types()).get(kind, ())
-    if dtype not in supported:
-        raise ArgumentTypeError(f"kiln.{primitive}: {checks[typed][0]} is {dtype}; " + _supported(primitive, supported))
+    if dtype not in types:
+        raise ArgumentTypeError(f"kiln.{primitive}: {checks[typed][0]} is {dtype}; "
+                                + (supported or _supported(primitive, types)))
     n, m = sizes if sizes is not None else (0, 0)
     device = None
     for a, (role, want, (cn, cm, c), written) in zip(arrays, checks):
@@ -436,6 +441,14 @@ def _count(value, what, primitive):
     if value < 0 or value > _MAX_BYTES:
         raise ArgumentError(f"kiln.{primitive}: {what} must be an int >= 0 that fits 63 bits, not {value!r}")
     return value
+
+
+def _temp_storage(temp, primitive, stream):
+    """A plan call's temporary storage described (an _Array); read-only storage is refused: the call writes it."""
+    storage = _Array(temp, "temp", primitive, stream)
+    if storage.read_only:
+        raise ArgumentError(f"kiln.{primitive}: temp is read-only; the call writes it")
+    return storage
 
 
 class Primitive:
@@ -483,9 +496,7 @@ class Primitive:
                                 f"not {dtype} on device {device}")
         if temp is None:
             return self._native.temp_bytes(n, m)
-        storage = _Array(temp, "temp", self._primitive, handle)
-        if storage.read_only:
-            raise ArgumentError(f"kiln.{self._primitive}: temp is read-only; the call writes it")
+        storage = _temp_storage(temp, self._primitive, handle)
         self._native.run([a.pointer for a in arrays], n, m, storage.pointer, storage.nbytes, handle)
         return None
 
@@ -505,6 +516,12 @@ def _once(primitive, kind, objs, sizes, stream):
     """A one-shot call: `objs` (arrays or _Arrays) checked, `stream` a handle (_stream_handle)."""
     arrays, dtype, device = _checked(primitive, kind, objs, sizes, stream)
     native = _made.get((kind, dtype, device)) or _primitive_of(kind, dtype, device)
+    _run_once(native, arrays, sizes, stream)
+
+
+def _run_once(native, arrays, sizes, stream):
+    """A one-shot call of `native` (a _kiln._Primitive, or what has its temp_bytes, run and run_once) on
+    checked arrays, `stream` a handle, its temporary storage as _library_temp says."""
     pointers = [a.pointer for a in arrays]
     n, m = sizes
     if _library_temp:
@@ -546,26 +563,48 @@ def make_reduce_sum(d_in, d_out):
     return Primitive("reduce_sum", "reduce_sum", (d_in, d_out))
 
 
-def _segmented_kind(op):
-    if op not in _SEGMENTED_OPS:
-        raise ArgumentError(f"kiln.segmented_reduce: op {op!r} is not one of {', '.join(_SEGMENTED_OPS)}")
-    return "segmented_" + op
+def _fixed(op):
+    """Whether a segmented reduce's op is one of kiln's ("sum", "min", "max") rather than an operator of the
+    caller's (CUDA C++ text or a kiln.Operator: kiln/operators.py). A bare name that is not kiln's is neither."""
+    if isinstance(op, str) and op.isidentifier():
+        if op not in _SEGMENTED_OPS:
+            raise ArgumentError(f"kiln.segmented_reduce: op {op!r} is not one of {', '.join(_SEGMENTED_OPS)}, nor an "
+                                "operator (CUDA C++ text such as \"a > b ? a : b\", or a kiln.Operator)")
+        return True
+    return False
 
 
 def make_segmented_reduce(d_in, d_out, offsets, op="sum"):
     """A plan of out[i] = op over in[offsets[i], offsets[i+1]) (op "sum": int32, float64; "min", "max": float64;
-    int32 offsets): plan(temp, d_in, d_out, offsets, num_segments, stream=None)."""
-    return Primitive("segmented_reduce", _segmented_kind(op), (d_in, d_out, offsets))
+    int32 offsets): plan(temp, d_in, d_out, offsets, num_segments, stream=None). With an operator of the
+    caller's (CUDA C++ text or a kiln.Operator, T(T, T): "a + b"), any of kiln.operators' dtypes:
+    plan(temp, d_in, d_out, offsets, num_segments, init, stream=None)."""
+    if not _fixed(op):
+        from . import operators
+
+        return operators._make_segmented_reduce(d_in, d_out, offsets, op)
+    return Primitive("segmented_reduce", "segmented_" + op, (d_in, d_out, offsets))
 
 
-def make_merge_sort_pairs(keys, values):
-    """A plan of a stable in-place sort of uint64 keys with int32 values: plan(temp, keys, values, n, stream=None)."""
+def make_merge_sort_pairs(keys, values, op=None):
+    """A plan of a stable in-place sort of uint64 keys with int32 values: plan(temp, keys, values, n, stream=None).
+    With op, a comparison of the caller's (bool(K, K): "a > b" sorts descending), keys of any of
+    kiln.operators' dtypes."""
+    if op is not None:
+        from . import operators
+
+        return operators._make_merge_sort_pairs(keys, values, op)
     return Primitive("merge_sort_pairs", "merge_sort_pairs", (keys, values))
 
 
-def make_unique_by_key(keys_in, values_in, keys_out, values_out, num_selected):
+def make_unique_by_key(keys_in, values_in, keys_out, values_out, num_selected, op=None):
     """A plan keeping the first pair of each run of equal keys (int32, uint64 keys; int32 values; uint64
-    num_selected): plan(temp, keys_in, values_in, keys_out, values_out, num_selected, n, stream=None)."""
+    num_selected): plan(temp, keys_in, values_in, keys_out, values_out, num_selected, n, stream=None). With op,
+    an equality of the caller's (bool(K, K)), keys of any of kiln.operators' dtypes."""
+    if op is not None:
+        from . import operators
+
+        return operators._make_unique_by_key(keys_in, values_in, keys_out, values_out, num_selected, op)
     return Primitive("unique_by_key", "unique_by_key", (keys_in, values_in, keys_out, values_out, num_selected))
 
 
@@ -627,13 +666,22 @@ def reduce_sum(d_in, d_out=None, stream=None):
     return d_out
 
 
-def segmented_reduce(d_in, offsets, op="sum", d_out=None, stream=None):
+def segmented_reduce(d_in, offsets, op="sum", d_out=None, stream=None, init=None):
     """out[i] = op over d_in[offsets[i], offsets[i+1]) for each of the len(offsets) - 1 segments (op "sum":
-    int32, float64; "min", "max": float64; CUB's start values for empty segments). Returns d_out."""
-    kind = _segmented_kind(op)
+    int32, float64; "min", "max": float64; CUB's start values for empty segments). Returns d_out. op may be
+    an operator of the caller's (CUDA C++ text or a kiln.Operator, T(T, T): "a > b ? a : b"); then init is
+    needed (op(init, ...) of each segment, an empty one's value)."""
+    fixed = _fixed(op)
     handle = _stream_handle(stream)
     a = _Array(d_in, "d_in", "segmented_reduce", handle)
     o = _Array(offsets, "offsets", "segmented_reduce", handle)
+    if not fixed:
+        from . import operators
+
+        return operators._segmented_reduce(a, o, op, init, d_out, handle)
+    if init is not None:
+        raise ArgumentError(f"kiln.segmented_reduce: op {op!r} takes no init (its start value is CUB's)")
+    kind = "segmented_" + op
     segments = max(o.size - 1, 0)
     if d_out is None:
         d_out, out = _allocate(a, (segments,), a.dtype, "segmented_reduce", "d_out")
@@ -643,10 +691,17 @@ def segmented_reduce(d_in, offsets, op="sum", d_out=None, stream=None):
     return d_out
 
 
-def merge_sort_pairs(keys, values, stream=None):
-    """Sorts uint64 keys ascending in place, stable, moving int32 values with them. Returns (keys, values)."""
+def merge_sort_pairs(keys, values, stream=None, op=None):
+    """Sorts uint64 keys ascending in place, stable, moving int32 values with them. Returns (keys, values).
+    With op, a comparison of the caller's (bool(K, K): "a > b" sorts descending), keys of any of
+    kiln.operators' dtypes."""
     handle = _stream_handle(stream)
     k = _Array(keys, "keys", "merge_sort_pairs", handle)
+    if op is not None:
+        from . import operators
+
+        operators._merge_sort_pairs(k, values, op, handle)
+        return keys, values
     _once("merge_sort_pairs", "merge_sort_pairs", (k, values), (k.size, 0), handle)
     return keys, values
 
@@ -665,10 +720,11 @@ def radix_sort_pairs(keys, values, keys_out=None, values_out=None, stream=None):
     return keys_out, values_out
 
 
-def unique_by_key(keys, values, keys_out=None, values_out=None, num_selected=None, stream=None):
+def unique_by_key(keys, values, keys_out=None, values_out=None, num_selected=None, stream=None, op=None):
     """Of each run of equal (int32, uint64) keys, the first key and its int32 value, compacted to the front of
     keys_out and values_out; the number of runs goes to num_selected (uint64, one item, made when not given),
-    on the GPU: read it after the stream. Returns (keys_out, values_out, num_selected)."""
+    on the GPU: read it after the stream. Returns (keys_out, values_out, num_selected). With op, an equality of
+    the caller's (bool(K, K): "a / 10 == b / 10"), keys of any of kiln.operators' dtypes."""
     handle = _stream_handle(stream)
     k = _Array(keys, "keys_in", "unique_by_key", handle)
     ko, vo, count = keys_out, values_out, num_selected
@@ -678,7 +734,12 @@ def unique_by_key(keys, values, keys_out=None, values_out=None, num_selected=Non
         values_out, vo = _allocate(k, (k.size,), "int32", "unique_by_key", "values_out")
     if num_selected is None:
         num_selected, count = _allocate(k, (1,), "uint64", "unique_by_key", "num_selected")
-    _once("unique_by_key", "unique_by_key", (k, values, ko, vo, count), (k.size, 0), handle)
+    if op is not None:
+        from . import operators
+
+        operators._unique_by_key(k, values, ko, vo, count, op, handle)
+    else:
+        _once("unique_by_key", "unique_by_key", (k, values, ko, vo, count), (k.size, 0), handle)
     return keys_out, values_out, num_selected
 
 

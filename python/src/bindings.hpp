@@ -52,6 +52,7 @@ void bind_kernels(pybind11::module_& m);
 void bind_registries(pybind11::module_& m);
 void bind_record(pybind11::module_& m);
 void bind_primitives(pybind11::module_& m);
+void bind_operators(pybind11::module_& m);
 void bind_cli(pybind11::module_& m);
 void bind_dlpack(pybind11::module_& m);
 

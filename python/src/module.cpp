@@ -110,6 +110,7 @@ PYBIND11_MODULE(_kiln, m) {
   kiln::python::bind_registries(m);
   kiln::python::bind_record(m);
   kiln::python::bind_primitives(m);
+  kiln::python::bind_operators(m);
   kiln::python::bind_cli(m);
   kiln::python::bind_dlpack(m);
 }

@@ -2,6 +2,7 @@
 // python/kiln/primitives.py, which checks the arrays and allocates outputs.
 #include "bindings.hpp"
 #include "launch_args.hpp"
+#include "stream_storage.hpp"
 
 #include <kiln/error.hpp>
 #include <kiln/prim/storage.hpp>  // header-only: TempStorage
@@ -53,29 +54,6 @@ struct Primitive {
 };
 
 #ifdef KILN_PYTHON_PRIMITIVES
-
-// A one-shot call's temporary storage when the arrays' library cannot give it (kiln/primitives.py), allocated
-// and freed in stream order from the device's memory pool (cuMemAllocAsync), as C++'s one-shot functions do.
-class StreamStorage {
- public:
-  StreamStorage(std::size_t bytes, CUstream stream) : stream_(stream), bytes_(bytes) {
-    if (bytes == 0) return;
-    check(driver().cuMemAllocAsync(&data_, bytes, stream), "cuMemAllocAsync of " + std::to_string(bytes) +
-                                                              " bytes of temporary storage");
-  }
-  ~StreamStorage() {
-    if (data_) driver().cuMemFreeAsync(data_, stream_);
-  }
-  StreamStorage(const StreamStorage&) = delete;
-  StreamStorage& operator=(const StreamStorage&) = delete;
-
-  prim::TempStorage storage() const { return {reinterpret_cast<void*>(data_), bytes_}; }
-
- private:
-  CUstream stream_;
-  std::size_t bytes_;
-  CUdeviceptr data_ = 0;
-};
 
 template <typename T>
 T* at(std::uintptr_t p) {

@@ -11,3 +11,4 @@ template <typename T> __global__ void scale(T* x, T a, int n) {
 x = cupy.arange(1 << 20, dtype=cupy.float32)
 scale((x.size + 255) // 256, 256, [x, numpy.float32(2), numpy.int32(x.size)])   # as cupy.RawKernel
 prefix = kiln.exclusive_sum(cupy.arange(1 << 20, dtype=cupy.int32))  # CUB's scan: a new cupy array
+largest = kiln.reduce(x, "a > b ? a : b", -numpy.inf)   # your operator, linked into CUB's reduce

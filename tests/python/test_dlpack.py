@@ -1,11 +1,12 @@
 """DLPack (__dlpack__ / __dlpack_device__) beside __cuda_array_interface__, for every array argument: the
-primitives' arrays and a kernel's. Without a GPU, on tensors made with ctypes (dlpack_export.py): what is read
-of them, the stream the producer is asked to order its work on, what is refused. On a GPU (skipped without
-one): CuPy arrays and PyTorch tensors passed through DLPack alone."""
+primitives' arrays, with an operator or without, and a kernel's. Without a GPU, on tensors made with ctypes
+(dlpack_export.py): what is read of them, the stream the producer is asked to order its work on, what is
+refused. On a GPU (skipped without one): CuPy arrays and PyTorch tensors passed through DLPack alone."""
 
 import numpy as np
 import pytest
 from dlpack_export import CPU, CUDA_HOST, CUDA_MANAGED, POINTER, USED, Exported, ExportedBefore1
+from test_primitives import without_a_gpu
 
 import kiln
 
@@ -86,12 +87,7 @@ def test_a_read_only_output_is_refused():
 
 @needs_primitives
 def test_a_one_shot_call_asks_each_array_on_its_stream():
-    try:
-        kiln.examples_registry().device()
-    except kiln.Error as e:
-        assert e.code in ("no_driver", "no_device")
-    else:
-        pytest.skip("a GPU is here (the made-up pointers below must not reach it)")
+    without_a_gpu()
     d_in, d_out = Exported(16), Exported(16)
     with pytest.raises(kiln.Error) as e:
         kiln.exclusive_sum(d_in, d_out, stream=0x7000)
@@ -159,6 +155,18 @@ def test_primitives_on_dlpack_arrays(lib):
     total = to_device(np.zeros(1, np.float64))
     kiln.reduce_sum(DLPackOnly(to_device(host.astype(np.float64))), DLPackOnly(total))
     assert to_host(total)[0] == host.sum()
+
+
+def test_operators_on_dlpack_arrays(lib):
+    if not kiln.operator_families():
+        pytest.skip("the package was built without primitives")
+    _, to_device, to_host = lib
+    host = np.arange(1, 10_001, dtype=np.float64)
+    d_in, largest, running = to_device(host), to_device(np.zeros(1)), to_device(np.zeros_like(host))
+    assert kiln.reduce(DLPackOnly(d_in), "a > b ? a : b", -np.inf, DLPackOnly(largest)).array is largest
+    assert to_host(largest)[0] == host.max()
+    kiln.inclusive_scan(DLPackOnly(d_in), "a + b", DLPackOnly(running))
+    np.testing.assert_array_equal(to_host(running), np.cumsum(host))
 
 
 def test_a_kernel_on_dlpack_arrays(lib, gpu):

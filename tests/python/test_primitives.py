@@ -39,6 +39,17 @@ class DeviceArray:
                                          "strides": strides, "version": 3}
 
 
+def without_a_gpu():
+    """Skips the test on a machine with a GPU, where the made-up pointers of its arrays must not reach it; here
+    the driver's absence is a kiln.Error (no_driver, or no_device)."""
+    try:
+        kiln.examples_registry().device()
+    except kiln.Error as e:
+        assert e.code in ("no_driver", "no_device")
+    else:
+        pytest.skip("a GPU is here (the made-up pointers below must not reach it)")
+
+
 def invalid(kind, call, *args, **kwargs):
     """The message of the kiln.Error (code invalid_argument) that call(*args) raises, which is also a `kind`."""
     with pytest.raises(kind) as e:
@@ -112,17 +123,15 @@ def test_a_2d_contiguous_array_is_its_items():
 @needs_primitives
 def test_without_a_gpu_the_first_call_is_a_kiln_error():
     # Arguments that pass the checks reach the driver only then: no_driver (no libcuda), or no_device.
-    try:
-        kiln.examples_registry().device()
-    except kiln.Error as e:
-        assert e.code in ("no_driver", "no_device")
-    else:
-        pytest.skip("a GPU is here (the made-up pointers below must not reach it)")
+    without_a_gpu()
     with pytest.raises(kiln.Error) as e:
         kiln.exclusive_sum(DeviceArray(16), DeviceArray(16))
     assert e.value.code in ("no_driver", "no_device")
     with pytest.raises(kiln.Error) as e:
         kiln.make_lower_bound(DeviceArray(16, "<f8"), DeviceArray(4, "<f8"), DeviceArray(4, "<i8"))
+    assert e.value.code in ("no_driver", "no_device")
+    with pytest.raises(kiln.Error) as e:  # an operator's link (kiln/operators.py) likewise
+        kiln.reduce(DeviceArray(16, "<f4"), "a + b", 0.0, d_out=DeviceArray(1, "<f4"))
     assert e.value.code in ("no_driver", "no_device")
 
 
@@ -449,3 +458,4 @@ def test_the_readme_quickstart(cupy):
     prefix = cupy.asnumpy(made["prefix"])  # int32 wraps, as the GPU's addition does
     np.testing.assert_array_equal(prefix, (np.cumsum(np.arange(1 << 20, dtype=np.int64)) - np.arange(1 << 20))
                                   .astype(np.int32))
+    assert float(made["largest"]) == 2 * ((1 << 20) - 1)

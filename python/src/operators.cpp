@@ -1,0 +1,482 @@
+// kiln.Operator and kiln._OperatorPlan: libkiln_prim's plans with operators given at run time
+// (kiln/prim/operator.hpp: ReduceWith, ...) over raw device pointers, for python/kiln/operators.py, which
+// checks the arrays (docs/DESIGN.md, "Operators from Python").
+#include "bindings.hpp"
+#include "launch_args.hpp"
+#include "stream_storage.hpp"
+
+#include <kiln/error.hpp>
+#include <kiln/prim/storage.hpp>  // header-only: TempStorage
+
+#include <pybind11/stl.h>
+
+#include <cctype>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <kiln/prim/common.hpp>
+#include <kiln/prim/detail/plan.hpp>  // ContextScope
+#include <kiln/prim/operator.hpp>     // declarations: called only where libkiln_prim is linked in
+
+namespace py = pybind11;
+
+namespace kiln::python {
+namespace {
+
+// The longest operator text taken: an operator is a function or a few, not a program.
+constexpr std::size_t kMaxOperatorBytes = 1 << 20;
+
+// An operator as Python gives it: a definition of a __device__ function `name`, or an expression (or a
+// function body with `return`) over the parameters the plan passes (a, b; or x), which kiln wraps in a
+// function of the plan's signature once the dtype is known.
+struct PyOperator {
+  std::string source;
+  std::string name;  // empty: "op", or for an expression the role's own name
+  bool expression = false;
+};
+
+bool is_identifier(std::string_view name) {
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
+  for (const char c : name) {
+    if (!(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) return false;
+  }
+  return true;
+}
+
+bool is_identifier_char(char c) { return c == '_' || std::isalnum(static_cast<unsigned char>(c)); }
+
+// Whether `text` holds `word` as a whole C++ token.
+bool has_word(std::string_view text, std::string_view word) {
+  for (std::size_t at = text.find(word); at != std::string_view::npos; at = text.find(word, at + 1)) {
+    const bool starts = at == 0 || !is_identifier_char(text[at - 1]);
+    const std::size_t end = at + word.size();
+    if (starts && (end == text.size() || !is_identifier_char(text[end]))) return true;
+  }
+  return false;
+}
+
+PyOperator make_operator(const py::handle& source, const py::handle& name) {
+  if (!py::isinstance<py::str>(source))
+    throw ArgumentTypeError("kiln.Operator: the source is a " +
+                            std::string(py::str(py::type::handle_of(source).attr("__name__"))) +
+                            ", not a str of CUDA C++ (a __device__ function, or an expression such as \"a + b\")");
+  PyOperator op;
+  op.source = source.cast<std::string>();
+  if (op.source.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw ArgumentError("kiln.Operator: the source is empty");
+  if (op.source.size() > kMaxOperatorBytes)
+    throw ArgumentError("kiln.Operator: the source has " + std::to_string(op.source.size()) + " bytes; at most " +
+                        std::to_string(kMaxOperatorBytes) + " are taken");
+  if (op.source.find('\0') != std::string::npos) throw ArgumentError("kiln.Operator: the source holds a NUL byte");
+  op.expression = !has_word(op.source, "__device__");
+  if (!name.is_none()) {
+    if (!py::isinstance<py::str>(name))
+      throw ArgumentTypeError("kiln.Operator: name is a " +
+                              std::string(py::str(py::type::handle_of(name).attr("__name__"))) + ", not a str");
+    op.name = name.cast<std::string>();
+    if (!is_identifier(op.name))
+      throw ArgumentError("kiln.Operator: name '" + op.name + "' is not a C++ identifier");
+  }
+  if (!op.expression && !has_word(op.source, op.name.empty() ? "op" : op.name))
+    throw ArgumentError("kiln.Operator: the source defines no function '" + (op.name.empty() ? "op" : op.name) +
+                        "'; give the name of the __device__ function the plan calls: kiln.Operator(source, "
+                        "name=...)");
+  return op;
+}
+
+// One operator's role in a plan: the function's result and parameters in C++ spelling (T for the dtype),
+// and the name an expression's function gets.
+struct Role {
+  const char* result;
+  std::vector<const char*> args;
+  const char* default_name;
+};
+
+// The families that take operators, and their operators' roles, as kiln/prim/operator.hpp's plans call them.
+const std::map<std::string, std::vector<Role>>& family_roles() {
+  static const std::map<std::string, std::vector<Role>> roles = {
+      {"reduce", {{"T", {"T", "T"}, "op"}}},
+      {"exclusive_scan", {{"T", {"T", "T"}, "op"}}},
+      {"inclusive_scan", {{"T", {"T", "T"}, "op"}}},
+      {"segmented_reduce", {{"T", {"T", "T"}, "op"}}},
+      {"transform", {{"T", {"T"}, "op"}}},
+      {"transform_reduce", {{"T", {"T"}, "transform_op"}, {"T", {"T", "T"}, "reduce_op"}}},
+      {"merge_sort_pairs", {{"bool", {"T", "T"}, "op"}}},
+      {"unique_by_key", {{"bool", {"T", "T"}, "op"}}},
+      {"select_if", {{"bool", {"T"}, "op"}}},
+  };
+  return roles;
+}
+
+// The dtypes of the ...With plans, as NumPy names them.
+constexpr const char* kDtypes[6] = {"int32", "uint32", "int64", "uint64", "float32", "float64"};
+
+// A dtype as the linked rows spell it (kernels/primitives.toml), which an operator's function names.
+const char* cuda_spelling(std::size_t dtype) {
+  static const char* const spellings[6] = {"int", "unsigned int", "long long", "unsigned long long", "float", "double"};
+  return spellings[dtype];
+}
+
+// `op` for `role` on the dtype spelled `t`: a definition as it is; an expression (or a body with `return`)
+// wrapped in a __device__ function of the role's signature, its parameters a, b (binary) or x (unary), T
+// the dtype.
+prim::LinkedCall to_linked(const PyOperator& op, const Role& role, const std::string& t) {
+  auto spelled = [&](const char* type) { return std::string_view(type) == "T" ? t : std::string(type); };
+  prim::LinkedCall call{{op.source, op.name.empty() ? "op" : op.name}, spelled(role.result), {}};
+  for (const char* arg : role.args) call.args.push_back(spelled(arg));
+  if (!op.expression) return call;
+  call.op.name = op.name.empty() ? role.default_name : op.name;
+  static const char* const kParameters[2][2] = {{"x", nullptr}, {"a", "b"}};
+  std::string text = "__device__ " + call.result + " " + call.op.name + "(";
+  for (std::size_t i = 0; i < call.args.size(); ++i)
+    text += (i ? ", " : "") + call.args[i] + " " + kParameters[call.args.size() - 1][i];
+  // The text on lines of its own, numbered from 1 as the caller wrote it: NVRTC's log points into it, and a
+  // // comment in it ends at its own line.
+  const bool body = has_word(op.source, "return");
+  text += ") { using T = " + t + ";" + (body ? "" : " return (") + "\n#line 1\n" + op.source + "\n" +
+          (body ? "}" : "); }");
+  call.op.source = text;
+  return call;
+}
+
+// One plan of kiln/prim/operator.hpp behind a uniform call, so that Python needs one class for all of
+// them: its device pointers in the family's order, its size (items, or segments), the init value's bytes
+// where the family takes one. Const calls only read the plan: one serves every caller and stream.
+struct OperatorPlan {
+  std::string family;
+  std::string dtype;
+  int device = 0;
+  Registry* registry = nullptr;
+  std::size_t arrays = 0;     // how many pointers a call takes
+  std::size_t init_bytes = 0;  // the init value's size; 0: the family takes none
+  std::shared_ptr<const void> plan;
+  std::function<std::size_t(std::size_t)> temp_bytes;
+  std::function<void(const std::vector<std::uintptr_t>&, std::size_t, const std::string&, prim::TempStorage, CUstream)>
+      run;
+  const Kernel* kernel = nullptr;
+};
+
+using Ops = std::vector<prim::Operator>;
+using Factory = std::shared_ptr<OperatorPlan> (*)(const Ops&, Registry&);
+
+// A family's plans, by dtype in kDtypes' order.
+struct Family {
+  Factory factories[6];
+};
+
+#ifdef KILN_PYTHON_PRIMITIVES
+
+template <typename T>
+T* at(std::uintptr_t p) {
+  return reinterpret_cast<T*>(p);
+}
+
+template <typename T>
+T init_of(const std::string& bytes) {
+  T value;
+  std::memcpy(&value, bytes.data(), sizeof value);
+  return value;
+}
+
+template <typename Plan, typename Run>
+std::shared_ptr<OperatorPlan> wrap(std::shared_ptr<const Plan> plan, std::size_t arrays, std::size_t init_bytes,
+                                   Run run) {
+  auto out = std::make_shared<OperatorPlan>();
+  out->arrays = arrays;
+  out->init_bytes = init_bytes;
+  out->plan = plan;
+  out->temp_bytes = [plan](std::size_t n) { return plan->temp_bytes(n); };
+  out->run = [plan, run](const std::vector<std::uintptr_t>& p, std::size_t n, const std::string& init,
+                         prim::TempStorage t, CUstream stream) { run(*plan, p, n, init, t, stream); };
+  out->kernel = &plan->kernel();
+  return out;
+}
+
+template <typename T>
+std::shared_ptr<OperatorPlan> reduce(const Ops& ops, Registry& r) {
+  return wrap(std::make_shared<const prim::ReduceWith<T>>(ops[0], r), 2, sizeof(T),
+              [](const auto& plan, const auto& p, std::size_t n, const std::string& init, prim::TempStorage t,
+                 CUstream s) { plan(at<const T>(p[0]), at<T>(p[1]), n, init_of<T>(init), t, s); });
+}
+
+template <typename T>
+std::shared_ptr<OperatorPlan> exclusive_scan(const Ops& ops, Registry& r) {
+  return wrap(std::make_shared<const prim::ExclusiveScanWith<T>>(ops[0], r), 2, sizeof(T),
+              [](const auto& plan, const auto& p, std::size_t n, const std::string& init, prim::TempStorage t,
+                 CUstream s) { plan(at<const T>(p[0]), at<T>(p[1]), n, init_of<T>(init), t, s); });
+}
+
+template <typename T>
+std::shared_ptr<OperatorPlan> inclusive_scan(const Ops& ops, Registry& r) {
+  return wrap(std::make_shared<const prim::InclusiveScanWith<T>>(ops[0], r), 2, 0,
+              [](const auto& plan, const auto& p, std::size_t n, const std::string&, prim::TempStorage t,
+                 CUstream s) { plan(at<const T>(p[0]), at<T>(p[1]), n, t, s); });
+}
+
+// A transform takes no temporary storage: its plan's calls have none.
+template <typename T>
+std::shared_ptr<OperatorPlan> transform(const Ops& ops, Registry& r) {
+  return wrap(std::make_shared<const prim::TransformWith<T>>(ops[0], r), 2,
+              0, [](const auto& plan, const auto& p, std::size_t n, const std::string&, prim::TempStorage,
+                    CUstream s) { plan(at<const T>(p[0]), at<T>(p[1]), n, s); });
+}
+
+template <typename T>
+std::shared_ptr<OperatorPlan> transform_reduce(const Ops& ops, Registry& r) {
+  return wrap(std::make_shared<const prim::TransformReduceWith<T>>(ops[0], ops[1], r),
+              2, sizeof(T),
+              [](const auto& plan, const auto& p, std::size_t n, const std::string& init, prim::TempStorage t,
+                 CUstream s) { plan(at<const T>(p[0]), at<T>(p[1]), n, init_of<T>(init), t, s); });
+}
+
+// Sized by its segments: n is num_segments here.
+template <typename T>
+std::shared_ptr<OperatorPlan> segmented_reduce(const Ops& ops, Registry& r) {
+  return wrap(std::make_shared<const prim::SegmentedReduceWith<T>>(ops[0], r), 3, sizeof(T),
+              [](const auto& plan, const auto& p, std::size_t n, const std::string& init, prim::TempStorage t,
+                 CUstream s) {
+                plan(at<const T>(p[0]), at<T>(p[1]), n, at<const std::int32_t>(p[2]), init_of<T>(init), t, s);
+              });
+}
+
+template <typename K>
+std::shared_ptr<OperatorPlan> merge_sort_pairs(const Ops& ops, Registry& r) {
+  return wrap(std::make_shared<const prim::MergeSortPairsWith<K>>(ops[0], r), 2, 0,
+              [](const auto& plan, const auto& p, std::size_t n, const std::string&, prim::TempStorage t,
+                 CUstream s) { plan(at<K>(p[0]), at<std::int32_t>(p[1]), n, t, s); });
+}
+
+template <typename T>
+std::shared_ptr<OperatorPlan> select_if(const Ops& ops, Registry& r) {
+  return wrap(std::make_shared<const prim::SelectIfWith<T>>(ops[0], r), 3, 0,
+              [](const auto& plan, const auto& p, std::size_t n, const std::string&, prim::TempStorage t,
+                 CUstream s) { plan(at<const T>(p[0]), at<T>(p[1]), at<std::int64_t>(p[2]), n, t, s); });
+}
+
+template <typename K>
+std::shared_ptr<OperatorPlan> unique_by_key(const Ops& ops, Registry& r) {
+  return wrap(std::make_shared<const prim::UniqueByKeyWith<K>>(ops[0], r), 5, 0,
+              [](const auto& plan, const auto& p, std::size_t n, const std::string&, prim::TempStorage t,
+                 CUstream s) {
+                plan(at<const K>(p[0]), at<const std::int32_t>(p[1]), at<K>(p[2]), at<std::int32_t>(p[3]),
+                     at<std::uint64_t>(p[4]), n, t, s);
+              });
+}
+
+#define KILN_PY_BY_DTYPE(f) \
+  { &f<std::int32_t>, &f<std::uint32_t>, &f<std::int64_t>, &f<std::uint64_t>, &f<float>, &f<double> }
+const std::map<std::string, Family>& families() {
+  static const std::map<std::string, Family> table = {
+      {"reduce", {KILN_PY_BY_DTYPE(reduce)}},
+      {"exclusive_scan", {KILN_PY_BY_DTYPE(exclusive_scan)}},
+      {"inclusive_scan", {KILN_PY_BY_DTYPE(inclusive_scan)}},
+      {"transform", {KILN_PY_BY_DTYPE(transform)}},
+      {"transform_reduce", {KILN_PY_BY_DTYPE(transform_reduce)}},
+      {"segmented_reduce", {KILN_PY_BY_DTYPE(segmented_reduce)}},
+      {"merge_sort_pairs", {KILN_PY_BY_DTYPE(merge_sort_pairs)}},
+      {"select_if", {KILN_PY_BY_DTYPE(select_if)}},
+      {"unique_by_key", {KILN_PY_BY_DTYPE(unique_by_key)}},
+  };
+  return table;
+}
+#undef KILN_PY_BY_DTYPE
+
+Registry& operators_registry(int device) { return prim::registry(device); }
+
+LinkedSource linked_source(const std::vector<prim::LinkedCall>& calls, const std::string& plan) {
+  return prim::linked_operators_source(calls, plan);
+}
+
+void run_once(const OperatorPlan& p, const std::vector<std::uintptr_t>& pointers, std::size_t n,
+              const std::string& init, CUstream stream) {
+  prim::detail::ContextScope scope(*p.registry);
+  StreamStorage temp(p.temp_bytes(n), stream);
+  p.run(pointers, n, init, temp.storage(), stream);
+}
+
+#else  // built without libkiln_prim: no plan can be made
+
+const std::map<std::string, Family>& families() {
+  static const std::map<std::string, Family> none;
+  return none;
+}
+
+[[noreturn]] Registry& operators_registry(int) {
+  throw Error(Errc::catalog,
+              "this kiln package was built without the primitives: configure kiln with -Dprimitives=true "
+              "(pip install -Csetup-args=-Dprimitives=true .)");
+}
+
+[[noreturn]] LinkedSource linked_source(const std::vector<prim::LinkedCall>&, const std::string&) {
+  operators_registry(0);
+}
+
+void run_once(const OperatorPlan&, const std::vector<std::uintptr_t>&, std::size_t, const std::string&, CUstream) {}
+
+#endif
+
+// The operators of `family` for `dtype` as its plan calls them (expressions wrapped), and the dtype's index
+// in kDtypes; ArgumentError or ArgumentTypeError for a family, dtype or number of operators not taken.
+std::vector<prim::LinkedCall> linked_calls(const std::string& family, const std::string& dtype,
+                                           const std::vector<PyOperator>& ops, std::size_t& type) {
+  auto roles = family_roles().find(family);
+  if (roles == family_roles().end()) throw ArgumentError("kiln: no family '" + family + "' takes an operator");
+  type = 0;
+  while (type < 6 && dtype != kDtypes[type]) ++type;
+  if (type == 6)
+    throw ArgumentTypeError("kiln." + family + ": no " + dtype +
+                            " (operators take int32, uint32, int64, uint64, float32, float64)");
+  if (ops.size() != roles->second.size())
+    throw ArgumentError("kiln." + family + ": " + std::to_string(roles->second.size()) + " operator(s) expected, " +
+                        std::to_string(ops.size()) + " given");
+  std::vector<prim::LinkedCall> calls;
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    calls.push_back(to_linked(ops[i], roles->second[i], cuda_spelling(type)));
+  return calls;
+}
+
+// A plan's key: its family, dtype, device and each operator's text, name and form.
+using PlanKey = std::tuple<std::string, std::string, int, std::vector<std::tuple<std::string, std::string, bool>>>;
+
+// The plan of `family` for `dtype` with `ops` on `device`, made once per process (its operators linked
+// then: memory, disk, remote or a compile). Different operators are made concurrently; the same one once.
+std::shared_ptr<OperatorPlan> plan_for(const std::string& family, const std::string& dtype,
+                                       const std::vector<PyOperator>& ops, int device) {
+  std::size_t type = 0;
+  const std::vector<prim::LinkedCall> calls = linked_calls(family, dtype, ops, type);
+  auto found = families().find(family);
+  if (found == families().end()) operators_registry(device);  // a package without the primitives says so here
+  PlanKey key{family, dtype, device, {}};
+  for (const PyOperator& op : ops) std::get<3>(key).emplace_back(op.source, op.name, op.expression);
+
+  struct Slot {
+    std::mutex mutex;
+    std::shared_ptr<OperatorPlan> plan;
+  };
+  static std::mutex mutex;
+  static auto* slots = new std::map<PlanKey, std::shared_ptr<Slot>>();  // kept for the process, as the registry's links
+  std::shared_ptr<Slot> slot;
+  {
+    std::lock_guard lock(mutex);
+    auto& s = (*slots)[key];
+    if (!s) s = std::make_shared<Slot>();
+    slot = s;
+  }
+  std::lock_guard lock(slot->mutex);
+  if (!slot->plan) {
+    Registry& registry = operators_registry(device);
+    Ops linked;
+    for (const prim::LinkedCall& call : calls) linked.push_back(call.op);
+    auto made = found->second.factories[type](linked, registry);
+    made->family = family;
+    made->dtype = dtype;
+    made->device = device;
+    made->registry = &registry;
+    slot->plan = std::move(made);
+  }
+  return slot->plan;
+}
+
+void check_call(const OperatorPlan& p, const std::vector<std::uintptr_t>& pointers, const std::string& init) {
+  if (pointers.size() != p.arrays)
+    throw ArgumentError("kiln." + p.family + ": " + std::to_string(pointers.size()) + " arrays; it takes " +
+                        std::to_string(p.arrays));
+  if (init.size() != p.init_bytes)
+    throw ArgumentError("kiln." + p.family + ": init of " + std::to_string(init.size()) + " bytes; it takes " +
+                        (p.init_bytes ? std::to_string(p.init_bytes) + " (one " + p.dtype + ")" : "none"));
+}
+
+}  // namespace
+
+void bind_operators(py::module_& m) {
+  py::class_<PyOperator>(m, "Operator",
+                         "An operator given as CUDA C++ text, reused across calls: a __device__ function (`name`, "
+                         "\"op\" unless given) or an expression over the plan's parameters (a, b; x for a "
+                         "unary one) that kiln wraps in a function of the plan's signature.")
+      .def(py::init([](const py::handle& source, const py::handle& name) { return make_operator(source, name); }),
+           py::arg("source"), py::arg("name") = py::none())
+      .def_readonly("source", &PyOperator::source)
+      .def_property_readonly("name", [](const PyOperator& op) { return op.name.empty() ? std::string("op") : op.name; })
+      .def_readonly("expression", &PyOperator::expression,
+                    "True when the source is an expression or a body kiln wraps, False for a definition")
+      .def("__repr__", [](const PyOperator& op) {
+        std::string shown = op.source.size() <= 60 ? op.source : op.source.substr(0, 57) + "...";
+        return "kiln.Operator(" + std::string(py::repr(py::str(shown))) + ", name=" +
+               std::string(py::repr(py::str(op.name.empty() ? "op" : op.name))) + ")";
+      })
+      .def("_key", [](const PyOperator& op) { return py::make_tuple(op.source, op.name, op.expression); });
+
+  py::class_<OperatorPlan, std::shared_ptr<OperatorPlan>>(
+      m, "_OperatorPlan", "A plan of libkiln_prim with operators linked in, on one device, over raw pointers.")
+      .def_readonly("family", &OperatorPlan::family)
+      .def_readonly("dtype", &OperatorPlan::dtype)
+      .def_readonly("device", &OperatorPlan::device)
+      .def_property_readonly("source",
+                             [](const OperatorPlan& p) { return std::string(to_string(p.kernel->provenance.source)); },
+                             "the tier its linked kernels came from: memory (this process), disk, remote or jit")
+      .def_property_readonly("arch", [](const OperatorPlan& p) { return p.kernel->provenance.arch; })
+      .def("temp_bytes", [](const OperatorPlan& p, std::size_t n) { return p.temp_bytes(n); }, py::arg("n"))
+      .def(
+          "run",
+          [](const OperatorPlan& p, const std::vector<std::uintptr_t>& pointers, std::size_t n, const py::bytes& init,
+             std::uintptr_t temp, std::size_t temp_bytes, const py::handle& stream) {
+            const std::string value = init;
+            check_call(p, pointers, value);
+            CUstream s = to_stream(stream);
+            py::gil_scoped_release unlocked;
+            p.run(pointers, n, value, {reinterpret_cast<void*>(temp), temp_bytes}, s);
+          },
+          py::arg("pointers"), py::arg("n"), py::arg("init"), py::arg("temp"), py::arg("temp_bytes"),
+          py::arg("stream") = py::none(), "A call with the caller's temporary storage (checked against temp_bytes).")
+      .def(
+          "run_once",
+          [](const OperatorPlan& p, const std::vector<std::uintptr_t>& pointers, std::size_t n, const py::bytes& init,
+             const py::handle& stream) {
+            const std::string value = init;
+            check_call(p, pointers, value);
+            CUstream s = to_stream(stream);
+            py::gil_scoped_release unlocked;
+            run_once(p, pointers, n, value, s);
+          },
+          py::arg("pointers"), py::arg("n"), py::arg("init"), py::arg("stream") = py::none(),
+          "A call with stream-ordered temporary storage (cuMemAllocAsync), as _Primitive.run_once.");
+
+  m.def(
+      "_operator_plan",
+      [](const std::string& family, const std::string& dtype, const std::vector<PyOperator>& ops,
+         const py::handle& device) {
+        const int ordinal = device_ordinal(device);
+        py::gil_scoped_release unlocked;  // linking an operator may compile (JIT tier)
+        return plan_for(family, dtype, ops, ordinal);
+      },
+      py::arg("family"), py::arg("dtype"), py::arg("operators"), py::arg("device"));
+  m.def(
+      "_operator_source",
+      [](const std::string& family, const std::string& dtype, const std::vector<PyOperator>& ops) {
+        std::size_t type = 0;
+        return linked_source(linked_calls(family, dtype, ops, type), family + "<" + cuda_spelling(type) + ">").source;
+      },
+      py::arg("family"), py::arg("dtype"), py::arg("operators"),
+      "The translation unit kiln compiles for these operators (kiln::prim::linked_operators_source): for tests "
+      "and to see how an expression is wrapped.");
+  m.def(
+      "_operator_families",
+      [] {
+        std::map<std::string, std::size_t> out;
+        for (const auto& [name, family] : families()) out[name] = family_roles().at(name).size();
+        return out;
+      },
+      "{family: number of operators}: the plans with operators this package holds (empty without libkiln_prim).");
+}
+
+}  // namespace kiln::python
