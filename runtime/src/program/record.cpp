@@ -8,6 +8,7 @@
 #include <kiln/record.hpp>
 
 #include "base/plain_file.hpp"       // open_regular: a record that cannot block its reader
+#include "base/settings.hpp"         // KILN_RECORD
 #include "program/program_key.hpp"  // append_field
 #include "program/record.hpp"
 
@@ -83,8 +84,8 @@ class Recorder {
     const std::lock_guard lock(mutex_);
     if (!env_checked_) {
       env_checked_ = true;
-      const char* path = std::getenv("KILN_RECORD");
-      if (fd_ < 0 && path != nullptr && *path != '\0') open_locked(path, false);
+      const std::string path = detail::setting("KILN_RECORD");
+      if (fd_ < 0 && !path.empty()) open_locked(path, false);
     }
     if (fd_ < 0 || !written_.insert(key).second) return;
     // One write per entry: O_APPEND keeps processes sharing a record from interleaving within one.
