@@ -1,8 +1,9 @@
-// The settings table (base/settings.hpp): read once per process, and the only way kiln reads its
-// environment variables.
+// The settings table (base/settings.hpp): read once per process, the only way kiln reads its environment
+// variables, and the source of docs/configuration.md's table.
 #include <doctest/doctest.h>
 
 #include "base/settings.hpp"
+#include "base/settings_page.hpp"
 #include "cache_test_util.hpp"  // read_bytes, set_setting
 
 #include <cstdlib>
@@ -11,7 +12,7 @@
 #include <string>
 #include <vector>
 
-// KILN_TEST_SOURCE_ROOT: the source tree, whose sources these cases read.
+// KILN_TEST_SOURCE_ROOT: the source tree, whose page and sources these cases read.
 namespace {
 
 using kiln::detail::kSettings;
@@ -65,6 +66,41 @@ TEST_CASE("settings: the library's configurations read the snapshot, not the env
   CHECK(kiln::CacheConfig::from_environment().dir == tmp.path() / "first");
   kiln::detail::reread_settings();
   CHECK(kiln::CacheConfig::from_environment().dir == tmp.path() / "second");
+}
+
+TEST_CASE("settings: docs/configuration.md's table of environment variables is the settings table") {
+  const std::filesystem::path page_path = kSourceRoot / "docs" / "configuration.md";
+  const std::string page = kiln::test::read_bytes(page_path);
+  REQUIRE_FALSE(page.empty());
+  const auto generated = kiln::detail::with_settings_table(page);
+  REQUIRE_MESSAGE(generated.ok(), generated.error());
+  const std::string differ = page_path.string() + " and base/settings.hpp differ: edit the rows of the table, then "
+                             "rewrite the page with `ninja -C build settings-page`";
+  CHECK_MESSAGE(*generated == page, differ);
+  for (const auto& row : kSettings) {
+    CAPTURE(std::string(row.name));
+    CHECK(page.find("| `" + std::string(row.name) + "` |") != std::string::npos);
+  }
+}
+
+TEST_CASE("settings: the page's table is replaced between its two lines, and a page without them is refused") {
+  using kiln::detail::kSettingsPageBegin;
+  using kiln::detail::kSettingsPageEnd;
+  const std::string page = "# Title\n\n" + std::string(kSettingsPageBegin) + "| stale | table |\n" +
+                           std::string(kSettingsPageEnd) + "\nAfter.\n";
+  const auto generated = kiln::detail::with_settings_table(page);
+  REQUIRE(generated.ok());
+  CHECK(*generated == "# Title\n\n" + std::string(kSettingsPageBegin) + kiln::detail::settings_markdown() +
+                          std::string(kSettingsPageEnd) + "\nAfter.\n");
+  CHECK(kiln::detail::with_settings_table(*generated).value() == *generated);
+  const auto no_begin = kiln::detail::with_settings_table("# Title\n" + std::string(kSettingsPageEnd));
+  REQUIRE_FALSE(no_begin.ok());
+  CHECK(no_begin.error().find("before the table") != std::string::npos);
+  const auto no_end = kiln::detail::with_settings_table("# Title\n" + std::string(kSettingsPageBegin));
+  REQUIRE_FALSE(no_end.ok());
+  CHECK(no_end.error().find("after the table") != std::string::npos);
+  const auto reversed = kiln::detail::with_settings_table(std::string(kSettingsPageEnd) + std::string(kSettingsPageBegin));
+  CHECK_FALSE(reversed.ok());
 }
 
 TEST_CASE("settings: libkiln, its programs and the Python module read the table's variables through it alone") {
