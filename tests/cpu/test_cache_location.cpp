@@ -101,7 +101,7 @@ TEST_CASE("KILN_CACHE: off, 0, false or no (any case) turn the cache off; anythi
   const int status = kiln::test::run_in_child([&] {
     const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ::dup2(fd, STDERR_FILENO);
-    ::setenv("KILN_CACHE", "garbage", 1);
+    kiln::test::set_setting("KILN_CACHE", "garbage");
     return kiln::CacheConfig::from_environment().enabled ? 0 : 1;
   });
   CHECK(status == 0);  // what it does not understand leaves the cache on
@@ -115,8 +115,8 @@ TEST_CASE("the default cache and the free functions follow the environment") {
   // In a child: default_cache() is built once per process, from the environment of its first use.
   const int status = kiln::test::run_in_child([&] {
     kiln::test::ChildChecks checks;
-    ::setenv("KILN_CACHE_DIR", (tmp.path() / "kiln").c_str(), 1);
-    ::unsetenv("KILN_CACHE");
+    kiln::test::set_setting("KILN_CACHE_DIR", (tmp.path() / "kiln").c_str());
+    kiln::test::set_setting("KILN_CACHE", nullptr);
     checks.expect(kiln::default_cache().config().dir == tmp.path() / "kiln", "default_cache() uses KILN_CACHE_DIR");
     checks.expect(kiln::default_cache().store(kiln::test::sample_key(1), kiln::test::sample_entry(1)), "store");
     checks.expect(kiln::cache_stats().entries == 1, "cache_stats() sees the entry");

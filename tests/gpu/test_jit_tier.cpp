@@ -7,6 +7,7 @@
 #include <kiln/driver.hpp>
 #include <kiln/kiln.hpp>
 
+#include "cache_test_util.hpp"  // set_setting
 #include "device_buffer.hpp"
 #include "example_checks.hpp"
 #include "examples_catalog.hpp"
@@ -234,10 +235,10 @@ TEST_CASE("warm-up: embedded kernels are deferred; cold ones compile in the back
 TEST_CASE("warm-up: KILN_PRECOMPILE=0 turns background work off") {
   TempCache tmp;
   kiln::Registry registry(kiln::examples::catalog(), 0, jit_only(tmp.cache));
-  setenv("KILN_PRECOMPILE", "0", 1);
+  kiln::test::set_setting("KILN_PRECOMPILE", "0");
   registry.request_warmup({"vector_add"});
   const auto cold = registry.ensure_warm({"vector_add"}, std::chrono::seconds(1));
-  unsetenv("KILN_PRECOMPILE");
+  kiln::test::set_setting("KILN_PRECOMPILE", nullptr);
   CHECK(cold == std::vector<std::string>{"vector_add"});
   CHECK(registry.status().submitted == 0);
   CHECK(registry.stats().jit_compiles == 0);

@@ -1,7 +1,8 @@
 // Demand-driven warm-up: request_warmup, ensure_warm, precompile_all, status.
 #include "registry/warmup.hpp"
 
-#include "base/parse.hpp"  // KILN_PRECOMPILE
+#include "base/parse.hpp"     // parse_switch
+#include "base/settings.hpp"  // KILN_PRECOMPILE
 #include "jit/jit_pool.hpp"  // kMaxJitRequestsInFlight
 #include "jit/request.hpp"   // longest_first
 
@@ -19,8 +20,8 @@ namespace kiln {
 namespace {
 
 bool background_allowed() {
-  const char* value = std::getenv("KILN_PRECOMPILE");
-  if (value == nullptr || *value == '\0') return true;
+  const std::string value = detail::setting("KILN_PRECOMPILE");
+  if (value.empty()) return true;
   const auto on = detail::parse_switch(value);
   if (!on) {
     static std::once_flag warned;

@@ -1,6 +1,7 @@
 // Choosing and configuring the store a URL names (remote/store_url.hpp).
 #include "remote/store_url.hpp"
 
+#include "base/settings.hpp"
 #include "remote/config.hpp"
 #include "remote/http_store.hpp"
 #include "remote/redis_store.hpp"
@@ -18,11 +19,6 @@ namespace kiln::detail {
 namespace {
 
 constexpr std::size_t kMaxAuthFileBytes = 16 * 1024;
-
-std::string env(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? std::string() : std::string(value);
-}
 
 std::string trimmed(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -79,7 +75,7 @@ Result<std::string> http_authorization(const RemoteConfig& config, std::string& 
 // The S3 keys: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), else the auth file in
 // the AWS credentials file's format (its first aws_access_key_id, aws_secret_access_key, aws_session_token).
 Status s3_keys(const RemoteConfig& config, HttpTarget& target, std::string& warning) {
-  std::string id = env("AWS_ACCESS_KEY_ID"), secret = env("AWS_SECRET_ACCESS_KEY"), token = env("AWS_SESSION_TOKEN");
+  std::string id = setting("AWS_ACCESS_KEY_ID"), secret = setting("AWS_SECRET_ACCESS_KEY"), token = setting("AWS_SESSION_TOKEN");
   if (id.empty() && !config.auth_file.empty()) {
     const std::string origin = auth_origin(config);
     auto read = read_secret_file(config.auth_file.string(), origin, "read and write the fleet's bucket", kMaxAuthFileBytes);
@@ -218,8 +214,8 @@ Result<ObjectStoreAddress> parse_s3_url(std::string_view url, const RemoteConfig
   if (const Status applied = apply_query(query, {"region", "endpoint", "ca_file"}, values, settings); !applied)
     return bad(applied.error());
   std::string region = own(values, "region");
-  if (region.empty()) region = env("AWS_REGION");
-  if (region.empty()) region = env("AWS_DEFAULT_REGION");
+  if (region.empty()) region = setting("AWS_REGION");
+  if (region.empty()) region = setting("AWS_DEFAULT_REGION");
   if (region.empty()) return bad("no region: add region=... (or set AWS_REGION)");
   for (const char c : region)
     if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return bad("region '" + region + "' is not a region name");

@@ -2,6 +2,7 @@
 // a bounded wait for each answer, retry-once, in-process fallback and shutdown.
 #include "jit/pool/pool.hpp"
 
+#include "base/settings.hpp"
 #include "jit/pch_store.hpp"
 #include "jit/pool/pool_state.hpp"
 #include "jit/pool/settings.hpp"
@@ -353,9 +354,9 @@ namespace {
 // An on/off setting of the pool: the option given in code, else the environment variable (a value that
 // does not parse is a warning, once), else on.
 bool switch_setting(WarnOnce& warnings, const std::optional<bool>& option, Result<bool> (*parse)(const char*),
-                    const char* variable, std::string_view what) {
+                    SettingName variable, std::string_view what) {
   if (option) return *option;
-  const Result<bool> asked = parse(std::getenv(variable));
+  const Result<bool> asked = parse(setting(variable).c_str());
   if (!asked) warnings.warn(what, asked.error());
   return asked ? *asked : true;
 }
@@ -367,7 +368,7 @@ JitPool::JitPool(JitPoolOptions options) : state_(std::make_unique<State>()) {
   if (s.options.workers > 0) {
     s.max_workers = s.options.workers;
   } else {
-    const Result<unsigned> workers = jit_workers_from(std::getenv("KILN_JIT_WORKERS"));
+    const Result<unsigned> workers = jit_workers_from(setting("KILN_JIT_WORKERS").c_str());
     if (!workers) s.warn("workers", workers.error());
     s.max_workers = workers ? *workers : default_jit_workers();
   }
@@ -376,29 +377,29 @@ JitPool::JitPool(JitPoolOptions options) : state_(std::make_unique<State>()) {
   if (s.options.timeout.count() > 0) {
     s.timeout = s.options.timeout;
   } else {
-    const Result<std::chrono::milliseconds> timeout = jit_timeout_from(std::getenv("KILN_JIT_TIMEOUT"));
+    const Result<std::chrono::milliseconds> timeout = jit_timeout_from(setting("KILN_JIT_TIMEOUT").c_str());
     if (!timeout) s.warn("timeout", timeout.error());
     s.timeout = timeout ? *timeout : std::chrono::milliseconds(kDefaultJitTimeout);
   }
-  if (const Result<std::uint64_t> memory = jit_memory_from(std::getenv("KILN_JIT_MEMORY")); !memory)
+  if (const Result<std::uint64_t> memory = jit_memory_from(setting("KILN_JIT_MEMORY").c_str()); !memory)
     s.warn("memory", memory.error());  // the workers read it themselves, and take the default
   s.pch_files = switch_setting(s.warnings, s.options.pch_files, jit_pch_from, "KILN_JIT_PCH", "pch setting");
   if (s.options.split) {
     s.split = *s.options.split;
   } else {
-    const Result<SplitMode> split = jit_split_from(std::getenv("KILN_JIT_SPLIT"));
+    const Result<SplitMode> split = jit_split_from(setting("KILN_JIT_SPLIT").c_str());
     if (!split) s.warn("split setting", split.error());
     s.split = split ? *split : SplitMode::cost_model;
   }
   // A process alone never waits for a slot by default: the budget binds where processes share the cores.
   const unsigned own = s.max_workers + s.beyond_workers();
   const Result<unsigned> slots = s.options.machine_slots > 0 ? Result<unsigned>(s.options.machine_slots)
-                                 : machine_slots_from(std::getenv("KILN_JIT_MACHINE_SLOTS"),
+                                 : machine_slots_from(setting("KILN_JIT_MACHINE_SLOTS").c_str(),
                                                       std::max(std::max(1u, std::thread::hardware_concurrency()), own));
   if (!slots) s.warn("machine slots", slots.error());
   s.budget = std::make_unique<MachineSlots>(s.options.budget_dir,
                                             slots ? *slots : std::max(std::thread::hardware_concurrency(), own));
-  const bool from_env = s.options.worker.empty() && std::getenv("KILN_JITD") != nullptr && *std::getenv("KILN_JITD") != '\0';
+  const bool from_env = s.options.worker.empty() && !setting("KILN_JITD").empty();
   const auto places = s.options.worker.empty() ? jit_worker_candidates() : std::vector{s.options.worker};
   for (const auto& p : places) {
     if (is_executable_file(p)) {
