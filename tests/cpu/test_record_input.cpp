@@ -79,11 +79,11 @@ TEST_CASE("a record's kernel its registry no longer has is one failed result; th
   std::size_t ok = 0;
   for (const auto& r : results) {
     CAPTURE(r.unit);
-    CAPTURE(r.error);
+    CAPTURE(r.error.message);
     ok += r.ok;
     if (r.unit == "examples.renamed_kernel") {
       CHECK_FALSE(r.ok);
-      CHECK(contains(r.error, "no kernel 'renamed_kernel'"));
+      CHECK(contains(r.error.message, "no kernel 'renamed_kernel'"));
     }
   }
   CHECK(ok == 1);
@@ -106,11 +106,11 @@ TEST_CASE("a unit another process removed from the cache meanwhile is named so, 
   const auto second = kiln::precompile(catalog, 86, {"vector_add"}, 0, clear);
   REQUIRE(second.size() == 1);
   const kiln::PrecompileResult& r = second[0];
-  CAPTURE(r.error);
+  CAPTURE(r.error.message);
   CHECK(r.cached);
   CHECK_FALSE(r.compiled);
   CHECK_FALSE(r.ok);
   CHECK(r.evicted);
-  CHECK(contains(r.error, "removed meanwhile, not for its cap"));
-  CHECK_FALSE(contains(r.error, "raise it"));
+  CHECK(contains(r.error.message, "removed meanwhile, not for its cap"));
+  CHECK_FALSE(contains(r.error.message, "raise it"));
 }

@@ -92,7 +92,7 @@ PrecompileResult Program::precompile(unsigned arch) {
   r.cached = !r.compiled;
   r.from_remote = image.source == Tier::remote;
   r.ok = r.cached || image.stored.ok();
-  if (!r.ok) r.error = "the disk cache did not keep it: " + image.stored.error();
+  if (!r.ok) r.error = {Errc::cache, "the disk cache did not keep it: " + image.stored.error()};
   r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
