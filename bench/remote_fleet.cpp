@@ -63,7 +63,7 @@ int child_precompile() {
       compiled += r.ok && !r.cached;
       cached += r.ok && r.cached;
       failed += !r.ok;
-      if (!r.ok) std::fprintf(stderr, "%s\n", r.error.c_str());
+      if (!r.ok) std::fprintf(stderr, "%s\n", r.error.message.c_str());
     }
   std::printf("%.3f %d %d %d\n", ms_since(start), compiled, cached, failed);
   return failed ? 1 : 0;

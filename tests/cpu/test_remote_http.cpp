@@ -135,13 +135,13 @@ TEST_CASE("a credential file others can read is used with one warning; one they 
   CHECK(has_warning(*readable, "chmod 600"));
   auto writable = remote_with(server.url("auth"), write_secret(dir.path() / "writable", "ro-token\n", 0666));
   CHECK_FALSE(writable->usable());
-  CHECK(writable->unusable_reason().find("can write it") != std::string::npos);
+  CHECK(writable->unusable_reason().message.find("can write it") != std::string::npos);
   auto two_words = remote_with(server.url("auth"), write_secret(dir.path() / "bad", "Token a b\n"));
   CHECK_FALSE(two_words->usable());
-  CHECK(two_words->unusable_reason().find("'Bearer TOKEN', 'Basic USER:PASSWORD' or a bare token") != std::string::npos);
+  CHECK(two_words->unusable_reason().message.find("'Bearer TOKEN', 'Basic USER:PASSWORD' or a bare token") != std::string::npos);
   auto missing = remote_with(server.url("auth"), dir.path() / "none");
   CHECK_FALSE(missing->usable());
-  CHECK(missing->unusable_reason().find("KILN_REMOTE_AUTH_FILE") != std::string::npos);
+  CHECK(missing->unusable_reason().message.find("KILN_REMOTE_AUTH_FILE") != std::string::npos);
 }
 
 TEST_CASE("a redirect is refused, not followed: one warning, a miss") {

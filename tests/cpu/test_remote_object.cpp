@@ -230,7 +230,7 @@ TEST_CASE("store URLs: what each part must be, said with the URL; credentials ne
   const auto reason = [](const std::string& url) {
     auto remote = remote_with(url);
     CHECK_FALSE(remote->usable());
-    return remote->unusable_reason();
+    return remote->unusable_reason().message;
   };
   CHECK(reason("https://user:secret@cache.example/kiln").find("KILN_REMOTE_AUTH_FILE") != std::string::npos);
   CHECK(reason("https://user:secret@cache.example/kiln").find("secret") == std::string::npos);

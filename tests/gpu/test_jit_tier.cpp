@@ -8,6 +8,7 @@
 #include <kiln/kiln.hpp>
 
 #include "cache_test_util.hpp"  // set_setting
+#include "base/thread_start.hpp"
 #include "device_buffer.hpp"
 #include "example_checks.hpp"
 #include "examples_catalog.hpp"
@@ -230,6 +231,22 @@ TEST_CASE("warm-up: embedded kernels are deferred; cold ones compile in the back
     CHECK(k.ms > 0);
   }
   CHECK(vector_add_works(registry));
+}
+
+TEST_CASE("warm-up with no thread to be had: request_warmup returns, the kernel failed with the reason") {
+  TempCache tmp;
+  kiln::Registry registry(kiln::examples::catalog(), 0, jit_only(tmp.cache));
+  (void)registry.device();
+  kiln::detail::fail_thread_starts(1000);
+  CHECK_NOTHROW(registry.request_warmup({"vector_add"}));
+  kiln::detail::fail_thread_starts(0);
+  const kiln::WarmupStatus s = registry.status();
+  CHECK(s.failed == 1);
+  REQUIRE(s.kernels.size() == 1);
+  CHECK(s.kernels[0].state == "failed");
+  CHECK(s.kernels[0].error.code == kiln::Errc::compile);
+  CHECK_MESSAGE(s.kernels[0].error.message.find("no thread could be started") != std::string::npos, s.kernels[0].error.message);
+  CHECK(vector_add_works(registry));  // threads to be had again: get() compiles it
 }
 
 TEST_CASE("warm-up: KILN_PRECOMPILE=0 turns background work off") {

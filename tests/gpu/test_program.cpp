@@ -170,5 +170,5 @@ TEST_CASE("programs: a recorded run is replayed for another architecture without
   kiln::test::set_setting("KILN_CACHE_DIR", (dir.path / "replayed").c_str());
   const auto results = kiln::precompile_record(record, other, {});
   REQUIRE(results.size() == 1);
-  CHECK_MESSAGE(results[0].ok, results[0].error);  // compiled, or found in a default cache that had it
+  CHECK_MESSAGE(results[0].ok, results[0].error.message);  // compiled, or found in a default cache that had it
 }

@@ -3,6 +3,7 @@
 #include "jit/pool/pool.hpp"
 
 #include "base/settings.hpp"
+#include "base/thread_start.hpp"
 #include "jit/pch_store.hpp"
 #include "jit/pool/pool_state.hpp"
 #include "jit/pool/settings.hpp"
@@ -12,7 +13,7 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <system_error>
+#include <new>
 #include <thread>
 
 namespace kiln::detail {
@@ -286,8 +287,14 @@ void JitPool::State::compile_here(Job& job) {
     if (job.whole) r.part = job.part_label();
     trace.request(r);
     job.finish(std::move(outcome));
-  } catch (...) {
+  } catch (const Error&) {
+    job.finish(std::current_exception());  // no_compiler, say: what the caller is to be told as it is
+  } catch (const std::bad_alloc&) {
     job.finish(std::current_exception());
+  } catch (const std::exception& e) {
+    fail_job(job, "kiln: JIT compile of " + describe_unit(request) + " in this process failed: " + e.what());
+  } catch (...) {
+    fail_job(job, "kiln: JIT compile of " + describe_unit(request) + " in this process failed: an exception that is not a std::exception");
   }
 }
 
@@ -460,8 +467,13 @@ std::future<CompileOutcome> JitPool::submit(CompileRequest request, PchFamily fa
     // Each idle thread takes one queued job; start another (and, through it, a worker) when none is free.
     const std::size_t waiting = s.queue.size();
     // Up to beyond_workers() more threads wait too, for a table's tail (the dispatch keeps them idle otherwise).
-    if (waiting + 1 > s.idle && s.threads.size() < s.max_workers + s.beyond_workers())
-      s.add_slot(false);
+    if (waiting + 1 > s.idle && s.threads.size() < s.max_workers + s.beyond_workers()) {
+      // Without a thread of its own the threads there are take it in turn; with none, nothing would.
+      if (const Status added = s.add_slot(false); !added && s.threads.empty()) {
+        State::fail_job(job, "kiln: JIT compile of " + describe_unit(job.request) + " not started: " + added.error());
+        return future;
+      }
+    }
     s.queue.push_back(std::move(job));
     s.last_arrival = Clock::now();
   }
@@ -507,27 +519,24 @@ void JitPool::State::warm_up(Slot& slot, unsigned arch) {
   if (answer.outcome.entry.ok()) count([](JitPoolStats& s) { ++s.warmed_up; });
 }
 
-void JitPool::State::add_slot(bool ahead, unsigned warm_arch) {
+Status JitPool::State::add_slot(bool ahead, unsigned warm_arch) {
   Slot& slot = *slots.emplace_back(std::make_unique<Slot>());
   slot.start_ahead = ahead;
   slot.warm_arch = warm_arch;
-  try {
-    threads.emplace_back([this, &slot] { serve(slot); });
-  } catch (...) {
+  Result<std::thread> thread = start_thread([this, &slot] { serve(slot); });
+  if (!thread) {
     slots.pop_back();  // slots[i] belongs to threads[i]
-    throw;
+    return fail(thread.error());
   }
+  threads.push_back(std::move(thread).value());
+  return ok();
 }
 
 void JitPool::start_ahead(unsigned warm_arch) {
   State& s = *state_;
   const std::lock_guard lock(s.mutex);
   if (s.stopping || s.worker_path.empty() || s.in_process_only || !s.threads.empty()) return;
-  try {
-    s.add_slot(true, warm_arch);
-  } catch (const std::system_error&) {
-    return;  // no thread to be had now: the first request starts one, or says why not
-  }
+  if (!s.add_slot(true, warm_arch)) return;  // no thread to be had now: the first request starts one, or says why not
   ++s.idle;  // until its worker said hello and warmed up (serve)
   ++s.stats.started_ahead;
 }
