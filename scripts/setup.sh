@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # Installs what a Debian 12 machine with the CUDA toolkit lacks for kiln (only what is missing),
 # then configures (once) and builds kiln in ./build. Later runs rebuild only what changed.
+# scripts/setup.sh --check: only says which Debian packages are missing (exit 1 when some are).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+check_only=false
+case "${1:-}" in
+  --check) check_only=true ;;
+  "") ;;
+  *) echo "usage: scripts/setup.sh [--check]" >&2; exit 2 ;;
+esac
 
 missing=()
 command -v meson >/dev/null || missing+=(meson)
@@ -28,6 +35,11 @@ have mesonpy python3-mesonpy || missing+=(python3-mesonpy)
 have pytest python3-pytest || missing+=(python3-pytest)
 have numpy python3-numpy || missing+=(python3-numpy)
 
+if $check_only; then
+  [ ${#missing[@]} -eq 0 ] && { echo "kiln setup: nothing missing"; exit 0; }
+  echo "kiln setup: missing ${missing[*]}"
+  exit 1
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "kiln setup: installing ${missing[*]}"
   sudo=""
