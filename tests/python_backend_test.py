@@ -8,6 +8,7 @@ Meson's invocation recorded instead of run; the tracked files stay as they were.
 
 import contextlib
 import importlib
+import os
 import subprocess
 import sys
 import tomllib
@@ -114,9 +115,10 @@ class MesonCommandLine(unittest.TestCase):
         recorded = []
         native = SOURCE / ".mesonpy-native-file.ini"
         kept = native.read_bytes() if native.exists() else None
-        saved = mesonpy.Project._meson, sys.executable
+        saved = mesonpy.Project._meson, sys.executable, os.getcwd()
         mesonpy.Project._meson = lambda self, *args: recorded.append(list(args))
         sys.executable = executable
+        os.chdir(SOURCE)  # meson-python's source tree is the working directory, as pip runs it
         try:
             with backend_over(mesonpy) as backend:
                 with mesonpy._project(backend.split_args(config_settings)):
@@ -124,7 +126,8 @@ class MesonCommandLine(unittest.TestCase):
             if then is not None:
                 then()
         finally:
-            mesonpy.Project._meson, sys.executable = saved
+            mesonpy.Project._meson, sys.executable, cwd = saved
+            os.chdir(cwd)
             if kept is None:
                 native.unlink(missing_ok=True)
             else:
