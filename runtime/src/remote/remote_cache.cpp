@@ -186,6 +186,7 @@ RemoteCache::RemoteCache(RemoteConfig config) : state_(std::make_unique<detail::
     return;
   }
   s.where = chosen->where;
+  s.expiry = chosen->expiry;
   if (!chosen->warning.empty()) s.warn("auth_readable", chosen->warning);
   if (!chosen->cleartext.empty()) s.warn("cleartext", chosen->cleartext);
   detail::set_up(s, std::move(chosen->store), config);

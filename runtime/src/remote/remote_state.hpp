@@ -5,6 +5,7 @@
 #include "base/result.hpp"
 #include "base/warn_once.hpp"
 #include "remote/sealed_entry.hpp"
+#include "remote/store_url.hpp"  // Expiry
 
 #include <kiln/remote.hpp>
 
@@ -27,6 +28,7 @@ struct RemoteState {
   std::optional<FleetKey> key;
   std::string unusable;                // why not usable; empty when usable
   std::string where;                   // the store and its mode, for messages
+  Expiry expiry = Expiry::ttl;         // who expires its entries (a store brought by the user: ttl_s, given to put)
 
   // The circuit breaker: after a call that got no answer, no call until this steady_clock time (ns).
   std::atomic<std::int64_t> retry_at_ns{0};

@@ -11,8 +11,13 @@
 
 namespace kiln::detail {
 
+// Who expires the store's entries: the tier's ttl_s (Redis), the server's own rules (an HTTP tree, an S3
+// lifecycle rule: the objects are written with no expiry), or both (Redis's copies, then the objects).
+enum class Expiry { ttl, server, ttl_then_server };
+
 struct ChosenStore {
   std::unique_ptr<RemoteStore> store;
+  Expiry expiry = Expiry::ttl;
   std::string where;    // the store, for messages (no credential in it)
   std::string warning;    // empty, or why the credential's file wants chmod 600
   std::string cleartext;  // empty, or that a token goes over plain http:// (anyone on the path reads it)
