@@ -91,6 +91,13 @@ void record_failure(RemoteState& s, std::string_view call, const std::string& wh
                        ", and later failures are only counted (kiln cache stats)");
 }
 
+void record_store_failure(RemoteState& s, const std::string& store, std::string_view call, const std::string& why) {
+  ++s.errors;
+  s.warn("failed " + store, "the remote cache's store " + store + " failed (" + std::string(call) + ": " + why +
+                                "); the other store of " + s.where + " is still used; " + store + " is not asked again for " +
+                                seconds_text(s.settings.retry_after) + ", and later failures are only counted (kiln cache stats)");
+}
+
 Result<RemoteEntry> fetch_entry(RemoteState& s, const CacheKey& key, Count count) {
   std::string problem;  // why the value there is not a usable entry
   auto got = guarded(s, "GET of an entry", [&]() -> std::optional<std::string> {
@@ -178,7 +185,11 @@ RemoteCache::RemoteCache(RemoteConfig config) : state_(std::make_unique<detail::
     s.where = "off";
     return;
   }
-  auto chosen = detail::store_from_url(config, s.settings);
+  // s outlives the store, which it owns.
+  auto chosen = detail::store_from_url(config, s.settings, [&s](const std::string& store, std::string_view call,
+                                                                const std::string& why) {
+    detail::record_store_failure(s, store, call, why);
+  });
   if (!chosen) {
     s.unusable = chosen.error();
     s.where = "(unusable URL)";

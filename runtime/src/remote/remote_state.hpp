@@ -63,6 +63,9 @@ void remember_rejected(RemoteState& s, const CacheKey& key);
 bool skip_call(RemoteState& s);
 // Counts a call that got no answer, warns once, and opens the breaker.
 void record_failure(RemoteState& s, std::string_view call, const std::string& why);
+// Counts a call that one store of a pair (`store`, a Redis beside an object store) failed while the other
+// served, and warns once for that store; the pair's own breaker leaves that store alone for retry_after.
+void record_store_failure(RemoteState& s, const std::string& store, std::string_view call, const std::string& why);
 
 // `call()`'s value, or why there is none: the breaker was open, or the store threw (recorded above).
 template <typename Call>

@@ -270,7 +270,7 @@ Result<ChosenStore> one_store(std::string_view url, const RemoteConfig& config, 
 
 }  // namespace
 
-Result<ChosenStore> store_from_url(const RemoteConfig& config, RemoteSettings& settings) {
+Result<ChosenStore> store_from_url(const RemoteConfig& config, RemoteSettings& settings, StoreFailed failed) {
   std::vector<std::string_view> urls;
   std::string_view text = config.url;
   while (!text.empty()) {
@@ -296,7 +296,8 @@ Result<ChosenStore> store_from_url(const RemoteConfig& config, RemoteSettings& s
   chosen.warning = objects->warning;
   chosen.cleartext = objects->cleartext;
   chosen.store = make_tiered_store(std::move(redis->store), std::move(objects->store),
-                                   std::chrono::duration_cast<std::chrono::milliseconds>(settings.ttl));
+                                   std::chrono::duration_cast<std::chrono::milliseconds>(settings.ttl),
+                                   settings.retry_after, std::move(failed));
   return chosen;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "base/result.hpp"
+#include "remote/tiered_store.hpp"  // StoreFailed
 
 #include <kiln/remote.hpp>
 
@@ -24,7 +25,8 @@ struct ChosenStore {
 };
 
 // The store config.url names, nothing connected yet; the URLs' settings are written into `settings`. A
-// failure names the URL (credentials redacted), the part that is wrong and what it must be.
-Result<ChosenStore> store_from_url(const RemoteConfig& config, RemoteSettings& settings);
+// failure names the URL (credentials redacted), the part that is wrong and what it must be. `failed` is
+// told of a call one store of a pair failed while the other served (a Redis and an object store).
+Result<ChosenStore> store_from_url(const RemoteConfig& config, RemoteSettings& settings, StoreFailed failed);
 
 }  // namespace kiln::detail
