@@ -384,3 +384,31 @@ TEST_CASE("with a Redis too, each store has its own breaker: the object store fa
   REQUIRE(remote->warnings().size() == 1);
   CHECK(remote->warnings()[0].find("HTTP 503") != std::string::npos);
 }
+
+TEST_CASE("push writes over an object that does not verify, where a write-once PUT would keep it") {
+  NginxServer& server = nginx();
+  const kiln::CacheKey key = sample_key(123);
+  const auto path = entry_file(server.root("open") / "push", key.hex);
+  TempDir tmp;
+  kiln::DiskCache disk(kiln::test::config_at(tmp.path()));
+  REQUIRE(disk.store(key, sample_entry(123)));
+  auto remote = remote_with(server.url("open/push"));
+  kiln::PushReport pushed = kiln::push(disk, *remote);
+  CHECK(pushed.pushed == 1);
+  CHECK(pushed.replaced == 0);
+  const std::string good = kiln::test::read_file(path);
+  for (const std::string& bad : {good.substr(0, good.size() / 2), std::string("<html>not an entry</html>"),
+                                 good.substr(0, good.size() - 1) + static_cast<char>(good.back() ^ 1)}) {
+    kiln::test::write_file(path, bad);
+    pushed = kiln::push(disk, *remote);
+    CHECK(pushed.pushed == 1);
+    CHECK(pushed.replaced == 1);
+    CHECK(kiln::test::read_file(path) == good);
+  }
+  CHECK(remote_with(server.url("open/push"))->load(key));
+  // One that verifies is no repair (nginx writes it again regardless: it ignores If-None-Match).
+  pushed = kiln::push(disk, *remote);
+  CHECK(pushed.pushed == 1);
+  CHECK(pushed.replaced == 0);
+  CHECK(kiln::test::read_file(path) == good);
+}

@@ -368,7 +368,8 @@ int share(const Invocation& in, std::string_view sub) {
     RemoteCache& remote = default_remote();
     const PushReport r = push(cache, remote, filter);
     std::cout << "pushed " << count(r.pushed, "entry", "entries") << what << " to " << remote.where() << " ("
-              << human(r.bytes) << "); " << r.skipped << " skipped\n";
+              << human(r.bytes) << "); " << r.skipped << " skipped"
+              << (r.replaced ? ", " + std::to_string(r.replaced) + " replaced (what was there did not verify)" : "") << "\n";
   }
   return 0;
 }

@@ -279,6 +279,16 @@ RemoteCache& default_remote() {
 
 RemoteStats remote_stats() { return default_remote().stats(); }
 
+namespace {
+
+// Whether `value` is a sealed entry under this fleet's key that serves `key` (what fetch_entry accepts).
+bool verifies(const detail::RemoteState& s, const CacheKey& key, std::string_view value) {
+  const auto file = detail::open_entry(*s.key, value);
+  return file && detail::decode_entry(*file, key);
+}
+
+}  // namespace
+
 PushReport push(DiskCache& cache, RemoteCache& remote, const EntryFilter& filter) {
   detail::RemoteState& s = detail::remote_state(remote);
   if (!s.usable()) throw Error(Errc::remote, "kiln: cache push: the remote cache is not in use: " + s.unusable);
@@ -294,10 +304,21 @@ PushReport push(DiskCache& cache, RemoteCache& remote, const EntryFilter& filter
       ++report.skipped;
       return;
     }
-    // Straight to the store, past the breaker: a failure here is the answer the caller wants.
+    // Straight to the store, past the breaker: a failure here is the answer the caller wants. A store that
+    // writes once (HTTP, S3) would keep a value there that does not verify (altered, planted, cut short),
+    // and push is how an operator repairs one: such a value is written over.
     RemoteReply reply;
+    const std::string name = detail::entry_key(s, key);
     try {
-      reply = s.store->put(detail::entry_key(s, key), value, ttl);
+      bool bad = false;
+      try {
+        const auto there = s.store->get(name);
+        bad = there && !verifies(s, key, *there);
+      } catch (const RemoteBadValue&) {
+        bad = true;
+      }
+      reply = bad ? s.store->put_over(name, value, ttl) : s.store->put(name, value, ttl);
+      report.replaced += bad && reply.kind == RemoteReply::done;
     } catch (const std::exception& e) {
       ++s.errors;
       throw Error(Errc::remote, "kiln: cache push to " + s.where + " failed after " + std::to_string(report.pushed) +
