@@ -153,7 +153,7 @@ def run_table(tool: str, table: str, units: int, arch: int, env: dict) -> dict:
         rows = sum(line.strip() == "[[unit]]" for line in f)
     if rows != units:
         return {"error": f"{table} has {rows} units, this run {units}: configure with -Dcorpus_table={units} or pass --units {rows}"}
-    args = [tool, "precompile"] + ([f"--arch=sm_{arch}"] if arch else [])
+    args = [tool, "precompile"] + (["--arch", f"sm_{arch}"] if arch else [])
     started = time.perf_counter()
     busy0 = machine_busy()
     out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=1800)
