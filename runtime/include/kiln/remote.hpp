@@ -196,10 +196,13 @@ struct PushReport {
   std::uint64_t pushed = 0;
   std::uint64_t bytes = 0;
   std::uint64_t skipped = 0;  // not matching the filter, or larger than max_value_bytes
+  std::uint64_t replaced = 0;  // of those pushed, values in the store that did not verify, written over
 };
 
-// Uploads every entry of `cache` that matches `filter` to `remote`, tagged with its fleet key. Throws
-// Error(remote) when the remote is unusable, read-only or fails (naming it and what to do).
+// Uploads every entry of `cache` that matches `filter` to `remote`, tagged with its fleet key. An entry the
+// store has already (a store that writes once keeps it) is left; a value under its name that does not
+// verify (altered, another key's, not an entry) is replaced. Throws Error(remote) when the remote is
+// unusable, read-only or fails (naming it and what to do).
 PushReport push(DiskCache& cache, RemoteCache& remote, const EntryFilter& filter = {});
 
 }  // namespace kiln

@@ -8,6 +8,7 @@
 #include "chain/key_parts.hpp"  // compiler_line
 #include "cli/output.hpp"
 #include "chain/unit_key.hpp"  // kProgramRegistry: programs given at run time, any program may have them
+#include "remote/remote_state.hpp"  // who expires the remote's entries
 
 #include <algorithm>
 #include <ctime>
@@ -35,9 +36,19 @@ void print_remote(RemoteCache& remote, bool ping) {
   }
   const RemoteSettings& s = remote.settings();
   const auto ttl = s.ttl.count();
-  std::cout << "remote cache: " << remote.where() << " (fleet key " << remote.fleet_key_id() << ", entries expire after "
-            << (ttl >= 3600 ? std::to_string(ttl / 3600) + " h" : std::to_string(ttl) + " s") << ", at most "
-            << human(s.max_value_bytes) << " each)";
+  const std::string after = "after " + (ttl >= 3600 ? std::to_string(ttl / 3600) + " h" : std::to_string(ttl) + " s");
+  // An HTTP tree or a bucket keeps objects until its own rules remove them: kiln writes them with no expiry.
+  constexpr std::string_view kServer = "as the server's own rules say (ttl_s does not apply: an S3 lifecycle rule, a cleanup job)";
+  std::string expiry;
+  switch (detail::remote_state(remote).expiry) {
+    case detail::Expiry::ttl: expiry = "entries expire " + after; break;
+    case detail::Expiry::server: expiry = "entries expire " + std::string(kServer); break;
+    case detail::Expiry::ttl_then_server:
+      expiry = "entries expire from Redis " + after + ", from the object store " + std::string(kServer);
+      break;
+  }
+  std::cout << "remote cache: " << remote.where() << " (fleet key " << remote.fleet_key_id() << ", " << expiry
+            << ", at most " << human(s.max_value_bytes) << " each)";
   if (ping) {
     const RemotePing answer = remote.ping();
     std::cout << (answer.ms ? ": answers in " + fixed1(*answer.ms) + " ms, connecting included"
@@ -355,7 +366,8 @@ int share(const Invocation& in, std::string_view sub) {
     RemoteCache& remote = default_remote();
     const PushReport r = push(cache, remote, filter);
     std::cout << "pushed " << count(r.pushed, "entry", "entries") << what << " to " << remote.where() << " ("
-              << human(r.bytes) << "); " << r.skipped << " skipped\n";
+              << human(r.bytes) << "); " << r.skipped << " skipped"
+              << (r.replaced ? ", " + std::to_string(r.replaced) + " replaced (what was there did not verify)" : "") << "\n";
   }
   return 0;
 }

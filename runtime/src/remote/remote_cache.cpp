@@ -91,6 +91,13 @@ void record_failure(RemoteState& s, std::string_view call, const std::string& wh
                        ", and later failures are only counted (kiln cache stats)");
 }
 
+void record_store_failure(RemoteState& s, const std::string& store, std::string_view call, const std::string& why) {
+  ++s.errors;
+  s.warn("failed " + store, "the remote cache's store " + store + " failed (" + std::string(call) + ": " + why +
+                                "); the other store of " + s.where + " is still used; " + store + " is not asked again for " +
+                                seconds_text(s.settings.retry_after) + ", and later failures are only counted (kiln cache stats)");
+}
+
 Result<RemoteEntry> fetch_entry(RemoteState& s, const CacheKey& key, Count count) {
   std::string problem;  // why the value there is not a usable entry
   auto got = guarded(s, "GET of an entry", [&]() -> std::optional<std::string> {
@@ -178,7 +185,11 @@ RemoteCache::RemoteCache(RemoteConfig config) : state_(std::make_unique<detail::
     s.where = "off";
     return;
   }
-  auto chosen = detail::store_from_url(config, s.settings);
+  // s outlives the store, which it owns.
+  auto chosen = detail::store_from_url(config, s.settings, [&s](const std::string& store, std::string_view call,
+                                                                const std::string& why) {
+    detail::record_store_failure(s, store, call, why);
+  });
   if (!chosen) {
     s.unusable = {Errc::remote, chosen.error()};
     s.where = "(unusable URL)";
@@ -186,6 +197,7 @@ RemoteCache::RemoteCache(RemoteConfig config) : state_(std::make_unique<detail::
     return;
   }
   s.where = chosen->where;
+  s.expiry = chosen->expiry;
   if (!chosen->warning.empty()) s.warn("auth_readable", chosen->warning);
   if (!chosen->cleartext.empty()) s.warn("cleartext", chosen->cleartext);
   detail::set_up(s, std::move(chosen->store), config);
@@ -267,6 +279,16 @@ RemoteCache& default_remote() {
 
 RemoteStats remote_stats() { return default_remote().stats(); }
 
+namespace {
+
+// Whether `value` is a sealed entry under this fleet's key that serves `key` (what fetch_entry accepts).
+bool verifies(const detail::RemoteState& s, const CacheKey& key, std::string_view value) {
+  const auto file = detail::open_entry(*s.key, value);
+  return file && detail::decode_entry(*file, key);
+}
+
+}  // namespace
+
 PushReport push(DiskCache& cache, RemoteCache& remote, const EntryFilter& filter) {
   detail::RemoteState& s = detail::remote_state(remote);
   if (!s.usable()) throw Error(Errc::remote, "kiln: cache push: the remote cache is not in use: " + s.unusable.message);
@@ -282,9 +304,23 @@ PushReport push(DiskCache& cache, RemoteCache& remote, const EntryFilter& filter
       ++report.skipped;
       return;
     }
-    // Straight to the store, past the breaker: a failure here is the answer the caller wants.
+    // Straight to the store, past the breaker: a failure here is the answer the caller wants. A store that
+    // writes once (HTTP, S3) would keep a value there that does not verify (altered, planted, cut short),
+    // and push is how an operator repairs one: such a value is written over.
     RemoteReply reply;
-    if (const detail::Status put = detail::store_call([&] { reply = s.store->put(detail::entry_key(s, key), value, ttl); }); !put) {
+    const std::string name = detail::entry_key(s, key);
+    if (const detail::Status put = detail::store_call([&] {
+          bool bad = false;
+          try {
+            const auto there = s.store->get(name);
+            bad = there && !verifies(s, key, *there);
+          } catch (const RemoteBadValue&) {
+            bad = true;
+          }
+          reply = bad ? s.store->put_over(name, value, ttl) : s.store->put(name, value, ttl);
+          report.replaced += bad && reply.kind == RemoteReply::done;
+        });
+        !put) {
       ++s.errors;
       throw Error(Errc::remote, "kiln: cache push to " + s.where + " failed after " + std::to_string(report.pushed) +
                                     " entries: " + put.error() + " (is the server up, and KILN_REMOTE_CACHE right?)");

@@ -5,6 +5,7 @@
 #include "base/result.hpp"
 #include "base/warn_once.hpp"
 #include "remote/sealed_entry.hpp"
+#include "remote/store_url.hpp"  // Expiry
 
 #include <kiln/remote.hpp>
 
@@ -27,6 +28,7 @@ struct RemoteState {
   std::optional<FleetKey> key;
   Reason unusable;                     // why not usable (code remote); empty when usable
   std::string where;                   // the store and its mode, for messages
+  Expiry expiry = Expiry::ttl;         // who expires its entries (a store brought by the user: ttl_s, given to put)
 
   // The circuit breaker: after a call that got no answer, no call until this steady_clock time (ns).
   std::atomic<std::int64_t> retry_at_ns{0};
@@ -61,6 +63,9 @@ void remember_rejected(RemoteState& s, const CacheKey& key);
 bool skip_call(RemoteState& s);
 // Counts a call that got no answer, warns once, and opens the breaker.
 void record_failure(RemoteState& s, std::string_view call, const std::string& why);
+// Counts a call that one store of a pair (`store`, a Redis beside an object store) failed while the other
+// served, and warns once for that store; the pair's own breaker leaves that store alone for retry_after.
+void record_store_failure(RemoteState& s, const std::string& store, std::string_view call, const std::string& why);
 
 // Runs `call`, which calls into a store (one a user brought, maybe): whatever it throws, of any type, is why
 // it failed, and goes no further.

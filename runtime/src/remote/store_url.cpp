@@ -253,6 +253,7 @@ Result<ChosenStore> one_store(std::string_view url, const RemoteConfig& config, 
                                             : parse_http_url(url, config, settings, chosen.warning, chosen.cleartext);
     if (!address) return fail(address.error());
     chosen.where = address->where;
+    chosen.expiry = Expiry::server;
     chosen.store = make_http_store(std::move(address).value(), settings);
     return chosen;
   }
@@ -265,7 +266,7 @@ Result<ChosenStore> one_store(std::string_view url, const RemoteConfig& config, 
 
 }  // namespace
 
-Result<ChosenStore> store_from_url(const RemoteConfig& config, RemoteSettings& settings) {
+Result<ChosenStore> store_from_url(const RemoteConfig& config, RemoteSettings& settings, StoreFailed failed) {
   std::vector<std::string_view> urls;
   std::string_view text = config.url;
   while (!text.empty()) {
@@ -287,10 +288,12 @@ Result<ChosenStore> store_from_url(const RemoteConfig& config, RemoteSettings& s
   if (!objects) return fail(objects.error());
   ChosenStore chosen;
   chosen.where = redis->where + " + " + objects->where;
+  chosen.expiry = Expiry::ttl_then_server;
   chosen.warning = objects->warning;
   chosen.cleartext = objects->cleartext;
   chosen.store = make_tiered_store(std::move(redis->store), std::move(objects->store),
-                                   std::chrono::duration_cast<std::chrono::milliseconds>(settings.ttl));
+                                   std::chrono::duration_cast<std::chrono::milliseconds>(settings.ttl),
+                                   settings.retry_after, std::move(failed));
   return chosen;
 }
 
