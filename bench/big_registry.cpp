@@ -99,7 +99,7 @@ int jit_child(double spawned_ms, unsigned arch, std::vector<std::string> kernels
   const double t_done = now_ms();
   for (const auto& r : results) {
     if (!r.ok) {
-      std::fprintf(stderr, "%s\n", r.error.c_str());
+      std::fprintf(stderr, "%s\n", r.error.message.c_str());
       return 1;
     }
   }

@@ -1,14 +1,22 @@
 """The corpus of real run-time sources (bench/corpus/: CuPy's own kernels as CuPy renders them) compiled
 cold, side by side in one run: kiln's programs through the batch API and through many Python threads,
-with each setting of its defaults, beside CuPy's RawModule with as many threads; then kiln's estimates
-against the compile times its JIT pool's trace measured.
+with each setting of its defaults; the same units as a spec table; CuPy's RawModule with as many threads
+and NVRTC alone, serially in one process; then kiln's estimates against the compile times its JIT pool's
+trace measured.
 
     PYTHONPATH=build/python python3 bench/corpus.py [--units N] [--threads T] [--arch SM] [--parts ...]
 
 Each row is a fresh process with a fresh cache directory (KILN_CACHE_DIR, CUPY_CACHE_DIR). "wall" is from
 the first program handed in to the last kernel ready, the programs made beforehand ("make" apart). With
 --arch SM, kiln compiles for sm_SM into its cache without loading (no GPU needed; CuPy's rows are left
-out). Parts: batch, threads, settings, history, cupy, estimates (all by default).
+out). Parts: batch, threads, settings, history, table, cupy, nvrtc, estimates (all by default).
+
+  table  the units as a spec table (bench/corpus_table.py; built --jit-only, no binary embedded) in a
+         build configured with -Dcorpus_table=N, N the --units given (1359 for all): the wall of
+         `bench_corpus_kiln precompile` in a new process, its units compiled cold by the JIT pool with
+         the machine's workers, for --arch (else the GPU's)
+  nvrtc  NVRTC alone, serially in one process: each unit to a cubin for --arch (else the GPU's), its
+         options as the programs' (no kiln, no PCH, no pool); wall and that process's CPU
 """
 
 import argparse
@@ -33,21 +41,35 @@ def toolkit() -> str:
     return os.environ.get("KILN_TOOLKIT", "/usr/local/cuda")
 
 
-def load_units(count: int) -> list[dict]:
-    """The corpus's units, every k-th of each category so that a subset keeps the corpus's mix."""
+def select_units(count: int) -> list[dict]:
+    """The corpus's units as stored (paths in options still {CUPY_INCLUDE}, {CUDA_INCLUDE}), every k-th so
+    that a subset keeps the corpus's mix, each with its `kernels`: the name expressions, else the
+    `extern "C"` kernels it defines. bench/corpus_table.py writes the same subset as a spec table."""
     with gzip.open(os.path.join(CORPUS, "cupy_units.jsonl.gz"), "rt") as f:
         units = [json.loads(line) for line in f]
     if 0 < count < len(units):
         step = len(units) / count
         units = [units[int(i * step)] for i in range(count)]
-    include = os.path.join(tempfile.gettempdir(), "kiln-corpus-include")
-    if not os.path.isdir(os.path.join(include, "include", "cupy")):
-        with tarfile.open(os.path.join(CORPUS, "cupy_include.tgz")) as t:
-            t.extractall(include)
     for u in units:
-        u["options"] = [o.replace("{CUPY_INCLUDE}", os.path.join(include, "include"))
-                        .replace("{CUDA_INCLUDE}", os.path.join(toolkit(), "include")) for o in u["options"]]
         u["kernels"] = u["name_expressions"] or _EXTERN_C.findall(u["source"]) or _GLOBAL.findall(u["source"])
+    return units
+
+
+def extract_include(where: str) -> str:
+    """CuPy's headers (cupy_include.tgz) under `where`, extracted once; the directory -I names."""
+    if not os.path.isdir(os.path.join(where, "include", "cupy")):
+        with tarfile.open(os.path.join(CORPUS, "cupy_include.tgz")) as t:
+            t.extractall(where)
+    return os.path.join(where, "include")
+
+
+def load_units(count: int) -> list[dict]:
+    """select_units(count) with the paths in their options made real."""
+    units = select_units(count)
+    include = extract_include(os.path.join(tempfile.gettempdir(), "kiln-corpus-include"))
+    for u in units:
+        u["options"] = [o.replace("{CUPY_INCLUDE}", include).replace("{CUDA_INCLUDE}", os.path.join(toolkit(), "include"))
+                        for o in u["options"]]
     return units
 
 
@@ -91,6 +113,68 @@ def child_kiln(spec: dict) -> None:
     done = time.perf_counter()
     print(json.dumps({"make_ms": (made - t0) * 1e3, "wall_ms": (done - made) * 1e3, "failed": failed,
                       "errors": [e[:300] for e in errors[:2]], "cpu_s": cpu_seconds()}))
+
+
+def child_nvrtc(spec: dict) -> None:
+    """In a fresh process: every unit through NVRTC to a cubin, one after another."""
+    import ctypes  # noqa: PLC0415
+    units = load_units(spec["units"])
+    rtc = ctypes.CDLL(os.path.join(toolkit(), "lib64", "libnvrtc.so"))
+    # CUDA 13 keeps CCCL (thrust, cub, libcu++) under include/cccl, where kiln and CuPy add it themselves.
+    cccl = [f"-I{d}" for d in [os.path.join(toolkit(), "include", "cccl")] if os.path.isdir(d)]
+    errors = []
+    t0 = time.perf_counter()
+    for u in units:
+        prog = ctypes.c_void_p()
+        if rtc.nvrtcCreateProgram(ctypes.byref(prog), u["source"].encode(), b"unit.cu", 0, None, None):
+            errors.append(f"{u['operation']}: nvrtcCreateProgram failed")
+            continue
+        for expression in u["name_expressions"]:
+            rtc.nvrtcAddNameExpression(prog, expression.encode())
+        options = u["options"] + cccl + [f"-arch=sm_{spec['arch']}"]
+        argv = (ctypes.c_char_p * len(options))(*[o.encode() for o in options])
+        size = ctypes.c_size_t(0)
+        if rtc.nvrtcCompileProgram(prog, len(options), argv) or rtc.nvrtcGetCUBINSize(prog, ctypes.byref(size)) or not size.value:
+            rtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+            log = ctypes.create_string_buffer(size.value)
+            rtc.nvrtcGetProgramLog(prog, log)
+            errors.append(f"{u['operation']}: {log.value.decode(errors='replace').strip()}")
+        rtc.nvrtcDestroyProgram(ctypes.byref(prog))
+    done = time.perf_counter()
+    print(json.dumps({"make_ms": 0, "wall_ms": (done - t0) * 1e3, "failed": len(errors), "errors": [e[:300] for e in errors[:2]],
+                      "cpu_s": cpu_seconds()}))
+
+
+def run_table(tool: str, table: str, units: int, arch: int, env: dict) -> dict:
+    """`tool precompile` of the corpus as a spec table, cold, in a new process: its wall and the machine's CPU."""
+    if not os.path.exists(tool) or not os.path.exists(table):
+        return {"error": f"no {tool}: configure the build with -Dcorpus_table={units or 1359} and build bench_corpus_kiln"}
+    with open(table, encoding="utf-8") as f:
+        rows = sum(line.strip() == "[[unit]]" for line in f)
+    if rows != units:
+        return {"error": f"{table} has {rows} units, this run {units}: configure with -Dcorpus_table={units} or pass --units {rows}"}
+    args = [tool, "precompile"] + (["--arch", f"sm_{arch}"] if arch else [])
+    started = time.perf_counter()
+    busy0 = machine_busy()
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=1800)
+    wall = (time.perf_counter() - started) * 1e3
+    machine_cpu = machine_busy() - busy0
+    summary = [line for line in out.stdout.splitlines() if line.startswith("registry corpus, ")]
+    failed = [line for line in out.stdout.splitlines() if line.startswith(("FAILED", "compiled, not cached"))]
+    if out.returncode != 0 and not summary:
+        return {"error": f"exit {out.returncode}: {(out.stderr or out.stdout).strip()[-800:]}"}
+    return {"make_ms": 0, "wall_ms": wall, "failed": len(failed), "errors": failed[:2] + [out.stderr.strip()[-300:]],
+            "machine_cpu_s": machine_cpu, "process_ms": wall}
+
+
+def device_arch() -> int:
+    """The first GPU's architecture (nvidia-smi), for the rows that need one named; 90 without one."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=60)
+        return int(out.stdout.split()[0].replace(".", ""))
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return 90
 
 
 def child_cupy(spec: dict) -> None:
@@ -199,13 +283,15 @@ def estimates(trace: str, sizes_path: str) -> None:
 
 def main() -> int:
     if len(sys.argv) == 4 and sys.argv[1] == "--child":
-        (child_kiln if sys.argv[2] == "kiln" else child_cupy)(json.loads(sys.argv[3]))
+        {"kiln": child_kiln, "cupy": child_cupy, "nvrtc": child_nvrtc}[sys.argv[2]](json.loads(sys.argv[3]))
         return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--units", type=int, default=0, help="a subset of N units (0: all)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--arch", type=int, default=0, help="compile for sm_ARCH into the cache (no GPU); 0: the device's")
-    p.add_argument("--parts", default="batch,threads,settings,history,cupy,estimates")
+    p.add_argument("--parts", default="batch,threads,settings,history,table,cupy,nvrtc,estimates")
+    p.add_argument("--build", default=os.path.join(os.path.dirname(HERE), "build"),
+                   help="the build directory with bench/bench_corpus_kiln (the table row; default: %(default)s)")
     a = p.parse_args()
     parts = a.parts.split(",")
     units = load_units(a.units)
@@ -243,8 +329,16 @@ def main() -> int:
         run_child("kiln", dict(spec, arch=a.arch or 90), env)
         print(row(f"kiln.compile_all for sm_{other}, the history of a run for another arch", run_child("kiln", dict(spec, arch=other), env)), flush=True)
         print(row(f"kiln.compile_all for sm_{other}, no history", run_child("kiln", dict(spec, arch=other), fresh_env())), flush=True)
+    if "table" in parts:
+        print(row("the same units as a spec table, `precompile` (JIT pool, defaults)",
+                  run_table(os.path.join(a.build, "bench", "bench_corpus_kiln"), os.path.join(a.build, "bench", "corpus_table.toml"),
+                            len(units), a.arch, fresh_env())), flush=True)
     if "cupy" in parts and not a.arch:
         print(row(f"CuPy RawModule, {a.threads} threads", run_child("cupy", spec, fresh_env())), flush=True)
+    if "nvrtc" in parts:
+        arch = a.arch or device_arch()
+        print(row(f"NVRTC alone, serially in one process (sm_{arch})", run_child("nvrtc", dict(spec, arch=arch), fresh_env())),
+              flush=True)
     if "estimates" in parts and os.path.exists(trace) and os.path.exists(sizes):
         estimates(trace, sizes)
         if os.environ.get("OUT"):  # the device machine's output folder: the trace comes back for a closer look

@@ -92,7 +92,7 @@ int child() {
     for (const auto& r : list) {
       ++units;
       failed += !r.ok;
-      if (!r.ok) std::fprintf(stderr, "%s\n", r.error.c_str());
+      if (!r.ok) std::fprintf(stderr, "%s\n", r.error.message.c_str());
     }
   }
   const double ms = ms_since(start);

@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < all.size(); ++i) {
     try {
       const kiln::PrecompileResult filled = kiln::Program(all[i].source, 0, disk_only()).precompile(kArch);
-      if (!filled.ok) throw std::runtime_error("the cache did not keep it: " + filled.error);
+      if (!filled.ok) throw std::runtime_error("the cache did not keep it: " + filled.error.message);
       const std::string index = std::to_string(i);
       const auto phases = kiln::bench::run_children(argv[0], {"--phases", index}, runs, kPhases + 3, env);
       const auto direct = kiln::bench::run_children(argv[0], {"--path", index, "0"}, runs, 1, env);

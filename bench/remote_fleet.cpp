@@ -1,11 +1,13 @@
-// The remote tier for a fleet: N processes, each with its own empty cache directory (as N machines),
-// compile the 19-unit set (16 CUB-heavy units of bench/kernels/cub_units.toml and the examples) cold for
-// sm_90, without and with a shared Redis (a redis-server this program starts on 127.0.0.1); total CPU
-// seconds (every process and its JIT workers) and wall time. Then the time a new process takes to get one
-// entry from the remote (the tier chain's step: GET, tag, decode, write to its disk), against a cold
-// compile of the same unit. Needs no GPU. Prints Markdown tables.
+// The remote tier for a fleet: N processes started at once, each with its own empty cache directory (as
+// N machines), compile the 19-unit set (16 CUB-heavy units of bench/kernels/cub_units.toml and the
+// examples) cold for sm_90, without and with a shared store on 127.0.0.1: a redis-server, nginx's WebDAV
+// tree over TLS, tests/cpu/object_server.py as S3 (each started here); wall time of the fleet and of each
+// process, total CPU seconds (every process and its JIT workers), and compiles per unit across the fleet.
+// Then the time a new process takes to get one entry from Redis (the tier chain's step: GET, tag,
+// decode, write to its disk), against a cold compile of the same unit. Needs no GPU. Prints Markdown tables.
 //
-//   bench_remote_fleet [N...]     (default: 1 4 16)
+//   bench_remote_fleet [--stores none,redis,https,s3] [--no-hits] [N...]
+//                      (default: --stores none,redis, N = 1 4 16)
 #include <kiln/cache.hpp>
 #include <kiln/catalog.hpp>
 #include <kiln/kiln.hpp>
@@ -17,7 +19,7 @@
 #include "registry/query.hpp"  // make_chain, unit_cache_key with a DiskCache
 
 #include "bench_util.hpp"
-#include "redis_server.hpp"  // tests/cpu: a redis-server on a free 127.0.0.1 port
+#include "http_servers.hpp"  // tests/cpu: redis-server, nginx, object_server.py on free 127.0.0.1 ports
 
 #include <sys/prctl.h>
 
@@ -25,6 +27,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,7 +67,7 @@ int child_precompile() {
       compiled += r.ok && !r.cached;
       cached += r.ok && r.cached;
       failed += !r.ok;
-      if (!r.ok) std::fprintf(stderr, "%s\n", r.error.c_str());
+      if (!r.ok) std::fprintf(stderr, "%s\n", r.error.message.c_str());
     }
   std::printf("%.3f %d %d %d\n", ms_since(start), compiled, cached, failed);
   return failed ? 1 : 0;
@@ -106,12 +110,18 @@ int child_cold(const std::string& registry, const std::string& kernel) {
 
 struct FleetRun {
   double wall_s = 0, cpu_s = 0;
+  std::vector<double> process_s;  // each process's own wall, start to its last unit
   int compiled = 0, cached = 0;
   bool ok = true;
 };
 
-// N processes at once, each precompiling into its own new cache directory; `remote_url` empty: none.
-FleetRun run_fleet(const char* self, unsigned n, const std::string& remote_url) {
+// A shared store of the fleet: its name in the table, its URL, and an S3 store's credentials file.
+struct Store {
+  std::string name, url, auth_file;
+};
+
+// N processes at once, each precompiling into its own new cache directory; `store.url` empty: none.
+FleetRun run_fleet(const char* self, unsigned n, const Store& store) {
   std::vector<std::string> dirs;
   std::vector<pid_t> pids;
   std::vector<int> outs;
@@ -124,9 +134,10 @@ FleetRun run_fleet(const char* self, unsigned n, const std::string& remote_url) 
   for (unsigned p = 0; p < n; ++p) {
     dirs.push_back(make_temp_dir("fleet"));
     std::vector<std::string> env = {"KILN_CACHE_DIR=" + dirs.back()};
-    if (!remote_url.empty()) {
-      env.push_back("KILN_REMOTE_CACHE=" + remote_url);
+    if (!store.url.empty()) {
+      env.push_back("KILN_REMOTE_CACHE=" + store.url);
       env.push_back("KILN_REMOTE_KEY=" + kKey);
+      if (!store.auth_file.empty()) env.push_back("KILN_REMOTE_AUTH_FILE=" + store.auth_file);
     }
     waiters.emplace_back([&, p, env] {
       try {
@@ -145,11 +156,72 @@ FleetRun run_fleet(const char* self, unsigned n, const std::string& remote_url) 
       run.ok = false;
       continue;
     }
+    run.process_s.push_back(r[0][0] / 1000.0);
     run.compiled += static_cast<int>(r[1][0]);
     run.cached += static_cast<int>(r[2][0]);
   }
   for (const auto& d : dirs) remove_tree(d);
   return run;
+}
+
+// The servers behind --stores, each started once on 127.0.0.1; url(store, run) is a new, empty place in
+// it for each run (Redis: flushed), so no run finds another's entries or leases.
+class Servers {
+ public:
+  explicit Servers(const std::vector<std::string>& names) {
+    for (const std::string& name : names) {
+      if (name == "redis") redis_ = std::make_unique<kiln::test::RedisServer>();
+      if (name == "https") https_ = std::make_unique<kiln::test::NginxServer>(true);
+      if (name == "http") http_ = std::make_unique<kiln::test::NginxServer>(false);
+      if (name == "s3") {
+        s3_ = std::make_unique<kiln::test::ObjectServer>("s3");
+        credentials_ = kiln::test::write_secret(secrets_.path() / "credentials",
+                                                std::string("aws_access_key_id = ") + kiln::test::ObjectServer::kAccessKey +
+                                                    "\naws_secret_access_key = " + kiln::test::ObjectServer::kSecretKey + "\n")
+                           .string();
+      }
+    }
+  }
+  kiln::test::RedisServer* redis() { return redis_.get(); }
+
+  // Bounds a loaded machine's servers keep: on 2 cores under other builds a Python server can take more than
+  // the stores' 1 s to accept a connection, and a failure would open a process's breaker mid-run.
+  static constexpr const char* kPatient = "connect_timeout_ms=5000&timeout_ms=30000";
+
+  Store store(const std::string& name, unsigned run) {
+    const std::string place = "fleet-" + std::to_string(run);
+    if (name == "redis") {
+      kiln::test::RedisClient(redis_->port()).command({"FLUSHALL"});
+      return {"Redis", redis_->url(kPatient), ""};
+    }
+    if (name == "https") return {"nginx WebDAV over TLS", https_->url("open/" + place, kPatient), ""};
+    if (name == "http") return {"nginx WebDAV", http_->url("open/" + place, kPatient), ""};
+    if (name == "s3") return {"S3 (object_server.py)", s3_->s3_url("kiln-cache/" + place, kPatient), credentials_};
+    return {"none", "", ""};
+  }
+
+ private:
+  std::unique_ptr<kiln::test::RedisServer> redis_;
+  std::unique_ptr<kiln::test::NginxServer> https_, http_;
+  std::unique_ptr<kiln::test::ObjectServer> s3_;
+  kiln::test::ScratchDir secrets_;
+  std::string credentials_;
+};
+
+// Which --stores a name may be, and whether this machine has its server's program ("" when it does).
+std::string missing_program(const std::string& name) {
+  if (name == "none") return "";
+  if (name == "redis") return kiln::test::redis_server_path().empty() ? "redis-server" : "";
+  if (name == "https" || name == "http")
+    return kiln::test::nginx_path().empty() || kiln::test::openssl_path().empty() ? "nginx or openssl" : "";
+  if (name == "s3") return kiln::test::python_path().empty() ? "python3" : "";
+  return "?";
+}
+
+int usage(const char* self) {
+  std::fprintf(stderr, "usage: %s [--stores none,redis,http,https,s3] [--no-hits] [PROCESSES...]   (default: "
+               "--stores none,redis, 1 4 16)\n", self);
+  return 2;
 }
 
 }  // namespace
@@ -164,38 +236,59 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<unsigned> counts;
+  std::vector<std::string> stores = {"none", "redis"};
+  bool hits = true;
   for (int i = 1; i < argc; ++i) {
-    counts.push_back(static_cast<unsigned>(std::atoi(argv[i])));
-    if (counts.back() == 0) {
-      std::fprintf(stderr, "usage: %s [PROCESSES...]   (default: 1 4 16)\n", argv[0]);
-      return 2;
+    const std::string arg = argv[i];
+    if (arg == "--no-hits") {
+      hits = false;
+    } else if (arg == "--stores" && i + 1 < argc) {
+      stores.clear();
+      std::stringstream list(argv[++i]);
+      for (std::string name; std::getline(list, name, ',');) {
+        if (missing_program(name) == "?") return usage(argv[0]);
+        stores.push_back(name);
+      }
+    } else {
+      counts.push_back(static_cast<unsigned>(std::atoi(arg.c_str())));
+      if (counts.back() == 0) return usage(argv[0]);
     }
   }
   if (counts.empty()) counts = {1, 4, 16};
-  if (kiln::test::redis_server_path().empty()) {
-    std::fprintf(stderr, "bench_remote_fleet: redis-server is not installed (scripts/setup.sh installs it)\n");
-    return 1;
-  }
+  if (hits && std::find(stores.begin(), stores.end(), "redis") == stores.end()) stores.push_back("redis");
+  for (const std::string& name : stores)
+    if (const std::string missing = missing_program(name); !missing.empty()) {
+      std::fprintf(stderr, "bench_remote_fleet: %s is not installed (scripts/setup.sh installs it)\n", missing.c_str());
+      return 1;
+    }
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // JIT workers outlive their process: their CPU time must count
-  kiln::test::RedisServer server;
-  kiln::test::RedisClient redis(server.port());
+  Servers servers(stores);
   const unsigned units = static_cast<unsigned>(kiln::bench_cub::catalog().units.size() + kiln::examples::catalog().units.size());
   std::printf("kiln remote tier, a fleet on one machine: %u units (%zu CUB-heavy + %zu examples) cold for sm_90, %u cores; "
-              "each process a new cache directory; the remote a redis-server on 127.0.0.1\n\n",
+              "each process a new cache directory, all started at once; the store on 127.0.0.1\n\n",
               units, kiln::bench_cub::catalog().units.size(), kiln::examples::catalog().units.size(),
               std::thread::hardware_concurrency());
-  std::printf("| processes | remote | wall | CPU (all processes and workers) | compiled | from the remote |\n"
-              "|---:|---|---:|---:|---:|---:|\n");
+  std::printf("| processes | remote | wall | each process (fastest-slowest) | CPU (all processes and workers) | compiled | "
+              "compiles per unit | from the remote |\n|---:|---|---:|---:|---:|---:|---:|---:|\n");
   std::fflush(stdout);
+  unsigned run_number = 0;
   for (const unsigned n : counts) {
-    for (const bool remote : {false, true}) {
-      redis.command({"FLUSHALL"});
-      const FleetRun run = run_fleet(argv[0], n, remote ? server.url() : "");
-      std::printf("| %u | %s | %.1f s | %.1f s | %d | %d |%s\n", n, remote ? "Redis" : "none", run.wall_s, run.cpu_s,
-                  run.compiled, run.cached, run.ok ? "" : " (a process failed)");
+    for (const std::string& name : stores) {
+      const Store store = servers.store(name, ++run_number);
+      const FleetRun run = run_fleet(argv[0], n, store);
+      const auto [fastest, slowest] = std::minmax_element(run.process_s.begin(), run.process_s.end());
+      std::printf("| %u | %s | %.1f s | %.1f-%.1f s | %.1f s | %d | %.2f | %d |%s\n", n, store.name.c_str(), run.wall_s,
+                  run.process_s.empty() ? 0.0 : *fastest, run.process_s.empty() ? 0.0 : *slowest, run.cpu_s, run.compiled,
+                  static_cast<double>(run.compiled) / units, run.cached, run.ok ? "" : " (a process failed)");
       std::fflush(stdout);
     }
   }
+  if (!hits) {
+    reap_orphans();
+    return 0;
+  }
+  kiln::test::RedisServer& server = *servers.redis();
+  kiln::test::RedisClient redis(server.port());
 
   // One entry from the remote in a new process, against a cold compile of the same unit.
   std::printf("\n| unit | entry on disk | remote hit: the tier's step, new process (median of 9) | of which the remote "

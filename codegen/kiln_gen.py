@@ -40,6 +40,7 @@ import demand_record
 import errors
 import fatbin
 import lowering
+import names_cache
 import nvcc_compile
 import plan_types
 import progress
@@ -116,9 +117,16 @@ def cmd_build(args) -> int:
     spec = load_spec(args)
     outdir = Path(args.outdir) if args.outdir else declared_outdir(spec, [Path(o) for o in args.outputs])
     report = progress.TerminalReport(spec.name, args.warnings)
+    toolkit = cuda_toolkit.Toolkit.at(Path(args.toolkit))
+    names = None
+    if args.names_cache:
+        try:
+            names = names_cache.NamesCache.open(Path(args.names_cache), str(toolkit.nvrtc))
+        except names_cache.CacheUnusable as e:
+            print(f"kiln-gen: --names-cache {e}: not used; every stale unit's names come from NVRTC", file=sys.stderr)
     try:
-        table_build.build(spec, cuda_toolkit.Toolkit.at(Path(args.toolkit)), ptx_strip(args), outdir,
-                          Path(args.depfile) if args.depfile else None, args.jobs, report)
+        table_build.build(spec, toolkit, ptx_strip(args), outdir,
+                          Path(args.depfile) if args.depfile else None, args.jobs, report, names)
     finally:
         report.finish()
     return 0
@@ -165,6 +173,10 @@ def parser(toolkit: str | None = None, ptx_strip: str | None = None) -> argparse
     p.add_argument("--ptx-strip", default=ptx_strip,
                    help="kiln's kiln-ptx-strip, which build and compile run on PTX before assembling cubins "
                         "(default: %(default)s, else $KILN_PTX_STRIP)")
+    p.add_argument("--names-cache", metavar="DIR",
+                   help="where build keeps the lower step's results (NVRTC's names of each unit's kernels), keyed by "
+                        "NVRTC, the unit's text, options and headers, for every build given the same DIR (default: "
+                        "none, NVRTC names every stale unit)")
     sub = p.add_subparsers(dest="command", required=True)
 
     def with_spec(sp):

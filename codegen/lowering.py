@@ -28,6 +28,7 @@ from pathlib import Path
 import cuda_toolkit
 import errors
 import header_bundle
+import names_cache
 import render
 import unit_source
 
@@ -190,7 +191,7 @@ def lower_with_types(nvrtc: str, text: str, source_name: str, expressions: list[
 
 
 def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Path, listed: Path,
-               unit_list: Path, types: Path | None = None) -> None:
+               unit_list: Path, types: Path | None = None, cache: names_cache.NamesCache | None = None) -> None:
     """Write {name expression: mangled name} for a unit's kernels to `output` (and {name expression: the
     kernel's type, or null} to `types`), from NVRTC compiling the
     unit as the JIT tier will: with the headers nvcc read (`listed`, the compile step's list) in memory,
@@ -211,9 +212,15 @@ def lower_unit(desc: dict, source: Path, nvrtc: str, cuda_root: Path, output: Pa
                 raise name_expression_error(desc, text, e) from None
         return
     read, headers = listed_headers(desc, source, listed, cuda_root)
+    key = cache.key(text, source.name, expressions, options, headers) if cache else ""
     try:
-        with empty_directory():
-            names, kinds = lower_with_types(str(nvrtc), text, source.name, expressions, options, headers)
+        if (found := cache.load(key, expressions) if cache else None) is not None:
+            names, kinds = found
+        else:
+            with empty_directory():
+                names, kinds = lower_with_types(str(nvrtc), text, source.name, expressions, options, headers)
+            if cache:
+                cache.store(key, names, kinds)
     except LoweringError as e:
         if str(e).startswith("name expression") or NAME_MAP in e.log:  # NVRTC's errors in a name expression
             raise name_expression_error(desc, text, e) from None
@@ -326,7 +333,7 @@ def nvrtc_view(text: str) -> str:
 
 
 def lower_group(units: list[tuple[dict, Path, Path, Path, Path, Path | None]], nvrtc: str,
-                cuda_root: Path) -> dict[str, str | errors.GenError]:
+                cuda_root: Path, cache: names_cache.NamesCache | None = None) -> dict[str, str | errors.GenError]:
     """lower_unit for units (each: its arguments after nvrtc and cuda_root) of the same nvrtc_view,
     options, include directories and headers read (table_build groups them): one NVRTC run holds every
     unit's name expressions and probes, and each unit's files are written as lower_unit writes them.
@@ -335,14 +342,25 @@ def lower_group(units: list[tuple[dict, Path, Path, Path, Path, Path | None]], n
     expressions = list(dict.fromkeys(k["expression"] for d, *_ in units for k in d["kernels"]))
     try:
         read, headers = listed_headers(desc, source, listed, cuda_root)
-        with empty_directory():
-            names, kinds = lower_with_types(str(nvrtc), source.read_text(encoding="utf-8"), source.name, expressions,
-                                            lowering_options(desc), headers, retry_without_probe=False)
+        # Each unit's entry is its own (its text, name and expressions), so that a build grouping the
+        # units otherwise (a table's linked rows alone) finds them.
+        own = [(d, s, [k["expression"] for k in d["kernels"]]) for d, s, *_ in units]
+        keys = [cache.key(s.read_text(encoding="utf-8"), s.name, e, lowering_options(d), headers) for d, s, e in own] if cache else []
+        found = [cache.load(key, e) for key, (_, _, e) in zip(keys, own)]
+        if keys and all(f is not None for f in found):
+            names = {e: n for f in found for e, n in f[0].items()}
+            kinds = {e: k for f in found for e, k in f[1].items()}
+        else:
+            with empty_directory():
+                names, kinds = lower_with_types(str(nvrtc), source.read_text(encoding="utf-8"), source.name, expressions,
+                                                lowering_options(desc), headers, retry_without_probe=False)
+            for key, (_, _, e) in zip(keys, own):
+                cache.store(key, {x: names[x] for x in e}, {x: kinds[x] for x in e})
     except (OSError, ValueError, LoweringError, errors.GenError):
         out: dict[str, str | errors.GenError] = {}
         for args in units:
             try:
-                lower_unit(args[0], args[1], nvrtc, cuda_root, *args[2:])
+                lower_unit(args[0], args[1], nvrtc, cuda_root, *args[2:], cache=cache)
                 out[args[0]["unit"]] = ""
             except errors.GenError as e:
                 out[args[0]["unit"]] = e

@@ -17,6 +17,7 @@ import cuda_toolkit
 import errors
 import fatbin
 import lowering
+import names_cache
 import nvcc_compile
 import progress
 import render
@@ -46,11 +47,13 @@ def work_dir(outdir: Path, registry: str) -> Path:
 
 
 def build(spec: specmod.Spec, toolkit: cuda_toolkit.Toolkit, ptx_strip: str, outdir: Path,
-          depfile: Path | None = None, jobs: int = 1, report: "progress.Report | None" = None) -> list[str]:
+          depfile: Path | None = None, jobs: int = 1, report: "progress.Report | None" = None,
+          names: "names_cache.NamesCache | None" = None) -> list[str]:
     """Bring the catalog of `spec` in `outdir` up to date; returns the names of the units recompiled.
     `ptx_strip` is kiln-ptx-strip (nvcc_compile.compile_target); `report` hears of each step done and of
-    the compilers' warnings (none: nothing is shown). Raises GenError naming every unit that failed (the
-    others are kept, and not rebuilt next time)."""
+    the compilers' warnings (none: nothing is shown); `names`, where the lower step's results are kept
+    for other builds (none: each stale unit's names come from NVRTC). Raises GenError naming every unit
+    that failed (the others are kept, and not rebuilt next time)."""
     report = report or progress.Report()
     work = work_dir(outdir, spec.name)
     work.mkdir(parents=True, exist_ok=True)
@@ -66,7 +69,7 @@ def build(spec: specmod.Spec, toolkit: cuda_toolkit.Toolkit, ptx_strip: str, out
         if not is_fresh(w, stamp_inputs(w, inputs_common), hashes):
             stale.append(w)
 
-    failures = compile_units(stale, toolkit, ptx_strip, jobs, report, spec.path.resolve())
+    failures = compile_units(stale, toolkit, ptx_strip, jobs, report, spec.path.resolve(), names)
     for w in stale:
         if w.unit.name not in failures:
             write_stamp(w, stamp_inputs(w, inputs_common), hashes)
@@ -130,7 +133,8 @@ def stamped_headers(w: UnitWork) -> list[str]:
 # -- compiling ----------------------------------------------------------------------------------------
 
 def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, ptx_strip: str, jobs: int,
-                  report: "progress.Report", table: Path | None = None) -> dict[str, dict]:
+                  report: "progress.Report", table: Path | None = None,
+                  names: "names_cache.NamesCache | None" = None) -> dict[str, dict]:
     """Compile every target and lower the names of each stale unit, then pack each unit whose targets all
     compiled into its fatbins. Returns the failures as {unit: {step: message}}: a unit's first failed
     compile (the other targets' logs say the same), its failed lowering (NVRTC's view, which names the
@@ -202,11 +206,11 @@ def compile_units(stale: list[UnitWork], toolkit: cuda_toolkit.Toolkit, ptx_stri
             if len(group) == 1:
                 w = group[0]
                 tasks.append(([w], lowering.lower_unit, (w.desc, w.files.source, str(toolkit.nvrtc), toolkit.root,
-                                                         *lowering_files(w))))
+                                                         *lowering_files(w), names)))
             else:
                 report.shared("names lowered", [w.unit.name for w in group])
                 tasks.append((group, lowering.lower_group, ([(w.desc, w.files.source, *lowering_files(w)) for w in group],
-                                                            str(toolkit.nvrtc), toolkit.root)))
+                                                            str(toolkit.nvrtc), toolkit.root, names)))
         return tasks
 
     def finished(ws: list[UnitWork], step, outcome) -> list:

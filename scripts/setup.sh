@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # Installs what a Debian 12 machine with the CUDA toolkit lacks for kiln (only what is missing),
 # then configures (once) and builds kiln in ./build. Later runs rebuild only what changed.
+# scripts/setup.sh --check: only says which Debian packages are missing (exit 1 when some are).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+check_only=false
+case "${1:-}" in
+  --check) check_only=true ;;
+  "") ;;
+  *) echo "usage: scripts/setup.sh [--check]" >&2; exit 2 ;;
+esac
 
 missing=()
 command -v meson >/dev/null || missing+=(meson)
@@ -10,7 +17,16 @@ command -v ninja >/dev/null || missing+=(ninja-build)
 command -v c++ >/dev/null || missing+=(g++)
 command -v pkg-config >/dev/null || missing+=(pkg-config)
 command -v cmake >/dev/null || missing+=(cmake)                        # the installed package's CMake consumer test
-python3 -c 'import jinja2' 2>/dev/null || missing+=(python3-jinja2)
+# Jinja2, for kiln-gen, in each interpreter Meson may run it with: Debian's python3 (what runs pip and
+# meson-python in docs/python.md's install, directly or through a venv made from it: its modules are
+# Debian's packages, asked of dpkg) and the python3 on PATH (what `meson setup` below finds).
+dpkg -s python3-jinja2 >/dev/null 2>&1 || missing+=(python3-jinja2)
+path_python=$(command -v python3 || true)
+path_python_lacks_jinja2=false  # and is not Debian's, which python3-jinja2 serves
+case "$(readlink -f "$path_python" 2>/dev/null)" in
+  /usr/bin/python3*) ;;
+  *) [ -n "$path_python" ] && ! "$path_python" -c 'import jinja2' 2>/dev/null && path_python_lacks_jinja2=true ;;
+esac
 [ -f /usr/include/doctest/doctest.h ] || [ -f /usr/local/include/doctest/doctest.h ] || missing+=(doctest-dev)
 pkg-config --exists libzstd 2>/dev/null || missing+=(libzstd-dev)      # the disk cache's compression
 pkg-config --exists libcrypto 2>/dev/null || missing+=(libssl-dev)     # the disk cache's SHA-256
@@ -19,15 +35,28 @@ command -v redis-server >/dev/null || [ -x /usr/bin/redis-server ] || missing+=(
 pkg-config --exists libcurl 2>/dev/null || missing+=(libcurl4-openssl-dev)  # the remote tier's HTTP(S) and S3 client
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx)  # the HTTP store's tests (WebDAV PUT)
 command -v openssl >/dev/null || missing+=(openssl)                    # the HTTP store's tests make a certificate
-# The Python package (python/): pybind11 and Python's headers build it, meson-python installs it with pip,
-# pytest and NumPy run its tests. Asked of dpkg too: the python3 on PATH may be another interpreter.
+# The Python package (python/): pybind11 and Python's headers build it, meson-python installs it with
+# Debian's pip (in a venv: python3-venv), pytest and NumPy run its tests. pytest and NumPy are asked of
+# dpkg too: the python3 on PATH may be another interpreter, which the tests use when it has them.
 have() { python3 -c "import $1" 2>/dev/null || dpkg -s "$2" >/dev/null 2>&1; }
 [ -f /usr/include/pybind11/pybind11.h ] || missing+=(pybind11-dev)
 dpkg -s python3-dev >/dev/null 2>&1 || [ -f "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)/Python.h" ] || missing+=(python3-dev)
-have mesonpy python3-mesonpy || missing+=(python3-mesonpy)
+for deb in python3-mesonpy python3-pip python3-venv; do
+  dpkg -s $deb >/dev/null 2>&1 || missing+=($deb)
+done
 have pytest python3-pytest || missing+=(python3-pytest)
 have numpy python3-numpy || missing+=(python3-numpy)
 
+# No package gives Jinja2 to an interpreter that is not Debian's (pyenv, a venv without system packages).
+lacks_jinja2="kiln setup: $path_python, the python3 on PATH, has no Jinja2: Meson runs kiln's generator with"
+lacks_jinja2+=" it. Install Jinja2 into it, or put /usr/bin first on PATH (with python3-jinja2)"
+if $check_only; then
+  $path_python_lacks_jinja2 && echo "$lacks_jinja2"
+  [ ${#missing[@]} -eq 0 ] && ! $path_python_lacks_jinja2 && { echo "kiln setup: nothing missing"; exit 0; }
+  [ ${#missing[@]} -gt 0 ] && echo "kiln setup: missing ${missing[*]}"
+  exit 1
+fi
+$path_python_lacks_jinja2 && { echo "$lacks_jinja2" >&2; exit 1; }
 if [ ${#missing[@]} -gt 0 ]; then
   echo "kiln setup: installing ${missing[*]}"
   sudo=""

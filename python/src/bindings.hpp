@@ -48,6 +48,8 @@ int device_ordinal(const pybind11::handle& device);
 int current_device();
 // Raises kiln.Error for `e` (sets the Python error), where pybind11's translators do not run.
 void set_python_error(const Error& e);
+// A Reason's code as kiln.Error's .code names it, or None where there is no reason.
+pybind11::object reason_code(const Reason& reason);
 void bind_kernels(pybind11::module_& m);
 void bind_registries(pybind11::module_& m);
 void bind_record(pybind11::module_& m);

@@ -125,13 +125,14 @@ void bind_kernels(py::module_& m) {
 
   py::class_<Plan>(m, "Plan", "Where get() would take a kernel from, without loading anything.")
       .def_readonly("available", &Plan::available)
-      .def_readonly("reason", &Plan::reason)
+      .def_property_readonly("reason", [](const Plan& p) { return p.reason.message; })
+      .def_property_readonly("reason_code", [](const Plan& p) { return reason_code(p.reason); })
       .def_property_readonly("source", [](const Plan& p) { return tier_name(p.source); })
       .def_readonly("arch", &Plan::arch)
       .def_readonly("ptx", &Plan::ptx)
       .def("__repr__", [](const Plan& p) {
         return p.available ? "<kiln.Plan " + tier_name(p.source) + " sm_" + std::to_string(p.arch) + ">"
-                           : "<kiln.Plan unavailable: " + p.reason + ">";
+                           : "<kiln.Plan unavailable: " + p.reason.message + ">";
       });
 
   py::class_<PrecompileResult>(m, "PrecompileResult", "What became of one unit compiled for an architecture.")
@@ -141,7 +142,8 @@ void bind_kernels(py::module_& m) {
       .def_readonly("from_remote", &PrecompileResult::from_remote)
       .def_readonly("compiled", &PrecompileResult::compiled)
       .def_readonly("ms", &PrecompileResult::ms)
-      .def_readonly("error", &PrecompileResult::error);  // its repr: python/kiln/__init__.py
+      .def_property_readonly("error", [](const PrecompileResult& r) { return r.error.message; })  // repr: python/kiln/__init__.py
+      .def_property_readonly("error_code", [](const PrecompileResult& r) { return reason_code(r.error); });
 }
 
 }  // namespace kiln::python

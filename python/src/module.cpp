@@ -45,6 +45,11 @@ PyObject* argument_error(py::module_& m, const char* name, PyObject* builtin, co
 
 void set_python_error(const Error& e) { raise_error(error_type, e.what(), to_string(e.code())); }
 
+py::object reason_code(const Reason& reason) {
+  if (reason.empty()) return py::none();
+  return py::str(std::string(to_string(reason.code)));
+}
+
 void ArgumentError::set_error() const { raise_error(argument_error_type, what(), "invalid_argument"); }
 
 void ArgumentTypeError::set_error() const { raise_error(argument_type_error_type, what(), "invalid_argument"); }

@@ -248,7 +248,8 @@ void bind_registries(py::module_& m) {
       .def_readonly("state", &WarmupStatus::PerKernel::state)
       .def_property_readonly("tier", [](const WarmupStatus::PerKernel& k) { return std::string(to_string(k.tier)); })
       .def_readonly("ms", &WarmupStatus::PerKernel::ms)
-      .def_readonly("error", &WarmupStatus::PerKernel::error);
+      .def_property_readonly("error", [](const WarmupStatus::PerKernel& k) { return k.error.message; })
+      .def_property_readonly("error_code", [](const WarmupStatus::PerKernel& k) { return reason_code(k.error); });
   py::class_<WarmupStatus>(m, "WarmupStatus")
       .def_readonly("submitted", &WarmupStatus::submitted)
       .def_readonly("compiled", &WarmupStatus::compiled)

@@ -36,7 +36,7 @@ def consumer(args) -> int:
         (project / "subprojects" / "tiny").symlink_to(source / "tests" / "installed")
         build = tmp / steps.BUILD
         steps.run([args.meson, "setup", build, project, f"-Darchs={args.archs}", f"-Dkiln:toolkit={args.toolkit}",
-                   *steps.SUBPROJECT_OPTIONS])
+                   *steps.SUBPROJECT_OPTIONS, *steps.names_cache_options(args)])
         steps.run([args.meson, "compile", "-C", build])
         # kiln's own tests, benchmarks, CLI and primitives are not part of a consumer's build.
         defined = {Path(t["filename"][0]).name for t in introspect(args.meson, build, "--targets")}
@@ -126,9 +126,7 @@ def json_lines(path: Path) -> list[dict]:
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--source", required=True, help="kiln's source tree")
-    p.add_argument("--toolkit", required=True)
-    p.add_argument("--meson", required=True)
+    steps.add_arguments(p)
     # One: what the build of each more would check is the same, and nvcc's work grows with each.
     p.add_argument("--archs", default="sm_80", help="the consumer's architectures (comma-separated)")
     sys.exit(steps.main(lambda: consumer(p.parse_args())))

@@ -193,7 +193,7 @@ def meson_subproject(args, source: Path, prefix: Path, tmp: Path) -> Path:
     (app / "subprojects" / "kiln").symlink_to(source)
     build = tmp / steps.BUILD
     steps.run([args.meson, "setup", build, app, f"--prefix={prefix}", "--libdir=lib", f"-Dkiln:toolkit={args.toolkit}",
-               *steps.SUBPROJECT_OPTIONS, "-Darchs=sm_80", "-Dkiln:cli=true", "-Dkiln:embed_ptx=false",
+               *steps.SUBPROJECT_OPTIONS, *steps.names_cache_options(args), "-Darchs=sm_80", "-Dkiln:cli=true", "-Dkiln:embed_ptx=false",
                "-Dkiln:primitive_archs=none"])  # for -Dkiln:primitives=operators below: no LTO-IR of its rows
     steps.run([args.meson, "install", "-C", build])
     return build / "tiny-kiln"
@@ -284,8 +284,6 @@ def introspect(meson: str, build: Path, what: str):
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--source", required=True, help="kiln's source tree")
+    steps.add_arguments(p)
     p.add_argument("--build", required=True, help="kiln's build directory, installed from what it built")
-    p.add_argument("--toolkit", required=True)
-    p.add_argument("--meson", required=True)
     sys.exit(steps.main(lambda: installed(p.parse_args())))

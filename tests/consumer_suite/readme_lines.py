@@ -26,11 +26,12 @@ FILES = {
     "cmake CMakeLists.txt": (QUICKSTART / "CMakeLists.txt", True),
     "program": (SOURCE / "tests" / "gpu" / "test_program.cpp", False),
     "python quickstart": (SOURCE / "tests" / "python" / "quickstart.py", False),
+    "python install": (SOURCE / "scripts" / "python-install-check.sh", False),
     "consumer meson_options.txt": (CONSUMER / "meson_options.txt", True),
     "consumer meson.build": (CONSUMER / "meson.build", False),
     "consumer meson.build plans": (CONSUMER / "meson.build", False),
 }
-OTHERS = {"quickstart run", "installed", "record loop", "record format"}  # checked below, and run by the installed test
+OTHERS = {"quickstart run", "installed", "record loop", "record format", "python options"}  # checked below
 
 
 class ReadmeLines(unittest.TestCase):
@@ -92,6 +93,11 @@ class ReadmeLines(unittest.TestCase):
             self.assertIn(name, text)
         for f in ("tiny.toml", "main.cpp"):
             self.assertTrue((QUICKSTART / f).is_file(), f)
+
+    def test_python_options_are_the_install_checks_commands(self):
+        script = (SOURCE / "scripts" / "python-install-check.sh").read_text().splitlines()
+        for line in readme.block(SOURCE, "python options").splitlines():
+            self.assertIn(line, script)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,20 @@ SUBPROJECT_OPTIONS = ["-Doptimization=0", "-Ddebug=false"]
 PROJECT, BUILD = "project", "build"
 
 
+def names_cache_options(args) -> list[str]:
+    """kiln's option giving a subproject build the names cache of the build under test (its tables' lower
+    step then runs NVRTC only for what that build did not name), or none where it keeps none."""
+    return [f"-Dkiln:names_cache={args.names_cache}"]
+
+
+def add_arguments(p) -> None:
+    """The arguments tests/meson.build gives consumer.py and installed.py alike."""
+    p.add_argument("--source", required=True, help="kiln's source tree")
+    p.add_argument("--toolkit", required=True)
+    p.add_argument("--meson", required=True)
+    p.add_argument("--names-cache", default="none", help="the names cache of the build under test (none: none)")
+
+
 class StepFailed(Exception):
     pass
 

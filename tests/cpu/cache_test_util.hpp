@@ -3,6 +3,7 @@
 
 #include <kiln/cache.hpp>
 
+#include "base/settings.hpp"  // reread_settings
 #include "fake_cubin.hpp"
 
 #include <fcntl.h>
@@ -232,7 +233,16 @@ inline bool become_owner_of_as_nobody(const std::filesystem::path& top) {
   return ::setgroups(0, nullptr) == 0 && ::setgid(nobody) == 0 && ::setuid(nobody) == 0;
 }
 
-// Sets an environment variable for a scope (or unsets it with nullopt), then restores it.
+// Sets (or, with nullptr, unsets) a setting's environment variable and has kiln read its settings again,
+// as a new process would: kiln reads them once per process (base/settings.hpp).
+inline void set_setting(const char* name, const char* value) {
+  if (value != nullptr) ::setenv(name, value, 1);
+  else ::unsetenv(name);
+  kiln::detail::reread_settings();
+}
+
+// Sets a setting's environment variable for a scope (or unsets it with nullopt), then restores it; kiln
+// reads its settings again at both ends.
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
@@ -244,13 +254,7 @@ class ScopedEnv {
   ScopedEnv& operator=(const ScopedEnv&) = delete;
 
  private:
-  void set(const std::optional<std::string>& value) {
-    if (value) {
-      ::setenv(name_, value->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
+  void set(const std::optional<std::string>& value) { set_setting(name_, value ? value->c_str() : nullptr); }
   const char* name_;
   std::optional<std::string> old_;
 };

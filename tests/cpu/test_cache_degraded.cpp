@@ -35,7 +35,7 @@ TEST_CASE("a read-only cache directory still serves loads; stores fail with one 
     ChildChecks checks;
     if (!make_read_only(tmp.path(), entries_dir(root))) return 2;
     kiln::DiskCache cache(kiln::test::config_at(root));
-    checks.expect(cache.usable(), "a read-only directory is usable for loads: " + cache.unusable_reason());
+    checks.expect(cache.usable(), "a read-only directory is usable for loads: " + cache.unusable_reason().message);
     checks.expect(cache.load(sample_key(0)).has_value(), "load of an existing entry");
     checks.expect(!cache.store(sample_key(2), sample_entry(2)), "store fails");
     checks.expect(!cache.store(sample_key(3), sample_entry(3)), "store fails again");

@@ -32,7 +32,7 @@ struct OneEntry {
     const auto before = cache.stats().corrupt;
     const kiln::CacheLookup found = cache.lookup(key);
     CHECK_FALSE(found);
-    CHECK(found.miss.rfind("corrupt: ", 0) == 0);
+    CHECK(found.miss.message.rfind("corrupt: ", 0) == 0);
     CHECK(cache.stats().corrupt == before + 1);
     std::error_code ignored;
     CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(file, ignored)));
@@ -47,19 +47,21 @@ TEST_CASE("a stored entry loads back, from a private directory, with nothing els
   kiln::test::TempDir tmp;
   const auto root = tmp.path() / "a" / "kiln";
   kiln::DiskCache cache(kiln::test::config_at(root));
-  REQUIRE_MESSAGE(cache.usable(), cache.unusable_reason());
+  REQUIRE_MESSAGE(cache.usable(), cache.unusable_reason().message);
   CHECK(mode_of(tmp.path() / "a") == 0700);
   CHECK(mode_of(root) == 0700);
   CHECK(mode_of(entries_dir(root)) == 0700);
 
   const auto key = sample_key(7);
   CHECK_FALSE(cache.contains(key));
-  CHECK(cache.lookup(key).miss == "absent");
+  const kiln::CacheLookup absent = cache.lookup(key);
+  CHECK(absent.miss.message == "absent");
+  CHECK(absent.miss.code == kiln::Errc::cache);
   CHECK(cache.store(key, sample_entry(7)));
   CHECK(cache.contains(key));
   const kiln::CacheLookup loaded = cache.lookup(key);
   REQUIRE(loaded);
-  CHECK(loaded.miss.empty());
+  CHECK(loaded.miss.message.empty());
   CHECK(kiln::test::same_entry(*loaded.entry, sample_entry(7)));
   CHECK(kiln::test::files_in(entries_dir(root)) == std::vector<std::string>{key.hex + ".kiln"});
   CHECK(mode_of(entries_dir(root) / (key.hex + ".kiln")) == 0600);
@@ -266,7 +268,7 @@ TEST_CASE("clear removes every entry, temp and unheld lock file, and counts the 
   kiln::test::write_bytes(dir / (sample_key(0).hex + ".kiln.tmp." + std::to_string(::getpid()) + ".abc"), "partial");
   kiln::test::write_bytes(dir / (sample_key(1).hex + ".lock"), "");
   kiln::test::write_bytes(dir / "README", "not kiln's");
-  CHECK(cache.clear() == 3);
+  CHECK(cache.clear().removed == 3);
   CHECK(kiln::test::files_in(dir) == std::vector<std::string>{"README"});
   CHECK(cache.stats().entries == 0);
 }

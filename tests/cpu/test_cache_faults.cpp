@@ -96,7 +96,7 @@ TEST_CASE("the cache directory made read-only while in use: stores fail with one
     ChildChecks checks;
     if (!kiln::test::become_owner_of_as_nobody(tmp.path())) return 2;  // so that modes count
     kiln::DiskCache cache(kiln::test::config_at(root));
-    checks.expect(cache.usable(), "usable: " + cache.unusable_reason());
+    checks.expect(cache.usable(), "usable: " + cache.unusable_reason().message);
     checks.expect(cache.store(sample_key(0), sample_entry(0)), "a store before");
     if (::chmod(entries_dir(root).c_str(), 0500) != 0) return 2;
 
@@ -165,7 +165,7 @@ TEST_CASE("a full disk (a 160 KiB tmpfs): stores fail half-way with ENOSPC, one 
     ChildChecks checks;
     const auto root = tmp.path() / "kiln";
     kiln::DiskCache cache(kiln::test::config_at(root));
-    checks.expect(cache.usable(), "usable: " + cache.unusable_reason());
+    checks.expect(cache.usable(), "usable: " + cache.unusable_reason().message);
     int stored = 0;
     for (int k = 0; k < 12; ++k) stored += cache.store(sample_key(k), sample_entry(k, 90, 40 << 10));  // ~40 KiB each
     checks.expect(stored >= 2 && stored < 12, "some stores fit and then the disk is full: " + std::to_string(stored));

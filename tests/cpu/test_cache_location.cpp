@@ -57,10 +57,10 @@ TEST_CASE("KILN_CACHE=off disables the cache: no directory, every load a miss, e
   CHECK_FALSE(config.enabled);
   kiln::DiskCache cache(config);
   CHECK_FALSE(cache.usable());
-  CHECK(cache.unusable_reason().find("KILN_CACHE=off") != std::string::npos);
+  CHECK(cache.unusable_reason().message.find("KILN_CACHE=off") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(tmp.path() / "kiln"));
   CHECK_FALSE(cache.store(kiln::test::sample_key(1), kiln::test::sample_entry(1)));
-  CHECK(cache.lookup(kiln::test::sample_key(1)).miss.find("not in use (the disk cache is disabled (KILN_CACHE=off)") != std::string::npos);
+  CHECK(cache.lookup(kiln::test::sample_key(1)).miss.message.find("not in use (the disk cache is disabled (KILN_CACHE=off)") != std::string::npos);
   int builds = 0;
   cache.get_or_build(kiln::test::sample_key(1), [&] {
     ++builds;
@@ -101,7 +101,7 @@ TEST_CASE("KILN_CACHE: off, 0, false or no (any case) turn the cache off; anythi
   const int status = kiln::test::run_in_child([&] {
     const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ::dup2(fd, STDERR_FILENO);
-    ::setenv("KILN_CACHE", "garbage", 1);
+    kiln::test::set_setting("KILN_CACHE", "garbage");
     return kiln::CacheConfig::from_environment().enabled ? 0 : 1;
   });
   CHECK(status == 0);  // what it does not understand leaves the cache on
@@ -115,15 +115,15 @@ TEST_CASE("the default cache and the free functions follow the environment") {
   // In a child: default_cache() is built once per process, from the environment of its first use.
   const int status = kiln::test::run_in_child([&] {
     kiln::test::ChildChecks checks;
-    ::setenv("KILN_CACHE_DIR", (tmp.path() / "kiln").c_str(), 1);
-    ::unsetenv("KILN_CACHE");
+    kiln::test::set_setting("KILN_CACHE_DIR", (tmp.path() / "kiln").c_str());
+    kiln::test::set_setting("KILN_CACHE", nullptr);
     checks.expect(kiln::default_cache().config().dir == tmp.path() / "kiln", "default_cache() uses KILN_CACHE_DIR");
     checks.expect(kiln::default_cache().store(kiln::test::sample_key(1), kiln::test::sample_entry(1)), "store");
     checks.expect(kiln::cache_stats().entries == 1, "cache_stats() sees the entry");
     checks.expect(kiln::verify_cache().checked == 1, "verify_cache() checks it");
     checks.expect(kiln::prune(0).removed == 1, "prune(0) evicts it");
     checks.expect(kiln::default_cache().store(kiln::test::sample_key(2), kiln::test::sample_entry(2)), "store again");
-    checks.expect(kiln::clear_cache() == 1, "clear_cache() removes it");
+    checks.expect(kiln::clear_cache().removed == 1, "clear_cache() removes it");
     return checks.exit_code();
   });
   CHECK(status == 0);
@@ -140,8 +140,8 @@ TEST_CASE("a cache directory that group or others can write is refused, once, wi
       REQUIRE(::chmod(dir.c_str(), mode) == 0);
       kiln::DiskCache cache(kiln::test::config_at(root));
       CHECK_FALSE(cache.usable());
-      CHECK(cache.unusable_reason().find("refusing " + dir.string() + ": group or others can write it") != std::string::npos);
-      CHECK(cache.unusable_reason().find("chmod go-w " + dir.string()) != std::string::npos);
+      CHECK(cache.unusable_reason().message.find("refusing " + dir.string() + ": group or others can write it") != std::string::npos);
+      CHECK(cache.unusable_reason().message.find("chmod go-w " + dir.string()) != std::string::npos);
       CHECK_FALSE(cache.load(kiln::test::sample_key(1)));
       CHECK_FALSE(cache.store(kiln::test::sample_key(1), kiln::test::sample_entry(1)));
       CHECK_FALSE(cache.load(kiln::test::sample_key(1)));
@@ -165,7 +165,7 @@ TEST_CASE("a cache directory owned by another user is refused") {
   REQUIRE(::chown(root.c_str(), 65534, 65534) == 0);
   kiln::DiskCache cache(kiln::test::config_at(root));
   CHECK_FALSE(cache.usable());
-  CHECK(cache.unusable_reason().find("refusing " + root.string() + ": it is owned by uid 65534") != std::string::npos);
+  CHECK(cache.unusable_reason().message.find("refusing " + root.string() + ": it is owned by uid 65534") != std::string::npos);
 }
 
 TEST_CASE("a cache path that is not a directory is unusable, with the reason") {
@@ -173,7 +173,7 @@ TEST_CASE("a cache path that is not a directory is unusable, with the reason") {
   kiln::test::write_bytes(tmp.path() / "file", "x");
   kiln::DiskCache cache(kiln::test::config_at(tmp.path() / "file"));
   CHECK_FALSE(cache.usable());
-  CHECK(cache.unusable_reason().find((tmp.path() / "file").string()) != std::string::npos);
+  CHECK(cache.unusable_reason().message.find((tmp.path() / "file").string()) != std::string::npos);
 }
 
 TEST_CASE("KILN_CACHE_LOCK_TIMEOUT: whole seconds, default 300; anything else keeps the default") {

@@ -68,8 +68,8 @@ int waiter(const std::filesystem::path& root, const char* timeout, double at_mos
   return kiln::test::run_in_child([&] {
     ::alarm(40);  // a waiter that hangs is killed: SIGALRM is the test's failure, not a hung suite
     ChildChecks checks;
-    ::setenv("KILN_CACHE_DIR", root.c_str(), 1);
-    ::setenv("KILN_CACHE_LOCK_TIMEOUT", timeout, 1);
+    kiln::test::set_setting("KILN_CACHE_DIR", root.c_str());
+    kiln::test::set_setting("KILN_CACHE_LOCK_TIMEOUT", timeout);
     kiln::DiskCache cache(kiln::CacheConfig::from_environment());
     const auto start = Clock::now();
     int builds = 0;

@@ -35,8 +35,8 @@ TEST_CASE("a cache under a parent others can write without the sticky bit is ref
 
   kiln::DiskCache cache(kiln::test::config_at(root));
   CHECK_FALSE(cache.usable());
-  CHECK(cache.unusable_reason().find("refusing " + shared.string()) != std::string::npos);
-  CHECK(cache.unusable_reason().find("sticky") != std::string::npos);
+  CHECK(cache.unusable_reason().message.find("refusing " + shared.string()) != std::string::npos);
+  CHECK(cache.unusable_reason().message.find("sticky") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(root));  // refused before anything was made inside
   CHECK_FALSE(cache.store(sample_key(1), sample_entry(1)));
   CHECK_FALSE(std::filesystem::exists(root));
@@ -55,7 +55,7 @@ TEST_CASE("a refused cache directory gets no version directory made inside it") 
   REQUIRE(::chmod(root.c_str(), 0777) == 0);
   kiln::DiskCache cache(kiln::test::config_at(root));
   CHECK_FALSE(cache.usable());
-  CHECK(cache.unusable_reason().find("refusing " + root.string()) != std::string::npos);
+  CHECK(cache.unusable_reason().message.find("refusing " + root.string()) != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(entries_dir(root)));
   CHECK_FALSE(cache.store(sample_key(1), sample_entry(1)));
   CHECK_FALSE(std::filesystem::exists(entries_dir(root)));

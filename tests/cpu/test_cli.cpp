@@ -364,3 +364,21 @@ TEST_CASE("kiln info with the toolkit's stub libcuda on the library path names t
 }
 
 #endif  // KILN_TEST_CLI
+
+TEST_CASE("kiln cache stats says who expires the remote's entries: ttl_s on Redis, the server's own rules on HTTP and S3") {
+  kiln::test::TempDir tmp;
+  const std::string server_rules = "as the server's own rules say (ttl_s does not apply";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"redis://127.0.0.1:1/0?ttl_s=7200", "entries expire after 2 h,"},
+      {"http://127.0.0.1:1/cache", "entries expire " + server_rules},
+      {"s3://bucket/cache?region=us-east-1&endpoint=http://127.0.0.1:1", "entries expire " + server_rules},
+      {"redis://127.0.0.1:1/0 http://127.0.0.1:1/cache", "entries expire from Redis after 168 h, from the object store " + server_rules}};
+  for (const auto& [url, expiry] : cases) {
+    CAPTURE(url);
+    const auto r = kiln_cli({"cache", "stats"}, tmp.path(), {{"KILN_REMOTE_CACHE", url}, {"KILN_REMOTE_KEY", "a fleet key of enough bytes"},
+                                                            {"AWS_ACCESS_KEY_ID", "id"}, {"AWS_SECRET_ACCESS_KEY", "secret"}});
+    CAPTURE(r.output);
+    CHECK(r.status == 0);
+    CHECK(says(r, expiry));
+  }
+}

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "base/parse.hpp"
+#include "cache_test_util.hpp"  // set_setting
 
 #include <cstdint>
 #include <cstdlib>
@@ -62,27 +63,27 @@ TEST_CASE("parse_arch: sm_ and two or three digits, never wrapped") {
 
 TEST_CASE("KILN_DEVICE_ARCH: DEVICE:ARCH pairs, the architecture as 80 or sm_80; anything else ignored") {
   using Forced = std::vector<std::pair<int, unsigned>>;
-  ::setenv("KILN_DEVICE_ARCH", "1:80,2:sm_86", 1);
+  kiln::test::set_setting("KILN_DEVICE_ARCH", "1:80,2:sm_86");
   CHECK(forced_archs() == Forced{{1, 80}, {2, 86}});
   CHECK(forced_arch(1) == 80);
   CHECK(forced_arch(2) == 86);
   CHECK(forced_arch(0) == 0);
-  ::setenv("KILN_DEVICE_ARCH", "0:120", 1);
+  kiln::test::set_setting("KILN_DEVICE_ARCH", "0:120");
   CHECK(forced_arch(0) == 120);
   for (const char* bad : {"1", "1:", ":80", "1:8", "1:sm_8", "x:80", "1:80;2:86", "1:compute_80"}) {
     CAPTURE(std::string(bad));
-    ::setenv("KILN_DEVICE_ARCH", bad, 1);
+    kiln::test::set_setting("KILN_DEVICE_ARCH", bad);
     CHECK(forced_archs().empty());
     CHECK(forced_arch(1) == 0);
   }
-  ::unsetenv("KILN_DEVICE_ARCH");
+  kiln::test::set_setting("KILN_DEVICE_ARCH", nullptr);
   CHECK(forced_archs().empty());
 }
 
 TEST_CASE("KILN_DEVICE_ARCH naming a device twice is refused whole, saying which device") {
   for (const char* twice : {"0:80,0:90", "0:80,0:80", "1:80,2:86,1:sm_90"}) {
     CAPTURE(std::string(twice));
-    ::setenv("KILN_DEVICE_ARCH", twice, 1);
+    kiln::test::set_setting("KILN_DEVICE_ARCH", twice);
     CHECK(forced_archs().empty());
     CHECK(forced_arch(0) == 0);
     CHECK(forced_arch(1) == 0);
@@ -90,5 +91,5 @@ TEST_CASE("KILN_DEVICE_ARCH naming a device twice is refused whole, saying which
     REQUIRE_FALSE(parsed.ok());
     CHECK(parsed.error() == "device " + std::string(twice[0] == '0' ? "0" : "1") + " is named twice");
   }
-  ::unsetenv("KILN_DEVICE_ARCH");
+  kiln::test::set_setting("KILN_DEVICE_ARCH", nullptr);
 }

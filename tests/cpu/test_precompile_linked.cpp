@@ -50,7 +50,7 @@ TEST_CASE("precompile_linked builds a linked unit with an operator for an archit
   const kiln::Catalog catalog = builder.build("linktest");
   const auto good = kiln::precompile_linked(catalog, 80, {"apply"}, {"operator op", kGood});
   REQUIRE(good.size() == 1);
-  CAPTURE(good[0].error);
+  CAPTURE(good[0].error.message);
   CHECK(good[0].ok);
   CHECK(good[0].compiled);
   // Asked again: the disk cache has it.
@@ -61,11 +61,11 @@ TEST_CASE("precompile_linked builds a linked unit with an operator for an archit
   // A broken operator: not compiled, NVRTC's log and the operator's text in the error.
   const auto broken = kiln::precompile_linked(catalog, 80, {"apply"}, {"operator op", kBroken});
   REQUIRE(broken.size() == 1);
-  CAPTURE(broken[0].error);
+  CAPTURE(broken[0].error.message);
   CHECK_FALSE(broken[0].ok);
   CHECK_FALSE(broken[0].compiled);
-  CHECK(broken[0].error.find("NVRTC") != std::string::npos);
-  CHECK(broken[0].error.find("return a +;") != std::string::npos);
+  CHECK(broken[0].error.message.find("NVRTC") != std::string::npos);
+  CHECK(broken[0].error.message.find("return a +;") != std::string::npos);
   // A kernel of a unit that is not linked takes no code.
   CHECK_THROWS_WITH_AS(kiln::precompile_linked(catalog, 80, {"plain_kernel"}, {"operator op", kGood}),
                        doctest::Contains("which is not linked"), kiln::Error);

@@ -214,7 +214,7 @@ TEST_CASE("a demand record: written once per program and kernel, read back, and 
   std::size_t ok = 0;
   for (const auto& r : results) {
     ok += r.ok;
-    if (!r.ok) CHECK_MESSAGE(contains(r.error, "elsewhere"), std::string(r.unit + ": " + r.error));
+    if (!r.ok) CHECK_MESSAGE(contains(r.error.message, "elsewhere"), std::string(r.unit + ": " + r.error.message));
   }
   CHECK(ok == 2);
 

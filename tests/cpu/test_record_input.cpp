@@ -14,6 +14,7 @@
 #include "disk/files.hpp"    // entry_file_name
 #include "disk/inventory.hpp"
 #include "examples_catalog.hpp"
+#include "own_process.hpp"
 #include "run_process.hpp"
 
 #include <sys/stat.h>
@@ -37,26 +38,6 @@ std::string refusal(const std::string& path) {
     return e.what();
   }
   return "read";
-}
-
-// Runs the test case `name` again in a new process of this suite with a cache directory of its own
-// (default_cache() is configured once per process, from the environment); true in that process.
-bool in_own_process(const char* name, const std::string& pattern) {
-  if (std::getenv("KILN_TEST_RECORD_CHILD") != nullptr) return true;
-  kiln::test::TempDir tmp;
-  char self[4096] = {};
-  REQUIRE(::readlink("/proc/self/exe", self, sizeof self - 1) > 0);
-  const auto child = kiln::test::run_process({self, "-tc=" + pattern},
-                                             {{"KILN_TEST_RECORD_CHILD", "1"},
-                                              {"KILN_CACHE_DIR", (tmp.path() / "cache").string()},
-                                              {"KILN_CACHE_MAX_BYTES", std::nullopt},
-                                              {"KILN_REMOTE_CACHE", std::nullopt}},
-                                             std::chrono::seconds(240));
-  CAPTURE(name);
-  CAPTURE(child.output);
-  CHECK(child.status == 0);
-  CHECK(kiln::test::says(child, " 1 passed | 0 failed"));  // the case ran, in the child
-  return false;
 }
 
 }  // namespace
@@ -90,7 +71,7 @@ TEST_CASE("a demand record that is a FIFO, a device, a directory or too large is
 }
 
 TEST_CASE("a record's kernel its registry no longer has is one failed result; the rest compile") {
-  if (!in_own_process("stale kernel", "a record's kernel its registry*")) return;
+  if (!kiln::test::in_own_process("a record's kernel its registry*")) return;
   kiln::DemandRecord record;
   record.kernels = {{"examples", "renamed_kernel", 86}, {"examples", "vector_add", 86}, {"elsewhere", "k", 86}};
   const auto results = kiln::precompile_record(record, 86, {&kiln::examples::catalog()});
@@ -98,11 +79,11 @@ TEST_CASE("a record's kernel its registry no longer has is one failed result; th
   std::size_t ok = 0;
   for (const auto& r : results) {
     CAPTURE(r.unit);
-    CAPTURE(r.error);
+    CAPTURE(r.error.message);
     ok += r.ok;
     if (r.unit == "examples.renamed_kernel") {
       CHECK_FALSE(r.ok);
-      CHECK(contains(r.error, "no kernel 'renamed_kernel'"));
+      CHECK(contains(r.error.message, "no kernel 'renamed_kernel'"));
     }
   }
   CHECK(ok == 1);
@@ -111,7 +92,7 @@ TEST_CASE("a record's kernel its registry no longer has is one failed result; th
 }
 
 TEST_CASE("a unit another process removed from the cache meanwhile is named so, not evicted for the cap") {
-  if (!in_own_process("removed meanwhile", "a unit another process removed*")) return;
+  if (!kiln::test::in_own_process("a unit another process removed*")) return;
   const kiln::Catalog& catalog = kiln::examples::catalog();
   const auto first = kiln::precompile(catalog, 86, {"vector_add"});
   REQUIRE(first.size() == 1);
@@ -125,11 +106,11 @@ TEST_CASE("a unit another process removed from the cache meanwhile is named so, 
   const auto second = kiln::precompile(catalog, 86, {"vector_add"}, 0, clear);
   REQUIRE(second.size() == 1);
   const kiln::PrecompileResult& r = second[0];
-  CAPTURE(r.error);
+  CAPTURE(r.error.message);
   CHECK(r.cached);
   CHECK_FALSE(r.compiled);
   CHECK_FALSE(r.ok);
   CHECK(r.evicted);
-  CHECK(contains(r.error, "removed meanwhile, not for its cap"));
-  CHECK_FALSE(contains(r.error, "raise it"));
+  CHECK(contains(r.error.message, "removed meanwhile, not for its cap"));
+  CHECK_FALSE(contains(r.error.message, "raise it"));
 }

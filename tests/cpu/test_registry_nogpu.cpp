@@ -54,9 +54,10 @@ TEST_CASE("without a driver, plan says why and get throws no_driver, every time"
     CAPTURE(attempt);
     const kiln::Plan plan = registry.plan("scale_f32");
     CHECK_FALSE(plan.available);
-    CHECK(plan.reason.find("kiln: no ") == 0);
+    CHECK(plan.reason.message.find("kiln: no ") == 0);
     const kiln::Errc code = code_of([&] { registry.get("scale_f32"); });
     CHECK((code == kiln::Errc::no_driver || code == kiln::Errc::no_device));
+    CHECK(plan.reason.code == code);  // as get() throws it
     CHECK(code_of([&] { registry.device(); }) == code);
   }
   CHECK(registry.stats().kernel_loads == 0);

@@ -84,7 +84,7 @@ TEST_CASE("the remote tier is off by default, and off with one warning when misc
     const ScopedEnv url("KILN_REMOTE_CACHE", std::nullopt);
     kiln::RemoteCache remote(kiln::RemoteConfig::from_environment());
     CHECK_FALSE(remote.usable());
-    CHECK(remote.unusable_reason().find("off") != std::string::npos);
+    CHECK(remote.unusable_reason().message.find("off") != std::string::npos);
     CHECK(remote.warnings().empty());
   }
   SUBCASE("a switch that says off: off, no warning") {
@@ -111,7 +111,7 @@ TEST_CASE("the remote tier is off by default, and off with one warning when misc
   SUBCASE("a key too short to be one") {
     kiln::RemoteCache remote(kiln::test::remote_config("redis://127.0.0.1:1", "short"));
     CHECK_FALSE(remote.usable());
-    CHECK(remote.unusable_reason().find("at least 16") != std::string::npos);
+    CHECK(remote.unusable_reason().message.find("at least 16") != std::string::npos);
   }
 }
 
@@ -137,8 +137,8 @@ TEST_CASE("the fleet key from the environment: the variable, or a file that only
     ::chmod(file.c_str(), 0620);
     kiln::RemoteCache refused(kiln::RemoteConfig::from_environment());
     CHECK_FALSE(refused.usable());
-    CHECK(refused.unusable_reason().find(file.string()) != std::string::npos);
-    CHECK(refused.unusable_reason().find("chmod 600") != std::string::npos);
+    CHECK(refused.unusable_reason().message.find(file.string()) != std::string::npos);
+    CHECK(refused.unusable_reason().message.find("chmod 600") != std::string::npos);
   }
   SUBCASE("a key file others can read is used, with one warning saying chmod 600") {
     ::chmod(file.c_str(), 0644);
@@ -167,7 +167,7 @@ TEST_CASE("the fleet key from the environment: the variable, or a file that only
     const ScopedEnv missing("KILN_REMOTE_KEY_FILE", (tmp.path() / "nope").string());
     kiln::RemoteCache refused(kiln::RemoteConfig::from_environment());
     CHECK_FALSE(refused.usable());
-    CHECK(refused.unusable_reason().find("nope") != std::string::npos);
+    CHECK(refused.unusable_reason().message.find("nope") != std::string::npos);
   }
   SUBCASE("the variable wins over the file") {
     const ScopedEnv variable("KILN_REMOTE_KEY", "another key of enough bytes");

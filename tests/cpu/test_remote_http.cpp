@@ -135,13 +135,13 @@ TEST_CASE("a credential file others can read is used with one warning; one they 
   CHECK(has_warning(*readable, "chmod 600"));
   auto writable = remote_with(server.url("auth"), write_secret(dir.path() / "writable", "ro-token\n", 0666));
   CHECK_FALSE(writable->usable());
-  CHECK(writable->unusable_reason().find("can write it") != std::string::npos);
+  CHECK(writable->unusable_reason().message.find("can write it") != std::string::npos);
   auto two_words = remote_with(server.url("auth"), write_secret(dir.path() / "bad", "Token a b\n"));
   CHECK_FALSE(two_words->usable());
-  CHECK(two_words->unusable_reason().find("'Bearer TOKEN', 'Basic USER:PASSWORD' or a bare token") != std::string::npos);
+  CHECK(two_words->unusable_reason().message.find("'Bearer TOKEN', 'Basic USER:PASSWORD' or a bare token") != std::string::npos);
   auto missing = remote_with(server.url("auth"), dir.path() / "none");
   CHECK_FALSE(missing->usable());
-  CHECK(missing->unusable_reason().find("KILN_REMOTE_AUTH_FILE") != std::string::npos);
+  CHECK(missing->unusable_reason().message.find("KILN_REMOTE_AUTH_FILE") != std::string::npos);
 }
 
 TEST_CASE("a redirect is refused, not followed: one warning, a miss") {
@@ -338,4 +338,78 @@ TEST_CASE("the chain over nginx: machine A's entry is verified, written to machi
   CHECK(chain.fetch(query).served_by == kiln::Tier::disk);
   CHECK(b->stats().hits == 1);
   CHECK(b->warnings().empty());
+}
+
+TEST_CASE("with a Redis too, each store has its own breaker: Redis out, nginx serves and holds the leases") {
+  KILN_SKIP_WITHOUT_REDIS();
+  NginxServer& server = nginx();
+  kiln::test::RedisServer redis_server;  // its own: killed below
+  const std::string url = redis_server.url() + " " + server.url("open/redis-out", "retry_ms=60000");
+  const kiln::CacheKey key = sample_key(119);
+  REQUIRE(remote_with(url)->store(key, sample_entry(119)));
+  redis_server.kill();
+  auto reader = remote_with(url);
+  CHECK(reader->load(key));
+  CHECK(reader->load(key));  // Redis is not asked again for retry_ms; nginx is
+  CHECK(reader->stats().hits == 2);
+  CHECK(reader->stats().errors == 1);
+  CHECK(reader->stats().skipped == 0);
+  REQUIRE(reader->warnings().size() == 1);
+  CHECK(reader->warnings()[0].find("store " + redis_server.url()) != std::string::npos);
+  CHECK(reader->warnings()[0].find("the other store") != std::string::npos);
+  // Publishing and leases go on without it: an entry and a lease object on nginx.
+  const kiln::CacheKey other = sample_key(120);
+  CHECK(reader->store(other, sample_entry(120)));
+  CHECK(std::filesystem::exists(entry_file(server.root("open") / "redis-out", other.hex)));
+  const std::string lease = kiln::test::lease_name(other.hex);
+  CHECK(kiln::test::store_of(*reader).try_lease(lease, "t", std::chrono::milliseconds(5000)).kind == kiln::RemoteReply::done);
+  CHECK(std::filesystem::exists(kiln::test::lease_file(server.root("open") / "redis-out", other.hex)));
+  CHECK(reader->stats().errors == 1);
+}
+
+TEST_CASE("with a Redis too, each store has its own breaker: the object store failing, Redis takes and serves entries") {
+  KILN_SKIP_WITHOUT_REDIS();
+  NginxServer& server = nginx();
+  auto& redis_server = kiln::test::fresh_shared_redis();
+  kiln::test::RedisClient redis(redis_server.port());
+  auto remote = remote_with(redis_server.url() + " " + server.url("broken", "retry_ms=60000"));
+  const kiln::CacheKey key = sample_key(121);
+  CHECK(remote->store(key, sample_entry(121)));
+  CHECK(redis.command({"EXISTS", kiln::test::entry_name(key.hex)}) == "1");
+  CHECK(remote->load(key));
+  CHECK_FALSE(remote->load(sample_key(122)));  // Redis's answer: a miss, not a failure
+  CHECK(remote->stats().hits == 1);
+  CHECK(remote->stats().misses == 1);
+  CHECK(remote->stats().errors == 1);
+  CHECK(remote->stats().skipped == 0);
+  REQUIRE(remote->warnings().size() == 1);
+  CHECK(remote->warnings()[0].find("HTTP 503") != std::string::npos);
+}
+
+TEST_CASE("push writes over an object that does not verify, where a write-once PUT would keep it") {
+  NginxServer& server = nginx();
+  const kiln::CacheKey key = sample_key(123);
+  const auto path = entry_file(server.root("open") / "push", key.hex);
+  TempDir tmp;
+  kiln::DiskCache disk(kiln::test::config_at(tmp.path()));
+  REQUIRE(disk.store(key, sample_entry(123)));
+  auto remote = remote_with(server.url("open/push"));
+  kiln::PushReport pushed = kiln::push(disk, *remote);
+  CHECK(pushed.pushed == 1);
+  CHECK(pushed.replaced == 0);
+  const std::string good = kiln::test::read_file(path);
+  for (const std::string& bad : {good.substr(0, good.size() / 2), std::string("<html>not an entry</html>"),
+                                 good.substr(0, good.size() - 1) + static_cast<char>(good.back() ^ 1)}) {
+    kiln::test::write_file(path, bad);
+    pushed = kiln::push(disk, *remote);
+    CHECK(pushed.pushed == 1);
+    CHECK(pushed.replaced == 1);
+    CHECK(kiln::test::read_file(path) == good);
+  }
+  CHECK(remote_with(server.url("open/push"))->load(key));
+  // One that verifies is no repair (nginx writes it again regardless: it ignores If-None-Match).
+  pushed = kiln::push(disk, *remote);
+  CHECK(pushed.pushed == 1);
+  CHECK(pushed.replaced == 0);
+  CHECK(kiln::test::read_file(path) == good);
 }

@@ -230,7 +230,7 @@ TEST_CASE("store URLs: what each part must be, said with the URL; credentials ne
   const auto reason = [](const std::string& url) {
     auto remote = remote_with(url);
     CHECK_FALSE(remote->usable());
-    return remote->unusable_reason();
+    return remote->unusable_reason().message;
   };
   CHECK(reason("https://user:secret@cache.example/kiln").find("KILN_REMOTE_AUTH_FILE") != std::string::npos);
   CHECK(reason("https://user:secret@cache.example/kiln").find("secret") == std::string::npos);
@@ -266,4 +266,29 @@ TEST_CASE("a token sent over plain http:// is used, with one warning to use http
   CHECK(plain->warnings()[0].find("plain http://") != std::string::npos);
   CHECK(remote_with("https://h/kiln", token)->warnings().empty());
   CHECK(remote_with("http://h/kiln")->warnings().empty());  // no credential, nothing to read
+}
+
+TEST_CASE("S3: push writes over a value that does not verify, despite write-once; an entry that does is kept") {
+  TempDir dir;
+  const auto credentials = kiln::test::s3_credentials(dir.path());
+  const kiln::CacheKey planted = sample_key(206), good = sample_key(207);
+  auto other = remote_with(s3().s3_url("kiln-cache/push"), credentials);
+  REQUIRE(kiln::test::store_of(*other).put(kiln::test::entry_name(planted.hex), "planted", std::chrono::hours(1)).kind ==
+          kiln::RemoteReply::done);
+  const kiln::CacheEntry others = sample_entry(207, 90, 2048);  // another machine's build of the key: other bytes
+  REQUIRE(other->store(good, others));
+  kiln::DiskCache disk(kiln::test::config_at(dir.path() / "cache"));
+  REQUIRE(disk.store(planted, sample_entry(206)));
+  REQUIRE(disk.store(good, sample_entry(207)));
+  auto machine = remote_with(s3().s3_url("kiln-cache/push"), credentials);
+  const kiln::PushReport pushed = kiln::push(disk, *machine);
+  CHECK(pushed.pushed == 2);
+  CHECK(pushed.replaced == 1);
+  auto reader = remote_with(s3().s3_url("kiln-cache/push"), credentials);
+  const auto repaired = reader->load(planted);
+  REQUIRE(repaired);
+  CHECK(kiln::test::same_entry(*repaired, sample_entry(206)));
+  const auto kept = reader->load(good);
+  REQUIRE(kept);
+  CHECK(kiln::test::same_entry(*kept, others));
 }

@@ -7,6 +7,8 @@
 #include <kiln/driver.hpp>
 #include <kiln/kiln.hpp>
 
+#include "cache_test_util.hpp"  // set_setting
+#include "base/thread_start.hpp"
 #include "device_buffer.hpp"
 #include "example_checks.hpp"
 #include "examples_catalog.hpp"
@@ -231,13 +233,29 @@ TEST_CASE("warm-up: embedded kernels are deferred; cold ones compile in the back
   CHECK(vector_add_works(registry));
 }
 
+TEST_CASE("warm-up with no thread to be had: request_warmup returns, the kernel failed with the reason") {
+  TempCache tmp;
+  kiln::Registry registry(kiln::examples::catalog(), 0, jit_only(tmp.cache));
+  (void)registry.device();
+  kiln::detail::fail_thread_starts(1000);
+  CHECK_NOTHROW(registry.request_warmup({"vector_add"}));
+  kiln::detail::fail_thread_starts(0);
+  const kiln::WarmupStatus s = registry.status();
+  CHECK(s.failed == 1);
+  REQUIRE(s.kernels.size() == 1);
+  CHECK(s.kernels[0].state == "failed");
+  CHECK(s.kernels[0].error.code == kiln::Errc::compile);
+  CHECK_MESSAGE(s.kernels[0].error.message.find("no thread could be started") != std::string::npos, s.kernels[0].error.message);
+  CHECK(vector_add_works(registry));  // threads to be had again: get() compiles it
+}
+
 TEST_CASE("warm-up: KILN_PRECOMPILE=0 turns background work off") {
   TempCache tmp;
   kiln::Registry registry(kiln::examples::catalog(), 0, jit_only(tmp.cache));
-  setenv("KILN_PRECOMPILE", "0", 1);
+  kiln::test::set_setting("KILN_PRECOMPILE", "0");
   registry.request_warmup({"vector_add"});
   const auto cold = registry.ensure_warm({"vector_add"}, std::chrono::seconds(1));
-  unsetenv("KILN_PRECOMPILE");
+  kiln::test::set_setting("KILN_PRECOMPILE", nullptr);
   CHECK(cold == std::vector<std::string>{"vector_add"});
   CHECK(registry.status().submitted == 0);
   CHECK(registry.stats().jit_compiles == 0);

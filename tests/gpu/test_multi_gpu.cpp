@@ -10,6 +10,7 @@
 #include <kiln/error.hpp>
 #include <kiln/kiln.hpp>
 
+#include "cache_test_util.hpp"  // set_setting
 #include "device_buffer.hpp"
 #include "examples_catalog.hpp"
 #include "multi_gpu.hpp"
@@ -107,7 +108,7 @@ TEST_CASE("mixed architectures: each device selects the binary of its own archit
   // registry then selects sm_80's binary, as on a real sm_80, while device 0 keeps its own. An sm_90 GPU
   // cannot run an sm_80 cubin, so the load that follows is refused by the driver: a clear kiln::Error
   // naming the unit and the binary, and device 0 is unaffected.
-  ::setenv("KILN_DEVICE_ARCH", "1:80", 1);
+  kiln::test::set_setting("KILN_DEVICE_ARCH", "1:80");
   kiln::Registry zero(kiln::examples::catalog(), 0), one(kiln::examples::catalog(), 1);
   CHECK(one.device().arch == 80);
   CHECK(zero.device().arch != 80);
@@ -126,7 +127,7 @@ TEST_CASE("mixed architectures: each device selects the binary of its own archit
   }
   CHECK(examples_work(zero));
   CHECK(zero.get("vector_add").provenance.arch == zero.device().arch);
-  ::unsetenv("KILN_DEVICE_ARCH");
+  kiln::test::set_setting("KILN_DEVICE_ARCH", nullptr);
 }
 
 int main(int argc, char** argv) {

@@ -167,8 +167,8 @@ TEST_CASE("programs: a recorded run is replayed for another architecture without
   const kiln::DemandRecord record = kiln::read_record(record_path);
   REQUIRE(record.programs.size() == 1);
   const unsigned other = program.registry().device().arch == 80 ? 86 : 80;
-  setenv("KILN_CACHE_DIR", (dir.path / "replayed").c_str(), 1);
+  kiln::test::set_setting("KILN_CACHE_DIR", (dir.path / "replayed").c_str());
   const auto results = kiln::precompile_record(record, other, {});
   REQUIRE(results.size() == 1);
-  CHECK_MESSAGE(results[0].ok, results[0].error);  // compiled, or found in a default cache that had it
+  CHECK_MESSAGE(results[0].ok, results[0].error.message);  // compiled, or found in a default cache that had it
 }

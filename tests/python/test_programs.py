@@ -78,6 +78,7 @@ def test_compile_all_compiles_many_programs_at_once_and_reports_each():
     assert [r.unit for r in results] == [p.label for p in programs] + ["tests/broken_in_a_batch"]
     assert all(r.ok and r.compiled for r in results[:-1]), [r.error for r in results]
     assert not results[-1].ok and "no_such_thing" in results[-1].error  # its own failure, the rest compiled
+    assert results[-1].error_code == "compile" and results[0].error_code is None
     again = kiln.compile_all(programs, arch=80)
     assert all(r.ok and r.cached and not r.compiled for r in again)
     # Each program's estimate is now the time its compile took, kept in the cache directory.

@@ -197,7 +197,7 @@ int child_main(char** argv) {
 
   Child child(root, log, jit);
   if (!child.cache().usable()) {
-    std::fprintf(stderr, "cache_soak child %d: cache not usable: %s\n", ::getpid(), child.cache().unusable_reason().c_str());
+    std::fprintf(stderr, "cache_soak child %d: cache not usable: %s\n", ::getpid(), child.cache().unusable_reason().message.c_str());
     return 1;
   }
   const auto start = Clock::now();

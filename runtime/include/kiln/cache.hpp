@@ -3,6 +3,8 @@
 
 #include <kiln/config.hpp>  // C++20, checked first
 
+#include <kiln/error.hpp>  // Reason
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -118,6 +120,11 @@ struct VerifyReport {
   std::vector<std::string> failures;
 };
 
+struct ClearReport {
+  std::uint64_t removed = 0;          // entries removed
+  std::vector<std::string> failures;  // what could not be removed, and why (a read-only directory, a permission)
+};
+
 struct PruneReport {
   std::uint64_t removed = 0;      // entries evicted, least recently used first
   std::uint64_t pch_removed = 0;  // PCH files evicted, before any entry
@@ -129,11 +136,11 @@ struct PruneReport {
 
 // One cache directory. Thread-safe; any number of processes may share the directory.
 // I/O problems never throw: a read problem is a miss, a write problem is one warning and `false`.
-// What DiskCache::lookup found: the entry, or one line saying why there is none (absent, unreadable,
-// refused, corrupt, made for another key, or the cache not in use).
+// What DiskCache::lookup found: the entry, or why there is none (code cache: absent, unreadable, refused,
+// corrupt, made for another key, or the cache not in use).
 struct CacheLookup {
   std::optional<CacheEntry> entry;
-  std::string miss;  // empty on a hit
+  Reason miss;  // empty on a hit
   explicit operator bool() const noexcept { return entry.has_value(); }
 };
 
@@ -146,8 +153,9 @@ class DiskCache {
 
   // Enabled, and the directory exists (created 0700) and is private to this user.
   bool usable() const noexcept;
-  // Why not usable (empty when usable): disabled by KILN_CACHE=off, or refused because others can write it, ...
-  const std::string& unusable_reason() const noexcept;
+  // Why not usable (empty when usable; code cache): disabled by KILN_CACHE=off, or refused because others
+  // can write it, ...
+  const Reason& unusable_reason() const noexcept;
   const CacheConfig& config() const noexcept;
 
   // Whether an entry file exists for the key: one stat, nothing read.
@@ -177,9 +185,8 @@ class DiskCache {
 
   CacheStats stats() const;
   // Neither removes a directory, which kiln never makes at a file's name: a user's, left with a warning.
-  // Removes every entry, PCH, temp and lock file; returns how many entries. What could not be removed,
-  // and why, goes to `failures` when given (a read-only directory, a permission).
-  std::uint64_t clear(std::vector<std::string>* failures = nullptr);
+  // Removes every entry, PCH, temp and lock file: how many entries, and what could not be removed.
+  ClearReport clear();
   VerifyReport verify();  // loads every entry and checks every PCH file, removes bad ones and stray files
   // Evicts PCH files first (oldest first: an entry never goes to make room for a PCH), then least
   // recently used entries, down to max_bytes (0: all).
@@ -197,7 +204,7 @@ class DiskCache {
 // The process-wide cache configured from the environment, created on first use.
 DiskCache& default_cache();
 CacheStats cache_stats();
-std::uint64_t clear_cache();
+ClearReport clear_cache();
 VerifyReport verify_cache();
 PruneReport prune(std::uint64_t max_bytes);
 

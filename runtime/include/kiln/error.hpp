@@ -1,6 +1,7 @@
-// The one error type of the library: an exception with a code and a message that carries context. Every
-// public call throws this and no other exception (std::bad_alloc aside); inside, a step that can fail
-// returns a Result with its reason (docs/DESIGN.md, "Errors").
+// The one error type of the library: an exception with a code and a message that carries context, and the
+// one way an answer says why not (Reason). Every public call throws Error and no other exception
+// (std::bad_alloc aside), callbacks into kiln's work (a store you bring) included; inside, a step that
+// can fail returns a Result with its reason (docs/DESIGN.md, "Errors (one model)").
 #pragma once
 
 #include <kiln/config.hpp>  // C++20, checked first
@@ -36,6 +37,18 @@ class Error : public std::runtime_error {
 
  private:
   Errc code_;
+};
+
+// Why something asked for is not there or was not done, where that is an answer and not a failure of the
+// call: a plan that finds no tier, a cache lookup that misses, a unit precompile could not compile or keep,
+// a cache not in use, a ping with no answer. The code and message an Error would carry for it (raise()
+// throws that Error); empty when there is nothing to say: it is there, or was done.
+struct Reason {
+  Errc code = Errc::invalid_argument;  // meaningful only when not empty()
+  std::string message;                 // names what and why, as an Error's does
+
+  bool empty() const noexcept { return message.empty(); }
+  [[noreturn]] void raise() const { throw Error(code, message); }
 };
 
 }  // namespace kiln

@@ -4,6 +4,7 @@
 #include <kiln/config.hpp>  // C++20, checked first
 
 #include <kiln/catalog.hpp>
+#include <kiln/error.hpp>     // Reason
 #include <kiln/registry.hpp>  // LinkedSource
 
 #include <cstddef>
@@ -15,6 +16,7 @@ namespace kiln {
 
 // What became of one unit: compiled and cached (ok, compiled), already cached (ok, cached), compiled but
 // not kept by the cache (!ok, compiled: a read-only directory, a cap smaller than the entry), or failed.
+// A unit that failed is a result, not an exception: precompile goes on with the others.
 struct PrecompileResult {
   std::string unit;
   bool ok = false;        // the unit is in the disk cache now, as asked
@@ -22,7 +24,9 @@ struct PrecompileResult {
   bool from_remote = false;  // cached: fetched from the remote cache (another machine built it), not found on disk
   bool compiled = false;  // compiled by this call, whether the cache kept it or not
   double ms = 0;
-  std::string error;      // !ok: the unit, options and the compiler's full log; or why the cache did not keep it
+  // !ok: why (Reason, kiln/error.hpp): compile, with the unit, options and the compiler's full log; cache,
+  // why the cache did not keep it; unknown_kernel, no_compiler, ... as the same failure would throw.
+  Reason error;
   // The cache kept (or had) it, then it was gone before precompile returned: evicted for its cap where the
   // units asked for do not all fit, else removed by another process (kiln cache clear); `error` says which.
   // Not ok. Results say what is in the cache when precompile returns; progress said what was
@@ -35,8 +39,11 @@ struct PrecompileResult {
 // them to the default disk cache, and to the default remote cache when one is configured
 // (KILN_REMOTE_CACHE): units another machine published are fetched from it instead (`cached`), and a unit
 // another machine is compiling is waited for. Calls
-// `progress` after each unit, from the calling thread. Throws kiln::Error for an unknown kernel name,
-// a disabled or refused cache, or missing NVRTC.
+// `progress` after each unit, from the calling thread (what it throws is the caller's, and comes back once
+// the units under way are done). Throws kiln::Error: unknown_kernel for an unknown kernel name, no_binary
+// for a linked unit's, cache for a disabled or refused cache. A unit that cannot be compiled (NVRTC missing,
+// a compile error, no thread to be had) is a result with its Reason. A thread that cannot be started leaves
+// its share to the threads there are, the calling thread last.
 std::vector<PrecompileResult> precompile(
     const Catalog& catalog, unsigned arch, const std::vector<std::string>& kernels = {}, unsigned jobs = 0,
     const std::function<void(const PrecompileResult&, std::size_t done, std::size_t total)>& progress = {});

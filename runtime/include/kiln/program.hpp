@@ -4,6 +4,9 @@
 //   kiln::ProgramSource src{.source = text, .name_expressions = {"scale<float>"}, .label = "filters"};
 //   auto program = kiln::program(src);                 // found by its content when given again
 //   kiln::Kernel k = program->get("scale<float>");     // JIT once, then disk (any process), then memory
+//
+// Every call here throws kiln::Error and nothing else (std::bad_alloc aside); each says which codes below.
+// An answer that is not the thing asked for is a Reason (kiln/error.hpp): a Plan's, a PrecompileResult's.
 #pragma once
 
 #include <kiln/config.hpp>  // C++20, checked first
@@ -54,17 +57,23 @@ class Program {
   // The kernel of one of the name expressions: the first call asks the tiers (the disk cache, the remote
   // cache, then the JIT, which compiles it once across threads, processes and machines and publishes it);
   // later calls are a lock-free read. Throws kiln::Error: compile (the label, options and NVRTC's full
-  // log), unknown_kernel (an expression the program does not name).
+  // log; a compile no thread could be started for), unknown_kernel (an expression the program does not
+  // name), no_driver, no_device or driver (the GPU), no_compiler (NVRTC or nvJitLink missing and no cache
+  // has it), no_binary (the JIT off, RegistryOptions::use_jit, and no cache has it).
   Kernel get(std::string_view name_expression);
+  // Where get() would take it from, without loading: throws kiln::Error(unknown_kernel) only; what would
+  // fail get() is the plan's reason.
   Plan plan(std::string_view name_expression);
 
   // The program compiled for `arch` into its disk cache (and remote cache), without a GPU: found there,
-  // fetched from the fleet, or compiled. Throws kiln::Error(compile) with NVRTC's log when it does not build.
+  // fetched from the fleet, or compiled; a result whose error says why the cache did not keep it (a disk
+  // cache not in use, say). Throws kiln::Error: compile with NVRTC's log when it does not build (or no
+  // thread could be started for it), no_compiler without NVRTC.
   PrecompileResult precompile(unsigned arch);
 
   // How long its compile is expected to take on one thread, in milliseconds: the time its last compile
   // took (any architecture), kept in its disk cache's directory, else a guess from its size. What the
-  // JIT pool orders programs by (compile_all).
+  // JIT pool orders programs by (compile_all). Throws nothing but std::bad_alloc.
   double estimate_ms() const;
 
   const std::string& label() const noexcept;
@@ -88,13 +97,14 @@ class Program {
 //  - arch 0: every kernel of each program made ready on its device (as get() of each name expression);
 //  - arch N: each compiled for sm_N into its disk cache (and remote cache), no GPU needed (precompile).
 // Waits for all of them. One result per program, in their order (`unit` is its label); a program that
-// failed has ok false and the error's message (a compile error: the label, options and NVRTC's log).
-// Throws nothing else: a thread that cannot be started leaves its share to the threads there are.
+// failed has ok false and its Reason (compile: the label, options and NVRTC's log; invalid_argument: a null
+// program). Throws nothing else: a thread that cannot be started leaves its share to the threads there are.
 std::vector<PrecompileResult> compile_all(const std::vector<std::shared_ptr<Program>>& programs, unsigned arch = 0);
 
 // The program of this content for `device`, made on first use and kept for the process: handing in the
 // same text again finds it by content (no key is hashed then), so callers need not keep the handle.
-// Programs with other options (RegistryOptions) are other programs.
+// Programs with other options (RegistryOptions) are other programs. Throws kiln::Error(invalid_argument)
+// as the Program constructor does.
 std::shared_ptr<Program> program(const ProgramSource& source, int device = 0, RegistryOptions options = {});
 
 }  // namespace kiln

@@ -6,6 +6,7 @@
 #include <kiln/cache.hpp>
 #include <kiln/catalog.hpp>
 #include <kiln/driver.hpp>
+#include <kiln/error.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -97,7 +98,7 @@ struct WarmupStatus {
     std::string state;  // "loaded", "deferred", "pending", "failed"
     Tier tier = Tier::memory;  // where a loaded kernel came from
     double ms = 0;             // the get() that loaded it (compile included)
-    std::string error;         // for failed
+    Reason error;              // for failed: as get() threw it
   };
   std::vector<PerKernel> kernels;  // every kernel asked for or loaded
 };
@@ -106,7 +107,9 @@ struct WarmupStatus {
 // already, else embedded, disk, remote, ptx or jit.
 struct Plan : Origin {
   bool available = false;
-  std::string reason;  // why it is not available
+  // Why it is not available, as get() would throw it: no_binary (no tier has it; a linked unit's kernel
+  // without its operator), no_driver, no_device, driver. Empty when available.
+  Reason reason;
 };
 
 struct DeviceInfo {
@@ -176,7 +179,9 @@ class Registry {
 
   // A launchable kernel. The second and later calls for a name are a lock-free read (and one
   // cuCtxGetId, ~16 ns, to see that the context was not reset). Concurrent first calls load it once.
-  // Throws kiln::Error.
+  // Throws kiln::Error: unknown_kernel; no_driver, no_device, driver; no_binary (no tier has it: what each
+  // said); compile (the unit, options and log, a compile that could not be started included); cache,
+  // catalog, no_compiler where those fail it.
   Kernel get(std::string_view name);
   // The same, for a kernel named by its handle: a TypedKernel, whose launch takes the kernel's parameter
   // types. Throws unknown_kernel for another registry's handle.
@@ -191,9 +196,11 @@ class Registry {
   // linked the unit with the same text before, else from the disk cache (keyed by the unit and the text),
   // else compiled by the JIT tier's workers (the unit and link.source to LTO-IR, nvJitLink -lto) and
   // published there. Throws kiln::Error: compile (NVRTC's log and link.source) when it does not build,
-  // unavailable when the JIT tier is off and the disk cache does not have it.
+  // no_binary when the JIT tier is off and no cache has it, unknown_kernel, invalid_argument (link given
+  // as LTO-IR where it cannot be), and get()'s others.
   Kernel get(std::string_view name, const LinkedSource& link);
 
+  // Throws kiln::Error(unknown_kernel) only: what would fail get() is the plan's reason.
   Plan plan(std::string_view name);
   DeviceInfo device();
   CUcontext context();
@@ -208,7 +215,9 @@ class Registry {
   // deferred (loaded on first get(), no compile pool started), the others are compiled in the
   // background. ensure_warm blocks up to `timeout` and returns the names still not ready.
   // Without a CUDA driver these cost nothing and never initialise CUDA; KILN_PRECOMPILE=0 turns
-  // background work off (ensure_warm then compiles nothing either).
+  // background work off (ensure_warm then compiles nothing either). Both throw kiln::Error for a name the
+  // registry lacks (unknown_kernel) or a linked unit's (no_binary); what fails in the background (a
+  // compile, no thread to be had) is a failed kernel in status(), never an exception.
   void request_warmup(const std::vector<std::string>& names);
   std::vector<std::string> ensure_warm(const std::vector<std::string>& names, std::chrono::milliseconds timeout);
   void precompile_all();

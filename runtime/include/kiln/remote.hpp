@@ -14,13 +14,13 @@
 
 #include <kiln/cache.hpp>
 #include <kiln/cache_pack.hpp>  // EntryFilter
+#include <kiln/error.hpp>
 
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,15 +43,18 @@ struct RemoteReply {
 // What a store's get() throws when a value is under the key but cannot be one of kiln's (Redis: a value of
 // another type, or one larger than the reply cap, max_bytes): a miss for that key, counted as rejected and
 // replaced when the key is built and published again. Not a failure of the store: the breaker stays closed.
-struct RemoteBadValue : std::runtime_error {
-  using std::runtime_error::runtime_error;
+// A kiln::Error (remote), as everything a store throws should be.
+struct RemoteBadValue : Error {
+  explicit RemoteBadValue(const std::string& why) : Error(Errc::remote, why) {}
 };
 
 // What kiln asks of a shared store. Redis, HTTP(S) and S3 are built in (KILN_REMOTE_CACHE); another store
 // implements this and is handed to RemoteCache. Called from several threads at once. A call that gets
-// no answer from its store (down, timed out, garbage) throws, any std::exception: kiln counts it, warns
-// once, and stops asking for RemoteSettings::retry_after. Each call must end within the timeouts it was
-// configured with: kiln never waits longer than its store lets it.
+// no answer from its store (down, timed out, garbage) throws kiln::Error(remote), saying why: kiln counts
+// it, warns once, and stops asking for RemoteSettings::retry_after. Whatever else a store throws (another
+// exception, even one that is not a std::exception) kiln takes as such a failure too: nothing a store
+// throws reaches kiln's callers. Each call must end within the timeouts it was configured with: kiln never
+// waits longer than its store lets it.
 class RemoteStore {
  public:
   virtual ~RemoteStore() = default;
@@ -119,6 +122,13 @@ struct RemoteConfig {
   static RemoteConfig from_environment();
 };
 
+// What RemoteCache::ping() measured: one request's round trip in milliseconds, or why there is none (code
+// remote: not in use, or the store's failure).
+struct RemotePing {
+  std::optional<double> ms;
+  Reason reason;  // empty when ms has a value
+};
+
 // This process's dealings with the remote cache (one RemoteCache object).
 struct RemoteStats {
   std::uint64_t hits = 0;            // entries fetched and verified
@@ -152,8 +162,8 @@ class RemoteCache {
 
   // Configured: a store, a fleet key, a valid URL. (The circuit breaker may still skip calls for a while.)
   bool usable() const noexcept;
-  // Why not (empty when usable): "off (KILN_REMOTE_CACHE is not set)", a bad URL, no fleet key, ...
-  const std::string& unusable_reason() const noexcept;
+  // Why not (empty when usable; code remote): "off (KILN_REMOTE_CACHE is not set)", a bad URL, no fleet key, ...
+  const Reason& unusable_reason() const noexcept;
   // The store and mode, for messages: "redis://127.0.0.1:6379/0 (read-only)".
   std::string where() const;
   const RemoteSettings& settings() const noexcept;
@@ -164,8 +174,8 @@ class RemoteCache {
   std::optional<CacheEntry> load(const CacheKey& key);
   // Publishes `entry` under `key` (not in read-only mode, not when larger than max_value_bytes).
   bool store(const CacheKey& key, const CacheEntry& entry);
-  // One request's round trip (a GET of a key nobody writes), or nullopt with the reason in `why`.
-  std::optional<double> ping_ms(std::string& why);
+  // One request's round trip (a GET of a key nobody writes), or why there was none. Past the breaker.
+  RemotePing ping();
 
   RemoteStats stats() const;
   // The warnings this object has printed (each kind once), for tests and `kiln cache stats`.
@@ -186,10 +196,13 @@ struct PushReport {
   std::uint64_t pushed = 0;
   std::uint64_t bytes = 0;
   std::uint64_t skipped = 0;  // not matching the filter, or larger than max_value_bytes
+  std::uint64_t replaced = 0;  // of those pushed, values in the store that did not verify, written over
 };
 
-// Uploads every entry of `cache` that matches `filter` to `remote`, tagged with its fleet key. Throws
-// Error(remote) when the remote is unusable, read-only or fails (naming it and what to do).
+// Uploads every entry of `cache` that matches `filter` to `remote`, tagged with its fleet key. An entry the
+// store has already (a store that writes once keeps it) is left; a value under its name that does not
+// verify (altered, another key's, not an entry) is replaced. Throws Error(remote) when the remote is
+// unusable, read-only or fails (naming it and what to do).
 PushReport push(DiskCache& cache, RemoteCache& remote, const EntryFilter& filter = {});
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 // Sizes, counts and architectures from text: see base/parse.hpp.
 #include "base/parse.hpp"
 
+#include "base/settings.hpp"
 #include "base/warn_once.hpp"
 
 #include <charconv>
@@ -104,12 +105,12 @@ Result<std::vector<std::pair<int, unsigned>>> parse_forced_archs(std::string_vie
 }
 
 std::vector<std::pair<int, unsigned>> forced_archs() {
-  const char* value = std::getenv("KILN_DEVICE_ARCH");
-  if (value == nullptr || *value == '\0') return {};
+  const std::string value = setting("KILN_DEVICE_ARCH");
+  if (value.empty()) return {};
   auto forced = parse_forced_archs(value);
   if (!forced) {
     static WarnOnce warnings;
-    warnings.warn("KILN_DEVICE_ARCH", "KILN_DEVICE_ARCH='" + std::string(value) + "': " + forced.error() + "; ignoring it");
+    warnings.warn("KILN_DEVICE_ARCH", "KILN_DEVICE_ARCH='" + value + "': " + forced.error() + "; ignoring it");
     return {};
   }
   return std::move(forced).value();

@@ -125,7 +125,7 @@ PrecompiledUnit TierChain::precompile(std::uint32_t unit, unsigned arch, const L
   r.cached = !r.compiled;
   r.from_remote = image.source == Tier::remote;
   r.ok = r.cached || image.stored.ok();
-  if (!r.ok) r.error = "the disk cache did not keep it: " + image.stored.error();
+  if (!r.ok) r.error = {Errc::cache, "the disk cache did not keep it: " + image.stored.error()};
   p.cache_key = image.cache_key;
   p.bytes = image.bytes();
   return p;

@@ -8,6 +8,7 @@
 #include "chain/key_parts.hpp"  // compiler_line
 #include "cli/output.hpp"
 #include "chain/unit_key.hpp"  // kProgramRegistry: programs given at run time, any program may have them
+#include "remote/remote_state.hpp"  // who expires the remote's entries
 
 #include <algorithm>
 #include <ctime>
@@ -23,25 +24,35 @@ void print_cache_line(const DiskCache& cache) {
     const std::uint64_t cap = cache.config().max_bytes;
     std::cout << "disk cache: " << cache.config().dir.string() << " (" << (cap ? "cap " + human(cap) : "no cap") << ")\n";
   } else {
-    std::cout << "disk cache: off (" << cache.unusable_reason() << ")\n";
+    std::cout << "disk cache: off (" << cache.unusable_reason().message << ")\n";
   }
 }
 
 void print_remote(RemoteCache& remote, bool ping) {
   if (!remote.usable()) {
-    const std::string& why = remote.unusable_reason();
+    const std::string& why = remote.unusable_reason().message;
     std::cout << "remote cache: " << (why.starts_with("off") ? why : "not in use (" + why + ")") << "\n";
     return;
   }
   const RemoteSettings& s = remote.settings();
   const auto ttl = s.ttl.count();
-  std::cout << "remote cache: " << remote.where() << " (fleet key " << remote.fleet_key_id() << ", entries expire after "
-            << (ttl >= 3600 ? std::to_string(ttl / 3600) + " h" : std::to_string(ttl) + " s") << ", at most "
-            << human(s.max_value_bytes) << " each)";
+  const std::string after = "after " + (ttl >= 3600 ? std::to_string(ttl / 3600) + " h" : std::to_string(ttl) + " s");
+  // An HTTP tree or a bucket keeps objects until its own rules remove them: kiln writes them with no expiry.
+  constexpr std::string_view kServer = "as the server's own rules say (ttl_s does not apply: an S3 lifecycle rule, a cleanup job)";
+  std::string expiry;
+  switch (detail::remote_state(remote).expiry) {
+    case detail::Expiry::ttl: expiry = "entries expire " + after; break;
+    case detail::Expiry::server: expiry = "entries expire " + std::string(kServer); break;
+    case detail::Expiry::ttl_then_server:
+      expiry = "entries expire from Redis " + after + ", from the object store " + std::string(kServer);
+      break;
+  }
+  std::cout << "remote cache: " << remote.where() << " (fleet key " << remote.fleet_key_id() << ", " << expiry
+            << ", at most " << human(s.max_value_bytes) << " each)";
   if (ping) {
-    std::string why;
-    const auto ms = remote.ping_ms(why);
-    std::cout << (ms ? ": answers in " + fixed1(*ms) + " ms, connecting included" : ": does not answer: " + why);
+    const RemotePing answer = remote.ping();
+    std::cout << (answer.ms ? ": answers in " + fixed1(*answer.ms) + " ms, connecting included"
+                            : ": does not answer: " + answer.reason.message);
   }
   const RemoteStats r = remote.stats();
   std::cout << "\n  this process: " << r.hits << " hits, " << r.misses << " misses, " << r.rejected << " rejected, "
@@ -127,17 +138,16 @@ int stats(const Invocation& in) {
         .field("pch_files", s.pch_files).field("bytes", s.bytes);
     json_breakdown(j, detail::take_inventory(cache));
   } else {
-    j.field("reason", cache.unusable_reason());
+    j.field("reason", cache.unusable_reason().message);
   }
   j.end().key("remote_cache").object().field("usable", remote.usable());
   if (remote.usable()) {
-    std::string why;
-    const auto ms = remote.ping_ms(why);
+    const RemotePing answer = remote.ping();
     j.field("where", remote.where()).field("fleet_key_id", remote.fleet_key_id()).key("ping_ms");
-    if (ms) j.value(*ms);
-    else j.null().field("unreachable", why);
+    if (answer.ms) j.value(*answer.ms);
+    else j.null().field("unreachable", answer.reason.message);
   } else {
-    j.field("reason", remote.unusable_reason());
+    j.field("reason", remote.unusable_reason().message);
   }
   std::cout << j.end().end().str();
   return 0;
@@ -204,7 +214,7 @@ int list_entries(const Invocation& in) {
   if (!rest.empty()) return refuse(in, "cache", "list: unexpected argument '" + rest[0] + "'");
   DiskCache& cache = default_cache();
   if (!cache.usable()) {
-    std::cerr << in.program << " cache list: the disk cache is not in use: " << cache.unusable_reason() << '\n';
+    std::cerr << in.program << " cache list: the disk cache is not in use: " << cache.unusable_reason().message << '\n';
     return 1;
   }
   const detail::Inventory inventory = detail::take_inventory(cache);
@@ -323,11 +333,10 @@ int maintain(const Invocation& in, std::string_view sub) {
               << " stray files: " << human(r.bytes_before) << " -> " << human(r.bytes_after) << "\n";
     return failed(in, sub, r.failures);
   }
-  std::vector<std::string> failures;
-  const std::uint64_t removed = cache.clear(&failures);
-  std::cout << "removed " << count(removed, "entry", "entries")
-            << (failures.empty() ? " and every precompiled header\n" : "; some files could not be removed\n");
-  return failed(in, sub, failures);
+  const ClearReport r = cache.clear();
+  std::cout << "removed " << count(r.removed, "entry", "entries")
+            << (r.failures.empty() ? " and every precompiled header\n" : "; some files could not be removed\n");
+  return failed(in, sub, r.failures);
 }
 
 // export [--registry R] [--arch sm_XX] FILE | import FILE | push [--registry R] [--arch sm_XX]
@@ -357,7 +366,8 @@ int share(const Invocation& in, std::string_view sub) {
     RemoteCache& remote = default_remote();
     const PushReport r = push(cache, remote, filter);
     std::cout << "pushed " << count(r.pushed, "entry", "entries") << what << " to " << remote.where() << " ("
-              << human(r.bytes) << "); " << r.skipped << " skipped\n";
+              << human(r.bytes) << "); " << r.skipped << " skipped"
+              << (r.replaced ? ", " + std::to_string(r.replaced) + " replaced (what was there did not verify)" : "") << "\n";
   }
   return 0;
 }

@@ -308,17 +308,17 @@ int info(const Invocation& in) {
       j.field("dir", cache.config().dir.string()).field("max_bytes", cache.config().max_bytes);
       json_breakdown(j, inventory);
     } else {
-      j.field("reason", cache.unusable_reason());
+      j.field("reason", cache.unusable_reason().message);
     }
     j.end().key("remote_cache").object().field("usable", remote.usable());
     if (remote.usable()) j.field("where", remote.where());
-    else j.field("reason", remote.unusable_reason());
+    else j.field("reason", remote.unusable_reason().message);
     j.end().key("registries").array();
   } else {
     print_devices(devices);
     print_cache_line(cache);
     print_breakdown(inventory, "  ");
-    std::cout << "remote cache: " << (remote.usable() ? remote.where() : remote.unusable_reason()) << "\n";
+    std::cout << "remote cache: " << (remote.usable() ? remote.where() : remote.unusable_reason().message) << "\n";
   }
   const int gpus = static_cast<int>(devices.list.size());
   for (std::size_t c = 0; c < in.registries.size(); ++c) {
@@ -358,12 +358,12 @@ int info(const Invocation& in) {
         if (in.json) {
           j.object().field("ordinal", d).field("available", plan.available);
           if (plan.available) j.field("tier", to_string(plan.source)).field("binary", binary);
-          else j.field("reason", plan.reason);
+          else j.field("reason", plan.reason.message);
           j.end();
         }
         if (gpus == 1) row.insert(row.end(), {plan.available ? std::string(to_string(plan.source)) : "-",
-                                              plan.available ? binary : plan.reason});
-        else row.push_back(plan.available ? std::string(to_string(plan.source)) + " " + binary : "- (" + plan.reason + ")");
+                                              plan.available ? binary : plan.reason.message});
+        else row.push_back(plan.available ? std::string(to_string(plan.source)) + " " + binary : "- (" + plan.reason.message + ")");
       }
       if (in.json) {
         j.end();
@@ -371,7 +371,7 @@ int info(const Invocation& in) {
         const Plan plan = registries.of(0)[c]->plan(name);
         j.field("available", plan.available);
         if (plan.available) j.field("tier", to_string(plan.source)).field("binary", binary_label(plan.ptx ? BinaryKind::ptx : BinaryKind::cubin, plan.arch));
-        else j.field("reason", plan.reason);
+        else j.field("reason", plan.reason.message);
         j.end();
       }
       table.row(row);
@@ -427,7 +427,7 @@ int status(const Invocation& in) {
         for (const auto& k : s.kernels) {
           j.object().field("name", k.name).field("state", k.state);
           if (k.state == "loaded") j.field("tier", to_string(k.tier)).field("ms", k.ms);
-          if (!k.error.empty()) j.field("error", k.error);
+          if (!k.error.empty()) j.field("error", k.error.message);
           j.end();
         }
         j.end().end();
@@ -467,7 +467,7 @@ int status(const Invocation& in) {
     for (int d = 0; d < gpus; ++d)
       for (const auto& k : warm[d].kernels)
         if (!k.error.empty())
-          std::cerr << k.name << (gpus > 1 ? " on device " + std::to_string(d) : std::string()) << ": " << k.error << '\n';
+          std::cerr << k.name << (gpus > 1 ? " on device " + std::to_string(d) : std::string()) << ": " << k.error.message << '\n';
   }
   if (in.json) {
     const RemoteStats r = default_remote().stats();
@@ -528,6 +528,9 @@ int cli_main(int argc, char** argv, std::span<const Catalog* const> registries) 
     return command->run(in);
   } catch (const Error& e) {
     std::cerr << e.what() << '\n';
+    return 1;
+  } catch (const std::exception& e) {  // std::bad_alloc, say: the command could not, and says so
+    std::cerr << in.program << " " << name << ": " << e.what() << '\n';
     return 1;
   }
 }

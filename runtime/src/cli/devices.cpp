@@ -3,7 +3,8 @@
 
 #include <kiln/driver.hpp>
 
-#include "base/parse.hpp"  // forced_archs
+#include "base/parse.hpp"     // forced_archs
+#include "base/settings.hpp"  // KILN_DEVICE_ARCH
 
 #include <algorithm>
 #include <cstdlib>
@@ -19,8 +20,8 @@ std::string device_line(const DeviceInfo& d) {
 }
 
 std::string override_line() {
-  const char* value = std::getenv("KILN_DEVICE_ARCH");
-  if (value == nullptr || *value == '\0') return {};
+  const std::string value = detail::setting("KILN_DEVICE_ARCH");
+  if (value.empty()) return {};
   const auto parsed = detail::parse_forced_archs(value);
   if (!parsed) return std::string("KILN_DEVICE_ARCH=") + value + ": " + parsed.error() + "; ignored";
   const auto& forced = *parsed;

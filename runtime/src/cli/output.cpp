@@ -1,11 +1,12 @@
 // Tables, sizes and the JSON writer of the command line.
 #include "cli/output.hpp"
 
+#include <kiln/error.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
-#include <stdexcept>
 
 namespace kiln::cli {
 
@@ -121,7 +122,7 @@ Json& Json::object() { return open('{', '}'); }
 Json& Json::array() { return open('[', ']'); }
 
 Json& Json::end() {
-  if (open_.empty()) throw std::logic_error("kiln: Json::end() with nothing open");
+  if (open_.empty()) throw Error(Errc::invalid_argument, "kiln: Json::end() with nothing open");
   const Open closed = open_.back();
   open_.pop_back();
   if (!closed.empty) {
@@ -182,7 +183,7 @@ Json& Json::null() {
 }
 
 std::string Json::str() const {
-  if (!open_.empty()) throw std::logic_error("kiln: Json::str() with an object or array still open");
+  if (!open_.empty()) throw Error(Errc::invalid_argument, "kiln: Json::str() with an object or array still open");
   return text_ + "\n";
 }
 

@@ -53,7 +53,8 @@ class Json {
   // key(k).value(v), the common case.
   template <typename T>
   Json& field(std::string_view k, const T& v) { return key(k).value(v); }
-  // The document, with a newline; every object and array must be closed.
+  // The document, with a newline; every object and array must be closed (else Error(invalid_argument), as
+  // for an end() with nothing open).
   std::string str() const;
 
  private:

@@ -8,6 +8,7 @@
 #include <kiln/select.hpp>
 
 #include "base/parse.hpp"         // the one parser of counts and architectures
+#include "base/thread_start.hpp"
 #include "base/plain_file.hpp"    // open_regular: a --link FILE that cannot block
 #include "cli/commands.hpp"
 #include "cli/devices.hpp"
@@ -41,7 +42,7 @@ std::string line(const PrecompileResult& r, const std::string& unit) {
     return (r.compiled ? "compiled and cached  " : r.from_remote ? "fetched from the fleet  " : "already cached  ") + unit +
            "  " + fixed1(r.ms) + " ms";
   }
-  if (r.compiled) return "compiled, not cached  " + unit + "  " + fixed1(r.ms) + " ms: " + r.error;
+  if (r.compiled) return "compiled, not cached  " + unit + "  " + fixed1(r.ms) + " ms: " + r.error.message;
   return "FAILED  " + unit;
 }
 
@@ -67,7 +68,7 @@ int precompile_record_file(const Invocation& in, const std::string& path, const 
     std::size_t ok = 0, failed = 0;
     for (const PrecompileResult& r : precompile_record(record, arch, {in.registries.begin(), in.registries.end()})) {
       std::cout << line(r, r.unit) << (archs.size() > 1 ? " sm_" + std::to_string(arch) : std::string()) << '\n';
-      if (!r.ok && !r.compiled) std::cerr << r.error << '\n';
+      if (!r.ok && !r.compiled) std::cerr << r.error.message << '\n';
       (r.ok ? ok : failed) += 1;
     }
     std::cout << "record " << path << ", sm_" << arch << ": " << ok << " in the cache, " << failed << " not\n";
@@ -117,7 +118,7 @@ int precompile_linked_file(const Invocation& in, const std::string& path, const 
       std::size_t ok = 0, failed = 0;
       for (const PrecompileResult& r : precompile_linked(*catalog, arch, mine, link)) {
         std::cout << line(r, r.unit) << (archs.size() > 1 ? " sm_" + std::to_string(arch) : std::string()) << '\n';
-        if (!r.ok && !r.compiled) std::cerr << r.error << '\n';
+        if (!r.ok && !r.compiled) std::cerr << r.error.message << '\n';
         (r.ok ? ok : failed) += 1;
       }
       std::cout << "registry " << catalog->name << ", sm_" << arch << ", linked with " << path << ": " << ok
@@ -229,7 +230,7 @@ int precompile(const Invocation& in) {
         } else {
           std::cout << line(r, unit) << '\n';
         }
-        if (!r.ok && !r.compiled) std::cerr << r.error << '\n';
+        if (!r.ok && !r.compiled) std::cerr << r.error.message << '\n';
       });
       // The tally says what is in the cache now; a unit evicted since its line says so again.
       const std::lock_guard lock(out);
@@ -238,7 +239,7 @@ int precompile(const Invocation& in) {
         if (r.ok) ++(r.compiled ? tally.compiled_and_cached : tally.already_cached);
         else if (r.evicted && !r.compiled) ++tally.removed;  // not compiled here: not "compiled, not cached"
         else ++(r.compiled ? tally.not_cached : tally.failed);
-        if (r.evicted) std::cout << "evicted  " << (together ? std::string(w.catalog->name) + "." + r.unit : r.unit) << ": " << r.error << '\n';
+        if (r.evicted) std::cout << "evicted  " << (together ? std::string(w.catalog->name) + "." + r.unit : r.unit) << ": " << r.error.message << '\n';
       }
     } catch (...) {
       w.error = std::current_exception();
@@ -247,7 +248,13 @@ int precompile(const Invocation& in) {
   if (together) {
     for (const Work& w : work) std::cout << "registry " << w.catalog->name << ": compiling for sm_" << w.target << '\n';
     std::vector<std::thread> threads;
-    for (Work& w : work) threads.emplace_back(run, std::ref(w));
+    std::vector<Work*> here;  // no thread to be had for them: run on this one, after the others started
+    for (Work& w : work) {
+      detail::Result<std::thread> thread = detail::start_thread([&run, &w] { run(w); });
+      if (thread) threads.push_back(std::move(thread).value());
+      else here.push_back(&w);
+    }
+    for (Work* w : here) run(*w);
     for (auto& t : threads) t.join();
   }
   bool all_ok = true;

@@ -193,7 +193,7 @@ int why(const Invocation& in) {
         std::cout << (why.origin.ptx ? "its embedded " + binary_label(BinaryKind::ptx, why.origin.arch) + " will be assembled"
                                      : "it will be compiled (" + expected_time(cache, *catalog, kernel->unit) + ")")
                   << "; nothing cached has its key (" << key.hex.substr(0, 16) << ")\n";
-        if (!cache.usable()) std::cout << "  the disk cache is not in use: " << cache.unusable_reason() << "\n";
+        if (!cache.usable()) std::cout << "  the disk cache is not in use: " << cache.unusable_reason().message << "\n";
         if (remote.usable())
           std::cout << "  the fleet's cache (" << remote.where()
                     << ") has no entry under its key either (it is asked by key: its nearest cannot be listed)\n";

@@ -67,7 +67,7 @@ std::string write_problem(const std::string& why) {
          "later write failures are only counted in the cache stats";
 }
 
-std::string not_in_use(const CacheState& s) { return "the disk cache is not in use (" + s.unusable + ")"; }
+std::string not_in_use(const CacheState& s) { return "the disk cache is not in use (" + s.unusable.message + ")"; }
 
 // The validated entry, or why there is none: absent, unreadable, refused (not the user's own file),
 // corrupt, or foreign (it fails `check`); a bad file is deleted (when kiln may) and counted. Misses are
@@ -283,18 +283,18 @@ DiskCache::DiskCache(CacheConfig config) : state_(new State) {
   state_->config = std::move(config);
   state_->entries = detail::entries_path(state_->config.dir);
   if (!state_->config.enabled) {
-    state_->unusable = "the disk cache is disabled (KILN_CACHE=off)";
+    state_->unusable = {Errc::cache, "the disk cache is disabled (KILN_CACHE=off)"};
     return;
   }
-  if (const auto dir = state_->open(true); !dir) state_->unusable = dir.error();
+  if (const auto dir = state_->open(true); !dir) state_->unusable = {Errc::cache, dir.error()};
   if (!state_->unusable.empty())
-    state_->warn("unusable", "not using the kiln cache: " + state_->unusable + " (kernels still work, from the other tiers)");
+    state_->warn("unusable", "not using the kiln cache: " + state_->unusable.message + " (kernels still work, from the other tiers)");
 }
 
 DiskCache::~DiskCache() { delete state_; }
 
 bool DiskCache::usable() const noexcept { return state_->unusable.empty(); }
-const std::string& DiskCache::unusable_reason() const noexcept { return state_->unusable; }
+const Reason& DiskCache::unusable_reason() const noexcept { return state_->unusable; }
 const CacheConfig& DiskCache::config() const noexcept { return state_->config; }
 std::vector<std::string> DiskCache::warnings() const { return state_->warnings.printed(); }
 
@@ -309,7 +309,7 @@ bool DiskCache::contains(const CacheKey& key) const {
 
 CacheLookup DiskCache::lookup(const CacheKey& key) {
   auto entry = detail::load_checked(*this, key, {});
-  if (!entry) return {std::nullopt, entry.error()};
+  if (!entry) return {std::nullopt, Reason{Errc::cache, entry.error()}};
   return {std::move(entry).value(), {}};
 }
 

@@ -23,7 +23,7 @@ namespace detail {
 struct CacheState {
   CacheConfig config;
   std::filesystem::path entries;  // <config.dir>/v<format version>, for messages
-  std::string unusable;           // why not usable; empty when usable
+  Reason unusable;                // why not usable (code cache); empty when usable
 
   std::atomic<std::uint64_t> hits{0}, misses{0}, corrupt{0}, stores{0}, store_failures{0}, evictions{0};
   WarnOnce warnings;

@@ -2,6 +2,7 @@
 #include <kiln/cache.hpp>
 
 #include "base/parse.hpp"
+#include "base/settings.hpp"
 
 #include <pwd.h>
 #include <unistd.h>
@@ -36,14 +37,14 @@ std::filesystem::path home_dir() {
 }
 
 std::filesystem::path cache_root() {
-  if (const auto dir = env("KILN_CACHE_DIR"); !dir.empty()) return dir;
+  if (const auto dir = detail::setting("KILN_CACHE_DIR"); !dir.empty()) return dir;
   // The XDG spec says a relative XDG_CACHE_HOME is invalid and must be ignored.
   if (const auto xdg = env("XDG_CACHE_HOME"); !xdg.empty() && xdg.front() == '/') return std::filesystem::path(xdg) / "kiln";
   const auto home = home_dir();
   return home.empty() ? home : home / ".cache" / "kiln";
 }
 
-// No cache object exists yet to record a warning; the environment is read once per process anyway.
+// No cache object exists yet to record a warning; the settings are read once per process anyway.
 void warn(const char* variable, const std::string& why, const std::string& instead) {
   std::fprintf(stderr, "kiln: warning: %s=%s; using %s\n", variable, why.c_str(), instead.c_str());
 }
@@ -52,16 +53,16 @@ void warn(const char* variable, const std::string& why, const std::string& inste
 
 CacheConfig CacheConfig::from_environment() {
   CacheConfig config;
-  if (const auto on = env("KILN_CACHE"); !on.empty()) {
+  if (const auto on = detail::setting("KILN_CACHE"); !on.empty()) {
     if (const auto parsed = detail::parse_switch(on)) config.enabled = *parsed;
     else warn("KILN_CACHE", parsed.error(), "the disk cache");
   }
   config.dir = cache_root();
-  if (const auto cap = env("KILN_CACHE_MAX_BYTES"); !cap.empty()) {
+  if (const auto cap = detail::setting("KILN_CACHE_MAX_BYTES"); !cap.empty()) {
     if (const auto bytes = detail::parse_size(cap)) config.max_bytes = *bytes;
     else warn("KILN_CACHE_MAX_BYTES", bytes.error(), std::to_string(config.max_bytes) + " bytes");
   }
-  if (const auto wait = env("KILN_CACHE_LOCK_TIMEOUT"); !wait.empty()) {
+  if (const auto wait = detail::setting("KILN_CACHE_LOCK_TIMEOUT"); !wait.empty()) {
     if (const auto seconds = detail::parse_count(wait, 0, kMaxLockTimeoutSeconds))
       config.lock_timeout = std::chrono::seconds(*seconds);
     else warn("KILN_CACHE_LOCK_TIMEOUT", seconds.error(), std::to_string(config.lock_timeout.count()) + " seconds");

@@ -9,7 +9,7 @@ namespace kiln::detail {
 
 namespace {
 
-std::string not_in_use(const DiskCache& cache) { return "the disk cache is not in use (" + cache.unusable_reason() + ")"; }
+std::string not_in_use(const DiskCache& cache) { return "the disk cache is not in use (" + cache.unusable_reason().message + ")"; }
 
 Result<Origin> probe_disk(const UnitQuery& q) {
   if (!q.cache().usable()) return fail(not_in_use(q.cache()));

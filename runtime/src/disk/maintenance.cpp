@@ -279,27 +279,28 @@ void DiskCache::for_each_entry(const std::function<void(const CacheKey& key, std
   }
 }
 
-std::uint64_t DiskCache::clear(std::vector<std::string>* failures) {
-  if (!usable()) return 0;
+ClearReport DiskCache::clear() {
+  ClearReport report;
+  if (!usable()) return report;
   const auto dir = open_for_scan(*state_);
-  if (!dir) return 0;
+  if (!dir) return report;
   const int fd = dir->fd.get();
   const auto files = scan(fd);
-  if (files.empty()) return 0;
+  if (files.empty()) return report;
   if (std::string why = unwritable(fd, state_->entries); !why.empty()) {
-    if (failures != nullptr) failures->push_back(std::move(why));
-    return 0;
+    report.failures.push_back(std::move(why));
+    return report;
   }
   remove_strays(fd, files, true);
-  std::uint64_t removed = 0;
   for (const ScannedFile& f : files) {
     const auto shown = state_->entries / f.name;
     if (f.kind == detail::CacheFileKind::entry &&
-        remove_or_note([&] { return detail::remove_cache_file(fd, f.name); }, shown, failures))
-      removed += is_entry_file(f);
-    if (f.kind == detail::CacheFileKind::pch) remove_or_note([&] { return remove_pch(fd, f.name); }, shown, failures);
+        remove_or_note([&] { return detail::remove_cache_file(fd, f.name); }, shown, &report.failures))
+      report.removed += is_entry_file(f);
+    if (f.kind == detail::CacheFileKind::pch)
+      remove_or_note([&] { return remove_pch(fd, f.name); }, shown, &report.failures);
   }
-  return removed;
+  return report;
 }
 
 DiskCache& default_cache() {
@@ -308,7 +309,7 @@ DiskCache& default_cache() {
 }
 
 CacheStats cache_stats() { return default_cache().stats(); }
-std::uint64_t clear_cache() { return default_cache().clear(); }
+ClearReport clear_cache() { return default_cache().clear(); }
 VerifyReport verify_cache() { return default_cache().verify(); }
 PruneReport prune(std::uint64_t max_bytes) { return default_cache().prune(max_bytes); }
 

@@ -1,6 +1,8 @@
 // Packing NVRTC's PCH files into zstd frames and unpacking them into memory (jit/pch_pack.hpp).
 #include "jit/pch_pack.hpp"
 
+#include "base/thread_start.hpp"
+
 #include <zstd.h>
 
 #include <fcntl.h>
@@ -76,11 +78,9 @@ Status parallel(std::size_t count, unsigned threads, Work work) {
   std::vector<std::thread> helpers;
   const std::size_t extra = std::min<std::size_t>(threads == 0 ? 0 : threads - 1, count == 0 ? 0 : count - 1);
   for (std::size_t t = 0; t < extra; ++t) {
-    try {
-      helpers.emplace_back(run, static_cast<unsigned>(t + 1));
-    } catch (const std::system_error&) {
-      break;  // no thread to be had: the others, and this one, do the work
-    }
+    Result<std::thread> helper = start_thread([&run, t] { run(static_cast<unsigned>(t + 1)); });
+    if (!helper) break;  // no thread to be had: the others, and this one, do the work
+    helpers.push_back(std::move(helper).value());
   }
   run(0);
   for (std::thread& t : helpers) t.join();

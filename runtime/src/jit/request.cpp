@@ -137,16 +137,16 @@ CompileRequest make_request(const Catalog& catalog, std::uint32_t unit_index, un
   return request;
 }
 
-CompileRequest part_request(const CompileRequest& unit, const std::vector<std::size_t>& kernels) {
-  if (kernels.empty()) throw std::invalid_argument("kiln: a part of unit " + unit.unit + " names no kernel");
+Result<CompileRequest> part_request(const CompileRequest& unit, const std::vector<std::size_t>& kernels) {
+  if (kernels.empty()) return fail("kiln: a part of unit " + unit.unit + " names no kernel");
   CompileRequest part = unit;
   part.kernels.clear();
   part.expressions.clear();
   std::vector<bool> taken(unit.kernels.size());
   for (const std::size_t k : kernels) {
     if (k >= unit.kernels.size() || k >= unit.expressions.size())
-      throw std::out_of_range("kiln: unit " + unit.unit + " has no kernel " + std::to_string(k));
-    if (taken[k]) throw std::invalid_argument("kiln: a part of unit " + unit.unit + " names kernel " + std::to_string(k) + " twice");
+      return fail("kiln: unit " + unit.unit + " has no kernel " + std::to_string(k));
+    if (taken[k]) return fail("kiln: a part of unit " + unit.unit + " names kernel " + std::to_string(k) + " twice");
     taken[k] = true;
     part.kernels.push_back(unit.kernels[k]);
     part.expressions.push_back(unit.expressions[k]);

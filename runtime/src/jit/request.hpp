@@ -23,9 +23,8 @@ CompileRequest make_request(const Catalog& catalog, std::uint32_t unit, unsigned
 // options and headers with only the kernels at `kernels` (indices into `unit`'s, in their order) and
 // their name expressions. NVRTC instantiates a table unit's kernels only through its name expressions
 // (templates/unit.cu.j2), so a part's compile makes those kernels, each as the whole unit's compile
-// makes it, and no other. Throws std::out_of_range for an index the unit does not have, and
-// std::invalid_argument for no index, or one given twice.
-CompileRequest part_request(const CompileRequest& unit, const std::vector<std::size_t>& kernels);
+// makes it, and no other. Fails for an index the unit does not have, for no index, or one given twice.
+Result<CompileRequest> part_request(const CompileRequest& unit, const std::vector<std::size_t>& kernels);
 
 // The key parts (chain/key_parts.hpp) of unit `unit` of `catalog`, as make_request gathers them: what
 // build_unit records in the entries it makes, and `kiln why` compares a miss's nearest entry with.

@@ -1,6 +1,7 @@
 // Many programs given at run time compiled at once, handed to the JIT pool as a table's units are.
 #include <kiln/program.hpp>
 
+#include "base/thread_start.hpp"
 #include "jit/jit_pool.hpp"  // kMaxJitRequestsInFlight
 
 #include <kiln/catalog.hpp>
@@ -12,7 +13,6 @@
 #include <chrono>
 #include <exception>
 #include <numeric>
-#include <system_error>
 #include <thread>
 
 namespace kiln {
@@ -36,10 +36,10 @@ PrecompileResult compile_one(Program& program, unsigned arch) {
     }
   } catch (const Error& e) {
     r.ok = false;
-    r.error = e.what();
+    r.error = {e.code(), e.what()};
   } catch (const std::exception& e) {
     r.ok = false;
-    r.error = std::string("kiln: ") + e.what();
+    r.error = {Errc::compile, std::string("kiln: ") + e.what()};
   }
   r.unit = program.label();
   r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -65,7 +65,7 @@ std::vector<PrecompileResult> compile_all(const std::vector<std::shared_ptr<Prog
     for (std::size_t i; (i = next.fetch_add(1)) < order.size();) {
       const std::size_t at = order[i];
       if (!programs[at]) {
-        results[at].error = "kiln: compile_all: program " + std::to_string(at) + " is null";
+        results[at].error = {Errc::invalid_argument, "kiln: compile_all: program " + std::to_string(at) + " is null"};
         continue;
       }
       results[at] = compile_one(*programs[at], arch);
@@ -75,11 +75,9 @@ std::vector<PrecompileResult> compile_all(const std::vector<std::shared_ptr<Prog
   std::vector<std::thread> threads;
   threads.reserve(wanted);
   for (std::size_t t = 1; t < wanted; ++t) {
-    try {
-      threads.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // the threads there are, this one included, take the rest
-    }
+    detail::Result<std::thread> thread = detail::start_thread(work);
+    if (!thread) break;  // the threads there are, this one included, take the rest
+    threads.push_back(std::move(thread).value());
   }
   work();
   for (auto& t : threads) t.join();

@@ -1,6 +1,7 @@
 // A program's digest: its content, with include directories taken by the bytes of their files.
 #include "program/program_key.hpp"
 
+#include "base/settings.hpp"  // KILN_TOOLKIT
 #include "chain/key.hpp"  // Sha256, sha256_hex
 #include "program/program_check.hpp"  // include_option, scan_includes
 
@@ -157,8 +158,8 @@ std::string program_digest(const ProgramSource& source) {
 const ToolkitHeaders& toolkit_headers() {
   static const ToolkitHeaders headers = [] {
     ToolkitHeaders h;
-    const char* env = std::getenv("KILN_TOOLKIT");
-    const std::filesystem::path toolkit = env != nullptr && *env != '\0' ? env : "/usr/local/cuda";
+    const std::string named = setting("KILN_TOOLKIT");
+    const std::filesystem::path toolkit = named.empty() ? "/usr/local/cuda" : named;
     for (const auto& dir : {toolkit / "include" / "cccl", toolkit / "include"}) {
       std::ifstream version(dir / "cub" / "version.cuh");
       if (!version) continue;

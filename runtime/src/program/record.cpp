@@ -163,7 +163,7 @@ std::vector<PrecompileResult> precompile_record(const DemandRecord& record, unsi
     } catch (const Error& e) {
       PrecompileResult r;
       r.unit = source.label;
-      r.error = e.what();
+      r.error = {e.code(), e.what()};
       results.push_back(std::move(r));
     }
   }
@@ -177,7 +177,7 @@ std::vector<PrecompileResult> precompile_record(const DemandRecord& record, unsi
     if (catalog == nullptr) {
       PrecompileResult r;
       r.unit = registry;
-      r.error = "kiln: the record names registry '" + registry + "', which this program does not have";
+      r.error = {Errc::unknown_kernel, "kiln: the record names registry '" + registry + "', which this program does not have"};
       results.push_back(std::move(r));
       continue;
     }
@@ -194,7 +194,8 @@ std::vector<PrecompileResult> precompile_record(const DemandRecord& record, unsi
       }
       PrecompileResult r;
       r.unit = registry + "." + k;
-      r.error = entry == nullptr ? unknown_kernel_message(*catalog, k) : linked_unit_message(*catalog, *entry);
+      r.error = entry == nullptr ? Reason{Errc::unknown_kernel, unknown_kernel_message(*catalog, k)}
+                                 : Reason{Errc::no_binary, linked_unit_message(*catalog, *entry)};
       results.push_back(std::move(r));
     }
     if (known.empty()) continue;  // an empty list would mean every unit

@@ -2,7 +2,8 @@
 // format is program/record.cpp's, which reads it back).
 #include <kiln/record.hpp>
 
-#include "base/field.hpp"  // append_field
+#include "base/field.hpp"     // append_field
+#include "base/settings.hpp"  // KILN_RECORD
 #include "registry/demand_record.hpp"
 
 #include <kiln/error.hpp>
@@ -39,8 +40,8 @@ class Recorder {
     const std::lock_guard lock(mutex_);
     if (!env_checked_) {
       env_checked_ = true;
-      const char* path = std::getenv("KILN_RECORD");
-      if (fd_ < 0 && path != nullptr && *path != '\0') open_locked(path, false);
+      const std::string path = detail::setting("KILN_RECORD");
+      if (fd_ < 0 && !path.empty()) open_locked(path, false);
     }
     if (fd_ < 0 || !written_.insert(key).second) return;
     // One write per entry: O_APPEND keeps processes sharing a record from interleaving within one.

@@ -5,6 +5,7 @@
 #include <kiln/remote.hpp>
 #include <kiln/select.hpp>
 
+#include "base/thread_start.hpp"
 #include "chain/entry.hpp"       // entries_path
 #include "disk/files.hpp"         // entry_file_name
 #include "jit/jit_pool.hpp"  // kMaxJitRequestsInFlight
@@ -41,7 +42,7 @@ std::vector<PrecompileResult> precompile(
   }
   DiskCache& cache = default_cache();
   if (!cache.usable())
-    throw Error(Errc::cache, "kiln: precompile fills the disk cache, which is not in use: " + cache.unusable_reason());
+    throw Error(Errc::cache, "kiln: precompile fills the disk cache, which is not in use: " + cache.unusable_reason().message);
   RemoteCache& remote = default_remote();  // what others published is fetched; what is compiled, published
   RegistryOptions options;
   options.use_embedded = false;
@@ -84,8 +85,10 @@ std::vector<PrecompileResult> precompile(
           const std::uintmax_t size = std::filesystem::file_size(entries / detail::entry_file_name(key), ec);
           bytes = ec ? p.bytes : size;
         }
+      } catch (const Error& e) {
+        r.error = {e.code(), e.what()};
       } catch (const std::exception& e) {
-        r.error = e.what();
+        r.error = {Errc::compile, e.what()};
       }
       r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       std::lock_guard lock(mutex);
@@ -100,7 +103,12 @@ std::vector<PrecompileResult> precompile(
   // and it can only weigh the requests it sees (docs/DESIGN.md, "PCH across processes").
   const unsigned width = std::max(1u, jobs ? jobs : detail::kMaxJitRequestsInFlight);
   std::vector<std::thread> threads;
-  for (unsigned i = 0; i < std::min<std::size_t>(width, total); ++i) threads.emplace_back(work);
+  for (unsigned i = 0; i < std::min<std::size_t>(width, total); ++i) {
+    detail::Result<std::thread> thread = detail::start_thread(work);
+    if (!thread) break;  // the threads there are take the rest
+    threads.push_back(std::move(thread).value());
+  }
+  if (threads.empty()) work();  // none to be had: this one does it all, and reports after
   // Progress from this thread: callers need not be thread-safe.
   std::size_t reported = 0;
   {
@@ -126,13 +134,14 @@ std::vector<PrecompileResult> precompile(
     if (!r.ok || keys[i].empty() || std::filesystem::exists(entries / detail::entry_file_name(keys[i]), ec)) continue;
     r.ok = false;
     r.evicted = true;
+    r.error.code = Errc::cache;
     if (cap != 0 && held_bytes > cap) {
-      r.error = "the disk cache " + std::string(r.compiled ? "kept it" : "had it") +
+      r.error.message = "the disk cache " + std::string(r.compiled ? "kept it" : "had it") +
                 ", then evicted it for the units stored after it: its cap (" + std::to_string(cap) +
                 " bytes, KILN_CACHE_MAX_BYTES) is smaller than the units asked for (" + std::to_string(held_bytes) +
                 " bytes); raise it, or precompile fewer";
     } else {
-      r.error = "the disk cache " + std::string(r.compiled ? "kept it" : "had it") +
+      r.error.message = "the disk cache " + std::string(r.compiled ? "kept it" : "had it") +
                 ", then it was removed meanwhile, not for its cap (the units asked for take " +
                 std::to_string(held_bytes) + " bytes" + (cap ? ", within its " + std::to_string(cap) : "; it has none") +
                 "): another process cleared, pruned or verified the cache (kiln cache clear, prune, verify)";

@@ -32,7 +32,7 @@ std::vector<PrecompileResult> precompile_linked(const Catalog& catalog, unsigned
     throw Error(Errc::invalid_argument, "kiln: registry " + std::string(catalog.name) + " has no linked unit to build with code");
   DiskCache& cache = default_cache();
   if (!cache.usable())
-    throw Error(Errc::cache, "kiln: precompile fills the disk cache, which is not in use: " + cache.unusable_reason());
+    throw Error(Errc::cache, "kiln: precompile fills the disk cache, which is not in use: " + cache.unusable_reason().message);
   RegistryOptions options;
   options.use_embedded = false;
   options.allow_ptx = false;
@@ -50,7 +50,7 @@ std::vector<PrecompileResult> precompile_linked(const Catalog& catalog, unsigned
       r = chain.precompile(u, arch, &link).result;
     } catch (const Error& e) {
       if (e.code() == Errc::no_compiler || e.code() == Errc::cache) throw;  // nothing else would fare better
-      r.error = e.what();
+      r.error = {e.code(), e.what()};
     }
     r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     done.push_back(std::move(r));

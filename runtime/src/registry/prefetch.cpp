@@ -2,13 +2,13 @@
 // first worker of the tier that builds.
 #include "registry/prefetch.hpp"
 
+#include "base/thread_start.hpp"
 #include "chain/tier_chain.hpp"
 
 #include <kiln/select.hpp>
 
 #include <chrono>
 #include <exception>
-#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -21,11 +21,9 @@ Prefetch::Prefetch(const TierChain& chain, unsigned arch, std::size_t budget)
       state_(std::make_unique<std::atomic<std::uint8_t>[]>(chain.catalog().units.size())),
       units_(chain.catalog().units.size()) {
   if (units_ == 0) return;
-  try {
-    thread_ = std::thread([this, arch, budget] { run(arch, budget); });
-  } catch (const std::system_error&) {
-    // No thread to be had (a process at its limit): nothing is done ahead, every unit loads as before.
-  }
+  // No thread to be had (a process at its limit): nothing is done ahead, every unit loads as before.
+  if (Result<std::thread> thread = start_thread([this, arch, budget] { run(arch, budget); }))
+    thread_ = std::move(thread).value();
 }
 
 Prefetch::~Prefetch() {

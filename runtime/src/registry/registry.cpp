@@ -305,13 +305,13 @@ Plan Registry::Impl::plan(std::string_view name) {
   if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
   Plan plan;
   if (catalog_.units[entry->unit].linked) {
-    plan.reason = linked_unit_message(catalog_, *entry);
+    plan.reason = {Errc::no_binary, linked_unit_message(catalog_, *entry)};
     return plan;
   }
   try {
     ensure_device();
   } catch (const Error& e) {  // no driver, no device, or a failed device query: say so, do not throw
-    plan.reason = e.what();
+    plan.reason = {e.code(), e.what()};
     return plan;
   }
   const std::size_t index = static_cast<std::size_t>(entry - catalog_.kernels.data());
@@ -324,7 +324,7 @@ Plan Registry::Impl::plan(std::string_view name) {
   }
   const auto probe = chain_.probe(query(*entry));
   if (!probe) {
-    plan.reason = probe.error();
+    plan.reason = {Errc::no_binary, probe.error()};
     return plan;
   }
   plan.available = true;

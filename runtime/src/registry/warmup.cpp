@@ -1,7 +1,9 @@
 // Demand-driven warm-up: request_warmup, ensure_warm, precompile_all, status.
 #include "registry/warmup.hpp"
 
-#include "base/parse.hpp"  // KILN_PRECOMPILE
+#include "base/parse.hpp"        // parse_switch
+#include "base/settings.hpp"     // KILN_PRECOMPILE
+#include "base/thread_start.hpp"
 #include "jit/jit_pool.hpp"  // kMaxJitRequestsInFlight
 #include "jit/request.hpp"   // longest_first
 
@@ -19,8 +21,8 @@ namespace kiln {
 namespace {
 
 bool background_allowed() {
-  const char* value = std::getenv("KILN_PRECOMPILE");
-  if (value == nullptr || *value == '\0') return true;
+  const std::string value = detail::setting("KILN_PRECOMPILE");
+  if (value.empty()) return true;
   const auto on = detail::parse_switch(value);
   if (!on) {
     static std::once_flag warned;
@@ -47,7 +49,26 @@ void Registry::Impl::Warmup::start_threads(std::size_t wanted) {
   // Each blocks in get() while a worker compiles; more threads than workers, so that the pool sees the
   // backlog it schedules (which units wait for a PCH, which builds one).
   const std::size_t limit = detail::kMaxJitRequestsInFlight;
-  while (threads.size() < std::min(wanted, limit)) threads.emplace_back([this] { run(); });
+  while (threads.size() < std::min(wanted, limit)) {
+    detail::Result<std::thread> thread = detail::start_thread([this] { run(); });
+    if (!thread) {
+      if (threads.empty()) fail_queued({Errc::compile, "kiln: warm-up: " + thread.error()});  // else the threads there are take it
+      return;
+    }
+    threads.push_back(std::move(thread).value());
+  }
+}
+
+void Registry::Impl::Warmup::fail_queued(const Reason& why) {
+  for (const std::vector<std::string>& names : queue) {
+    for (const std::string& name : names) {
+      Record& r = records[name];
+      r.state = State::failed;
+      r.error = why;
+    }
+  }
+  queue.clear();
+  changed.notify_all();
 }
 
 void Registry::Impl::Warmup::run() {
@@ -59,13 +80,15 @@ void Registry::Impl::Warmup::run() {
     queue.pop_front();
     lock.unlock();
     // The first get() loads (or compiles) the unit; the others find it loaded.
-    std::vector<std::string> errors;
+    std::vector<Reason> errors;
     for (const std::string& name : names) {
-      std::string error;
+      Reason error;
       try {
         registry.get(name);
+      } catch (const Error& e) {
+        error = {e.code(), e.what()};
       } catch (const std::exception& e) {
-        error = e.what();
+        error = {Errc::compile, e.what()};
       }
       errors.push_back(std::move(error));
     }

@@ -21,13 +21,15 @@ struct Registry::Impl::Warmup {
   struct Record {
     State state = State::pending;
     bool background = false;  // queued by request_warmup (counts as submitted)
-    std::string error;
+    Reason error;
   };
 
   explicit Warmup(Registry::Impl& registry) : registry(registry) {}
   ~Warmup();  // stops taking work and joins the threads (a compile in progress finishes first)
 
-  void start_threads(std::size_t wanted);  // called with `mutex` held
+  // Up to `wanted` threads; with none to be had, what is queued fails with the reason. Under `mutex`.
+  void start_threads(std::size_t wanted);
+  void fail_queued(const Reason& why);  // under `mutex`
   void run();
 
   Registry::Impl& registry;

@@ -3,6 +3,7 @@
 
 #include "base/parse.hpp"
 #include "base/private_dir.hpp"
+#include "base/settings.hpp"
 #include "remote/secret_file.hpp"
 
 #include <charconv>
@@ -11,11 +12,6 @@
 namespace kiln {
 
 namespace {
-
-std::string env(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? std::string() : std::string(value);
-}
 
 // A key longer than this is not a key file but something else named by mistake.
 constexpr std::size_t kMaxKeyFileBytes = 4096;
@@ -92,10 +88,10 @@ detail::Status apply_setting_impl(std::string_view name, std::string_view value,
 
 RemoteConfig RemoteConfig::from_environment() {
   RemoteConfig config;
-  config.url = env("KILN_REMOTE_CACHE");
-  config.fleet_key = env("KILN_REMOTE_KEY");
-  config.fleet_key_file = env("KILN_REMOTE_KEY_FILE");
-  config.auth_file = env("KILN_REMOTE_AUTH_FILE");
+  config.url = detail::setting("KILN_REMOTE_CACHE");
+  config.fleet_key = detail::setting("KILN_REMOTE_KEY");
+  config.fleet_key_file = detail::setting("KILN_REMOTE_KEY_FILE");
+  config.auth_file = detail::setting("KILN_REMOTE_AUTH_FILE");
   return config;
 }
 

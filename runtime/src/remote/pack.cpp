@@ -240,7 +240,7 @@ bool EntryFilter::matches(const CacheKey& key) const {
 }
 
 PackReport export_pack(DiskCache& cache, const std::filesystem::path& file, const EntryFilter& filter) {
-  if (!cache.usable()) throw Error(Errc::cache, "kiln: cache export: the disk cache is not in use: " + cache.unusable_reason());
+  if (!cache.usable()) throw Error(Errc::cache, "kiln: cache export: the disk cache is not in use: " + cache.unusable_reason().message);
   // Beside the target under a name nobody can guess, created exclusively, then renamed over it: a reader
   // never sees half a pack, and a link planted in a shared directory is never written through. Made first:
   // a target that is no file to replace (a device, a FIFO) is refused before the entries are read.
@@ -275,7 +275,7 @@ PackReport export_pack(DiskCache& cache, const std::filesystem::path& file, cons
 }
 
 PackReport import_pack(DiskCache& cache, const std::filesystem::path& file) {
-  if (!cache.usable()) throw Error(Errc::cache, "kiln: cache import: the disk cache is not in use: " + cache.unusable_reason());
+  if (!cache.usable()) throw Error(Errc::cache, "kiln: cache import: the disk cache is not in use: " + cache.unusable_reason().message);
   const PackFile pack(file, "cache import");
   std::vector<PackEntry> entries;
   try {

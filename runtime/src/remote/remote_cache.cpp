@@ -33,7 +33,7 @@ void set_up(RemoteState& s, std::unique_ptr<RemoteStore> store, const RemoteConf
   if (s.settings.read_only) s.where += " (read-only)";
   Result<FleetKeyText> key = load_fleet_key(config);
   if (!key) {
-    s.unusable = key.error();
+    s.unusable = {Errc::remote, key.error()};
     s.warn("unusable", "not using the remote cache " + s.where + ": " + key.error() + " (" + std::string(kStillWorks) + ")");
     return;
   }
@@ -89,6 +89,13 @@ void record_failure(RemoteState& s, std::string_view call, const std::string& wh
   s.warn("failed", "the remote cache " + s.where + " failed (" + std::string(call) + ": " + why + "); " + std::string(kStillWorks) +
                        "; it is not asked again for " + seconds_text(s.settings.retry_after) +
                        ", and later failures are only counted (kiln cache stats)");
+}
+
+void record_store_failure(RemoteState& s, const std::string& store, std::string_view call, const std::string& why) {
+  ++s.errors;
+  s.warn("failed " + store, "the remote cache's store " + store + " failed (" + std::string(call) + ": " + why +
+                                "); the other store of " + s.where + " is still used; " + store + " is not asked again for " +
+                                seconds_text(s.settings.retry_after) + ", and later failures are only counted (kiln cache stats)");
 }
 
 Result<RemoteEntry> fetch_entry(RemoteState& s, const CacheKey& key, Count count) {
@@ -174,18 +181,23 @@ RemoteCache::RemoteCache(RemoteConfig config) : state_(std::make_unique<detail::
   detail::RemoteState& s = *state_;
   s.settings = config.settings;
   if (detail::remote_off(config.url)) {
-    s.unusable = "off (KILN_REMOTE_CACHE is not set)";
+    s.unusable = {Errc::remote, "off (KILN_REMOTE_CACHE is not set)"};
     s.where = "off";
     return;
   }
-  auto chosen = detail::store_from_url(config, s.settings);
+  // s outlives the store, which it owns.
+  auto chosen = detail::store_from_url(config, s.settings, [&s](const std::string& store, std::string_view call,
+                                                                const std::string& why) {
+    detail::record_store_failure(s, store, call, why);
+  });
   if (!chosen) {
-    s.unusable = chosen.error();
+    s.unusable = {Errc::remote, chosen.error()};
     s.where = "(unusable URL)";
     s.warn("unusable", "not using the remote cache: " + chosen.error() + " (" + std::string(detail::kStillWorks) + ")");
     return;
   }
   s.where = chosen->where;
+  s.expiry = chosen->expiry;
   if (!chosen->warning.empty()) s.warn("auth_readable", chosen->warning);
   if (!chosen->cleartext.empty()) s.warn("cleartext", chosen->cleartext);
   detail::set_up(s, std::move(chosen->store), config);
@@ -196,7 +208,7 @@ RemoteCache::RemoteCache(std::unique_ptr<RemoteStore> store, RemoteConfig config
   detail::RemoteState& s = *state_;
   s.settings = config.settings;
   if (!store) {
-    s.unusable = "no store was given";
+    s.unusable = {Errc::remote, "no store was given"};
     s.where = "(none)";
     return;
   }
@@ -207,7 +219,7 @@ RemoteCache::RemoteCache(std::unique_ptr<RemoteStore> store, RemoteConfig config
 RemoteCache::~RemoteCache() = default;
 
 bool RemoteCache::usable() const noexcept { return state_->usable(); }
-const std::string& RemoteCache::unusable_reason() const noexcept { return state_->unusable; }
+const Reason& RemoteCache::unusable_reason() const noexcept { return state_->unusable; }
 std::string RemoteCache::where() const { return state_->where; }
 const RemoteSettings& RemoteCache::settings() const noexcept { return state_->settings; }
 std::string RemoteCache::fleet_key_id() const { return state_->key ? state_->key->id_hex() : std::string(); }
@@ -222,20 +234,20 @@ std::optional<CacheEntry> RemoteCache::load(const CacheKey& key) {
 
 bool RemoteCache::store(const CacheKey& key, const CacheEntry& entry) { return detail::publish_entry(*state_, key, entry); }
 
-std::optional<double> RemoteCache::ping_ms(std::string& why) {
+RemotePing RemoteCache::ping() {
+  RemotePing ping;
   if (!usable()) {
-    why = state_->unusable;
-    return std::nullopt;
+    ping.reason = state_->unusable;
+    return ping;
   }
   // Asked directly, past the breaker: someone wants to know now.
   const auto start = std::chrono::steady_clock::now();
-  try {
-    (void)state_->store->get("kiln:ping");
-  } catch (const std::exception& e) {
-    why = e.what();
-    return std::nullopt;
+  if (const detail::Status answered = detail::store_call([this] { (void)state_->store->get("kiln:ping"); }); !answered) {
+    ping.reason = {Errc::remote, answered.error()};
+    return ping;
   }
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  ping.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return ping;
 }
 
 RemoteStats RemoteCache::stats() const {
@@ -267,13 +279,23 @@ RemoteCache& default_remote() {
 
 RemoteStats remote_stats() { return default_remote().stats(); }
 
+namespace {
+
+// Whether `value` is a sealed entry under this fleet's key that serves `key` (what fetch_entry accepts).
+bool verifies(const detail::RemoteState& s, const CacheKey& key, std::string_view value) {
+  const auto file = detail::open_entry(*s.key, value);
+  return file && detail::decode_entry(*file, key);
+}
+
+}  // namespace
+
 PushReport push(DiskCache& cache, RemoteCache& remote, const EntryFilter& filter) {
   detail::RemoteState& s = detail::remote_state(remote);
-  if (!s.usable()) throw Error(Errc::remote, "kiln: cache push: the remote cache is not in use: " + s.unusable);
+  if (!s.usable()) throw Error(Errc::remote, "kiln: cache push: the remote cache is not in use: " + s.unusable.message);
   if (s.settings.read_only)
     throw Error(Errc::remote, "kiln: cache push: the remote cache " + s.where +
                                   " is read-only (mode=ro in KILN_REMOTE_CACHE): nothing can be pushed to it");
-  if (!cache.usable()) throw Error(Errc::cache, "kiln: cache push: the disk cache is not in use: " + cache.unusable_reason());
+  if (!cache.usable()) throw Error(Errc::cache, "kiln: cache push: the disk cache is not in use: " + cache.unusable_reason().message);
   PushReport report;
   const auto ttl = std::chrono::duration_cast<std::chrono::milliseconds>(s.settings.ttl);
   cache.for_each_entry([&](const CacheKey& key, std::string_view file) {
@@ -282,14 +304,26 @@ PushReport push(DiskCache& cache, RemoteCache& remote, const EntryFilter& filter
       ++report.skipped;
       return;
     }
-    // Straight to the store, past the breaker: a failure here is the answer the caller wants.
+    // Straight to the store, past the breaker: a failure here is the answer the caller wants. A store that
+    // writes once (HTTP, S3) would keep a value there that does not verify (altered, planted, cut short),
+    // and push is how an operator repairs one: such a value is written over.
     RemoteReply reply;
-    try {
-      reply = s.store->put(detail::entry_key(s, key), value, ttl);
-    } catch (const std::exception& e) {
+    const std::string name = detail::entry_key(s, key);
+    if (const detail::Status put = detail::store_call([&] {
+          bool bad = false;
+          try {
+            const auto there = s.store->get(name);
+            bad = there && !verifies(s, key, *there);
+          } catch (const RemoteBadValue&) {
+            bad = true;
+          }
+          reply = bad ? s.store->put_over(name, value, ttl) : s.store->put(name, value, ttl);
+          report.replaced += bad && reply.kind == RemoteReply::done;
+        });
+        !put) {
       ++s.errors;
       throw Error(Errc::remote, "kiln: cache push to " + s.where + " failed after " + std::to_string(report.pushed) +
-                                    " entries: " + e.what() + " (is the server up, and KILN_REMOTE_CACHE right?)");
+                                    " entries: " + put.error() + " (is the server up, and KILN_REMOTE_CACHE right?)");
     }
     if (reply.kind != RemoteReply::done) {
       ++s.refused;

@@ -5,6 +5,7 @@
 #include "base/result.hpp"
 #include "base/warn_once.hpp"
 #include "remote/sealed_entry.hpp"
+#include "remote/store_url.hpp"  // Expiry
 
 #include <kiln/remote.hpp>
 
@@ -25,8 +26,9 @@ struct RemoteState {
   RemoteSettings settings;
   std::unique_ptr<RemoteStore> store;  // null when not usable
   std::optional<FleetKey> key;
-  std::string unusable;                // why not usable; empty when usable
+  Reason unusable;                     // why not usable (code remote); empty when usable
   std::string where;                   // the store and its mode, for messages
+  Expiry expiry = Expiry::ttl;         // who expires its entries (a store brought by the user: ttl_s, given to put)
 
   // The circuit breaker: after a call that got no answer, no call until this steady_clock time (ns).
   std::atomic<std::int64_t> retry_at_ns{0};
@@ -61,17 +63,34 @@ void remember_rejected(RemoteState& s, const CacheKey& key);
 bool skip_call(RemoteState& s);
 // Counts a call that got no answer, warns once, and opens the breaker.
 void record_failure(RemoteState& s, std::string_view call, const std::string& why);
+// Counts a call that one store of a pair (`store`, a Redis beside an object store) failed while the other
+// served, and warns once for that store; the pair's own breaker leaves that store alone for retry_after.
+void record_store_failure(RemoteState& s, const std::string& store, std::string_view call, const std::string& why);
+
+// Runs `call`, which calls into a store (one a user brought, maybe): whatever it throws, of any type, is why
+// it failed, and goes no further.
+template <typename Call>
+Status store_call(Call&& call) {
+  try {
+    call();
+    return ok();
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  } catch (...) {
+    return fail("the store threw an exception that is not a std::exception");
+  }
+}
 
 // `call()`'s value, or why there is none: the breaker was open, or the store threw (recorded above).
 template <typename Call>
 Result<std::invoke_result_t<Call&>> guarded(RemoteState& s, std::string_view what, Call&& call) {
   if (skip_call(s)) return fail("the remote cache " + s.where + " is not asked for a while after a failure");
-  try {
-    return call();
-  } catch (const std::exception& e) {
-    record_failure(s, what, e.what());
-    return fail("the remote cache " + s.where + " failed (" + std::string(what) + ": " + e.what() + ")");
+  std::optional<std::invoke_result_t<Call&>> value;
+  if (const Status done = store_call([&] { value.emplace(call()); }); !done) {
+    record_failure(s, what, done.error());
+    return fail("the remote cache " + s.where + " failed (" + std::string(what) + ": " + done.error() + ")");
   }
+  return std::move(*value);
 }
 
 // A value fetched and verified: the sealed value, the entry file inside it, and the entry decoded.

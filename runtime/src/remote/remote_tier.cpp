@@ -18,7 +18,7 @@ Result<RemoteState*> remote_for(const UnitQuery& q) {
   RemoteCache* remote = remote_of(q.options);
   if (!remote) return fail("");
   RemoteState& s = remote_state(*remote);
-  if (!s.usable()) return fail(s.where == "off" ? "" : "the remote cache is not in use (" + s.unusable + ")");
+  if (!s.usable()) return fail(s.where == "off" ? "" : "the remote cache is not in use (" + s.unusable.message + ")");
   return &s;
 }
 

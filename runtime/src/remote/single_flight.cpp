@@ -1,6 +1,7 @@
 // The fleet's single flight, as a store a build goes through (chain/store.hpp): one machine builds a key
 // under a lease in the store, the others wait for its entry; a dead holder's lease expires, a waiter that
 // waited long enough builds the key itself.
+#include "base/thread_start.hpp"
 #include "chain/key.hpp"  // describe_key
 #include "remote/remote_state.hpp"
 #include "remote/remote_tier.hpp"
@@ -33,18 +34,20 @@ std::string lease_token() {
 }
 
 // Renews a held lease every third of its life, from a thread of its own, while the build runs: a lease
-// can then be short, so that one whose holder died frees its key soon.
+// can then be short, so that one whose holder died frees its key soon. With no thread to be had, the lease
+// is not renewed: it expires, and a waiter builds too (the build here goes on regardless).
 class LeaseKeeper {
  public:
-  LeaseKeeper(RemoteState& s, const std::string& key, const std::string& token)
-      : s_(s), key_(key), token_(token), thread_([this] { renew_until_stopped(); }) {}
+  LeaseKeeper(RemoteState& s, const std::string& key, const std::string& token) : s_(s), key_(key), token_(token) {
+    if (Result<std::thread> thread = start_thread([this] { renew_until_stopped(); })) thread_ = std::move(thread).value();
+  }
   ~LeaseKeeper() {
     {
       const std::lock_guard lock(mutex_);
       stop_ = true;
     }
     wake_.notify_all();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
   LeaseKeeper(const LeaseKeeper&) = delete;
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
@@ -69,7 +72,7 @@ class LeaseKeeper {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;
-  std::thread thread_;  // last: started once everything it uses exists
+  std::thread thread_;  // started once everything it uses exists
 };
 
 void release(RemoteState& s, const std::string& key, const std::string& token) {

@@ -1,6 +1,7 @@
 // Choosing and configuring the store a URL names (remote/store_url.hpp).
 #include "remote/store_url.hpp"
 
+#include "base/settings.hpp"
 #include "remote/config.hpp"
 #include "remote/http_store.hpp"
 #include "remote/redis_store.hpp"
@@ -18,11 +19,6 @@ namespace kiln::detail {
 namespace {
 
 constexpr std::size_t kMaxAuthFileBytes = 16 * 1024;
-
-std::string env(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? std::string() : std::string(value);
-}
 
 std::string trimmed(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -79,7 +75,7 @@ Result<std::string> http_authorization(const RemoteConfig& config, std::string& 
 // The S3 keys: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), else the auth file in
 // the AWS credentials file's format (its first aws_access_key_id, aws_secret_access_key, aws_session_token).
 Status s3_keys(const RemoteConfig& config, HttpTarget& target, std::string& warning) {
-  std::string id = env("AWS_ACCESS_KEY_ID"), secret = env("AWS_SECRET_ACCESS_KEY"), token = env("AWS_SESSION_TOKEN");
+  std::string id = setting("AWS_ACCESS_KEY_ID"), secret = setting("AWS_SECRET_ACCESS_KEY"), token = setting("AWS_SESSION_TOKEN");
   if (id.empty() && !config.auth_file.empty()) {
     const std::string origin = auth_origin(config);
     auto read = read_secret_file(config.auth_file.string(), origin, "read and write the fleet's bucket", kMaxAuthFileBytes);
@@ -218,8 +214,8 @@ Result<ObjectStoreAddress> parse_s3_url(std::string_view url, const RemoteConfig
   if (const Status applied = apply_query(query, {"region", "endpoint", "ca_file"}, values, settings); !applied)
     return bad(applied.error());
   std::string region = own(values, "region");
-  if (region.empty()) region = env("AWS_REGION");
-  if (region.empty()) region = env("AWS_DEFAULT_REGION");
+  if (region.empty()) region = setting("AWS_REGION");
+  if (region.empty()) region = setting("AWS_DEFAULT_REGION");
   if (region.empty()) return bad("no region: add region=... (or set AWS_REGION)");
   for (const char c : region)
     if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return bad("region '" + region + "' is not a region name");
@@ -257,6 +253,7 @@ Result<ChosenStore> one_store(std::string_view url, const RemoteConfig& config, 
                                             : parse_http_url(url, config, settings, chosen.warning, chosen.cleartext);
     if (!address) return fail(address.error());
     chosen.where = address->where;
+    chosen.expiry = Expiry::server;
     chosen.store = make_http_store(std::move(address).value(), settings);
     return chosen;
   }
@@ -269,7 +266,7 @@ Result<ChosenStore> one_store(std::string_view url, const RemoteConfig& config, 
 
 }  // namespace
 
-Result<ChosenStore> store_from_url(const RemoteConfig& config, RemoteSettings& settings) {
+Result<ChosenStore> store_from_url(const RemoteConfig& config, RemoteSettings& settings, StoreFailed failed) {
   std::vector<std::string_view> urls;
   std::string_view text = config.url;
   while (!text.empty()) {
@@ -291,10 +288,12 @@ Result<ChosenStore> store_from_url(const RemoteConfig& config, RemoteSettings& s
   if (!objects) return fail(objects.error());
   ChosenStore chosen;
   chosen.where = redis->where + " + " + objects->where;
+  chosen.expiry = Expiry::ttl_then_server;
   chosen.warning = objects->warning;
   chosen.cleartext = objects->cleartext;
   chosen.store = make_tiered_store(std::move(redis->store), std::move(objects->store),
-                                   std::chrono::duration_cast<std::chrono::milliseconds>(settings.ttl));
+                                   std::chrono::duration_cast<std::chrono::milliseconds>(settings.ttl),
+                                   settings.retry_after, std::move(failed));
   return chosen;
 }
 

@@ -163,14 +163,26 @@ void JitPool::State::Job::finish(std::exception_ptr error) {
 }
 
 double JitPool::State::split_job(std::size_t index) {
-  Job job = std::move(queue[index]);
-  queue.erase(queue.begin() + static_cast<std::ptrdiff_t>(index));
-  const std::size_t kernels = job.request.kernels.size();
+  const std::size_t kernels = queue[index].request.kernels.size();
   // A part per kernel (the longest of segmented_sort's five took 0.52-0.91 of the whole unit), dealt
   // over the workers where a unit has more kernels than there are.
   const std::size_t count = std::min<std::size_t>(kernels, std::max(1u, max_workers));
   auto whole = std::make_shared<UnitParts>();
-  whole->kernels = deal_kernels(kernels, count, job.split.kernel_shares);
+  whole->kernels = deal_kernels(kernels, count, queue[index].split.kernel_shares);
+  std::vector<CompileRequest> requests;
+  for (std::size_t p = 0; p < count; ++p) {
+    Result<CompileRequest> part = part_request(queue[index].request, whole->kernels[p]);
+    if (!part) {
+      // Parts that cannot be made: the unit compiles whole (and is not weighed again).
+      queue[index].split.splittable = false;
+      trace.split(queue[index].request.registry + "/" + queue[index].request.unit, queue[index].request.arch, false,
+                  part.error(), queue[index].estimate(), 0);
+      return 0;
+    }
+    requests.push_back(std::move(part).value());
+  }
+  Job job = std::move(queue[index]);
+  queue.erase(queue.begin() + static_cast<std::ptrdiff_t>(index));
   whole->outcomes.resize(count);
   whole->left = count;
   whole->promise = std::move(job.promise);
@@ -178,7 +190,7 @@ double JitPool::State::split_job(std::size_t index) {
   const double code_ms = std::max(0.0, job.estimate() - job.split.shared_ms);
   double added = -job.estimate();
   for (std::size_t p = 0; p < count; ++p) {
-    Job part{part_request(job.request, whole->kernels[p]), {}, job.family};
+    Job part{std::move(requests[p]), {}, job.family};
     part.queued = job.queued;
     part.whole = whole;
     part.part = p;
@@ -192,11 +204,7 @@ double JitPool::State::split_job(std::size_t index) {
   stats.parts += count;
   // A thread for each part beyond the unit's own, as submit adds them for new requests, up to the workers.
   for (std::size_t p = 1; p < count && threads.size() < max_workers; ++p) {
-    try {
-      add_slot(false);
-    } catch (const std::system_error&) {
-      break;  // the threads there are take the parts in turn
-    }
+    if (!add_slot(false)) break;  // the threads there are take the parts in turn
   }
   return added;
 }

@@ -2,6 +2,8 @@
 // a bounded wait for each answer, retry-once, in-process fallback and shutdown.
 #include "jit/pool/pool.hpp"
 
+#include "base/settings.hpp"
+#include "base/thread_start.hpp"
 #include "jit/pch_store.hpp"
 #include "jit/pool/pool_state.hpp"
 #include "jit/pool/settings.hpp"
@@ -11,7 +13,7 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <system_error>
+#include <new>
 #include <thread>
 
 namespace kiln::detail {
@@ -285,8 +287,14 @@ void JitPool::State::compile_here(Job& job) {
     if (job.whole) r.part = job.part_label();
     trace.request(r);
     job.finish(std::move(outcome));
-  } catch (...) {
+  } catch (const Error&) {
+    job.finish(std::current_exception());  // no_compiler, say: what the caller is to be told as it is
+  } catch (const std::bad_alloc&) {
     job.finish(std::current_exception());
+  } catch (const std::exception& e) {
+    fail_job(job, "kiln: JIT compile of " + describe_unit(request) + " in this process failed: " + e.what());
+  } catch (...) {
+    fail_job(job, "kiln: JIT compile of " + describe_unit(request) + " in this process failed: an exception that is not a std::exception");
   }
 }
 
@@ -353,9 +361,9 @@ namespace {
 // An on/off setting of the pool: the option given in code, else the environment variable (a value that
 // does not parse is a warning, once), else on.
 bool switch_setting(WarnOnce& warnings, const std::optional<bool>& option, Result<bool> (*parse)(const char*),
-                    const char* variable, std::string_view what) {
+                    SettingName variable, std::string_view what) {
   if (option) return *option;
-  const Result<bool> asked = parse(std::getenv(variable));
+  const Result<bool> asked = parse(setting(variable).c_str());
   if (!asked) warnings.warn(what, asked.error());
   return asked ? *asked : true;
 }
@@ -367,7 +375,7 @@ JitPool::JitPool(JitPoolOptions options) : state_(std::make_unique<State>()) {
   if (s.options.workers > 0) {
     s.max_workers = s.options.workers;
   } else {
-    const Result<unsigned> workers = jit_workers_from(std::getenv("KILN_JIT_WORKERS"));
+    const Result<unsigned> workers = jit_workers_from(setting("KILN_JIT_WORKERS").c_str());
     if (!workers) s.warn("workers", workers.error());
     s.max_workers = workers ? *workers : default_jit_workers();
   }
@@ -376,29 +384,29 @@ JitPool::JitPool(JitPoolOptions options) : state_(std::make_unique<State>()) {
   if (s.options.timeout.count() > 0) {
     s.timeout = s.options.timeout;
   } else {
-    const Result<std::chrono::milliseconds> timeout = jit_timeout_from(std::getenv("KILN_JIT_TIMEOUT"));
+    const Result<std::chrono::milliseconds> timeout = jit_timeout_from(setting("KILN_JIT_TIMEOUT").c_str());
     if (!timeout) s.warn("timeout", timeout.error());
     s.timeout = timeout ? *timeout : std::chrono::milliseconds(kDefaultJitTimeout);
   }
-  if (const Result<std::uint64_t> memory = jit_memory_from(std::getenv("KILN_JIT_MEMORY")); !memory)
+  if (const Result<std::uint64_t> memory = jit_memory_from(setting("KILN_JIT_MEMORY").c_str()); !memory)
     s.warn("memory", memory.error());  // the workers read it themselves, and take the default
   s.pch_files = switch_setting(s.warnings, s.options.pch_files, jit_pch_from, "KILN_JIT_PCH", "pch setting");
   if (s.options.split) {
     s.split = *s.options.split;
   } else {
-    const Result<SplitMode> split = jit_split_from(std::getenv("KILN_JIT_SPLIT"));
+    const Result<SplitMode> split = jit_split_from(setting("KILN_JIT_SPLIT").c_str());
     if (!split) s.warn("split setting", split.error());
     s.split = split ? *split : SplitMode::cost_model;
   }
   // A process alone never waits for a slot by default: the budget binds where processes share the cores.
   const unsigned own = s.max_workers + s.beyond_workers();
   const Result<unsigned> slots = s.options.machine_slots > 0 ? Result<unsigned>(s.options.machine_slots)
-                                 : machine_slots_from(std::getenv("KILN_JIT_MACHINE_SLOTS"),
+                                 : machine_slots_from(setting("KILN_JIT_MACHINE_SLOTS").c_str(),
                                                       std::max(std::max(1u, std::thread::hardware_concurrency()), own));
   if (!slots) s.warn("machine slots", slots.error());
   s.budget = std::make_unique<MachineSlots>(s.options.budget_dir,
                                             slots ? *slots : std::max(std::thread::hardware_concurrency(), own));
-  const bool from_env = s.options.worker.empty() && std::getenv("KILN_JITD") != nullptr && *std::getenv("KILN_JITD") != '\0';
+  const bool from_env = s.options.worker.empty() && !setting("KILN_JITD").empty();
   const auto places = s.options.worker.empty() ? jit_worker_candidates() : std::vector{s.options.worker};
   for (const auto& p : places) {
     if (is_executable_file(p)) {
@@ -459,8 +467,13 @@ std::future<CompileOutcome> JitPool::submit(CompileRequest request, PchFamily fa
     // Each idle thread takes one queued job; start another (and, through it, a worker) when none is free.
     const std::size_t waiting = s.queue.size();
     // Up to beyond_workers() more threads wait too, for a table's tail (the dispatch keeps them idle otherwise).
-    if (waiting + 1 > s.idle && s.threads.size() < s.max_workers + s.beyond_workers())
-      s.add_slot(false);
+    if (waiting + 1 > s.idle && s.threads.size() < s.max_workers + s.beyond_workers()) {
+      // Without a thread of its own the threads there are take it in turn; with none, nothing would.
+      if (const Status added = s.add_slot(false); !added && s.threads.empty()) {
+        State::fail_job(job, "kiln: JIT compile of " + describe_unit(job.request) + " not started: " + added.error());
+        return future;
+      }
+    }
     s.queue.push_back(std::move(job));
     s.last_arrival = Clock::now();
   }
@@ -506,27 +519,24 @@ void JitPool::State::warm_up(Slot& slot, unsigned arch) {
   if (answer.outcome.entry.ok()) count([](JitPoolStats& s) { ++s.warmed_up; });
 }
 
-void JitPool::State::add_slot(bool ahead, unsigned warm_arch) {
+Status JitPool::State::add_slot(bool ahead, unsigned warm_arch) {
   Slot& slot = *slots.emplace_back(std::make_unique<Slot>());
   slot.start_ahead = ahead;
   slot.warm_arch = warm_arch;
-  try {
-    threads.emplace_back([this, &slot] { serve(slot); });
-  } catch (...) {
+  Result<std::thread> thread = start_thread([this, &slot] { serve(slot); });
+  if (!thread) {
     slots.pop_back();  // slots[i] belongs to threads[i]
-    throw;
+    return fail(thread.error());
   }
+  threads.push_back(std::move(thread).value());
+  return ok();
 }
 
 void JitPool::start_ahead(unsigned warm_arch) {
   State& s = *state_;
   const std::lock_guard lock(s.mutex);
   if (s.stopping || s.worker_path.empty() || s.in_process_only || !s.threads.empty()) return;
-  try {
-    s.add_slot(true, warm_arch);
-  } catch (const std::system_error&) {
-    return;  // no thread to be had now: the first request starts one, or says why not
-  }
+  if (!s.add_slot(true, warm_arch)) return;  // no thread to be had now: the first request starts one, or says why not
   ++s.idle;  // until its worker said hello and warmed up (serve)
   ++s.stats.started_ahead;
 }

@@ -225,9 +225,9 @@ struct JitPool::State {
   bool missed(const MachineSlots::Held& held) const { return budget->on() && !held.holds() && budget->problem().empty(); }
   // Says once, and counts, that a compile runs beyond the budget.
   void over_budget();
-  // Adds a slot and its thread, which serves it (throws std::system_error, adding none, when no thread
-  // can be started). Under `mutex`.
-  void add_slot(bool start_ahead, unsigned warm_arch = 0);
+  // Adds a slot and its thread, which serves it; adds none, and says why, when no thread can be started
+  // (base/thread_start.hpp). Under `mutex`.
+  Status add_slot(bool start_ahead, unsigned warm_arch = 0);
   // The slot's worker, just started, compiles a kernel of one line for `arch`; it is no longer fresh.
   void warm_up(Slot& slot, unsigned arch);
 };

@@ -2,6 +2,7 @@
 #include "jit/pool/settings.hpp"
 
 #include "base/parse.hpp"
+#include "base/settings.hpp"
 #include "jit/pool/pool.hpp"  // kDefaultJitTimeout
 
 #include <dlfcn.h>
@@ -91,7 +92,7 @@ bool is_executable_file(const std::filesystem::path& p) {
 }
 
 std::vector<std::filesystem::path> jit_worker_candidates() {
-  if (const char* env = std::getenv("KILN_JITD"); env != nullptr && *env != '\0') return {env};
+  if (std::string named = setting("KILN_JITD"); !named.empty()) return {std::move(named)};
   std::vector<std::filesystem::path> places{libkiln_dir() / "kiln-jitd"};
 #ifdef KILN_JITD_FROM_LIBDIR
   places.push_back((libkiln_dir() / KILN_JITD_FROM_LIBDIR).lexically_normal());  // an install tree, wherever it lies
@@ -121,7 +122,7 @@ std::string worker_glibc_tunables(const char* host_value) {
   return host.empty() ? huge_pages : host + ":" + huge_pages;
 }
 
-std::string worker_glibc_tunables() { return worker_glibc_tunables(std::getenv("GLIBC_TUNABLES")); }
+std::string worker_glibc_tunables() { return worker_glibc_tunables(setting("GLIBC_TUNABLES").c_str()); }
 
 std::vector<std::string> worker_environment(const char* const* host) {
   constexpr std::string_view name = "GLIBC_TUNABLES=";

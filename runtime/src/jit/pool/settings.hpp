@@ -1,5 +1,5 @@
-// The JIT pool's settings from the environment (KILN_JIT_WORKERS, KILN_JIT_FORK, KILN_JITD), and the
-// environment its workers run with.
+// What the JIT pool's settings (KILN_JIT_*, KILN_JITD: base/settings.hpp) mean, and the environment its
+// workers run with.
 #pragma once
 
 #include "base/result.hpp"

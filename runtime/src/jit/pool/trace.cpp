@@ -2,6 +2,7 @@
 #include "jit/pool/trace.hpp"
 
 #include "base/plain_file.hpp"
+#include "base/settings.hpp"
 
 #include <fcntl.h>
 
@@ -41,14 +42,14 @@ std::string number(double v) {
 }  // namespace
 
 PoolTrace::PoolTrace() {
-  const char* path = std::getenv("KILN_JIT_TRACE");
-  if (path == nullptr || *path == '\0') return;
+  const std::string path = setting("KILN_JIT_TRACE");
+  if (path.empty()) return;
   // A regular file only: a FIFO with no reader must not block the pool's start (nor one with a reader
   // stall every compile).
-  auto fd = open_regular(path, O_WRONLY | O_APPEND | O_CREAT);
+  auto fd = open_regular(path.c_str(), O_WRONLY | O_APPEND | O_CREAT);
   if (fd) file_ = ::fdopen(fd->get(), "a");
   if (file_ != nullptr) (void)fd->release();
-  else problem_ = "not tracing the JIT pool to KILN_JIT_TRACE=" + std::string(path) + ": " +
+  else problem_ = "not tracing the JIT pool to KILN_JIT_TRACE=" + path + ": " +
                   (fd ? std::string("fdopen: ") + std::strerror(errno) : fd.error());
 }
 

@@ -1,7 +1,8 @@
 // A compile worker's loop: hello, then one answer per request, until the end of its input.
 #include "jit/worker/serve.hpp"
 
-#include "base/parse.hpp"  // KILN_JIT_PCH, read as the host reads it
+#include "base/parse.hpp"     // KILN_JIT_PCH, read as the host reads it
+#include "base/settings.hpp"  // KILN_JITD_HOST, KILN_JIT_MEMORY, KILN_JIT_PCH
 
 #include "jit/pch_pack.hpp"
 #include "jit/pch_store.hpp"
@@ -140,8 +141,8 @@ std::string answer(const CompileFunction& compile, CompileRequest request, Unpac
 }  // namespace
 
 void die_with_host() {
-  const char* host = std::getenv(kHostPidVariable);
-  if (host == nullptr || *host == '\0') return;  // started by hand, not by a pool
+  const std::string host = setting(kHostPidVariable);
+  if (host.empty()) return;  // started by hand, not by a pool
   // Set before the check: a host that dies after it sends the signal; one that died before it is
   // seen by the check (the worker was re-parented).
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -150,7 +151,7 @@ void die_with_host() {
 
 void limit_worker_memory() {
   // The host warned about a value it cannot read (JitPool); here it is the default, quietly.
-  const Result<std::uint64_t> asked = jit_memory_from(std::getenv("KILN_JIT_MEMORY"));
+  const Result<std::uint64_t> asked = jit_memory_from(setting("KILN_JIT_MEMORY").c_str());
   const std::uint64_t bytes = asked ? *asked : kDefaultWorkerMemory;
   if (bytes == 0 || !kWorkerMemoryLimited) return;
   rlimit limit{};
@@ -175,8 +176,7 @@ bool aslr_off() {
 
 void relaunch_without_aslr(char** argv) {
   // KILN_JIT_PCH off: no PCH files, so ASLR stays on (the host reads the variable by the same rule).
-  const char* pch = std::getenv("KILN_JIT_PCH");
-  const Result<bool> pch_on = parse_switch(pch == nullptr ? "" : pch);
+  const Result<bool> pch_on = parse_switch(setting("KILN_JIT_PCH"));
   const int persona = ::personality(0xffffffff);
   if ((pch_on.ok() && !*pch_on) || persona == -1 || (persona & ADDR_NO_RANDOMIZE) != 0) return;
   if (::personality(static_cast<unsigned long>(persona | ADDR_NO_RANDOMIZE)) == -1) return;
