@@ -71,7 +71,7 @@ class ReadmeLines(unittest.TestCase):
         self.assertIn("KILN_RECORD=", block)
         self.assertIn("--record FILE", (SOURCE / "runtime" / "src" / "cli" / "cli.cpp").read_text())
         self.assertIn('"from-record"', (SOURCE / "codegen" / "kiln_gen.py").read_text())
-        self.assertIn('"KILN_RECORD"', (SOURCE / "runtime" / "src" / "program" / "record.cpp").read_text())
+        self.assertIn('"KILN_RECORD"', (SOURCE / "runtime" / "src" / "base" / "settings.hpp").read_text())
         for line in block.splitlines():
             tool = line.split("#")[0].split()
             tool = [w for w in tool if "=" not in w][:1]
