@@ -353,7 +353,8 @@ def test_errors_of_an_operator_carry_nvrtcs_log(cupy):
     assert e.value.code == "compile" and "a +* b" in str(e.value)
     with pytest.raises(kiln.Error) as e:
         kiln.reduce(x, kiln.Operator("__device__ int op(int a, int b) { return a + b; }"), 0.0)
-    assert e.value.code == "compile" and "is int (int, int)" in str(e.value) and "calls it as float(float, float)" in str(e.value)
+    message = str(e.value)
+    assert e.value.code == "compile" and "is int (int, int)" in message and "calls it as float(float, float)" in message
 
 
 TIERS = """
