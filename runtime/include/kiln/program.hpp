@@ -101,10 +101,13 @@ class Program {
 // program). Throws nothing else: a thread that cannot be started leaves its share to the threads there are.
 std::vector<PrecompileResult> compile_all(const std::vector<std::shared_ptr<Program>>& programs, unsigned arch = 0);
 
-// The program of this content for `device`, made on first use and kept for the process: handing in the
-// same text again finds it by content (no key is hashed then), so callers need not keep the handle.
-// Programs with other options (RegistryOptions) are other programs. Throws kiln::Error(invalid_argument)
-// as the Program constructor does.
+// The program of this content for `device`, made on first use and kept: handing in the same text again
+// finds it by content (no key is hashed then). At most KILN_PROGRAM_CACHE programs (1,024) are kept, the
+// least recently used that nobody else holds forgotten first; one forgotten is made again when asked for
+// (from the disk cache, where it compiled before). A program lives while a handle to it does, and its
+// Kernel values with it: keep the handle for as long as its kernels are launched. Programs with other
+// options (RegistryOptions) are other programs. Throws kiln::Error(invalid_argument) as the Program
+// constructor does.
 std::shared_ptr<Program> program(const ProgramSource& source, int device = 0, RegistryOptions options = {});
 
 }  // namespace kiln

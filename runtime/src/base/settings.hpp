@@ -67,6 +67,11 @@ inline constexpr SettingRow kSettings[] = {
     {"KILN_RECORD", SettingType::path, "none", "libkiln",
      "a file to append the demand record to: each program given at run time a tier after memory served, each "
      "table kernel no embedded binary served ([programs.md](programs.md))"},
+    {"KILN_PROGRAM_CACHE", SettingType::count, "1024", "libkiln",
+     "how many programs given at run time `kiln::program()` keeps to find again by their content, and how many "
+     "header bundles the JIT keeps unpacked: beyond it, the least recently used that nobody holds is forgotten "
+     "first (a program still held stays valid; it is only not found by its content any more, and a `Kernel` "
+     "of it lives as long as the program). `0`: no limit ([programs.md](programs.md))"},
     {"KILN_DEVICE_ARCH", SettingType::text, "none", "libkiln, `kiln`",
      "`DEVICE:ARCH,...` (`1:80` or `1:sm_80`): the registries of that device (the primitives' too) select that "
      "architecture's binaries, to test a server of mixed GPUs on one of a kind; `kiln info` and `status` show "

@@ -1,11 +1,13 @@
 // A catalog's header bundle, decompressed once per process, and the headers of one unit out of it.
 #include "jit/headers.hpp"
 
+#include "base/kept_programs.hpp"
+#include "base/lru.hpp"
+
 #include <kiln/error.hpp>
 
 #include <zstd.h>
 
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,24 +21,35 @@ namespace {
                                  "' cannot be read for the JIT tier: " + what + "; rebuild the catalog with kiln-gen");
 }
 
-// The decompressed bundle of `catalog`, made once per bundle and kept for the process: by its digest, so
-// that a program given at run time, whose bundle lives in memory, never finds another's at a reused address.
-const std::string& bundle(const Catalog& catalog) {
-  static std::mutex mutex;
-  static std::map<std::string, std::unique_ptr<const std::string>, std::less<>> bundles;
-  const std::lock_guard lock(mutex);
-  auto& kept = bundles[std::string(catalog.header_bundle_digest) + "@" +
-                       std::to_string(reinterpret_cast<std::uintptr_t>(catalog.header_bundle))];
-  if (kept) return *kept;
+struct Bundle {
+  std::string key;
+  std::shared_ptr<const std::string> value;
+};
+
+// The decompressed bundle of `catalog`, made once and kept while it is among the KILN_PROGRAM_CACHE most
+// recently used: by its digest and address, so that a program given at run time, whose bundle lives in
+// memory, never finds another's at a reused address.
+std::shared_ptr<const std::string> bundle(const Catalog& catalog) {
+  static std::mutex& mutex = *new std::mutex;  // leaked: a compile may run during static destruction
+  static auto& bundles = *new Lru<Bundle>;
+  std::string key = std::string(catalog.header_bundle_digest) + "@" +
+                    std::to_string(reinterpret_cast<std::uintptr_t>(catalog.header_bundle));
+  const std::size_t hash = std::hash<std::string>{}(key);
+  const auto same = [&](const Bundle& b) { return b.key == key; };
+  {
+    const std::lock_guard lock(mutex);
+    if (const Bundle* kept = bundles.find(hash, same)) return kept->value;
+  }
   if (catalog.header_bundle == nullptr || catalog.header_bundle_size == 0)
     damaged(catalog, "the catalog carries no headers (was it generated without a toolkit?)");
-  auto raw = std::make_unique<std::string>(catalog.header_bundle_raw_size, '\0');
+  auto raw = std::make_shared<std::string>(catalog.header_bundle_raw_size, '\0');
   const std::size_t got = ZSTD_decompress(raw->data(), raw->size(), catalog.header_bundle, catalog.header_bundle_size);
   if (ZSTD_isError(got)) damaged(catalog, std::string("zstd: ") + ZSTD_getErrorName(got));
   if (got != raw->size())
     damaged(catalog, "it decompresses to " + std::to_string(got) + " bytes, expected " + std::to_string(raw->size()));
-  kept = std::move(raw);
-  return *kept;
+  const std::lock_guard lock(mutex);
+  if (const Bundle* kept = bundles.find(hash, same)) return kept->value;
+  return bundles.add(hash, Bundle{std::move(key), std::move(raw)}, kept_programs()).value;
 }
 
 }  // namespace
@@ -44,7 +57,8 @@ const std::string& bundle(const Catalog& catalog) {
 std::vector<Header> unit_headers(const Catalog& catalog, const UnitEntry& unit) {
   std::vector<Header> headers;
   if (unit.header_count == 0) return headers;  // a unit that includes nothing needs no bundle
-  const std::string& raw = bundle(catalog);
+  const std::shared_ptr<const std::string> held = bundle(catalog);
+  const std::string& raw = *held;
   headers.reserve(unit.header_count);
   for (std::uint32_t i = 0; i < unit.header_count; ++i) {
     const std::uint32_t index = catalog.unit_headers[unit.first_header + i];

@@ -19,9 +19,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <map>
-#include <mutex>
-#include <tuple>
 
 namespace kiln {
 
@@ -165,65 +162,6 @@ std::unique_ptr<Program::Tables> make_tables(const ProgramSource& source) {
   return t;
 }
 
-// What finds a program by its content: a cheap hash of a sample of it, then every byte compared.
-std::size_t sample_hash(const ProgramSource& s, int device) {
-  std::size_t h = std::hash<int>{}(device) ^ (s.source.size() * 0x9e3779b97f4a7c15ull);
-  const auto mix = [&h](std::string_view bytes) {
-    h ^= bytes.size() + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    const std::size_t step = std::max<std::size_t>(1, bytes.size() / 64);
-    for (std::size_t i = 0; i < bytes.size(); i += step) h = (h ^ static_cast<unsigned char>(bytes[i])) * 0x100000001b3ull;
-  };
-  mix(s.source);
-  for (const auto& e : s.name_expressions) mix(e);
-  for (const auto& o : s.options) mix(o);
-  for (const auto& hd : s.headers) mix(hd.source);
-  return h;
-}
-
-bool same_content(const ProgramSource& a, const ProgramSource& b) {
-  const auto headers_equal = [](const ProgramHeader& x, const ProgramHeader& y) {
-    return x.name == y.name && x.source == y.source;
-  };
-  return a.source == b.source && a.options == b.options && a.name_expressions == b.name_expressions &&
-         std::equal(a.headers.begin(), a.headers.end(), b.headers.begin(), b.headers.end(), headers_equal);
-}
-
-bool same_options(const RegistryOptions& a, const RegistryOptions& b) {
-  return std::tie(a.allow_ptx, a.use_embedded, a.cache, a.use_jit, a.remote, a.use_remote) ==
-         std::tie(b.allow_ptx, b.use_embedded, b.cache, b.use_jit, b.remote, b.use_remote);
-}
-
-struct Known {
-  ProgramSource source;
-  int device;
-  RegistryOptions options;
-  std::shared_ptr<Program> program;
-};
-
 }  // namespace
-
-std::shared_ptr<Program> program(const ProgramSource& source, int device, RegistryOptions options) {
-  // Leaked on purpose: programs live for the process, and may be asked for during static destruction.
-  static std::mutex& mutex = *new std::mutex;
-  static auto& known = *new std::multimap<std::size_t, Known>;
-  const std::size_t h = sample_hash(source, device);
-  {
-    const std::lock_guard lock(mutex);
-    for (auto [it, end] = known.equal_range(h); it != end; ++it) {
-      const Known& k = it->second;
-      if (k.device == device && same_options(k.options, options) && same_content(k.source, source)) return k.program;
-    }
-  }
-  // Made outside the lock: hashing include directories can take a while. Two threads making the same
-  // program keep the first.
-  auto made = std::make_shared<Program>(source, device, options);
-  const std::lock_guard lock(mutex);
-  for (auto [it, end] = known.equal_range(h); it != end; ++it) {
-    const Known& k = it->second;
-    if (k.device == device && same_options(k.options, options) && same_content(k.source, source)) return k.program;
-  }
-  known.emplace(h, Known{source, device, options, made});
-  return made;
-}
 
 }  // namespace kiln
