@@ -163,6 +163,26 @@ TEST_CASE("a program compiles through the tiers into the disk cache, and a new p
   CHECK_FALSE(second.compiled);
 }
 
+TEST_CASE("a program is a unit source: its text and headers stay as given, its catalog only names its kernels") {
+  const PrivateCache here;
+  kiln::Program program(saxpy(), 0, here.options);
+  // No header bundle to pack and unpack, no second copy of its text in its catalog.
+  const kiln::Catalog& c = program.catalog();
+  CHECK(c.header_bundle == nullptr);
+  CHECK(c.headers.empty());
+  CHECK(c.str(c.units[0].source).empty());
+  CHECK(c.kernels.size() == 2);
+  // Its in-memory header reaches NVRTC, and the key parts its entry records are the unit source's.
+  REQUIRE(program.precompile(80).compiled);
+  const auto entry = here.cache->load(kiln::detail::unit_cache_key(c, c.units[0], 80, *here.cache));
+  REQUIRE(entry.has_value());
+  const auto parts = kiln::detail::recorded_key_parts(*entry);
+  REQUIRE(parts.has_value());
+  bool header = false;
+  for (const kiln::detail::KeyPart& part : *parts) header = header || part.name == "header axpy/scale.cuh";
+  CHECK(header);
+}
+
 TEST_CASE("a program that does not compile is an error carrying its label and NVRTC's log") {
   const PrivateCache here;
   const kiln::RegistryOptions& options = here.options;
@@ -189,8 +209,13 @@ TEST_CASE("a demand record: written once per program and kernel, read back, and 
   kiln::record_demand(path);
   kiln::ProgramSource with_bytes = saxpy();
   with_bytes.source += "\n/* a line break \n and \\ and \x01 survive */\n";
-  kiln::detail::record_program(with_bytes);
-  kiln::detail::record_program(with_bytes);  // once per process
+  kiln::detail::UnitSource unit;  // as the program makes it, the toolkit's -I aside
+  unit.source = with_bytes.source;
+  for (const kiln::ProgramHeader& h : with_bytes.headers) unit.headers.push_back({h.name, h.source});
+  unit.options = with_bytes.options;
+  unit.expressions = with_bytes.name_expressions;
+  kiln::detail::record_program(with_bytes.label, unit, with_bytes.options);
+  kiln::detail::record_program(with_bytes.label, unit, with_bytes.options);  // once per process
   kiln::detail::record_kernel("examples", "vector_add", 80);
   kiln::detail::record_kernel("elsewhere", "nothing", 80);
   const kiln::DemandRecord record = kiln::read_record(path);
@@ -387,8 +412,8 @@ TEST_CASE("a program's estimate follows its size, then the compile time its cach
   for (int i = 0; i < 400; ++i)
     large.source += "__device__ float pad" + std::to_string(i) + "(float x) { return x * " + std::to_string(i) + ".0f + 1.0f; }\n";
   kiln::Program small_program(saxpy(), 0, here.options), large_program(large, 0, here.options);
-  const double small_estimate = kiln::detail::unit_estimate_ms(small_program.catalog(), 0, root);
-  const double large_estimate = kiln::detail::unit_estimate_ms(large_program.catalog(), 0, root);
+  const double small_estimate = small_program.estimate_ms();
+  const double large_estimate = large_program.estimate_ms();
   CHECK(small_estimate > 40);  // more than the fixed cost alone: its source and headers count
   CHECK(large_estimate > small_estimate + 200);  // ~25 KiB more source
   CHECK_FALSE(kiln::detail::compile_history(root).lookup(small_program.digest()).has_value());
@@ -399,13 +424,13 @@ TEST_CASE("a program's estimate follows its size, then the compile time its cach
   including.source = "#include <wide/defs.cuh>\n" + including.source;
   including.options.push_back("-I" + inc.path().string());
   const kiln::Program including_program(including, 0, here.options);
-  CHECK(kiln::detail::unit_estimate_ms(including_program.catalog(), 0, root) > small_estimate + 40);  // 50 ms per MiB
+  CHECK(including_program.estimate_ms() > small_estimate + 40);  // 50 ms per MiB
 
   REQUIRE(small_program.precompile(80).compiled);
   const auto measured = kiln::detail::compile_history(root).lookup(small_program.digest());
   REQUIRE(measured.has_value());
   CHECK(*measured > 0);
-  CHECK(kiln::detail::unit_estimate_ms(small_program.catalog(), 0, root) == doctest::Approx(*measured));
+  CHECK(small_program.estimate_ms() == doctest::Approx(*measured));
   // Kept in the cache directory: another process (a history object of its own) reads it, for any
   // architecture (the digest leaves the architecture out).
   kiln::detail::CompileHistory again(kiln::detail::entries_path(root));

@@ -43,6 +43,11 @@ struct ProgramSource {
   std::string label;                           // what messages call it; not part of the key
 };
 
+class Program;
+namespace detail {
+bool has_content(const Program& program, const ProgramSource& source);  // program/program_cache.hpp
+}  // namespace detail
+
 // One program for one device: the registry of its one unit. Thread-safe.
 class Program {
  public:
@@ -87,6 +92,7 @@ class Program {
   struct Tables;  // the catalog of its one unit, made in memory (defined inside the library)
 
  private:
+  friend bool detail::has_content(const Program&, const ProgramSource&);
   std::unique_ptr<Tables> tables_;
   std::unique_ptr<Registry> registry_;
 };

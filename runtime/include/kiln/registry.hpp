@@ -225,6 +225,8 @@ class Registry {
 
  private:
   class Impl;  // runtime/src/registry/registry_impl.hpp
+  friend class Program;  // a program's registry: its chain compiles the program's own unit source
+  explicit Registry(std::unique_ptr<Impl> impl);
   void check_belongs(const Catalog& catalog, std::string_view name) const;
   std::unique_ptr<Impl> impl_;
 };

@@ -36,6 +36,14 @@ std::vector<KeyPart> key_parts(std::string_view source, std::string_view options
   return parts;
 }
 
+std::vector<KeyPart> key_parts(const UnitSource& unit) {
+  std::string options;
+  for (const std::string& o : unit.options) options.append(options.empty() ? "" : "\n").append(o);
+  std::vector<std::pair<std::string_view, std::string_view>> headers;
+  for (const Header& h : unit.headers) headers.emplace_back(h.name, h.content);
+  return key_parts(unit.source, options, unit.expressions, headers);
+}
+
 std::string_view compiler_line(const CacheEntry& entry) {
   const std::string_view c = entry.compiler;
   return c.substr(0, c.find('\n'));

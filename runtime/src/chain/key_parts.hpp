@@ -7,6 +7,8 @@
 // these were kept has its compiler's line alone: its parts are unknown ("made by an older kiln").
 #pragma once
 
+#include "chain/unit_source.hpp"
+
 #include <kiln/cache.hpp>
 
 #include <optional>
@@ -29,6 +31,9 @@ struct KeyPart {
 std::vector<KeyPart> key_parts(std::string_view source, std::string_view options,
                                const std::vector<std::string>& expressions,
                                const std::vector<std::pair<std::string_view, std::string_view>>& headers);
+
+// The parts of `unit`: its source, its options one per line, its name expressions and its headers.
+std::vector<KeyPart> key_parts(const UnitSource& unit);
 
 // Records `parts` in `entry` (after its compiler's first line, replacing any recorded before), and how
 // long its compile took where `compile_ms` > 0 (`kiln cache list` and `kiln why` show it).

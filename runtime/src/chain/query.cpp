@@ -7,6 +7,7 @@
 namespace kiln::detail {
 
 DiskCache& UnitQuery::cache() const { return chain.cache(); }
+const UnitSource* UnitQuery::given() const noexcept { return chain.given(); }
 CompilerVersions UnitQuery::compilers() const { return chain.compilers(); }
 std::vector<std::unique_ptr<UnitStore>> UnitQuery::stores() const { return chain.stores(); }
 

@@ -9,6 +9,7 @@
 
 #include "base/result.hpp"
 #include "chain/store.hpp"
+#include "chain/unit_source.hpp"
 #include "chain/unit_key.hpp"
 
 #include <kiln/cache.hpp>
@@ -43,6 +44,9 @@ struct UnitQuery {
   DiskCache& cache() const;
 
   std::uint32_t unit_index() const noexcept { return kernel.unit; }
+  // The unit's source where it was given at run time (a program's: TierChain::given), else null: the
+  // tiers that build then take it from the catalog (jit/request.hpp's unit_source).
+  const UnitSource* given() const noexcept;
   const UnitEntry& unit() const noexcept { return catalog.units[kernel.unit]; }
 
   // The unit's cache key for `arch`, built by compilers(); `code_arch`, when not 0: the binary is built from

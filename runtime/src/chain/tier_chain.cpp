@@ -25,8 +25,9 @@ const KernelEntry* first_kernel_of(const Catalog& catalog, std::uint32_t unit) {
 
 }  // namespace
 
-TierChain::TierChain(const Catalog& catalog, const RegistryOptions& options, ChainParts parts)
-    : catalog_(catalog), options_(options), parts_(std::move(parts)) {}
+TierChain::TierChain(const Catalog& catalog, const RegistryOptions& options, ChainParts parts,
+                     std::shared_ptr<const UnitSource> given)
+    : catalog_(catalog), options_(options), parts_(std::move(parts)), given_(std::move(given)) {}
 
 DiskCache& TierChain::cache() const { return options_.cache ? *options_.cache : parts_.default_cache(); }
 

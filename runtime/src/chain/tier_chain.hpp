@@ -11,6 +11,7 @@
 #pragma once
 
 #include "chain/tier.hpp"
+#include "chain/unit_source.hpp"
 
 #include <kiln/precompile.hpp>
 
@@ -55,13 +56,16 @@ struct PrecompiledUnit {
 
 class TierChain {
  public:
-  // `catalog` must outlive the chain.
-  TierChain(const Catalog& catalog, const RegistryOptions& options, ChainParts parts);
+  // `catalog` must outlive the chain. `given`: the source of the catalog's one unit, given at run time (a
+  // program's), which the tiers that build compile; without it they take each unit's from the catalog.
+  TierChain(const Catalog& catalog, const RegistryOptions& options, ChainParts parts,
+            std::shared_ptr<const UnitSource> given = nullptr);
   TierChain(const TierChain&) = delete;
   TierChain& operator=(const TierChain&) = delete;
 
   const Catalog& catalog() const noexcept { return catalog_; }
   const RegistryOptions& options() const noexcept { return options_; }
+  const UnitSource* given() const noexcept { return given_.get(); }
   // The disk cache, made on first use: a unit the embedded tier serves never opens the cache directory.
   DiskCache& cache() const;
   // The compilers keys name: known from the disk cache's record without loading them, while it holds
@@ -98,6 +102,7 @@ class TierChain {
   const Catalog& catalog_;
   RegistryOptions options_;
   ChainParts parts_;
+  std::shared_ptr<const UnitSource> given_;
   mutable std::once_flag compilers_once_;
   mutable CompilerVersions compilers_;
 };

@@ -3,6 +3,7 @@
 
 #include "base/fatbin.hpp"
 #include "chain/key.hpp"  // describe_key
+#include "chain/key_parts.hpp"
 #include "jit/compile_history.hpp"
 #include "jit/jit_pool.hpp"
 #include "jit/request.hpp"
@@ -63,27 +64,44 @@ std::optional<UnitImage> claim_stores(const UnitQuery& q, const CacheKey& key, H
   return std::nullopt;
 }
 
-// What a compile made, and how long the compilers took (one thread's time where none was given more).
+// What a compile made, how long the compilers took (one thread's time where none was given more), and
+// the key parts of the unit it compiled.
 struct Built {
   CacheEntry entry;
   double ms = 0;
+  std::vector<KeyPart> parts;
 };
 
 // An outcome's entry, or Error(compile) with its error line and the compiler's full log.
-Built built_of(CompileOutcome outcome) {
+Built built_of(CompileOutcome outcome, std::vector<KeyPart> parts) {
   if (!outcome.entry) throw Error(Errc::compile, outcome.entry.error() + "\n" + outcome.log);
-  return {std::move(outcome.entry).value(), outcome.nvrtc_ms + outcome.link_ms};
+  return {std::move(outcome.entry).value(), outcome.nvrtc_ms + outcome.link_ms, std::move(parts)};
+}
+
+// The unit's source as it was given (a program's), else its catalog's.
+CompileRequest request_of(const UnitQuery& q) {
+  if (const UnitSource* given = q.given()) return make_request(*given, q.arch);
+  return make_request(q.catalog, q.unit_index(), q.arch);
+}
+
+// How long the unit's compile took last (any architecture, this cache directory's history), else the
+// model's estimate.
+double estimate_of(const UnitQuery& q, const std::filesystem::path& root) {
+  if (const UnitSource* given = q.given())
+    return compile_history(root).lookup(q.catalog.str(q.unit().digest)).value_or(source_estimate_ms(*given));
+  return unit_estimate_ms(q.catalog, q.unit_index(), root);
 }
 
 // 2. Compile: the unit's request on the process-wide pool, the PCH family of its includes with it, with
 // its estimate: the time its last compile took (any architecture, this cache directory's history), else
 // the model's (compile_estimate_ms). What it took now goes into the history and the entry.
 Built compile(const UnitQuery& q, const BuildInput& in) {
-  CompileRequest request = make_request(q.catalog, q.unit_index(), q.arch);
+  CompileRequest request = request_of(q);
+  std::vector<KeyPart> parts = key_parts(request);  // what `kiln why` compares later
   if (!in.ptx.empty()) {
     request.ptx.assign(in.ptx.substr(0, in.ptx.find('\0')));
     request.headers.clear();
-    return built_of(jit_compile(request, {}, compile_estimate_ms(q.catalog, q.unit_index(), true)));
+    return built_of(jit_compile(request, {}, compile_estimate_ms(q.catalog, q.unit_index(), true)), std::move(parts));
   }
   if (q.link != nullptr) {
     // The unit's kernels as the binary embeds them (LTO-IR) for the device or an older architecture: then
@@ -96,14 +114,14 @@ Built compile(const UnitQuery& q, const BuildInput& in) {
     request.link_source = q.link->source;
     request.link_source_name = q.link->name.empty() ? "linked source" : q.link->name;
     request.link_lto_ir = q.link->lto_ir;
-    return built_of(jit_compile(request));
+    return built_of(jit_compile(request), std::move(parts));
   }
-  PchFamily family = request_family(q.catalog, request, q.cache());
+  PchFamily family = request_family(request, q.cache());
   UnitSplit split{q.unit().splittable, compile_shared_ms(q.catalog, q.unit_index())};
   if (split.splittable) split.kernel_shares = kernel_code_shares(q.catalog, q.unit_index());
   const std::filesystem::path root = q.cache().usable() ? q.cache().config().dir : std::filesystem::path{};
-  const double estimate = unit_estimate_ms(q.catalog, q.unit_index(), root);
-  Built built = built_of(jit_compile(request, std::move(family), estimate, split));
+  const double estimate = estimate_of(q, root);
+  Built built = built_of(jit_compile(request, std::move(family), estimate, split), std::move(parts));
   compile_history(root).record(q.catalog.str(q.unit().digest), built.ms);
   return built;
 }
@@ -121,9 +139,9 @@ UnitImage build_unit(const UnitQuery& q, const BuildInput& in) {
   Holds holds;
   std::optional<UnitImage> image = claim_stores(q, key, holds);  // 1
   if (!image) {
-    auto [entry, ms] = compile(q, in);                           // 2
+    auto [entry, ms, parts] = compile(q, in);                    // 2
     check_built(q, key, entry);                                  // 3
-    record_key_parts(entry, unit_key_parts(q.catalog, q.unit_index()), ms);  // what `kiln why` compares later
+    record_key_parts(entry, parts, ms);
     image.emplace();
     image->source = in.tier;
     image->stored = holds.publish(entry);                        // 4

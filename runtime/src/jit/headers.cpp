@@ -26,14 +26,12 @@ struct Bundle {
   std::shared_ptr<const std::string> value;
 };
 
-// The decompressed bundle of `catalog`, made once and kept while it is among the KILN_PROGRAM_CACHE most
-// recently used: by its digest and address, so that a program given at run time, whose bundle lives in
-// memory, never finds another's at a reused address.
+// The decompressed bundle of `catalog`, made once and kept, by its digest, while it is among the
+// KILN_PROGRAM_CACHE most recently used (catalogs loaded at run time come and go: kiln.Registry.load).
 std::shared_ptr<const std::string> bundle(const Catalog& catalog) {
   static std::mutex& mutex = *new std::mutex;  // leaked: a compile may run during static destruction
   static auto& bundles = *new Lru<Bundle>;
-  std::string key = std::string(catalog.header_bundle_digest) + "@" +
-                    std::to_string(reinterpret_cast<std::uintptr_t>(catalog.header_bundle));
+  std::string key(catalog.header_bundle_digest);
   const std::size_t hash = std::hash<std::string>{}(key);
   const auto same = [&](const Bundle& b) { return b.key == key; };
   {

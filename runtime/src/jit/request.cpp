@@ -50,7 +50,12 @@ double compile_shared_ms(const Catalog& catalog, std::uint32_t unit_index) {
   return kFixedMs + headers * kHeaderMsPerMiB;
 }
 
-double source_estimate_ms(const Catalog& catalog, std::uint32_t unit_index) {
+namespace {
+
+// source_estimate_ms of a source of `bytes` with its headers (`header_bytes` of them, named `given`), its
+// options one per line and `expressions` name expressions.
+double estimate_of_source(std::string_view source, double bytes, double header_bytes,
+                          const std::vector<std::string_view>& given, std::string_view options, std::size_t expressions) {
   // With no binary to size (a program given at run time, a JIT-only unit): the bytes of its source and of
   // the headers it is given, at kSourceMsPerKiB (fitted on the corpus of real run-time sources,
   // bench/corpus.py; docs/DESIGN.md, "Estimates"), plus each name expression's instantiation, plus the
@@ -60,21 +65,41 @@ double source_estimate_ms(const Catalog& catalog, std::uint32_t unit_index) {
   // 259 ms + 28.6 ms per KiB of source; of the 259, what they include (~4 MiB scanned, far less parsed:
   // include guards and #if) at kIncludedMsPerMiB.
   constexpr double kSourceMsPerKiB = 28, kExpressionMs = 4, kIncludedMsPerMiB = 50;
+  // What it includes from its -I directories (CCCL's among them, for a program): parsed on every compile.
+  const double included = static_cast<double>(included_bytes(source, given, include_dirs_of(options)));
+  return kFixedMs + header_bytes / (1024.0 * 1024.0) * kHeaderMsPerMiB + included / (1024.0 * 1024.0) * kIncludedMsPerMiB +
+         bytes / 1024.0 * kSourceMsPerKiB + static_cast<double>(expressions) * kExpressionMs;
+}
+
+}  // namespace
+
+double source_estimate_ms(const Catalog& catalog, std::uint32_t unit_index) {
   const UnitEntry& unit = catalog.units[unit_index];
   const std::string_view source = catalog.str(unit.source);
-  double bytes = static_cast<double>(source.size());
+  double headers = 0;
   std::vector<std::string_view> given;
   for (std::uint32_t i = 0; i < unit.header_count; ++i) {
     const HeaderEntry& h = catalog.headers[catalog.unit_headers[unit.first_header + i]];
-    bytes += h.size;
+    headers += h.size;
     given.push_back(catalog.str(h.name));
   }
   std::size_t expressions = 0;
   for (const KernelEntry& k : catalog.kernels) expressions += k.unit == unit_index;
-  // What it includes from its -I directories (CCCL's among them, for a program): parsed on every compile.
-  const double included = static_cast<double>(included_bytes(source, given, include_dirs_of(catalog.str(unit.options))));
-  return compile_shared_ms(catalog, unit_index) + included / (1024.0 * 1024.0) * kIncludedMsPerMiB +
-         bytes / 1024.0 * kSourceMsPerKiB + static_cast<double>(expressions) * kExpressionMs;
+  return estimate_of_source(source, static_cast<double>(source.size()) + headers, headers, given, catalog.str(unit.options),
+                            expressions);
+}
+
+double source_estimate_ms(const UnitSource& unit) {
+  double headers = 0;
+  std::vector<std::string_view> given;
+  for (const Header& h : unit.headers) {
+    headers += static_cast<double>(h.content.size());
+    given.push_back(h.name);
+  }
+  std::string options;
+  for (const std::string& o : unit.options) options.append(o).push_back('\n');
+  return estimate_of_source(unit.source, static_cast<double>(unit.source.size()) + headers, headers, given, options,
+                            unit.expressions.size());
 }
 
 double unit_estimate_ms(const Catalog& catalog, std::uint32_t unit_index, const std::filesystem::path& cache_root) {
@@ -114,27 +139,38 @@ std::vector<std::uint32_t> longest_first(const Catalog& catalog, std::vector<std
   return units;
 }
 
-CompileRequest make_request(const Catalog& catalog, std::uint32_t unit_index, unsigned arch) {
+UnitSource unit_source(const Catalog& catalog, std::uint32_t unit_index) {
   const UnitEntry& unit = catalog.units[unit_index];
-  CompileRequest request;
-  request.registry = std::string(catalog.name);
-  request.unit = std::string(catalog.str(unit.name));
-  request.source_name = std::string(catalog.str(unit.source_name));
-  request.source = std::string(catalog.str(unit.source));
+  UnitSource source;
+  source.registry = std::string(catalog.name);
+  source.unit = std::string(catalog.str(unit.name));
+  source.source_name = std::string(catalog.str(unit.source_name));
+  source.source = std::string(catalog.str(unit.source));
   const std::string_view options = catalog.str(unit.options);
   for (std::size_t start = 0; start < options.size();) {
     const std::size_t end = std::min(options.find('\n', start), options.size());
-    request.options.emplace_back(options.substr(start, end - start));
+    source.options.emplace_back(options.substr(start, end - start));
     start = end + 1;
   }
-  request.headers = unit_headers(catalog, unit);
+  source.headers = unit_headers(catalog, unit);
   for (const KernelEntry& k : catalog.kernels) {
     if (k.unit != unit_index) continue;
-    request.kernels.push_back({std::string(catalog.str(k.name)), std::string(catalog.str(k.lowered))});
-    request.expressions.emplace_back(catalog.str(k.expression));
+    source.kernels.push_back({std::string(catalog.str(k.name)), std::string(catalog.str(k.lowered))});
+    source.expressions.emplace_back(catalog.str(k.expression));
   }
+  source.headers_digest = std::string(catalog.header_bundle_digest);
+  return source;
+}
+
+CompileRequest make_request(UnitSource unit, unsigned arch) {
+  CompileRequest request;
+  static_cast<UnitSource&>(request) = std::move(unit);
   request.arch = arch;
   return request;
+}
+
+CompileRequest make_request(const Catalog& catalog, std::uint32_t unit_index, unsigned arch) {
+  return make_request(unit_source(catalog, unit_index), arch);
 }
 
 Result<CompileRequest> part_request(const CompileRequest& unit, const std::vector<std::size_t>& kernels) {
@@ -155,15 +191,12 @@ Result<CompileRequest> part_request(const CompileRequest& unit, const std::vecto
 }
 
 std::vector<KeyPart> unit_key_parts(const Catalog& catalog, std::uint32_t unit_index) {
-  const CompileRequest request = make_request(catalog, unit_index, 0);
-  std::vector<std::pair<std::string_view, std::string_view>> headers;
-  for (const Header& h : request.headers) headers.emplace_back(h.name, h.content);
-  return key_parts(request.source, catalog.str(catalog.units[unit_index].options), request.expressions, headers);
+  return key_parts(unit_source(catalog, unit_index));
 }
 
-PchFamily request_family(const Catalog& catalog, const CompileRequest& request, const DiskCache& cache) {
+PchFamily request_family(const CompileRequest& request, const DiskCache& cache) {
   if (!cache.usable()) return {};
-  std::string key = pch_family(request, catalog.header_bundle_digest, worker_glibc_tunables());
+  std::string key = pch_family(request, request.headers_digest, worker_glibc_tunables());
   if (key.empty()) return {};
   // A path, not a descriptor: NVRTC opens the file itself. The directory is the cache's, vetted when
   // the cache was opened and before every store.

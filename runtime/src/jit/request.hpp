@@ -15,8 +15,13 @@
 
 namespace kiln::detail {
 
-// The request that compiles unit `unit` of `catalog` for `arch`: its translation unit, options, kernels
-// and the headers it includes, from the catalog's bundle, in memory.
+// The source of unit `unit` of `catalog`: its translation unit, options, kernels and the headers it
+// includes, from the catalog's bundle, in memory.
+UnitSource unit_source(const Catalog& catalog, std::uint32_t unit);
+
+// The request that compiles `unit` for `arch`.
+CompileRequest make_request(UnitSource unit, unsigned arch);
+// The request that compiles unit `unit` of `catalog` for `arch` (make_request of its unit_source).
 CompileRequest make_request(const Catalog& catalog, std::uint32_t unit, unsigned arch);
 
 // A part of a unit's request (docs/DESIGN.md, "A unit's kernels over several workers"): the same source,
@@ -30,8 +35,8 @@ Result<CompileRequest> part_request(const CompileRequest& unit, const std::vecto
 // build_unit records in the entries it makes, and `kiln why` compares a miss's nearest entry with.
 std::vector<KeyPart> unit_key_parts(const Catalog& catalog, std::uint32_t unit);
 
-// The PCH family of a catalog's request, with its file in `cache` (empty when the cache is not usable).
-PchFamily request_family(const Catalog& catalog, const CompileRequest& request, const DiskCache& cache);
+// The PCH family of a request, with its file in `cache` (empty when the cache is not usable).
+PchFamily request_family(const CompileRequest& request, const DiskCache& cache);
 
 // How long compiling unit `unit` of `catalog` takes on one thread, roughly: from the bytes of the headers
 // it includes and of the code it makes (an embedded binary of another architecture), with `from_ptx`
@@ -49,6 +54,8 @@ double unit_estimate_ms(const Catalog& catalog, std::uint32_t unit, const std::f
 // compile_estimate_ms of a unit with no embedded binary to size (a program given at run time, a JIT-only
 // unit): from its source's and headers' bytes, its name expressions, and whether it includes CCCL.
 double source_estimate_ms(const Catalog& catalog, std::uint32_t unit);
+// The same of a unit source (a program given at run time).
+double source_estimate_ms(const UnitSource& unit);
 // Each kernel's share of unit `unit`'s code, in make_request's order, summing to 1: its function's bytes
 // in the unit's embedded cubin of the newest architecture. Empty where the unit embeds no cubin, or the
 // cubin does not size every kernel (the JIT pool's cost of parts then cannot be told: UnitSplit).

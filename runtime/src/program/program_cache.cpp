@@ -28,21 +28,12 @@ std::size_t sample_hash(const ProgramSource& s, int device) {
   return h;
 }
 
-bool same_content(const ProgramSource& a, const ProgramSource& b) {
-  const auto headers_equal = [](const ProgramHeader& x, const ProgramHeader& y) {
-    return x.name == y.name && x.source == y.source;
-  };
-  return a.source == b.source && a.options == b.options && a.name_expressions == b.name_expressions &&
-         std::equal(a.headers.begin(), a.headers.end(), b.headers.begin(), b.headers.end(), headers_equal);
-}
-
 bool same_options(const RegistryOptions& a, const RegistryOptions& b) {
   return std::tie(a.allow_ptx, a.use_embedded, a.cache, a.use_jit, a.remote, a.use_remote) ==
          std::tie(b.allow_ptx, b.use_embedded, b.cache, b.use_jit, b.remote, b.use_remote);
 }
 
 struct Known {
-  ProgramSource source;
   int device;
   RegistryOptions options;
   std::shared_ptr<Program> value;
@@ -65,7 +56,7 @@ std::shared_ptr<Program> program(const ProgramSource& source, int device, Regist
   Programs& p = programs();
   const std::size_t h = sample_hash(source, device);
   const auto same = [&](const Known& k) {
-    return k.device == device && same_options(k.options, options) && same_content(k.source, source);
+    return k.device == device && same_options(k.options, options) && detail::has_content(*k.value, source);
   };
   {
     const std::lock_guard lock(p.mutex);
@@ -76,7 +67,7 @@ std::shared_ptr<Program> program(const ProgramSource& source, int device, Regist
   auto made = std::make_shared<Program>(source, device, options);
   const std::lock_guard lock(p.mutex);
   if (const Known* k = p.known.find(h, same)) return k->value;
-  return p.known.add(h, Known{source, device, options, made}, detail::kept_programs()).value;
+  return p.known.add(h, Known{device, options, made}, detail::kept_programs()).value;
 }
 
 namespace detail {

@@ -4,6 +4,7 @@
 
 #include "base/field.hpp"     // append_field
 #include "base/settings.hpp"  // KILN_RECORD
+#include "chain/key.hpp"  // sha256_hex
 #include "registry/demand_record.hpp"
 
 #include <kiln/error.hpp>
@@ -98,18 +99,19 @@ void record_kernel(std::string_view registry, std::string_view kernel, unsigned 
   Recorder::instance().write(text, text);
 }
 
-void record_program(const ProgramSource& source) {
+void record_program(std::string_view label, const UnitSource& unit, std::span<const std::string> options) {
   std::string text = "program\n";
-  append_field(text, "label", source.label);
-  append_field(text, "source", source.source);
-  for (const ProgramHeader& h : source.headers) {
+  append_field(text, "label", label);
+  append_field(text, "source", unit.source);
+  for (const Header& h : unit.headers) {
     append_field(text, "header", h.name);
-    append_field(text, "bytes", h.source);
+    append_field(text, "bytes", h.content);
   }
-  for (const std::string& o : source.options) append_field(text, "option", o);
-  for (const std::string& e : source.name_expressions) append_field(text, "kernel", e);
+  for (const std::string& o : options) append_field(text, "option", o);
+  for (const std::string& e : unit.expressions) append_field(text, "kernel", e);
   text += "end\n";
-  Recorder::instance().write(text, text);
+  // Remembered by its digest, not its text: a process that records many programs keeps no copy of them.
+  Recorder::instance().write(sha256_hex(text), text);
 }
 
 }  // namespace detail

@@ -32,8 +32,8 @@ ChainParts chain_parts() {
 
 }  // namespace
 
-TierChain make_chain(const Catalog& catalog, const RegistryOptions& options) {
-  return TierChain(catalog, options, chain_parts());
+TierChain make_chain(const Catalog& catalog, const RegistryOptions& options, std::shared_ptr<const UnitSource> given) {
+  return TierChain(catalog, options, chain_parts(), std::move(given));
 }
 
 CompilerVersions compilers_for(DiskCache& cache) { return compiler_versions(cache, load_compilers); }

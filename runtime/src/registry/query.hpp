@@ -13,8 +13,9 @@
 namespace kiln::detail {
 
 // The chain for `catalog` under `options`: memory is the registry's, before it; then embedded, disk,
-// remote, PTX, JIT. `catalog` must outlive it.
-TierChain make_chain(const Catalog& catalog, const RegistryOptions& options);
+// remote, PTX, JIT. `catalog` must outlive it; `given`, a program's unit source (TierChain).
+TierChain make_chain(const Catalog& catalog, const RegistryOptions& options,
+                     std::shared_ptr<const UnitSource> given = nullptr);
 
 // The NVRTC and nvJitLink versions cache keys name: from `cache`'s record (disk/compiler_versions.hpp),
 // else by loading them with the JIT's loader; once per process.

@@ -67,12 +67,13 @@ std::string_view to_string(Tier tier) noexcept {
   return "unknown";
 }
 
-Registry::Impl::Impl(const Catalog& catalog, int device, RegistryOptions options)
+Registry::Impl::Impl(const Catalog& catalog, int device, RegistryOptions options,
+                     std::shared_ptr<const detail::UnitSource> given)
     : catalog_(catalog),
       names_(detail::build_name_index(catalog)),
       ordinal_(device),
       options_(options),
-      chain_(detail::make_chain(catalog, options_)),
+      chain_(detail::make_chain(catalog, options_, std::move(given))),
       units_(std::make_unique<UnitState[]>(catalog.units.size())),
       slots_(std::make_unique<Slot[]>(catalog.kernels.size())),
       linked_(std::make_unique<LinkedUnits>()) {}
@@ -207,9 +208,9 @@ void Registry::Impl::load_unit(UnitState& unit, const KernelEntry& entry) {
     unit.image = chain_.fetch(q);
   }
   count_served(unit.image);
-  // A table's kernel that nothing embedded served goes into the demand record, if one is kept (a
-  // program's registry, "program", records its program instead: kiln/program.hpp).
-  if (unit.image.served_by != Tier::embedded && catalog_.name != detail::kProgramRegistry)
+  // A table's kernel that nothing embedded served goes into the demand record, if one is kept (a unit
+  // source given at run time is recorded by its program instead: kiln/program.hpp).
+  if (unit.image.served_by != Tier::embedded && chain_.given() == nullptr)
     detail::record_kernel(catalog_.name, catalog_.str(entry.name), info_.arch);
   const std::string identity = image_identity(unit.image, entry.unit);
   const auto& parts = unit.image.parts;
@@ -272,12 +273,11 @@ std::string Registry::Impl::image_identity(const detail::UnitImage& image, std::
 }
 
 std::string_view Registry::Impl::lowered_in(const UnitState& unit, const KernelEntry& entry) const {
-  const std::string_view recorded = catalog_.str(entry.lowered);
-  if (!recorded.empty()) return recorded;
-  // A program given at run time: the name NVRTC lowered its expression to, as its entry records it.
+  // The image's own record where it has one (a cache entry's, a compile's: the names NVRTC gave, which a
+  // unit source given at run time learns only so); an embedded image's are the catalog's.
   for (const CachedKernel& k : unit.image.kernels)
-    if (k.name == catalog_.str(entry.name)) return k.lowered;
-  return recorded;
+    if (k.name == catalog_.str(entry.name) && !k.lowered.empty()) return k.lowered;
+  return catalog_.str(entry.lowered);
 }
 
 detail::UnitQuery Registry::Impl::query(const KernelEntry& entry, const LinkedSource* link) {
@@ -407,6 +407,7 @@ void Registry::check_belongs(const Catalog& catalog, std::string_view name) cons
 
 Registry::Registry(const Catalog& catalog, int device, RegistryOptions options)
     : impl_(std::make_unique<Impl>(catalog, device, options)) {}
+Registry::Registry(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Registry::~Registry() = default;
 
 Kernel Registry::get(std::string_view name) { return impl_->get(name); }

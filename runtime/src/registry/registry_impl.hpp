@@ -26,7 +26,9 @@ class Prefetch;  // registry/prefetch.hpp: this device's images read ahead
 
 class Registry::Impl {
  public:
-  Impl(const Catalog& catalog, int device, RegistryOptions options);
+  // `given`: the source of the catalog's one unit, given at run time (a program's; TierChain).
+  Impl(const Catalog& catalog, int device, RegistryOptions options,
+       std::shared_ptr<const detail::UnitSource> given = nullptr);
   ~Impl();
 
   Kernel get(std::string_view name);

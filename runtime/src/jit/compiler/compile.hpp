@@ -4,6 +4,7 @@
 #include <kiln/cache.hpp>
 
 #include "base/result.hpp"
+#include "chain/unit_source.hpp"  // UnitSource, Header
 
 #include <cstdint>
 #include <functional>
@@ -11,12 +12,6 @@
 #include <vector>
 
 namespace kiln::detail {
-
-// A header handed to NVRTC in memory: `#include <name>` finds it (docs/DESIGN.md, "Headers in memory").
-struct Header {
-  std::string name;
-  std::string content;
-};
 
 // What the compile does with a precompiled header (jit/pch_store.hpp). NVRTC reads a PCH file only in a
 // process with ASLR off, as kiln-jitd runs; elsewhere it is rejected and the unit compiles without.
@@ -26,16 +21,10 @@ enum class PchMode : std::uint8_t {
   use,     // compile against the PCH file at `path`
 };
 
-// Everything needed to compile one unit for one architecture; it travels to a worker process as is.
-struct CompileRequest {
-  std::string registry;
-  std::string unit;
-  std::string source_name;               // e.g. "examples.block_sum_f32.cu", for NVRTC's messages
-  std::string source;                    // the generated translation unit, as nvcc compiled it
-  std::vector<std::string> options;      // the unit's options (no -arch)
-  std::vector<Header> headers;           // what the source includes, directly or not
-  std::vector<CachedKernel> kernels;     // registry name and the lowered name the catalog expects
-  std::vector<std::string> expressions;  // the C++ name expression of each kernel, same order
+// Everything needed to compile one unit for one architecture: the unit's source and the target. It
+// travels to a worker process as the protocol writes it (jit/protocol.cpp; the unit source's
+// headers_digest stays here).
+struct CompileRequest : UnitSource {
   unsigned arch = 0;                     // SM number to build a cubin for
   PchMode pch = PchMode::none;
   std::string pch_path;
