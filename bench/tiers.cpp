@@ -135,7 +135,7 @@ int phases_child(const std::string& mode, const std::string& registry_name, cons
     // A first process builds the family's PCH: the pool builds one only for a family with more requests
     // than free workers (docs/DESIGN.md, "PCH across processes"), so the unit twice at once on one worker.
     auto request = kiln::detail::make_request(catalog, entry->unit, arch);
-    const auto family = kiln::detail::request_family(request, cache);
+    const auto family = kiln::detail::request_family(request, catalog.header_bundle_digest, cache);
     if (family.key.empty()) return 1;  // it includes nothing: no PCH
     auto first = std::async(std::launch::async, [&] { return kiln::detail::jit_compile(request, family); });
     auto second = std::async(std::launch::async, [&] { return kiln::detail::jit_compile(request, family); });
@@ -146,7 +146,7 @@ int phases_child(const std::string& mode, const std::string& registry_name, cons
   }
   const double t0 = now_ms();
   kiln::detail::CompileRequest request = kiln::detail::make_request(catalog, entry->unit, arch);
-  const auto family = kiln::detail::request_family(request, cache);
+  const auto family = kiln::detail::request_family(request, catalog.header_bundle_digest, cache);
   const double t1 = now_ms();
   const kiln::detail::CompileOutcome outcome = kiln::detail::jit_compile(request, family);
   const double t2 = now_ms();

@@ -220,7 +220,7 @@ TableRun cold_on_pool(const kiln::Catalog& catalog, const std::vector<std::uint3
     std::vector<std::future<CompileOutcome>> futures;
     for (const std::uint32_t u : units) {
       CompileRequest request = kiln::detail::make_request(catalog, u, kArch);
-      kiln::detail::PchFamily family = kiln::detail::request_family(request, cache);
+      kiln::detail::PchFamily family = kiln::detail::request_family(request, catalog.header_bundle_digest, cache);
       futures.push_back(pool.submit(std::move(request), std::move(family), kiln::detail::compile_estimate_ms(catalog, u),
                                     {catalog.units[u].splittable, kiln::detail::compile_shared_ms(catalog, u)}));
     }

@@ -1,6 +1,6 @@
 // A unit's source: what compiles it and what its key parts are taken from, one struct whether the unit is
 // a catalog's row or a program given at run time (docs/DESIGN.md, "Programs given at run time"). A compile
-// request is a unit source and a target (jit/compiler/compile.hpp).
+// request is made of a unit source and a target (jit/request.hpp's make_request).
 #pragma once
 
 #include <kiln/cache.hpp>  // CachedKernel
@@ -28,7 +28,7 @@ struct UnitSource {
   std::vector<CachedKernel> kernels;
   std::vector<std::string> expressions;  // the C++ name expression of each kernel, same order
   // SHA-256 (hex) of the headers: what a PCH of its includes is keyed by with the options (a table's
-  // header bundle's, a program's headers'; empty where it has none). The protocol does not carry it.
+  // header bundle's, a program's headers'; empty where it has none).
   std::string headers_digest;
 };
 

@@ -79,9 +79,9 @@ Built built_of(CompileOutcome outcome, std::vector<KeyPart> parts) {
 }
 
 // The unit's source as it was given (a program's), else its catalog's.
-CompileRequest request_of(const UnitQuery& q) {
-  if (const UnitSource* given = q.given()) return make_request(*given, q.arch);
-  return make_request(q.catalog, q.unit_index(), q.arch);
+UnitSource source_of(const UnitQuery& q) {
+  if (const UnitSource* given = q.given()) return *given;
+  return unit_source(q.catalog, q.unit_index());
 }
 
 // How long the unit's compile took last (any architecture, this cache directory's history), else the
@@ -96,8 +96,10 @@ double estimate_of(const UnitQuery& q, const std::filesystem::path& root) {
 // its estimate: the time its last compile took (any architecture, this cache directory's history), else
 // the model's (compile_estimate_ms). What it took now goes into the history and the entry.
 Built compile(const UnitQuery& q, const BuildInput& in) {
-  CompileRequest request = request_of(q);
-  std::vector<KeyPart> parts = key_parts(request);  // what `kiln why` compares later
+  UnitSource source = source_of(q);
+  std::vector<KeyPart> parts = key_parts(source);  // what `kiln why` compares later
+  const std::string headers_digest = std::move(source.headers_digest);
+  CompileRequest request = make_request(std::move(source), q.arch);
   if (!in.ptx.empty()) {
     request.ptx.assign(in.ptx.substr(0, in.ptx.find('\0')));
     request.headers.clear();
@@ -116,7 +118,7 @@ Built compile(const UnitQuery& q, const BuildInput& in) {
     request.link_lto_ir = q.link->lto_ir;
     return built_of(jit_compile(request), std::move(parts));
   }
-  PchFamily family = request_family(request, q.cache());
+  PchFamily family = request_family(request, headers_digest, q.cache());
   UnitSplit split{q.unit().splittable, compile_shared_ms(q.catalog, q.unit_index())};
   if (split.splittable) split.kernel_shares = kernel_code_shares(q.catalog, q.unit_index());
   const std::filesystem::path root = q.cache().usable() ? q.cache().config().dir : std::filesystem::path{};

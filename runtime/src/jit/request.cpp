@@ -164,7 +164,14 @@ UnitSource unit_source(const Catalog& catalog, std::uint32_t unit_index) {
 
 CompileRequest make_request(UnitSource unit, unsigned arch) {
   CompileRequest request;
-  static_cast<UnitSource&>(request) = std::move(unit);
+  request.registry = std::move(unit.registry);
+  request.unit = std::move(unit.unit);
+  request.source_name = std::move(unit.source_name);
+  request.source = std::move(unit.source);
+  request.options = std::move(unit.options);
+  request.headers = std::move(unit.headers);
+  request.kernels = std::move(unit.kernels);
+  request.expressions = std::move(unit.expressions);
   request.arch = arch;
   return request;
 }
@@ -194,9 +201,9 @@ std::vector<KeyPart> unit_key_parts(const Catalog& catalog, std::uint32_t unit_i
   return key_parts(unit_source(catalog, unit_index));
 }
 
-PchFamily request_family(const CompileRequest& request, const DiskCache& cache) {
+PchFamily request_family(const CompileRequest& request, std::string_view headers_digest, const DiskCache& cache) {
   if (!cache.usable()) return {};
-  std::string key = pch_family(request, request.headers_digest, worker_glibc_tunables());
+  std::string key = pch_family(request, headers_digest, worker_glibc_tunables());
   if (key.empty()) return {};
   // A path, not a descriptor: NVRTC opens the file itself. The directory is the cache's, vetted when
   // the cache was opened and before every store.

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string_view>
 #include <vector>
 
 namespace kiln::detail {
@@ -19,7 +20,7 @@ namespace kiln::detail {
 // includes, from the catalog's bundle, in memory.
 UnitSource unit_source(const Catalog& catalog, std::uint32_t unit);
 
-// The request that compiles `unit` for `arch`.
+// The request that compiles `unit` for `arch`: its fields and the target.
 CompileRequest make_request(UnitSource unit, unsigned arch);
 // The request that compiles unit `unit` of `catalog` for `arch` (make_request of its unit_source).
 CompileRequest make_request(const Catalog& catalog, std::uint32_t unit, unsigned arch);
@@ -35,8 +36,9 @@ Result<CompileRequest> part_request(const CompileRequest& unit, const std::vecto
 // build_unit records in the entries it makes, and `kiln why` compares a miss's nearest entry with.
 std::vector<KeyPart> unit_key_parts(const Catalog& catalog, std::uint32_t unit);
 
-// The PCH family of a request, with its file in `cache` (empty when the cache is not usable).
-PchFamily request_family(const CompileRequest& request, const DiskCache& cache);
+// The PCH family of a request whose unit source has `headers_digest` (UnitSource::headers_digest), with
+// its file in `cache` (empty when the cache is not usable).
+PchFamily request_family(const CompileRequest& request, std::string_view headers_digest, const DiskCache& cache);
 
 // How long compiling unit `unit` of `catalog` takes on one thread, roughly: from the bytes of the headers
 // it includes and of the code it makes (an embedded binary of another architecture), with `from_ptx`

@@ -4,7 +4,7 @@
 #include <kiln/cache.hpp>
 
 #include "base/result.hpp"
-#include "chain/unit_source.hpp"  // UnitSource, Header
+#include "chain/unit_source.hpp"  // Header
 
 #include <cstdint>
 #include <functional>
@@ -21,10 +21,17 @@ enum class PchMode : std::uint8_t {
   use,     // compile against the PCH file at `path`
 };
 
-// Everything needed to compile one unit for one architecture: the unit's source and the target. It
-// travels to a worker process as the protocol writes it (jit/protocol.cpp; the unit source's
-// headers_digest stays here).
-struct CompileRequest : UnitSource {
+// Everything needed to compile one unit for one architecture: a unit source's fields (make_request) and
+// the target; it travels to a worker process as is (jit/protocol.cpp).
+struct CompileRequest {
+  std::string registry;
+  std::string unit;
+  std::string source_name;               // e.g. "examples.block_sum_f32.cu", for NVRTC's messages
+  std::string source;                    // the translation unit
+  std::vector<std::string> options;      // the unit's options (no -arch)
+  std::vector<Header> headers;           // what the source includes, directly or not
+  std::vector<CachedKernel> kernels;     // registry name and the lowered name the catalog expects
+  std::vector<std::string> expressions;  // the C++ name expression of each kernel, same order
   unsigned arch = 0;                     // SM number to build a cubin for
   PchMode pch = PchMode::none;
   std::string pch_path;
