@@ -99,13 +99,24 @@ Result<std::string> directory_digest(const std::string& dir, bool trigraphs) {
   }
   if (ec) return fail("cannot list '" + dir + "': " + ec.message());
   std::sort(files.begin(), files.end());
-  Sha256 digest;
+  // Read once (within the caps above); the probe macros one file defines (`#define HAS(x) __has_include(x)`)
+  // are checked where any file of the directory uses them.
+  std::vector<std::string> contents;
+  std::vector<std::string> probes;
   for (const auto& [file, size] : files) {
     Result<std::string> bytes = read_exactly(file, size);
     if (!bytes) return fail(bytes.error());
+    if (const Result<std::vector<IncludeRef>> refs = scan_includes(*bytes, trigraphs, &probes); !refs)
+      return fail(quoted(file) + ", " + refs.error() + ": kiln cannot key what it reads");
+    contents.push_back(std::move(*bytes));
+  }
+  Sha256 digest;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const fs::path& file = files[i].first;
+    const std::string* bytes = &contents[i];
     // What a file includes must be keyed too: a header here may not reach outside by an absolute path
     // or a ".." part, nor by a name only the preprocessor computes.
-    const Result<std::vector<IncludeRef>> refs = scan_includes(*bytes, trigraphs);
+    const Result<std::vector<IncludeRef>> refs = scan_includes(*bytes, trigraphs, &probes);
     if (!refs) return fail(quoted(file) + ", " + refs.error() + ": kiln cannot key what it reads");
     // A ".." name is keyed where NVRTC finds it first, beside the file and still under `dir`; anywhere
     // else (another -I directory's parent) it is not.
