@@ -253,7 +253,7 @@ def fresh_env(**extra) -> dict:
 
 def row(title: str, r: dict) -> str:
     if "error" in r:
-        return f"| {title} | failed: {r['error'][:200]} | | | |"
+        return f"| {title} | failed: {r['error'][:40]} ... {r['error'][-240:]} | | | |"
     failed = f" ({r['failed']} failed: {r['errors'][0][:120] if r['errors'] else ''})" if r["failed"] else ""
     return (f"| {title} | {r['wall_ms']:,.0f}{failed} | {r['make_ms']:,.0f} | {r['machine_cpu_s']:,.1f} |")
 
