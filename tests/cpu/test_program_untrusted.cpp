@@ -235,6 +235,29 @@ TEST_CASE("a macro that hands its parameter to __has_include is a probe: defined
   CHECK(contains(refusal(not_a_parameter, here.options), "computed"));
 }
 
+TEST_CASE("the toolkit's own include directories are keyed as the toolkit's, not scanned: CCCL's computed includes pass") {
+  const PrivateCache here;
+  // CuPy names the toolkit's CCCL with -I; Thrust's system headers include computed names.
+  const fs::path cccl = fs::path(KILN_TEST_TOOLKIT_DIR) / "include" / "cccl";
+  if (!fs::exists(cccl / "thrust" / "execution_policy.h")) {
+    MESSAGE("no CCCL in " << cccl << ": nothing to check");
+    return;
+  }
+  for (const std::string& dir : {cccl.string(), (fs::path(KILN_TEST_TOOLKIT_DIR) / "include").string()}) {
+    CAPTURE(dir);
+    kiln::ProgramSource s = simple("#include <thrust/execution_policy.h>\nextern \"C\" __global__ void k() {}\n");
+    s.options = {"-I" + dir};
+    CHECK(refusal(s, here.options).empty());
+  }
+  // A copy of the same header elsewhere is scanned, and its computed include refused.
+  const fs::path copy = here.tmp.path() / "copy";
+  fs::create_directories(copy / "thrust");
+  fs::copy_file(cccl / "thrust" / "execution_policy.h", copy / "thrust" / "execution_policy.h");
+  kiln::ProgramSource elsewhere = simple();
+  elsewhere.options = {"-I" + copy.string()};
+  CHECK(contains(refusal(elsewhere, here.options), "computed"));
+}
+
 TEST_CASE("a quoted include NVRTC would read from the working directory is refused, not served stale") {
   const PrivateCache here;
   const fs::path cwd = here.tmp.path() / "cwd";

@@ -157,6 +157,14 @@ std::string program_digest(const ProgramSource& source) {
       append_field(text, "option", options[i]);
       continue;
     }
+    // A directory of the toolkit's own headers (CCCL's, as CuPy names it) is keyed as the headers kiln
+    // adds itself: by the toolkit, whose compilers' versions every key holds, CCCL's version and the
+    // directory's place; its files are the toolkit's, and hold computed includes (Thrust's system
+    // headers) that no scan could key.
+    if (const std::string place = toolkit_place(dir); !place.empty()) {
+      append_field(text, "toolkit include", place + " " + toolkit_headers().cccl_version);
+      continue;
+    }
     const Result<std::string> files = remembered_directory_digest(dir, trigraphs_on(options));
     if (!files)
       throw Error(Errc::invalid_argument, "kiln: program '" + source.label + "': its include directory " + files.error());
@@ -171,6 +179,9 @@ const ToolkitHeaders& toolkit_headers() {
     ToolkitHeaders h;
     const std::string named = setting("KILN_TOOLKIT");
     const std::filesystem::path toolkit = named.empty() ? "/usr/local/cuda" : named;
+    std::error_code ec;
+    h.toolkit_include = std::filesystem::canonical(toolkit / "include", ec);
+    if (ec) h.toolkit_include.clear();
     for (const auto& dir : {toolkit / "include" / "cccl", toolkit / "include"}) {
       std::ifstream version(dir / "cub" / "version.cuh");
       if (!version) continue;
@@ -187,6 +198,17 @@ const ToolkitHeaders& toolkit_headers() {
     return h;
   }();
   return headers;
+}
+
+std::string toolkit_place(const std::string& dir) {
+  const std::filesystem::path& root = toolkit_headers().toolkit_include;
+  if (root.empty()) return {};
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::canonical(dir, ec);
+  if (ec) return {};
+  const std::string inside = real.lexically_relative(root).generic_string();
+  if (inside.empty() || has_parent_part(inside)) return {};
+  return inside == "." ? "include" : "include/" + inside;
 }
 
 }  // namespace kiln::detail
