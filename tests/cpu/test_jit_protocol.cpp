@@ -1,4 +1,5 @@
-// kiln-jitd frames: every field survives a round trip; truncated, damaged and garbage frames are refused.
+// kiln-jitd frames: every field survives a round trip; the committed frames pin the wire format;
+// truncated, damaged and garbage frames are refused.
 #include <kiln/cache.hpp>
 #include <doctest/doctest.h>
 
@@ -8,7 +9,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -150,6 +153,89 @@ TEST_CASE("an outcome, its cache entry, a failure and a hello survive a round tr
   CHECK(h->pid == 4321);
   CHECK(h->cache_format == 7);
   CHECK(h->pch_files);
+}
+
+// The golden frames pin the wire format of this protocol version: a change to a message's fields, their
+// order or their encoding without a bump of kJitProtocolVersion fails here. KILN_TEST_GOLDEN_DIR:
+// tests/cpu/golden in the source tree. To write the frames of a new version (and delete the old version's
+// file, which no worker speaks any more):
+//   KILN_UPDATE_GOLDEN=1 build/tests/test_cpu -tc='the golden frames*'
+namespace {
+
+std::filesystem::path golden_frames_path() {
+  return std::filesystem::path(KILN_TEST_GOLDEN_DIR) / ("jit_frames_v" + std::to_string(kJitProtocolVersion) + ".bin");
+}
+
+// A fixed input, apart from the samples above (which other tests may change): every field set.
+std::string golden_frames() {
+  CompileRequest r;
+  r.registry = "golden";
+  r.unit = "unit";
+  r.source_name = "golden.unit.cu";
+  r.source = "__global__ void k() {}\n";
+  r.options = {"-std=c++17", "-DG=1"};
+  r.headers = {{"a.cuh", "#pragma once\n"}};
+  r.kernels = {{"k", "_Z1kv"}};
+  r.expressions = {"k"};
+  r.arch = 120;
+  r.pch = PchMode::create;
+  r.pch_path = "/cache/v1/ab.pch";
+  r.pch_unpacked = "/proc/1/fd/3";
+  r.ptx = ".version 9.0\n";
+  r.link_threads = 3;
+  r.link_source = "op";
+  r.link_source_name = "operator op";
+  r.link_lto_ir = true;
+  r.unit_lto_ir = "ir";
+  r.code_arch = 90;
+  CompileOutcome o;  // a failed one: an entry's bytes are the disk cache's format, pinned by its own golden entry
+  o.entry = fail("golden/unit for sm_120: nvrtcCompileProgram failed");
+  o.log = "error: golden\n";
+  o.nvrtc_ms = 1.5;
+  o.link_ms = 0.25;
+  o.globals_removed = 42;
+  o.pch = PchResult::rejected;
+  o.pch_unpack_ms = 2.75;
+  return encode_hello({4321, 3, true}) + encode_request(r) + encode_outcome(o) +
+         encode_failure({true, 6, "kiln: cannot load libnvrtc.so"});
+}
+
+}  // namespace
+
+TEST_CASE("the golden frames of this protocol version are what the encoders write, and decode to what encodes back to them") {
+  const auto path = golden_frames_path();
+  const char* update = std::getenv("KILN_UPDATE_GOLDEN");
+  if (update != nullptr && std::strcmp(update, "1") == 0) {
+    kiln::test::write_bytes(path, golden_frames());
+    MESSAGE("KILN_UPDATE_GOLDEN=1: rewrote " << path.string());
+  }
+  INFO("If you changed a message's fields, their order or their encoding, bump kJitProtocolVersion in "
+       "jit/protocol.hpp and write the golden frames of the new version with KILN_UPDATE_GOLDEN=1.");
+  REQUIRE_MESSAGE(std::filesystem::exists(path), "no golden frames for protocol version ", kJitProtocolVersion, ": ",
+                  path.string());
+  const std::string golden = kiln::test::read_bytes(path);
+  CHECK(golden == golden_frames());
+  // Each frame decodes, and its message encodes back to the same bytes.
+  std::size_t frames = 0;
+  for (std::size_t at = 0; at + kFrameHeaderSize <= golden.size(); ++frames) {
+    REQUIRE(frames < 4);
+    std::uint64_t size;
+    std::memcpy(&size, golden.data() + at + 8, 8);
+    REQUIRE(size <= golden.size());
+    const std::string_view frame = std::string_view(golden).substr(at, kFrameHeaderSize + size + kFrameTrailerSize);
+    at += frame.size();
+    const auto m = open_frame(frame);
+    REQUIRE_MESSAGE(m.ok(), m.error());
+    std::string again;
+    switch (m->kind) {
+      case MessageKind::hello: again = encode_hello(decode_hello(m->body).value()); break;
+      case MessageKind::request: again = encode_request(decode_request(m->body).value()); break;
+      case MessageKind::outcome: again = encode_outcome(decode_outcome(m->body).value()); break;
+      case MessageKind::failure: again = encode_failure(decode_failure(m->body).value()); break;
+    }
+    CHECK(again == frame);
+  }
+  CHECK(frames == 4);
 }
 
 TEST_CASE("every truncation of a frame, and of a message body, is an error") {
