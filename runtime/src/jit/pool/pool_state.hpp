@@ -192,6 +192,8 @@ struct JitPool::State {
 
   // The queued request the asking thread should run next, and how; nullopt to wait.
   std::optional<Pick> pick();
+  // What one pick weighs of the running requests and the queue, and its steps (dispatch.cpp).
+  struct Weighing;
   // After a request of `family` ran: what it taught the pool of the family's PCH and costs.
   void learn(const PchFamily& family, const Pick& pick, const CompileOutcome& outcome, double ms);
   void learn_family(const PchFamily& family, const Pick& pick, const CompileOutcome& outcome, double ms);
