@@ -24,9 +24,10 @@ static_assert(std::endian::native == std::endian::little, "the JIT protocol is l
 
 // The wire format: each message's fields in the order they travel, one line each. The encoder and the
 // decoder both walk these lists; a member left out of its list does not compile (lists_every_member).
-// A field's C++ type says how it travels: bool a u8 flag (0 or 1), an enum its u8 below `last`, a number
-// its own bytes, a string its u32 size and bytes, a vector its u32 count and elements, a described struct
-// its fields, an entry (Result<CacheEntry>) a flag and the disk cache's payload encoding or the error.
+// A field's C++ type says how it travels: bool a u8 flag (0 or 1), an enum its underlying type (a value
+// past the `last` its field names is refused), a number its own bytes, a string its u32 size and bytes, a
+// vector its u32 count and elements, a described struct its fields, an entry (Result<CacheEntry>) a flag
+// and the disk cache's payload encoding or the error.
 // Any change here is a change of the protocol: bump kJitProtocolVersion (jit/protocol.hpp).
 template <>
 struct Fields<Hello> {
