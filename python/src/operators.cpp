@@ -464,7 +464,8 @@ void bind_operators(py::module_& m) {
       "_operator_source",
       [](const std::string& family, const std::string& dtype, const std::vector<PyOperator>& ops) {
         std::size_t type = 0;
-        return linked_source(linked_calls(family, dtype, ops, type), family + "<" + cuda_spelling(type) + ">").source;
+        const std::vector<prim::LinkedCall> calls = linked_calls(family, dtype, ops, type);  // sets type
+        return linked_source(calls, family + "<" + cuda_spelling(type) + ">").source;
       },
       py::arg("family"), py::arg("dtype"), py::arg("operators"),
       "The translation unit kiln compiles for these operators (kiln::prim::linked_operators_source): for tests "

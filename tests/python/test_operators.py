@@ -61,6 +61,7 @@ def test_an_expression_is_wrapped_for_the_dtype():
     text = kiln._kiln._operator_source("reduce", "float64", [kiln.Operator("a > b ? a : b")])
     assert ("__device__ double op(double a, double b) { using T = double; return (\n#line 1\n"
             "a > b ? a : b\n); }") in text
+    assert "linked into reduce<double>" in text
     text = kiln._kiln._operator_source("select_if", "int64", [kiln.Operator("x % 3 == 0")])
     assert "__device__ bool op(long long x) { using T = long long; return (\n#line 1\nx % 3 == 0\n); }" in text
     text = kiln._kiln._operator_source("merge_sort_pairs", "uint32", [kiln.Operator("return a > b;")])
