@@ -2,11 +2,8 @@
 declares and the checks NVRTC makes of it, the dtypes it refuses, argument checks, all without a GPU; every
 family on CuPy arrays of a structured dtype against NumPy, and the tiers, on a GPU (skipped without one)."""
 
-import json
 import os
 import runpy
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +12,7 @@ import pytest
 import kiln
 from kiln import structs
 
-from test_operators import needs_operators, nvrtc_compile
+from test_operators import needs_operators, nvrtc_compile, runs_in_new_processes
 from test_primitives import DeviceArray, invalid, without_a_gpu
 
 PAIR = np.dtype([("key", np.int32), ("w", np.float32)])  # packed (NumPy's alignment 1), 8 bytes
@@ -379,11 +376,5 @@ print(json.dumps({"source": kiln.make_reduce(x, out, sys.argv[1]).source}))
 
 
 def test_a_struct_operator_is_linked_once_then_read_from_disk(ops, tmp_path):
-    env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path / "cache"))
     op = f"a.w < b.w ? b : a /* {os.getpid()} */"  # a text no cache has seen
-    runs = []
-    for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", TIERS, op], env=env, check=True, timeout=300,
-                              capture_output=True, text=True)
-        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    assert [r["source"] for r in runs] == ["jit", "disk"]
+    assert [r["source"] for r in runs_in_new_processes(TIERS, op, tmp_path / "cache")] == ["jit", "disk"]
