@@ -65,8 +65,8 @@ _CARRIERS = {4: "uint32", 8: "uint64"}
 
 
 class _Types:
-    """The item types an operator plan takes: the six dtypes, and structured dtypes (checked for their size when
-    the plan is made)."""
+    """The item types an operator plan takes: the six dtypes, and structured dtypes (their size checked by
+    _checked)."""
 
     def __contains__(self, dtype):
         return dtype in _DTYPES or dtype in _STRUCTURED
