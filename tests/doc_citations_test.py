@@ -60,10 +60,6 @@ class DocCitations(unittest.TestCase):
         path.write_text(text, encoding="utf-8")
         return run(self.root)
 
-    def assert_wrong(self, r: subprocess.CompletedProcess, where: str, page: str, title: str):
-        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-        self.assertIn(f'{where}: {page} has no heading "{title}"', r.stdout)
-
     def test_the_tree_passes(self):
         r = run(SOURCE)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -73,40 +69,39 @@ class DocCitations(unittest.TestCase):
                                     f'// docs/{DESIGN_MD}, "A unit that includes nothing".\n')
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
-    def test_a_title_the_page_lacks_fails(self):
-        r = self.plant("src/a.cpp", f"int x;\n// Bounded (docs/{DESIGN_MD}, \"Memory and disk\").\n")
-        self.assert_wrong(r, "src/a.cpp:2", "docs/DESIGN.md", "Memory and disk")
-
-    def test_each_title_of_a_list_is_checked(self):
-        r = self.plant("a.py", f'# docs/{DESIGN_MD}, "Tiers", "Lean cubins" and "A unit that includes nothing"\n')
-        self.assertEqual(r.stdout.count("has no heading"), 1, r.stdout)
-        self.assert_wrong(r, "a.py:1", "docs/DESIGN.md", "Lean cubins")
-
     def test_a_title_over_two_comment_lines(self):
         r = self.plant("a.hpp", f'// see docs/{DESIGN_MD}, "A unit that includes\n//   nothing"\n')
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        r = self.plant("a.hpp", f'// see docs/{DESIGN_MD}, "A unit that includes\n//   everything"\n')
-        self.assert_wrong(r, "a.hpp:1", "docs/DESIGN.md", "A unit that includes everything")
 
-    def test_a_page_linking_the_design_notes(self):
-        r = self.plant("docs/guide.md", f'As [{DESIGN_MD}]({DESIGN_MD}), "Scheduling a table", says.\n')
-        self.assert_wrong(r, "docs/guide.md:1", "docs/DESIGN.md", "Scheduling a table")
-
-    def test_an_escaped_citation_in_a_string_literal(self):
-        r = self.plant("a.cpp", f'warn("(docs/{DESIGN_MD}, \\"PCH across processes\\")");\n')
-        self.assert_wrong(r, "a.cpp:1", "docs/DESIGN.md", "PCH across processes")
-
-    def test_a_citation_without_a_comma(self):
-        r = self.plant("a.py", f'"""The layout (docs/{DESIGN_MD} "Embedded fatbins")."""\n')
-        self.assert_wrong(r, "a.py:1", "docs/DESIGN.md", "Embedded fatbins")
-
-    def test_a_facts_title_is_checked_against_facts(self):
-        r = self.plant("a.sh", f'# 1.12-2.18x (docs/{FACTS_MD}, "Tiers")\n')
-        self.assert_wrong(r, "a.sh:1", "docs/facts.md", "Tiers")
-
-    def test_a_line_in_a_fenced_block_is_no_heading(self):
-        r = self.plant("a.cpp", f'// docs/{DESIGN_MD}, "Not a heading"\n')
-        self.assert_wrong(r, "a.cpp:1", "docs/DESIGN.md", "Not a heading")
+    def test_each_title_a_page_lacks_fails(self):
+        # (what is planted, the file, its text, the file:line named, the page, the title named)
+        cases = [
+            ("a title", "src/a.cpp", f'int x;\n// Bounded (docs/{DESIGN_MD}, "Memory and disk").\n', "src/a.cpp:2",
+             "docs/DESIGN.md", "Memory and disk"),
+            ("one title of a list", "a.py",
+             f'# docs/{DESIGN_MD}, "Tiers", "Lean cubins" and "A unit that includes nothing"\n', "a.py:1",
+             "docs/DESIGN.md", "Lean cubins"),
+            ("a title over two comment lines", "a.hpp",
+             f'// see docs/{DESIGN_MD}, "A unit that includes\n//   everything"\n', "a.hpp:1", "docs/DESIGN.md",
+             "A unit that includes everything"),
+            ("a page's Markdown link", "docs/guide.md", f'As [{DESIGN_MD}]({DESIGN_MD}), "Scheduling a table".\n',
+             "docs/guide.md:1", "docs/DESIGN.md", "Scheduling a table"),
+            ("an escaped string literal", "a.cpp", f'warn("(docs/{DESIGN_MD}, \\"PCH across processes\\")");\n',
+             "a.cpp:1", "docs/DESIGN.md", "PCH across processes"),
+            ("no comma", "a.py", f'"""The layout (docs/{DESIGN_MD} "Embedded fatbins")."""\n', "a.py:1",
+             "docs/DESIGN.md", "Embedded fatbins"),
+            ("a title of the other page", "a.sh", f'# 1.12-2.18x (docs/{FACTS_MD}, "Tiers")\n', "a.sh:1",
+             "docs/facts.md", "Tiers"),
+            ("a line of a fenced block", "a.cpp", f'// docs/{DESIGN_MD}, "Not a heading"\n', "a.cpp:1",
+             "docs/DESIGN.md", "Not a heading"),
+        ]
+        for what, name, text, where, page, title in cases:
+            with self.subTest(what):
+                r = self.plant(name, text)
+                self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+                self.assertEqual(r.stdout.count("has no heading"), 1, r.stdout)
+                self.assertIn(f'{where}: {page} has no heading "{title}"', r.stdout)
+                (self.root / name).unlink()
 
     def test_a_build_directory_is_left_out(self):
         (self.root / "build" / "meson-info").mkdir(parents=True)
