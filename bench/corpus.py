@@ -15,6 +15,7 @@ out). Parts: batch, threads, settings, history, table, cupy, nvrtc, estimates (a
          build configured with -Dcorpus_table=N, N the --units given (1359 for all): the wall of
          `bench_corpus_kiln precompile` in a new process, its units compiled cold by the JIT pool with
          the machine's workers, for --arch (else the GPU's)
+  table-settings  the table row with each setting of the JIT's defaults (parts, PCH, slots); not by default
   nvrtc  NVRTC alone, serially in one process: each unit to a cubin for --arch (else the GPU's), its
          options as the programs' (no kiln, no PCH, no pool); wall and that process's CPU
 """
@@ -253,7 +254,7 @@ def fresh_env(**extra) -> dict:
 
 def row(title: str, r: dict) -> str:
     if "error" in r:
-        return f"| {title} | failed: {r['error'][:200]} | | | |"
+        return f"| {title} | failed: {r['error'][:40]} ... {r['error'][-240:]} | | | |"
     failed = f" ({r['failed']} failed: {r['errors'][0][:120] if r['errors'] else ''})" if r["failed"] else ""
     return (f"| {title} | {r['wall_ms']:,.0f}{failed} | {r['make_ms']:,.0f} | {r['machine_cpu_s']:,.1f} |")
 
@@ -344,6 +345,13 @@ def main() -> int:
         print(row(f"the same units as a spec table ({len(table_units(units))}: those that compile), `precompile` (JIT pool, defaults)",
                   run_table(os.path.join(a.build, "bench", "bench_corpus_kiln"), os.path.join(a.build, "bench", "corpus_table.toml"),
                             len(table_units(units)), a.arch, fresh_env())), flush=True)
+    if "table-settings" in parts:
+        slots = 2 * (os.cpu_count() or 1)
+        for title, extra in [("KILN_JIT_SPLIT=0", {"KILN_JIT_SPLIT": "0"}), ("KILN_JIT_SPLIT=1", {"KILN_JIT_SPLIT": "1"}),
+                             ("KILN_JIT_PCH=0", {"KILN_JIT_PCH": "0"}), (f"KILN_JIT_MACHINE_SLOTS={slots}", {"KILN_JIT_MACHINE_SLOTS": slots})]:
+            print(row(f"the same units as a spec table, `precompile`, {title}",
+                      run_table(os.path.join(a.build, "bench", "bench_corpus_kiln"), os.path.join(a.build, "bench", "corpus_table.toml"),
+                                len(table_units(units)), a.arch, fresh_env(**extra))), flush=True)
     if "cupy" in parts and not a.arch:
         print(row(f"CuPy RawModule, {a.threads} threads", run_child("cupy", spec, fresh_env())), flush=True)
     if "nvrtc" in parts:

@@ -363,8 +363,9 @@ int main(int argc, char** argv) {
   const std::string slowest = unit_label(slow);
 
   // Side by side, `rounds` rounds: kiln with PCH files, without, with its workers' malloc on 4 KiB pages
-  // (kiln's workers use huge pages unless GLIBC_TUNABLES says otherwise, docs/DESIGN.md), and every unit
-  // in its own process at once (no pool: what the machine gives 19 separate compiles started together).
+  // (kiln's workers use huge pages unless GLIBC_TUNABLES says otherwise: docs/DESIGN.md, "Huge pages in
+  // the workers"), and every unit in its own process at once (no pool: what the machine gives 19
+  // separate compiles started together).
   const std::string small_pages = "GLIBC_TUNABLES=glibc.malloc.hugetlb=0";
   std::vector<Run> with_pch, without_pch, small, separate;
   for (int r = 0; r < rounds; ++r) {

@@ -171,7 +171,8 @@ def main() -> int:
                         help="a smoke run: one run each, 2 JIT workers only (not for the record)")
     args = parser.parse_args()
     # nvJitLink (kiln) and the driver (CuPy's PTX, if any) keep compiled SASS in ~/.nv/ComputeCache and read
-    # it back in later processes: off, so that a cold row compiles in every run (docs/DESIGN.md).
+    # it back in later processes: off, so that a cold row compiles in every run (docs/DESIGN.md, "The
+    # driver's JIT cache").
     os.environ["CUDA_CACHE_DISABLE"] = "1"
     parts = set(args.parts.split(","))
     if parts - {"tiers", "big", "scaling", "startup"}:

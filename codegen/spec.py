@@ -120,7 +120,8 @@ class Unit:
     jit_only: bool = False       # compiled by the JIT tier only: nvcc builds no cubin of it (archs is empty)
     linked: bool = False         # its kernels call code given at run time (Registry::get with a LinkedSource): jit_only
     lto_archs: tuple[int, ...] = ()  # a linked unit's: architectures to embed its LTO-IR for (nvcc -dlto),
-                                     # which the run time links with the code given (docs/DESIGN.md)
+                                     # which the run time links with the code given (docs/DESIGN.md,
+                                     # "Operators at run time")
     source: Path | None = None   # a hand-written .cu file
     family: str | None = None    # or a template family ...
     family_path: Path | None = None

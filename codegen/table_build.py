@@ -1,7 +1,7 @@
 """`kiln-gen build`: every step (source, compile per target, lower, fatbins, catalog) for a whole spec table in one
 command, so a build system needs one rule per table. Only units whose inputs changed since the last run
 are recompiled (a stamp per unit); they compile in a pool of worker processes, since NVRTC does not
-scale with threads (DESIGN.md)."""
+scale with threads (docs/facts.md, "Compilers: NVRTC, nvJitLink and CuPy")."""
 
 from __future__ import annotations
 

@@ -20,7 +20,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH  # nvcc, for Meson's CUDA language (libkiln_prim)
 # nvJitLink keeps ptxas's output in the driver's JIT cache (~/.nv/ComputeCache) and reads it back in later
-# processes: off, so that every cold compile measured or tested here compiles (docs/DESIGN.md).
+# processes: off, so that every cold compile measured or tested here compiles (docs/DESIGN.md, "The
+# driver's JIT cache").
 export CUDA_CACHE_DISABLE=1
 out="${OUT:-gpu-check-out}"
 mkdir -p "$out"
@@ -68,8 +69,8 @@ grep -hE "MESSAGE|kills|forked worker" build-sm90/meson-logs/testlog.txt | head 
 fi
 
 # A one-thread loop alone, then one per core at once: how much slower a core runs when every core is busy
-# (1.12-2.18x on a 16-core H200 host: docs/DESIGN.md), which bounds a table of as many long units as cores
-# against its slowest unit alone (docs/DESIGN.md, "Scheduling a table").
+# (1.12-2.18x on a 16-core H200 host: docs/facts.md, "Scheduling a table"), which bounds a table of as
+# many long units as cores against its slowest unit alone (docs/DESIGN.md, "Scheduling a table").
 core_speed_under_load() {
   local loop='import time
 t = time.perf_counter(); s = 0

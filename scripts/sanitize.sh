@@ -2,9 +2,10 @@
 # The sanitizer runs; any finding fails. Each has a build of its own, without the primitives and
 # benchmarks (their host code is nvcc's, their tests need a GPU) and for one architecture, to stay
 # within CI's time:
-#  build-sanitize/  AddressSanitizer + UndefinedBehaviorSanitizer (leaks included): the cpu suite (the
-#                   soak among it) and the codegen tests that run kiln-ptx-strip (suite codegen_native;
-#                   the others run Python, nvcc and NVRTC alone, nothing this build instruments);
+#  build-sanitize/  AddressSanitizer + UndefinedBehaviorSanitizer (leaks included): the suite sanitized
+#                   (tests/meson.build: the tests of the programs this build instruments, the soak and
+#                   the codegen tests that run kiln-ptx-strip among them; the others run Python, nvcc and
+#                   NVRTC alone, or need the primitives, and run in build/ only);
 #  build-tsan/      ThreadSanitizer: the concurrency tests (test_cpu's suite "concurrency": the JIT pool,
 #                   single-flight, processes and threads sharing a cache; test_cpu_concurrency, the files
 #                   that hold them, so that only those are compiled) and a shorter soak. Their JIT
@@ -26,7 +27,7 @@ export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1:print_summar
 export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1:print_summary=1
 # No `meson compile` first: meson test builds what the tests it runs need (each one's executable, the
 # targets among its arguments and its depends:), and nothing of the gpu suite's.
-meson test -C build-sanitize --suite cpu --suite codegen_native --print-errorlogs
+meson test -C build-sanitize --suite sanitized --print-errorlogs
 
 [ -x build/runtime/kiln-jitd ] && [ -x build/tests/fake-jitd ] ||
   { echo "scripts/sanitize.sh: no build/runtime/kiln-jitd or build/tests/fake-jitd: run scripts/setup.sh first" >&2; exit 1; }

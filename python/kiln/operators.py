@@ -10,7 +10,10 @@ signature for the arrays' dtype (T names it):
     plan = kiln.make_reduce(x, out, "a > b ? a : b")                 # linked now, on x's device
     plan(temp, x, out, x.size, -numpy.inf, stream=s)                  # plan(None, x, out, n, init): the size
 
-The dtypes are int32, uint32, int64, uint64, float32 and float64. The first use of an operator text in a
+The dtypes are int32, uint32, int64, uint64, float32 and float64, and NumPy structured dtypes of 4 or 8 bytes
+(CuPy arrays of such a dtype, or any array whose __cuda_array_interface__ describes one): kiln declares the
+struct (kiln/structs.py), T names it, and its items travel through the uint32 or uint64 kernels as their bytes,
+which kiln hands the operator as the struct. The first use of an operator text in a
 process links it into kiln's kernels: from the disk cache (another process linked it), the remote cache,
 or a compile of the operator alone and an nvJitLink link (hundreds of milliseconds); later uses in the
 process find its plan in memory. Arrays, outputs, streams and temporary storage are as kiln's other
@@ -19,13 +22,14 @@ primitives take them (kiln/primitives.py). docs/python.md is the guide.
 
 import struct
 
-from . import _kiln
+from . import _kiln, structs
 from ._kiln import Operator
 from .primitives import (
     ArgumentError,
     ArgumentTypeError,
     _LEAST,
     _NO_STREAM,
+    _STRUCTURED,
     _WRITTEN,
     _allocate,
     _Array,
@@ -55,7 +59,20 @@ __all__ = [
 ]
 
 _DTYPES = ("int32", "uint32", "int64", "uint64", "float32", "float64")
-_SUPPORTED = "an operator takes " + ", ".join(_DTYPES)
+_SUPPORTED = "an operator takes " + ", ".join(_DTYPES) + " or a structured dtype of 4 or 8 bytes"
+# A structured dtype's items go through the kernels of the dtype of their size, as its bytes.
+_CARRIERS = {4: "uint32", 8: "uint64"}
+
+
+class _Types:
+    """The item types an operator plan takes: the six dtypes, and structured dtypes (their size checked by
+    _checked)."""
+
+    def __contains__(self, dtype):
+        return dtype in _DTYPES or dtype in _STRUCTURED
+
+
+_TYPES = _Types()
 _PACK = {"int32": "=i", "uint32": "=I", "int64": "=q", "uint64": "=Q", "float32": "=f", "float64": "=d"}
 
 # What each family takes, in its C++ plan's order: (role, dtype, least item count), as primitives._ROLES;
@@ -91,6 +108,12 @@ def _operator(op, role, family):
                             "kiln.Operator")
 
 
+def _struct(dtype, family):
+    """A structured dtype's C++ struct (kiln/structs.py) and the dtype whose kernels carry its items."""
+    numpy_dtype = _STRUCTURED[dtype]
+    return structs.cpp_struct(numpy_dtype, f"kiln.{family}: the dtype"), _CARRIERS[numpy_dtype.itemsize]
+
+
 def _native(family, dtype, device, ops):
     """The C++ plan of `family` for dtype on device with the operators `ops` ((role, op) pairs), made once."""
     given = [_operator(op, role, family) for role, op in ops]
@@ -98,13 +121,22 @@ def _native(family, dtype, device, ops):
     made = _plans.get(key)
     if made is None:
         operators = [op if op is not None else Operator(text) for op, text in given]
-        made = _plans[key] = _kiln._operator_plan(family, dtype, operators, device)
+        if dtype in _STRUCTURED:
+            struct, carrier = _struct(dtype, family)
+            made = _kiln._operator_plan(family, carrier, operators, device, struct.name, struct.declaration)
+        else:
+            made = _kiln._operator_plan(family, dtype, operators, device)
+        _plans[key] = made
     return made
 
 
 def _init_bytes(init, dtype, family):
     """init as the bytes of one `dtype` value: an int (or what has __index__) for integers, a real number for
-    floats."""
+    floats, one item of a structured dtype (kiln/structs.py's value_bytes)."""
+    if dtype in _STRUCTURED:
+        if init is None:
+            raise ArgumentTypeError(f"kiln.{family}: init must be one {dtype} value, not None")
+        return structs.value_bytes(init, _STRUCTURED[dtype], f"kiln.{family}: init")
     if isinstance(init, bool) or init is None:
         raise ArgumentTypeError(f"kiln.{family}: init must be one {dtype} value, not {init!r}")
     try:
@@ -136,7 +168,18 @@ class _WithInit:
 
 
 def _checked(family, objs, sizes=None, stream=_NO_STREAM):
-    return _checked_arrays(family, _CHECKS[family], 0, _DTYPES, _SUPPORTED, objs, sizes, stream)
+    arrays, dtype, device = _checked_arrays(family, _CHECKS[family], 0, _TYPES, _SUPPORTED, objs, sizes, stream)
+    if dtype in _STRUCTURED:
+        size = _STRUCTURED[dtype].itemsize
+        if size not in _CARRIERS:
+            raise ArgumentTypeError(f"kiln.{family}: the structured dtype {dtype} is {size} bytes; an operator takes "
+                                    "structs of 4 or 8 bytes, whose items kiln's uint32 or uint64 kernels carry")
+        # the kernels read and write the items as integers of their size: aligned to it
+        for a, (role, want, _, _) in zip(arrays, _CHECKS[family]):
+            if want == "T" and a.pointer % size:
+                raise ArgumentError(f"kiln.{family}: {role} is at {a.pointer:#x}, not aligned to its {size}-byte "
+                                    "items, which kiln's kernels read as integers of that size")
+    return arrays, dtype, device
 
 
 def _once(family, ops, objs, sizes, init, stream):

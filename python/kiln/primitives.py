@@ -22,7 +22,7 @@ driver before the first primitive of a kind is made on a device. docs/python.md 
 import operator
 import sys
 
-from . import _kiln
+from . import _kiln, structs
 from ._kiln import ArgumentError, ArgumentTypeError  # kiln.Error (code invalid_argument) and ValueError/TypeError
 
 __all__ = [
@@ -166,6 +166,10 @@ class _Array:
         if type(typestr) is not str:
             raise refused(ArgumentTypeError, f"has a typestr {typestr!r}, not a str")
         self.dtype, itemsize = _typestr(typestr)
+        if typestr[1:2] == "V" and cai.get("descr") is not None:  # a record array (Numba's): its fields
+            structured = structs.dtype_of_interface(typestr, cai["descr"], f"kiln.{primitive}: {role}")
+            if structured is not None:
+                self.dtype = _NUMPY_NAMES.get(structured) or _numpy_name(structured)
         pointer = _ints(data[:1]) if type(data) in (tuple, list) and data else None
         if pointer is None:
             raise refused(ArgumentTypeError, f"has data {data!r}, not (pointer, read_only)")
@@ -322,11 +326,16 @@ _libraries = {}  # module name -> its _Other
 _readers = {}  # type -> its library's _Other; kept small: the array types a process passes
 _NUMPY_NAMES = {}  # NumPy dtype -> its name
 _TORCH_NAMES = {}  # torch.dtype -> NumPy's name of it
+_STRUCTURED = {}  # the name of a structured dtype (its str, which spells its whole layout) -> the dtype
 
 
 def _numpy_name(dtype):
-    _NUMPY_NAMES[dtype] = dtype.name
-    return dtype.name
+    name = dtype.name
+    if dtype.names is not None:  # "void64" would name every struct of 8 bytes
+        name = str(dtype)
+        _STRUCTURED[name] = dtype
+    _NUMPY_NAMES[dtype] = name
+    return name
 
 
 def _torch_name(dtype):
@@ -541,7 +550,7 @@ def _run_once(native, arrays, sizes, stream):
 
 def _allocate(like, shape, dtype, primitive, role):
     """An output of the library `like` (an _Array) comes from, on its device, described (an _Array)."""
-    made = like.library.empty(like, shape, dtype)
+    made = like.library.empty(like, shape, _STRUCTURED.get(dtype, dtype))
     if made is None:
         obj = like.obj
         raise ArgumentTypeError(f"kiln.{primitive}: {role} was not given, and kiln makes outputs only for CuPy "

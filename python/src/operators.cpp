@@ -149,6 +149,45 @@ prim::LinkedCall to_linked(const PyOperator& op, const Role& role, const std::st
   return call;
 }
 
+// An item type the plan's kernels know only by its size: a struct (python/kiln/structs.py renders it from a
+// NumPy structured dtype) whose items travel through the kernels of the unsigned type of its size as their
+// bytes. Empty: the dtype's own type.
+struct ItemStruct {
+  std::string name;         // the struct's C++ name
+  std::string declaration;  // the struct (and those it nests) with its layout's static_asserts, then `using T`
+};
+
+// `op` for `role` over the struct `item`, whose items the kernels pass as `carrier` (the unsigned type of its
+// size): the struct's declaration, the operator as the caller wrote it over the struct (T), and a function of
+// the role's signature over the carrier, named kiln_bits_<name>, that hands the operator the struct and
+// returns its result's bytes.
+prim::LinkedCall over_struct(const PyOperator& op, const Role& role, const std::string& carrier,
+                             const ItemStruct& item) {
+  prim::LinkedCall inner = to_linked(op, role, item.name);
+  prim::LinkedCall call{{"", "kiln_bits_" + inner.op.name}, role.result == std::string_view("T") ? carrier : inner.result,
+                        std::vector<std::string>(role.args.size(), carrier)};
+  std::string text =
+      "#line 1 \"kiln: the struct of the items\"\n" + item.declaration +
+      "#ifndef KILN_BITS_AS\n#define KILN_BITS_AS\n"
+      "template <typename To, typename From> __device__ inline To kiln_bits_as(const From& from) {\n"
+      "  static_assert(sizeof(To) == sizeof(From), \"kiln: a struct's items travel as an integer of its size\");\n"
+      "  To to;\n  memcpy(&to, &from, sizeof to);\n  return to;\n}\n#endif\n"
+      "#line 1 \"operator " + inner.op.name + "\"\n" + inner.op.source + "\n" +
+      "#line 1 \"kiln: operator '" + inner.op.name + "' over the bytes of " + carrier + "\"\n" +
+      "__device__ " + call.result + " " + call.op.name + "(";
+  std::string args;
+  for (std::size_t i = 0; i < call.args.size(); ++i) {
+    text += (i ? ", " : "") + carrier + " a" + std::to_string(i);
+    args += std::string(i ? ", " : "") + "kiln_bits_as<" + item.name + ">(a" + std::to_string(i) + ")";
+  }
+  // The result through a typed variable: an operator returning another type is an error naming both.
+  const bool bits = call.result == carrier;
+  text += ") {\n  const " + std::string(bits ? item.name : inner.result) + " result = " + inner.op.name + "(" + args +
+          ");\n  return " + (bits ? "kiln_bits_as<" + carrier + ">(result)" : "result") + ";\n}\n";
+  call.op.source = std::move(text);
+  return call;
+}
+
 // One plan of kiln/prim/operator.hpp behind a uniform call, so that Python needs one class for all of
 // them: its device pointers in the family's order, its size (items, or segments), the init value's bytes
 // where the family takes one. Const calls only read the plan: one serves every caller and stream.
@@ -325,10 +364,22 @@ void run_once(const OperatorPlan&, const std::vector<std::uintptr_t>&, std::size
 
 #endif
 
+// A struct's items are carried by the unsigned types; its name is an identifier, its declaration text.
+void check_struct(const std::string& family, const std::string& dtype, const ItemStruct& item) {
+  if (dtype != "uint32" && dtype != "uint64")
+    throw ArgumentTypeError("kiln." + family + ": a struct's items are carried as uint32 or uint64, not " + dtype);
+  if (!is_identifier(item.name))
+    throw ArgumentError("kiln." + family + ": the struct's name '" + item.name + "' is not a C++ identifier");
+  if (item.declaration.size() > kMaxOperatorBytes || item.declaration.find('\0') != std::string::npos)
+    throw ArgumentError("kiln." + family + ": the struct's declaration is over " +
+                        std::to_string(kMaxOperatorBytes) + " bytes or holds a NUL byte");
+}
+
 // The operators of `family` for `dtype` as its plan calls them (expressions wrapped), and the dtype's index
 // in kDtypes; ArgumentError or ArgumentTypeError for a family, dtype or number of operators not taken.
 std::vector<prim::LinkedCall> linked_calls(const std::string& family, const std::string& dtype,
-                                           const std::vector<PyOperator>& ops, std::size_t& type) {
+                                           const std::vector<PyOperator>& ops, std::size_t& type,
+                                           const ItemStruct& item) {
   auto roles = family_roles().find(family);
   if (roles == family_roles().end()) throw ArgumentError("kiln: no family '" + family + "' takes an operator");
   type = 0;
@@ -339,24 +390,28 @@ std::vector<prim::LinkedCall> linked_calls(const std::string& family, const std:
   if (ops.size() != roles->second.size())
     throw ArgumentError("kiln." + family + ": " + std::to_string(roles->second.size()) + " operator(s) expected, " +
                         std::to_string(ops.size()) + " given");
+  if (!item.name.empty()) check_struct(family, dtype, item);
   std::vector<prim::LinkedCall> calls;
-  for (std::size_t i = 0; i < ops.size(); ++i)
-    calls.push_back(to_linked(ops[i], roles->second[i], cuda_spelling(type)));
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    calls.push_back(item.name.empty() ? to_linked(ops[i], roles->second[i], cuda_spelling(type))
+                                      : over_struct(ops[i], roles->second[i], cuda_spelling(type), item));
+  }
   return calls;
 }
 
-// A plan's key: its family, dtype, device and each operator's text, name and form.
-using PlanKey = std::tuple<std::string, std::string, int, std::vector<std::tuple<std::string, std::string, bool>>>;
+// A plan's key: its family, dtype, device, each operator's text, name and form, and the struct of its items.
+using PlanKey = std::tuple<std::string, std::string, int, std::vector<std::tuple<std::string, std::string, bool>>,
+                           std::string, std::string>;
 
 // The plan of `family` for `dtype` with `ops` on `device`, made once per process (its operators linked
 // then: memory, disk, remote or a compile). Different operators are made concurrently; the same one once.
 std::shared_ptr<OperatorPlan> plan_for(const std::string& family, const std::string& dtype,
-                                       const std::vector<PyOperator>& ops, int device) {
+                                       const std::vector<PyOperator>& ops, int device, const ItemStruct& item) {
   std::size_t type = 0;
-  const std::vector<prim::LinkedCall> calls = linked_calls(family, dtype, ops, type);
+  const std::vector<prim::LinkedCall> calls = linked_calls(family, dtype, ops, type, item);
   auto found = families().find(family);
   if (found == families().end()) operators_registry(device);  // a package without the primitives says so here
-  PlanKey key{family, dtype, device, {}};
+  PlanKey key{family, dtype, device, {}, item.name, item.declaration};
   for (const PyOperator& op : ops) std::get<3>(key).emplace_back(op.source, op.name, op.expression);
 
   struct Slot {
@@ -454,19 +509,27 @@ void bind_operators(py::module_& m) {
   m.def(
       "_operator_plan",
       [](const std::string& family, const std::string& dtype, const std::vector<PyOperator>& ops,
-         const py::handle& device) {
+         const py::handle& device, const std::string& struct_name, const std::string& struct_declaration) {
         const int ordinal = device_ordinal(device);
+        const ItemStruct item{struct_name, struct_declaration};
         py::gil_scoped_release unlocked;  // linking an operator may compile (JIT tier)
-        return plan_for(family, dtype, ops, ordinal);
+        return plan_for(family, dtype, ops, ordinal, item);
       },
-      py::arg("family"), py::arg("dtype"), py::arg("operators"), py::arg("device"));
+      py::arg("family"), py::arg("dtype"), py::arg("operators"), py::arg("device"), py::arg("struct_name") = "",
+      py::arg("struct_declaration") = "",
+      "The plan of `family` for `dtype` with `operators` on `device`, made once per process; with a struct "
+      "(kiln/structs.py), `dtype` is the unsigned type of its size, which carries its items.");
   m.def(
       "_operator_source",
-      [](const std::string& family, const std::string& dtype, const std::vector<PyOperator>& ops) {
+      [](const std::string& family, const std::string& dtype, const std::vector<PyOperator>& ops,
+         const std::string& struct_name, const std::string& struct_declaration) {
         std::size_t type = 0;
-        return linked_source(linked_calls(family, dtype, ops, type), family + "<" + cuda_spelling(type) + ">").source;
+        const ItemStruct item{struct_name, struct_declaration};
+        const std::vector<prim::LinkedCall> calls = linked_calls(family, dtype, ops, type, item);  // sets type
+        return linked_source(calls, family + "<" + cuda_spelling(type) + ">").source;
       },
-      py::arg("family"), py::arg("dtype"), py::arg("operators"),
+      py::arg("family"), py::arg("dtype"), py::arg("operators"), py::arg("struct_name") = "",
+      py::arg("struct_declaration") = "",
       "The translation unit kiln compiles for these operators (kiln::prim::linked_operators_source): for tests "
       "and to see how an expression is wrapped.");
   m.def(

@@ -1,4 +1,5 @@
-// kiln-jitd, the JIT compile worker: NVRTC runs in parallel only across processes (docs/DESIGN.md).
+// kiln-jitd, the JIT compile worker: NVRTC runs in parallel only across processes (docs/facts.md,
+// "Compilers: NVRTC, nvJitLink and CuPy").
 //
 // Started by libkiln's JitPool with a pipe on stdin and one on stdout; speaks the frames of
 // jit/protocol.hpp and exits at the end of its input. Not meant to be run by hand.

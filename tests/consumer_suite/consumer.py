@@ -6,6 +6,8 @@ of that project would:
 - its own command line (consumer-kiln: kiln::cli_main over its registries) lists them, and precompiles
   them for an architecture the build did not embed, with the toolkit's headers hidden (the JIT tier from
   the bundled headers alone, the project's own among them);
+- kiln installed with it (kiln's CLI asked for) runs from the prefix without LD_LIBRARY_PATH, and its
+  kiln.pc passes no flags of libkiln's own dependencies;
 - a touched source rewrites no catalog output and recompiles nothing; a registry renamed in its table
   while meson.build still names the old outputs stops the build with a clear error."""
 
@@ -28,19 +30,22 @@ JIT_ARCH = "sm_120"
 def consumer(args) -> int:
     source = Path(args.source).resolve()
     with steps.Scratch("kiln-consumer-") as tmp:
-        project = tmp / steps.PROJECT  # the layout and options of installed.py's subproject build (steps.py)
+        project = tmp / "project"
         shutil.copytree(source / "tests" / "consumer", project)
         (project / "subprojects").mkdir()
         (project / "subprojects" / "kiln").symlink_to(source)
         # The README's quickstart (tests/installed: its own meson.build) as a second subproject.
         (project / "subprojects" / "tiny").symlink_to(source / "tests" / "installed")
-        build = tmp / steps.BUILD
-        steps.run([args.meson, "setup", build, project, f"-Darchs={args.archs}", f"-Dkiln:toolkit={args.toolkit}",
-                   *steps.SUBPROJECT_OPTIONS, *steps.names_cache_options(args)])
+        build = tmp / "build"
+        prefix = tmp / "prefix"
+        steps.run([args.meson, "setup", build, project, f"--prefix={prefix}", "--libdir=lib", f"-Darchs={args.archs}",
+                   f"-Dkiln:toolkit={args.toolkit}", "-Dkiln:cli=true", *steps.SUBPROJECT_OPTIONS,
+                   *steps.names_cache_options(args)])
         steps.run([args.meson, "compile", "-C", build])
-        # kiln's own tests, benchmarks, CLI and primitives are not part of a consumer's build.
+        # kiln's own tests, benchmarks and primitives are not part of a consumer's build (its CLI is, asked
+        # for here: -Dkiln:cli=true, for the install below).
         defined = {Path(t["filename"][0]).name for t in introspect(args.meson, build, "--targets")}
-        unwanted = defined & {"test_cpu", "test_gpu", "bench_startup", "kiln", "libkiln_prim.so", "primitives_catalog.hpp"}
+        unwanted = defined & {"test_cpu", "test_gpu", "bench_startup", "libkiln_prim.so", "primitives_catalog.hpp"}
         if unwanted:
             raise steps.StepFailed(f"kiln built {', '.join(sorted(unwanted))} in the consumer's build")
         code = steps.run([args.meson, "test", "-C", build, "--print-errorlogs"], ok=(0, 1))
@@ -53,6 +58,7 @@ def consumer(args) -> int:
         if set(results) != {"cpu", "gpu", "prim", "tiny"}:
             raise steps.StepFailed(f"expected the consumer's tests cpu, gpu, prim and tiny, ran {sorted(results)}")
         its_command_line(args, build / "consumer-kiln", tmp)
+        installed_with_it(args, build, prefix)
         incremental(project, build)
     return 0
 
@@ -89,6 +95,15 @@ def its_command_line(args, tool: Path, tmp: Path) -> None:
     steps.run([tool, "cache", "stats", "--json"], env=env, out=out)
     if json.loads(out[-1])["disk_cache"]["entries"] != 21:
         raise steps.StepFailed("the cache does not hold the 21 units precompiled")
+
+
+def installed_with_it(args, build: Path, prefix: Path) -> None:
+    """kiln installed with the project (`meson install` of its build; kiln's CLI asked for): the installed
+    `kiln` finds the installed libkiln by itself (its run path), and kiln.pc gives its users only kiln's and
+    cuda.h's directories (libkiln links its own dependencies)."""
+    steps.run([args.meson, "install", "-C", build])
+    steps.run([prefix / "bin" / "kiln", "list"], env={"LD_LIBRARY_PATH": ""})
+    steps.check_kiln_pc(prefix, args.toolkit)
 
 
 def incremental(project: Path, build: Path) -> None:

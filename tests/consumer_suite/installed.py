@@ -1,31 +1,30 @@
-"""Suite consumer: kiln installed, and used by a pkg-config build, a CMake project and a Meson subproject.
+"""Suite consumer: kiln installed, and used by a pkg-config build and a CMake project.
 
 - This build's own install (`meson install --destdir` of what it built), moved elsewhere: the tree
   holds together wherever it lies (run paths relative to the binaries, kiln-gen's launcher, libkiln's way
-  to kiln-jitd, the CMake package). Its `kiln` starts without LD_LIBRARY_PATH, and tests/installed's
-  CMakeLists.txt (find_package(kiln), kiln_add_registry, kiln_add_tool) builds against it; its tool
-  precompiles for sm_90 (no GPU needed) with the moved kiln-jitd, and a touched source reruns kiln-gen
-  once. Its pkg-config files, their prefix set to where the tree lies: kiln_prim.pc names libkiln_prim and
-  libkiln, and kiln/prim.hpp compiles with its flags alone; kiln_prim_headers.pc names the plans' and the
-  device headers' directories and CUB's defines, and every open plan compiles (nvcc) with those alone.
-- tests/installed's meson.build with this kiln source tree as its subproject (kiln's CLI asked for), in a
-  copy at another path: one build of kiln that serves the next three items. Installed into a temporary
-  prefix, its `kiln` starts without LD_LIBRARY_PATH and kiln.pc passes no flags of libkiln's own
-  dependencies; then the "Installed, without Meson" lines of docs/building.md, run as written, in a copy of
-  tests/installed (a consumer's layout: its headers in include/ inside the table's folder, a family of its
-  own, CUB, typed launches): the installed kiln-gen generates a catalog, a program and the project's own
-  command line (tiny-kiln) build with `pkg-config --cflags --libs kiln`, and the program runs. Without a
-  GPU it prints that it launched nothing and exits 77; that still counts as a pass here, since the build
-  is what is tested. tiny-kiln precompiles its registry for an architecture it did not embed with the
-  toolkit's headers hidden.
-- Portable keys: the CMake build and the Meson subproject's own tool (other paths, other builds of kiln,
-  other build systems) find every unit the pkg-config build precompiled already cached: the same table
-  gives the same cache keys.
-- The subproject's build again with -Dkiln:primitives=operators: libkiln_prim holds the plans of
-  kiln/prim/operator.hpp and the table's 54 linked rows, none of the fixed-type primitives.
-- What `meson install` puts where (kiln configured at top level, its install plan read; nothing to build):
-  with -Dprimitives=false the plan headers kiln_prim_headers.pc names stay and the library goes; with
-  -Dprimitives=operators the library and its operator header stay, the fixed-type headers go."""
+  to kiln-jitd, the CMake package, pkg-config files relative to where they lie). Its `kiln` starts without
+  LD_LIBRARY_PATH, and kiln.pc passes no flags of libkiln's own dependencies.
+- tests/installed's CMakeLists.txt (find_package(kiln), kiln_add_registry, kiln_add_tool) builds against
+  it; its tool precompiles for sm_90 (no GPU needed) with the moved kiln-jitd, and a touched source reruns
+  kiln-gen once. Its pkg-config files: kiln_prim.pc names libkiln_prim and libkiln, and kiln/prim.hpp
+  compiles with its flags alone; kiln_prim_headers.pc names the plans' and the device headers' directories
+  and CUB's defines, and every open plan compiles (nvcc) with those alone.
+- The "Installed, without Meson" lines of docs/building.md, run as written with $PREFIX the moved tree,
+  in a copy of tests/installed (a consumer's layout: its headers in include/ inside the table's folder, a
+  family of its own, CUB, typed launches): the installed kiln-gen generates a catalog, a program and the
+  project's own command line (tiny-kiln) build with `pkg-config --cflags --libs kiln`, and the program
+  runs. Without a GPU it prints that it launched nothing and exits 77; that still counts as a pass here,
+  since the build is what is tested. tiny-kiln precompiles its registry for an architecture it did not
+  embed with the toolkit's headers hidden.
+- Portable keys: the CMake build (another path, another build system) finds every unit the pkg-config
+  build precompiled already cached: the same table gives the same cache keys.
+- What `meson install` puts where, and what libkiln_prim is built from (kiln configured at top level, its
+  install plan and targets read; nothing to build): with -Dprimitives=false the plan headers
+  kiln_prim_headers.pc names stay and the library goes; with -Dprimitives=operators the library, built
+  from the operator plans alone and the table's linked rows (kiln-gen --linked-only, whose rows
+  tests/codegen checks), and its operator header stay, the fixed-type headers go.
+
+kiln as a Meson subproject, built and installed with a consumer's project, is consumer.py's."""
 
 from __future__ import annotations
 
@@ -71,25 +70,18 @@ def installed(args) -> int:
         moved, dirs = this_build_moved(args, tmp)
         cmake_tool = cmake_project(args, source, moved, tmp)
         primitives_pkg_config(args, source, moved, dirs, tmp)
-
-        prefix = tmp / "prefix"
-        subproject_tool = meson_subproject(args, source, prefix, tmp)
-        # The installed kiln finds the installed libkiln by itself (its run path).
-        steps.run([prefix / "bin" / "kiln", "list"], env={"LD_LIBRARY_PATH": ""})
-        out: list[str] = []
         # libkiln links its own dependencies: kiln.pc gives its users only kiln's and cuda.h's directories.
-        steps.run(["pkg-config", "--cflags", "--libs", "kiln"], env={"PKG_CONFIG_PATH": str(prefix / "lib" / "pkgconfig")}, out=out)
-        if sorted(out[-1].split()) != sorted([f"-I{prefix}/include", f"-I{args.toolkit}/include", f"-L{prefix}/lib", "-lkiln"]):
-            raise steps.StepFailed(f"pkg-config --cflags --libs kiln gives more than libkiln's own flags: {out[-1].strip()}")
+        steps.check_kiln_pc(moved, args.toolkit)
 
         app = tmp / "app"
         shutil.copytree(source / "tests" / "installed", app)
         code = steps.run(["bash", "-euxo", "pipefail", "-c", readme.block(source, "installed")],
-                         cwd=app, env={"PREFIX": str(prefix)}, ok=(0, 77))
+                         cwd=app, env={"PREFIX": str(moved)}, ok=(0, 77))
         print("the program built and launched its kernels" if code == 0 else
               "the program built and ran; no GPU here, so it launched nothing (exit 77)")
 
         # The JIT tier for sm_120 (not embedded), where the toolkit's headers are not installed.
+        out: list[str] = []
         precompile = [app / "tiny-kiln", *readme.quickstart_precompile(source)]  # the README's quickstart
         hidden = steps.without_toolkit_headers(precompile, args.toolkit, tmp)
         if hidden is None:
@@ -98,16 +90,13 @@ def installed(args) -> int:
         if precompiled(precompile[-1], 4, 0) not in out[-1]:
             raise steps.StepFailed(f"expected '{precompiled(precompile[-1], 4, 0)}'")
 
-        # Portable keys: the same table built elsewhere finds every unit the pkg-config build compiled
-        # already in the cache, under the same keys: by CMake (another path, another install of kiln), and
-        # by Meson with kiln as a subproject (another path, kiln built from source in the project's build).
-        for build, tool in (("CMake", cmake_tool), ("Meson subproject", subproject_tool)):
-            steps.run([tool, "precompile", "--arch", precompile[-1]], env={"KILN_CACHE_DIR": str(tmp / "jit-cache")}, out=out)
-            if precompiled(precompile[-1], 0, 4) not in out[-1]:
-                raise steps.StepFailed(f"the {build} build's cache keys differ from the pkg-config build's: expected "
-                                       f"'{precompiled(precompile[-1], 0, 4)}'")
+        # Portable keys: the same table built elsewhere, by CMake (another path, another build system),
+        # finds every unit the pkg-config build compiled already in the cache, under the same keys.
+        steps.run([cmake_tool, "precompile", "--arch", precompile[-1]], env={"KILN_CACHE_DIR": str(tmp / "jit-cache")}, out=out)
+        if precompiled(precompile[-1], 0, 4) not in out[-1]:
+            raise steps.StepFailed(f"the CMake build's cache keys differ from the pkg-config build's: expected "
+                                   f"'{precompiled(precompile[-1], 0, 4)}'")
 
-        operators_built(args, tmp / steps.BUILD)
         install_plans(args, source, tmp)
     return 0
 
@@ -119,6 +108,8 @@ def this_build_moved(args, tmp: Path) -> tuple[Path, dict]:
     dirs = options(args.meson, Path(args.build))
     if not all(not Path(dirs[d]).is_absolute() for d in ("bindir", "libdir", "includedir", "datadir")):
         raise steps.StepFailed(f"the build's directories must lie inside its prefix to be moved: {dirs}")
+    if dirs["libdir"] != "lib":  # docs/building.md's lines name $PREFIX/lib
+        raise steps.StepFailed(f"the build's libdir is {dirs['libdir']}: configure it with --libdir=lib (kiln's default)")
     steps.run([args.meson, "install", "-C", args.build, "--destdir", tmp / "staged"])  # (up to date: builds nothing)
     moved = tmp / "elsewhere" / "kiln"
     moved.parent.mkdir()
@@ -183,42 +174,10 @@ def primitives_pkg_config(args, source: Path, moved: Path, dirs: dict, tmp: Path
                str(source / "tests" / "installed" / "open_plans.cu"), "-o", str(tmp / "open_plans.o"), *flags])
 
 
-def meson_subproject(args, source: Path, prefix: Path, tmp: Path) -> Path:
-    """tests/installed's meson.build, with this kiln source tree as its subproject and kiln's CLI, in a copy
-    at a third path, built and installed into `prefix` (kiln's part: its headers, libkiln, kiln.pc, the
-    CLI, kiln-gen, kiln-jitd); returns the project's tool."""
-    app = tmp / steps.PROJECT  # consumer.py's layout and options (steps.py)
-    shutil.copytree(source / "tests" / "installed", app)
-    (app / "subprojects").mkdir()
-    (app / "subprojects" / "kiln").symlink_to(source)
-    build = tmp / steps.BUILD
-    steps.run([args.meson, "setup", build, app, f"--prefix={prefix}", "--libdir=lib", f"-Dkiln:toolkit={args.toolkit}",
-               *steps.SUBPROJECT_OPTIONS, *steps.names_cache_options(args), "-Darchs=sm_80", "-Dkiln:cli=true", "-Dkiln:embed_ptx=false",
-               "-Dkiln:primitive_archs=none"])  # for -Dkiln:primitives=operators below: no LTO-IR of its rows
-    steps.run([args.meson, "install", "-C", build])
-    return build / "tiny-kiln"
-
-
-def operators_built(args, build: Path) -> None:
-    """The subproject's build with -Dkiln:primitives=operators: libkiln_prim holds the plans of
-    kiln/prim/operator.hpp and the table's linked rows, and none of the fixed-type primitives; the CLI's
-    primitives registry is the 54 linked rows."""
-    steps.run([args.meson, "configure", build, "-Dkiln:primitives=operators"])
-    kiln = build / "subprojects" / "kiln"
-    steps.run(["ninja", "-C", build, str((kiln / "runtime" / "tools" / "kiln").relative_to(build))])
-    out: list[str] = []
-    steps.run(["nm", "-DC", "--defined-only", kiln / "primitives" / "libkiln_prim.so"], out=out)
-    if "kiln::prim::ReduceWith<float>::ReduceWith" not in out[-1] or "kiln::prim::RadixSortPairs" in out[-1]:
-        raise steps.StepFailed("libkiln_prim of -Dprimitives=operators lacks ReduceWith or holds RadixSortPairs")
-    steps.run([kiln / "runtime" / "tools" / "kiln", "list", "--json"], out=out)
-    units = [u["name"] for r in json.loads(out[-1])["registries"] if r["name"] == "primitives" for u in r["units"]]
-    if len(units) != 54 or not all(u.startswith("linked_") for u in units):
-        raise steps.StepFailed(f"the operators' registry holds {len(units)} units, not the 54 linked rows: {units}")
-
-
 def install_plans(args, source: Path, tmp: Path) -> None:
-    """What `meson install` would put where with -Dprimitives=false and with -Dprimitives=operators: kiln
-    configured at top level (nothing built), its install plan read."""
+    """What `meson install` would put where with -Dprimitives=false and with -Dprimitives=operators, and
+    what libkiln_prim is built from with the latter: kiln configured at top level (nothing built), its
+    install plan and targets read."""
     build = tmp / "build-plan"
     steps.run([args.meson, "setup", build, source, f"--prefix={tmp / 'plan-prefix'}", "--libdir=lib",
                f"-Dtoolkit={args.toolkit}", *KILN_OPTIONS, "-Dprimitives=false"])
@@ -239,6 +198,14 @@ def install_plans(args, source: Path, tmp: Path) -> None:
              if f in files]
     if missing or extra:
         raise steps.StepFailed(f"-Dprimitives=operators installs {extra} and not {missing}")
+    # libkiln_prim is built from the operator plans and the linked rows' catalog alone.
+    targets = {t["name"]: t for t in introspect(args.meson, build, "--targets")}
+    sources = sorted(Path(f).name for t in targets["kiln_prim"]["target_sources"] for f in t["sources"])
+    if sources != ["operator.cu"]:
+        raise steps.StepFailed(f"libkiln_prim of -Dprimitives=operators is built from {sources}, not the operator plans alone")
+    catalog = targets["primitives_catalog"]["target_sources"][0]
+    if "--linked-only" not in catalog.get("parameters", []) + catalog.get("compiler", []):
+        raise steps.StepFailed(f"the primitives' catalog of -Dprimitives=operators is not the linked rows alone: {catalog}")
 
 
 def options(meson: str, build: Path) -> dict:

@@ -26,6 +26,7 @@ FILES = {
     "cmake CMakeLists.txt": (QUICKSTART / "CMakeLists.txt", True),
     "program": (SOURCE / "tests" / "gpu" / "test_program.cpp", False),
     "python quickstart": (SOURCE / "tests" / "python" / "quickstart.py", False),
+    "python structs": (SOURCE / "tests" / "python" / "structs_example.py", False),
     "python install": (SOURCE / "scripts" / "python-install-check.sh", False),
     "consumer meson_options.txt": (CONSUMER / "meson_options.txt", True),
     "consumer meson.build": (CONSUMER / "meson.build", False),

@@ -13,14 +13,10 @@ import time
 from pathlib import Path
 
 
-# Host code at -O0 and without debug information (nothing here reads it), for every build of kiln as a
-# subproject: what is tested is the build's wiring and the programs' results, and -O3 made the host
-# compiles most of the suite's time on CI's 2-core machine. consumer.py and installed.py build kiln as a
-# subproject in the same layout (PROJECT and BUILD in their scratch directories) with the same options, so
-# that libkiln's compiles are the same commands: where ccache is on (Meson uses it by itself), the second
-# build takes them from it.
+# Host code at -O0 and without debug information, for the build of kiln as a subproject (consumer.py):
+# what is tested is the build's wiring and the programs' results, and -O3 made the host compiles most of
+# the suite's time on CI's 2-core machine.
 SUBPROJECT_OPTIONS = ["-Doptimization=0", "-Ddebug=false"]
-PROJECT, BUILD = "project", "build"
 
 
 def names_cache_options(args) -> list[str]:
@@ -39,6 +35,17 @@ def add_arguments(p) -> None:
 
 class StepFailed(Exception):
     pass
+
+
+def check_kiln_pc(prefix: Path, toolkit: str) -> None:
+    """`pkg-config --cflags --libs kiln` of the install at `prefix` (its .pc files relative to where they
+    lie) names kiln's and cuda.h's directories and libkiln, nothing of libkiln's own dependencies."""
+    out: list[str] = []
+    run(["pkg-config", "--cflags", "--libs", "kiln"], env={"PKG_CONFIG_PATH": str(prefix / "lib" / "pkgconfig")}, out=out)
+    flags = sorted(f[:2] + os.path.normpath(f[2:]) if f[:2] in ("-I", "-L") else f for f in out[-1].split())
+    if flags != sorted([f"-I{prefix}/include", f"-I{os.path.normpath(toolkit)}/include", f"-L{prefix}/lib", "-lkiln"]):
+        raise StepFailed(f"pkg-config --cflags --libs kiln gives more than libkiln's own flags, or other places: "
+                         f"{out[-1].strip()}")
 
 
 def run(cmd: list[str], cwd: Path | None = None, env: dict | None = None, ok=(0,), out: list | None = None) -> int:

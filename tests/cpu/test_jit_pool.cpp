@@ -924,7 +924,8 @@ TEST_CASE("a request alone gets the free cores' threads when it has kernels to s
   const CompileOutcome two = pool.compile(table_request("two", 2, dir.path() / "order"), {}, 100);
   REQUIRE(two.entry.ok());
   CHECK(kiln::test::threads_of(two) == 4);
-  // ptxas splits a unit by function: one kernel's compile only pays for the threads (1.22x, docs/DESIGN.md).
+  // ptxas splits a unit by function: one kernel's compile only pays for the threads (1.22x: docs/facts.md,
+  // "Compilers: NVRTC, nvJitLink and CuPy").
   const CompileOutcome one = pool.compile(table_request("one", 1, dir.path() / "order"), {}, 100);
   REQUIRE(one.entry.ok());
   CHECK(kiln::test::threads_of(one) == 1);

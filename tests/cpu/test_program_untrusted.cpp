@@ -197,6 +197,67 @@ TEST_CASE("an include kiln cannot put in the key is refused, naming the file and
   }
 }
 
+TEST_CASE("a macro that hands its parameter to __has_include is a probe: defined freely, checked where used") {
+  const PrivateCache here;
+  const std::string abs = (here.tmp.path() / "outside" / "v.h").string();
+  write(here.tmp.path() / "outside" / "v.h", "#define V 1\n");
+  // As Kokkos' mdspan.hpp (CuPy's headers hold it) and CCCL define theirs, and use them.
+  const std::string kokkos = "#ifndef __has_include\n#define HAS(x) 0\n#else\n#define HAS(x) __has_include(x)\n#endif\n"
+                             "#if HAS(<version>)\n#endif\n";
+  const std::string cccl = "#ifdef __has_include\n#  define _CCCL_HAS_INCLUDE(_X) __has_include(_X)\n#endif\n";
+  const fs::path dir = here.tmp.path() / "dir";
+  write(dir / "mdspan.hpp", kokkos);
+  write(dir / "cccl" / "preprocessor.h", cccl);
+  write(dir / "uses.h", "#include \"cccl/preprocessor.h\"\n#if _CCCL_HAS_INCLUDE(<new>)\n#endif\n");
+  kiln::ProgramSource fine = simple("#include <mdspan.hpp>\nextern \"C\" __global__ void k() {}\n");
+  fine.options = {"-I" + dir.string()};
+  CHECK(refusal(fine, here.options).empty());
+
+  // A use that computes its name, in another file of the directory than the definition: refused there.
+  write(dir / "computed.h", "#define NAME <new>\n#if _CCCL_HAS_INCLUDE(NAME)\n#endif\n");
+  std::string m = refusal(fine, here.options);
+  CHECK(contains(m, (dir / "computed.h").string()));
+  CHECK(contains(m, "line 2"));
+  CHECK(contains(m, "computed"));
+  fs::remove(dir / "computed.h");
+  write(dir / "absolute.h", "#if HAS(\"" + abs + "\")\n#endif\n");
+  CHECK(contains(refusal(fine, here.options), "is an absolute path"));
+  fs::remove(dir / "absolute.h");
+  CHECK(refusal(fine, here.options).empty());
+
+  // In the source, with the definition in a header in memory; and a macro that hands on no parameter.
+  kiln::ProgramSource in_memory = simple("#include \"p.h\"\n#define N <new>\n#if HAS(N)\n#endif\n");
+  in_memory.headers = {{"p.h", kokkos}};
+  m = refusal(in_memory, here.options);
+  CHECK(contains(m, "its source"));
+  CHECK(contains(m, "line 3"));
+  kiln::ProgramSource not_a_parameter = simple("#define N <new>\n#define HAS(x) __has_include(N)\n");
+  CHECK(contains(refusal(not_a_parameter, here.options), "computed"));
+}
+
+TEST_CASE("the toolkit's own include directories are keyed as the toolkit's, not scanned: CCCL's computed includes pass") {
+  const PrivateCache here;
+  // CuPy names the toolkit's CCCL with -I; Thrust's system headers include computed names.
+  const fs::path cccl = fs::path(KILN_TEST_TOOLKIT_DIR) / "include" / "cccl";
+  if (!fs::exists(cccl / "thrust" / "execution_policy.h")) {
+    MESSAGE("no CCCL in " << cccl << ": nothing to check");
+    return;
+  }
+  for (const std::string& dir : {cccl.string(), (fs::path(KILN_TEST_TOOLKIT_DIR) / "include").string()}) {
+    CAPTURE(dir);
+    kiln::ProgramSource s = simple("#include <thrust/execution_policy.h>\nextern \"C\" __global__ void k() {}\n");
+    s.options = {"-I" + dir};
+    CHECK(refusal(s, here.options).empty());
+  }
+  // A copy of the same header elsewhere is scanned, and its computed include refused.
+  const fs::path copy = here.tmp.path() / "copy";
+  fs::create_directories(copy / "thrust");
+  fs::copy_file(cccl / "thrust" / "execution_policy.h", copy / "thrust" / "execution_policy.h");
+  kiln::ProgramSource elsewhere = simple();
+  elsewhere.options = {"-I" + copy.string()};
+  CHECK(contains(refusal(elsewhere, here.options), "computed"));
+}
+
 TEST_CASE("a quoted include NVRTC would read from the working directory is refused, not served stale") {
   const PrivateCache here;
   const fs::path cwd = here.tmp.path() / "cwd";

@@ -61,6 +61,7 @@ def test_an_expression_is_wrapped_for_the_dtype():
     text = kiln._kiln._operator_source("reduce", "float64", [kiln.Operator("a > b ? a : b")])
     assert ("__device__ double op(double a, double b) { using T = double; return (\n#line 1\n"
             "a > b ? a : b\n); }") in text
+    assert "linked into reduce<double>" in text
     text = kiln._kiln._operator_source("select_if", "int64", [kiln.Operator("x % 3 == 0")])
     assert "__device__ bool op(long long x) { using T = long long; return (\n#line 1\nx % 3 == 0\n); }" in text
     text = kiln._kiln._operator_source("merge_sort_pairs", "uint32", [kiln.Operator("return a > b;")])
@@ -369,16 +370,22 @@ print(json.dumps({"source": plan.source, "value": float(out), "first_ms": first 
 """
 
 
+def runs_in_new_processes(script, op, cache):
+    """What `script` printed last (JSON) in each of two new processes given `op`, sharing the disk cache `cache`."""
+    env = dict(os.environ, KILN_CACHE_DIR=str(cache))
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", script, op], env=env, check=True, timeout=300,
+                              capture_output=True, text=True)
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return runs
+
+
 def test_a_link_is_compiled_once_then_read_from_disk(cupy, tmp_path):
     """A new operator is linked by the JIT tier in the first process and read from disk in the next; in a
     process, its plan is kept."""
-    env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path / "cache"))
     op = f"a + b + T({os.getpid() % 1000} - {os.getpid() % 1000})"  # a text no cache has seen
-    runs = []
-    for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", TIERS, op], env=env, check=True, timeout=300,
-                              capture_output=True, text=True)
-        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    runs = runs_in_new_processes(TIERS, op, tmp_path / "cache")
     assert [r["source"] for r in runs] == ["jit", "disk"]
     assert runs[0]["value"] == runs[1]["value"] == float(np.arange(1 << 20).sum())
     x = cupy.ones(4, cupy.float64)

@@ -15,7 +15,8 @@
 #ifndef __CUDACC_RTC__
 // Under NVRTC, libcu++'s threading support (which the transform kernel's headers reach) takes the CUDA
 // thread API, where nvcc takes pthread's: included here too, so that nvcc's dependency list, which the
-// JIT's header bundle is made from, names the two headers NVRTC will ask for (docs/DESIGN.md).
+// JIT's header bundle is made from, names the two headers NVRTC will ask for (docs/DESIGN.md, "Headers
+// in memory").
 #  include <cuda/std/__thread/threading_support_cuda.h>
 #  include <cuda/std/__thread/threading_support_external.h>
 #endif

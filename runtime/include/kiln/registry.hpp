@@ -3,16 +3,13 @@
 
 #include <kiln/config.hpp>  // C++20, checked first
 
-#include <kiln/cache.hpp>
-#include <kiln/catalog.hpp>
-#include <kiln/driver.hpp>
 #include <kiln/error.hpp>
 
-#include <atomic>
+#include <cuda.h>  // the handles a Kernel holds and launch takes
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -21,7 +18,11 @@
 
 namespace kiln {
 
-class RemoteCache;  // kiln/remote.hpp
+// Named here, defined where they are used: what a consumer of kiln.hpp does not compile.
+struct Catalog;      // kiln/catalog.hpp
+struct CacheKey;     // kiln/cache.hpp, for Registry::cache_key
+class DiskCache;     // kiln/cache.hpp
+class RemoteCache;   // kiln/remote.hpp
 
 namespace detail {
 struct UnitQuery;  // chain/tier.hpp: what the tier chain is asked

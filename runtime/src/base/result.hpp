@@ -1,7 +1,7 @@
 // The runtime's one value-or-reason type: what a step returns when failing is an expected outcome.
 //
-// kiln's error model (docs/DESIGN.md, "Errors"): the public API throws kiln::Error (a code and a message
-// that names the kernel, unit, file or option). Inside, a step whose failure is data rather than an
+// kiln's error model (docs/DESIGN.md, "Errors (one model)"): the public API throws kiln::Error (a code and
+// a message that names the kernel, unit, file or option). Inside, a step whose failure is data rather than an
 // exceptional event — a decoder refusing bytes, a tier that misses, a compile that fails, a directory
 // that is not private — returns Result<T>: the value, or one line saying what was wrong. Such reasons
 // travel (across the worker protocol, into the notes of a no_binary error, into warnings), so they are

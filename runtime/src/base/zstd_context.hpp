@@ -1,5 +1,6 @@
 // One zstd decompression context per thread, kept for the thread's life: making one costs more than
-// decompressing a small cubin (12 against 4 µs for the CUB example's, docs/DESIGN.md), and the embedded
+// decompressing a small cubin (12 against 4 µs for the CUB example's: docs/facts.md, "Embedded binaries
+// and loads"), and the embedded
 // tier, the disk tier and the remote tier each decompress one frame per unit they serve.
 #pragma once
 

@@ -21,8 +21,8 @@ static_assert(std::endian::native == std::endian::little, "the entry format is l
 
 namespace {
 
-// Level 3 is zstd's default: ~8.5x on cubins and fast enough to run after every JIT build (docs/DESIGN.md);
-// decompression speed barely depends on the level.
+// Level 3 is zstd's default: ~8.5x on cubins and fast enough to run after every JIT build (docs/facts.md,
+// "Embedded binaries and loads"); decompression speed barely depends on the level.
 constexpr int kCompressionLevel = 3;
 
 // Frame header descriptor bit of Content_Checksum_flag (RFC 8878, 3.1.1.1.1); read directly because

@@ -33,8 +33,8 @@ inline constexpr std::string_view kEntryMagic{"\x89KILN\r\n\x1a", 8};
 inline constexpr std::size_t kEntryHeaderSize = 64;
 inline constexpr std::size_t kFrameDigestOffset = 32;
 // The caps on what an entry may hold, so that a hostile or damaged file costs at most this much memory
-// (docs/DESIGN.md, "Memory and disk"). The largest real entry is a primitive's: 435 KB of payload (the
-// segmented sort JIT-compiled for sm_100), so 64 MiB leaves a margin of over 100x.
+// (docs/DESIGN.md, "Memory and disk: what untrusted bytes may cost"). The largest real entry is a
+// primitive's: 435 KB of payload (docs/facts.md, "The disk tier"), so 64 MiB leaves a margin of over 100x.
 inline constexpr std::uint64_t kMaxPayloadBytes = std::uint64_t{64} << 20;
 // The key text is a few hundred bytes (CacheKeyFields::text); 64 KiB leaves room for long names.
 inline constexpr std::uint64_t kMaxKeyTextBytes = std::uint64_t{64} << 10;

@@ -25,6 +25,7 @@
 #include <functional>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -133,67 +134,73 @@ int precompile_linked_file(const Invocation& in, const std::string& path, const 
   return all_ok ? 0 : 1;
 }
 
-}  // namespace
-
-int precompile(const Invocation& in) {
+// What `precompile` was asked: the options and the kernels named.
+struct Asked {
   std::vector<unsigned> archs;  // each one given, in order, once; none: every visible device's
   unsigned jobs = 0;
   std::vector<std::string> names;
   std::string record;  // --record FILE: what a run recorded (KILN_RECORD), compiled for each --arch
   std::string link;    // --link FILE: the code linked units are built with (an operator's translation unit)
+};
+
+// The arguments read into `asked`; else the exit status of their refusal.
+std::optional<int> read_arguments(const Invocation& in, Asked& asked) {
   for (std::size_t i = 0; i < in.args.size(); ++i) {
     const std::string_view a = in.args[i];
     if (a == "--record" || a == "--link") {
       if (i + 1 == in.args.size()) return refuse(in, "precompile", std::string(a) + " needs a file");
-      (a == "--record" ? record : link) = in.args[++i];
+      (a == "--record" ? asked.record : asked.link) = in.args[++i];
     } else if (a == "--arch" || a == "--jobs") {
       if (i + 1 == in.args.size()) return refuse(in, "precompile", std::string(a) + " needs a value");
       const std::string_view v = in.args[++i];
       if (a == "--arch") {
         const auto parsed = detail::parse_arch(v);
         if (!parsed) return refuse(in, "precompile", "--arch: " + parsed.error());
-        if (std::find(archs.begin(), archs.end(), *parsed) == archs.end()) archs.push_back(*parsed);
+        if (std::find(asked.archs.begin(), asked.archs.end(), *parsed) == asked.archs.end()) asked.archs.push_back(*parsed);
       } else {
         const auto parsed = detail::parse_count(v, 1, detail::kMaxJitWorkers);
         if (!parsed) return refuse(in, "precompile", "--jobs: " + parsed.error());
-        jobs = static_cast<unsigned>(*parsed);
+        asked.jobs = static_cast<unsigned>(*parsed);
       }
     } else if (a.starts_with("-")) {
       return refuse(in, "precompile", "unknown option '" + std::string(a) + "'");
     } else {
-      names.emplace_back(a);
+      asked.names.emplace_back(a);
     }
   }
-  if (!record.empty() && !link.empty()) return refuse(in, "precompile", "--record and --link: one at a time");
-  if (!link.empty() && jobs) return refuse(in, "precompile", "--link builds one unit after another: no --jobs");
-  if (!record.empty()) return precompile_record_file(in, record, archs, names);
-  // A name no registry has is a mistake to report, not a unit to skip.
-  if (!all_known(in, names)) return 2;
-  if (!link.empty()) return precompile_linked_file(in, link, archs, names);
-  // Each registry asked for, its units' names and the architecture to compile them for.
-  struct Work {
-    const Catalog* catalog = nullptr;
-    std::vector<std::string> mine;
-    unsigned target = 0;
-    std::size_t units = 0;
-    Tally tally;
-    std::exception_ptr error;
-  };
+  if (!asked.record.empty() && !asked.link.empty()) return refuse(in, "precompile", "--record and --link: one at a time");
+  if (!asked.link.empty() && asked.jobs) return refuse(in, "precompile", "--link builds one unit after another: no --jobs");
+  return std::nullopt;
+}
+
+// One registry asked for, its units' names and the architecture to compile them for.
+struct Work {
+  const Catalog* catalog = nullptr;
+  std::vector<std::string> mine;
+  unsigned target = 0;
+  std::size_t units = 0;
+  Tally tally;
+  std::exception_ptr error;
+};
+
+// Each registry asked for, for each architecture; with no --arch, every visible device's (set into
+// `asked`). nullopt when the devices could not be listed (said already).
+std::optional<std::vector<Work>> plan_work(const Invocation& in, Asked& asked) {
   std::vector<Work> work;
   for (const Catalog* catalog : in.registries) {
     std::vector<std::string> mine;  // the names that belong to this registry
-    for (const auto& n : names)
+    for (const auto& n : asked.names)
       if (catalog->find(n)) mine.push_back(n);
-    if (!names.empty() && mine.empty()) continue;
-    if (archs.empty()) {
+    if (!asked.names.empty() && mine.empty()) continue;
+    if (asked.archs.empty()) {
       // No --arch: every visible device's architecture, each once (a server may mix them).
       const std::optional<std::vector<DeviceInfo>> devices = every_device(in, *catalog, "precompile", "compile for");
-      if (!devices) return 1;
-      archs = archs_taken(*devices);
+      if (!devices) return std::nullopt;
+      asked.archs = archs_taken(*devices);
       std::cout << archs_taken_line(*devices) << '\n';
     }
     // Every architecture, each compiled.
-    for (const unsigned target : archs) {
+    for (const unsigned target : asked.archs) {
       Work& w = work.emplace_back();
       w.catalog = catalog;
       w.units = units_of(*catalog, mine);
@@ -201,78 +208,133 @@ int precompile(const Invocation& in) {
       w.target = target;
     }
   }
-  // Every registry at once, unless --jobs bounds the units in flight: the pool then sees them all and
-  // takes the longest first (docs/DESIGN.md, "Scheduling a table").
-  const bool together = jobs == 0 && work.size() > 1;
-  const bool terminal = ::isatty(STDOUT_FILENO);
-  std::mutex out;  // progress comes from each registry's thread
-  std::size_t done_all = 0, total_all = 0;
-  for (const Work& w : work) total_all += w.units;
-  const auto run = [&](Work& w) {
-    try {
-      const std::vector<PrecompileResult> results =
-          kiln::precompile(*w.catalog, w.target, w.mine, jobs, [&](const PrecompileResult& r, std::size_t done, std::size_t total) {
-        const std::lock_guard lock(out);
-        // Together, a unit is named with its registry (and its arch, when several), and the bar counts every
-        // registry's.
-        const std::string unit = (together ? std::string(w.catalog->name) + "." + r.unit : r.unit) +
-                                 (archs.size() > 1 ? " sm_" + std::to_string(w.target) : std::string());
-        if (together) {
-          done = ++done_all;
-          total = total_all;
-        }
-        if (terminal) {
-          const std::size_t width = 30, filled = width * std::min(done, total) / std::max<std::size_t>(total, 1);
-          std::cout << "\r[" << std::string(filled, '#') << std::string(width - filled, ' ') << "] " << done << "/"
-                    << total << " " << unit << "\033[K" << std::flush;
-          if (!r.ok) std::cout << "\r" << line(r, unit) << "\033[K\n";
-          else if (done == total) std::cout << '\n';
-        } else {
-          std::cout << line(r, unit) << '\n';
-        }
-        if (!r.ok && !r.compiled) std::cerr << r.error.message << '\n';
-      });
-      // The tally says what is in the cache now; a unit evicted since its line says so again.
-      const std::lock_guard lock(out);
-      Tally& tally = w.tally;
-      for (const PrecompileResult& r : results) {
-        if (r.ok) ++(r.compiled ? tally.compiled_and_cached : tally.already_cached);
-        else if (r.evicted && !r.compiled) ++tally.removed;  // not compiled here: not "compiled, not cached"
-        else ++(r.compiled ? tally.not_cached : tally.failed);
-        if (r.evicted) std::cout << "evicted  " << (together ? std::string(w.catalog->name) + "." + r.unit : r.unit) << ": " << r.error.message << '\n';
+  return work;
+}
+
+// The registries' runs of kiln::precompile and their output: a line per unit (a progress bar on a
+// terminal), from each registry's thread when they run together, then a tally per registry and arch.
+class Runs {
+ public:
+  Runs(std::vector<Work>& work, const Asked& asked)
+      : work_(work), jobs_(asked.jobs), several_archs_(asked.archs.size() > 1),
+        // Every registry at once, unless --jobs bounds the units in flight: the pool then sees them all and
+        // takes the longest first (docs/DESIGN.md, "Scheduling a table").
+        together_(asked.jobs == 0 && work.size() > 1) {
+    for (const Work& w : work_) total_all_ += w.units;
+  }
+
+  // Every registry's run, one after another or together; its tally. 0 when every unit asked for is in
+  // the disk cache, else 1.
+  int run_all() {
+    if (together_) run_together();
+    bool all_ok = true;
+    for (Work& w : work_) {
+      if (!together_) {
+        std::cout << "registry " << w.catalog->name << ": compiling for sm_" << w.target << '\n';
+        run(w);
       }
-    } catch (...) {
-      w.error = std::current_exception();
+      if (w.error) std::rethrow_exception(w.error);
+      all_ok = print_tally(w) && all_ok;
     }
-  };
-  if (together) {
-    for (const Work& w : work) std::cout << "registry " << w.catalog->name << ": compiling for sm_" << w.target << '\n';
+    return all_ok ? 0 : 1;
+  }
+
+ private:
+  // Each registry on a thread of its own; those no thread can be had for, on this one after the others started.
+  void run_together() {
+    for (const Work& w : work_) std::cout << "registry " << w.catalog->name << ": compiling for sm_" << w.target << '\n';
     std::vector<std::thread> threads;
-    std::vector<Work*> here;  // no thread to be had for them: run on this one, after the others started
-    for (Work& w : work) {
-      detail::Result<std::thread> thread = detail::start_thread([&run, &w] { run(w); });
+    std::vector<Work*> here;
+    for (Work& w : work_) {
+      detail::Result<std::thread> thread = detail::start_thread([this, &w] { run(w); });
       if (thread) threads.push_back(std::move(thread).value());
       else here.push_back(&w);
     }
     for (Work* w : here) run(*w);
     for (auto& t : threads) t.join();
   }
-  bool all_ok = true;
-  for (Work& w : work) {
-    if (!together) {
-      std::cout << "registry " << w.catalog->name << ": compiling for sm_" << w.target << '\n';
-      run(w);
+
+  // kiln::precompile of one registry for one architecture; what it throws is kept for run_all.
+  void run(Work& w) {
+    try {
+      const std::vector<PrecompileResult> results = kiln::precompile(
+          *w.catalog, w.target, w.mine, jobs_,
+          [&](const PrecompileResult& r, std::size_t done, std::size_t total) { unit_line(w, r, done, total); });
+      count(w, results);
+    } catch (...) {
+      w.error = std::current_exception();
     }
-    if (w.error) std::rethrow_exception(w.error);
+  }
+
+  // Together, a unit is named with its registry (and its arch, when several).
+  std::string unit_name(const Work& w, const std::string& unit) const {
+    return together_ ? std::string(w.catalog->name) + "." + unit : unit;
+  }
+
+  // One unit's progress: its line, or the bar (which counts every registry's, together).
+  void unit_line(const Work& w, const PrecompileResult& r, std::size_t done, std::size_t total) {
+    const std::lock_guard lock(out_);
+    const std::string unit = unit_name(w, r.unit) + (several_archs_ ? " sm_" + std::to_string(w.target) : std::string());
+    if (together_) {
+      done = ++done_all_;
+      total = total_all_;
+    }
+    if (terminal_) {
+      const std::size_t width = 30, filled = width * std::min(done, total) / std::max<std::size_t>(total, 1);
+      std::cout << "\r[" << std::string(filled, '#') << std::string(width - filled, ' ') << "] " << done << "/" << total
+                << " " << unit << "\033[K" << std::flush;
+      if (!r.ok) std::cout << "\r" << line(r, unit) << "\033[K\n";
+      else if (done == total) std::cout << '\n';
+    } else {
+      std::cout << line(r, unit) << '\n';
+    }
+    if (!r.ok && !r.compiled) std::cerr << r.error.message << '\n';
+  }
+
+  // The tally says what is in the cache now; a unit evicted since its line says so again.
+  void count(Work& w, const std::vector<PrecompileResult>& results) {
+    const std::lock_guard lock(out_);
+    Tally& tally = w.tally;
+    for (const PrecompileResult& r : results) {
+      if (r.ok) ++(r.compiled ? tally.compiled_and_cached : tally.already_cached);
+      else if (r.evicted && !r.compiled) ++tally.removed;  // not compiled here: not "compiled, not cached"
+      else ++(r.compiled ? tally.not_cached : tally.failed);
+      if (r.evicted) std::cout << "evicted  " << unit_name(w, r.unit) << ": " << r.error.message << '\n';
+    }
+  }
+
+  // The registry's count for its architecture; whether every unit is in the cache.
+  static bool print_tally(const Work& w) {
     const Tally& tally = w.tally;
     std::cout << "registry " << w.catalog->name << ", sm_" << w.target << ": " << tally.compiled_and_cached
               << " compiled and cached, " << tally.already_cached << " already cached, " << tally.not_cached
               << " compiled but not cached, " << tally.failed << " failed"
               << (tally.removed ? ", " + std::to_string(tally.removed) + " already cached but gone since" : std::string())
               << '\n';
-    all_ok = all_ok && tally.not_cached == 0 && tally.failed == 0 && tally.removed == 0;
+    return tally.not_cached == 0 && tally.failed == 0 && tally.removed == 0;
   }
-  return all_ok ? 0 : 1;
+
+  std::vector<Work>& work_;
+  const unsigned jobs_;
+  const bool several_archs_;
+  const bool together_;
+  const bool terminal_ = ::isatty(STDOUT_FILENO);
+  std::mutex out_;  // progress comes from each registry's thread
+  std::size_t done_all_ = 0, total_all_ = 0;
+};
+
+}  // namespace
+
+int precompile(const Invocation& in) {
+  Asked asked;
+  if (const std::optional<int> refused = read_arguments(in, asked)) return *refused;
+  if (!asked.record.empty()) return precompile_record_file(in, asked.record, asked.archs, asked.names);
+  // A name no registry has is a mistake to report, not a unit to skip.
+  if (!all_known(in, asked.names)) return 2;
+  if (!asked.link.empty()) return precompile_linked_file(in, asked.link, asked.archs, asked.names);
+  std::optional<std::vector<Work>> work = plan_work(in, asked);
+  if (!work) return 1;
+  return Runs(*work, asked).run_all();
 }
 
 }  // namespace kiln::cli

@@ -1,6 +1,8 @@
 // Encoding, checked decoding and pipe I/O of kiln-jitd frames; see jit/protocol.hpp.
 #include "jit/protocol.hpp"
 
+#include "jit/protocol_fields.hpp"
+
 #include <kiln/error.hpp>
 #include <poll.h>
 #include <unistd.h>
@@ -12,10 +14,103 @@
 #include <cstring>
 #include <optional>
 #include <stdexcept>
+#include <tuple>
+#include <type_traits>
+#include <vector>
 
 namespace kiln::detail {
 
 static_assert(std::endian::native == std::endian::little, "the JIT protocol is little-endian; add byte swaps");
+
+// The wire format: each message's fields in the order they travel, one line each. The encoder and the
+// decoder both walk these lists; a member left out of its list does not compile (lists_every_member).
+// A field's C++ type says how it travels: bool a u8 flag (0 or 1), an enum its underlying type (a value
+// past the `last` its field names is refused), a number its own bytes, a string its u32 size and bytes, a
+// vector its u32 count and elements, a described struct its fields, an entry (Result<CacheEntry>) a flag
+// and the disk cache's payload encoding or the error.
+// Any change here is a change of the protocol: bump kJitProtocolVersion (jit/protocol.hpp).
+template <>
+struct Fields<Hello> {
+  static constexpr auto list = std::tuple{
+      field("pid", &Hello::pid),
+      field("cache format", &Hello::cache_format),
+      field("pch files flag", &Hello::pch_files),
+  };
+};
+
+template <>
+struct Fields<Header> {
+  static constexpr auto list = std::tuple{
+      field("header name", &Header::name),
+      field("header content", &Header::content),
+  };
+};
+
+template <>
+struct Fields<CachedKernel> {
+  static constexpr auto list = std::tuple{
+      field("kernel name", &CachedKernel::name),
+      field("kernel lowered name", &CachedKernel::lowered),
+  };
+};
+
+template <>
+struct Fields<CompileRequest> {
+  using R = CompileRequest;
+  static constexpr auto list = std::tuple{
+      field("registry", &R::registry),
+      field("unit", &R::unit),
+      field("source name", &R::source_name),
+      field("source", &R::source),
+      field("options", &R::options),
+      field("headers", &R::headers),
+      field("kernels", &R::kernels),
+      field("expressions", &R::expressions),
+      field("arch", &R::arch),
+      field("pch mode", &R::pch, PchMode::use),
+      field("pch path", &R::pch_path),
+      field("unpacked pch path", &R::pch_unpacked),
+      field("ptx", &R::ptx),
+      field("link threads", &R::link_threads),
+      field("link source", &R::link_source),
+      field("link source name", &R::link_source_name),
+      field("link source is LTO-IR", &R::link_lto_ir),
+      field("unit LTO-IR", &R::unit_lto_ir),
+      field("code arch", &R::code_arch),
+  };
+};
+
+template <>
+struct Fields<CompileOutcome> {
+  using O = CompileOutcome;
+  static constexpr auto list = std::tuple{
+      field("ok", &O::entry),  // the flag's name; the bytes after it are the "entry" or the "error"
+      field("log", &O::log),
+      field("nvrtc ms", &O::nvrtc_ms),
+      field("link ms", &O::link_ms),
+      field("globals removed", &O::globals_removed),
+      field("pch result", &O::pch, PchResult::failed),
+      field("pch unpack ms", &O::pch_unpack_ms),
+      not_sent(&O::lowered),  // compile_unit has written them into the entry
+  };
+};
+
+template <>
+struct Fields<Failure> {
+  static constexpr auto list = std::tuple{
+      field("kiln error flag", &Failure::kiln_error),
+      field("error code", &Failure::code),
+      field("message", &Failure::message),
+  };
+};
+
+static_assert(lists_every_member<Hello>() && lists_every_member<Header>() && lists_every_member<CachedKernel>() &&
+                  lists_every_member<CompileRequest>() && lists_every_member<CompileOutcome>() &&
+                  lists_every_member<Failure>(),
+              "a message's field list leaves out a member, or names one twice: list it (or mark it not_sent) and "
+              "bump kJitProtocolVersion");
+// A number travels as its type's bytes: a std::size_t member is a u64 on the wire.
+static_assert(sizeof(std::size_t) == 8, "the JIT protocol sends std::size_t as 8 bytes");
 
 namespace {
 
@@ -25,25 +120,17 @@ std::uint64_t fnv1a(std::string_view bytes) noexcept {
   return h;
 }
 
+template <typename T>
+concept Number = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
+
 class Writer {
  public:
-  explicit Writer(MessageKind kind) { u32(static_cast<std::uint32_t>(kind)); }
+  explicit Writer(MessageKind kind) { put(static_cast<std::uint32_t>(kind)); }
 
-  template <typename T>
-  void put(T value) {
-    char bytes[sizeof(T)];
-    std::memcpy(bytes, &value, sizeof(T));
-    payload_.append(bytes, sizeof(T));
-  }
-  void u32(std::uint32_t v) { put(v); }
-  void str(std::string_view s) {
-    if (s.size() > kMaxFramePayload) throw Error(Errc::compile, "kiln: a JIT message field is larger than kMaxFramePayload");
-    u32(static_cast<std::uint32_t>(s.size()));
-    payload_ += s;
-  }
-  void strs(const std::vector<std::string>& list) {
-    u32(static_cast<std::uint32_t>(list.size()));
-    for (const auto& s : list) str(s);
+  // Every field of `message`, in its list's order.
+  template <Described T>
+  void message(const T& message) {
+    std::apply([&](const auto&... entries) { (field(message, entries), ...); }, Fields<T>::list);
   }
 
   std::string frame() && {
@@ -51,8 +138,8 @@ class Writer {
     std::string out;
     out.reserve(kFrameHeaderSize + payload_.size() + kFrameTrailerSize);
     Writer header_writer;
-    header_writer.u32(kJitMagic);
-    header_writer.u32(kJitProtocolVersion);
+    header_writer.put(kJitMagic);
+    header_writer.put(kJitProtocolVersion);
     header_writer.put<std::uint64_t>(payload_.size());
     out += header_writer.payload_;
     out += payload_;
@@ -64,6 +151,51 @@ class Writer {
 
  private:
   Writer() = default;
+
+  template <typename S, typename M>
+  void field(const S& message, const Field<S, M>& f) {
+    write(message.*f.member);
+  }
+  template <typename S, typename M>
+  void field(const S&, const NotSent<S, M>&) {}
+
+  template <typename T>
+  void put(T value) {
+    char bytes[sizeof(T)];
+    std::memcpy(bytes, &value, sizeof(T));
+    payload_.append(bytes, sizeof(T));
+  }
+  void write(bool flag) { put<std::uint8_t>(flag ? 1 : 0); }
+  template <Number T>
+  void write(T value) {
+    put(value);
+  }
+  template <typename E>
+    requires std::is_enum_v<E>
+  void write(E value) {
+    put(static_cast<std::underlying_type_t<E>>(value));
+  }
+  void write(std::string_view s) {
+    if (s.size() > kMaxFramePayload) throw Error(Errc::compile, "kiln: a JIT message field is larger than kMaxFramePayload");
+    put(static_cast<std::uint32_t>(s.size()));
+    payload_ += s;
+  }
+  void write(const std::string& s) { write(std::string_view(s)); }
+  template <typename T>
+  void write(const std::vector<T>& list) {
+    put(static_cast<std::uint32_t>(list.size()));
+    for (const T& element : list) write(element);
+  }
+  template <Described T>
+  void write(const T& element) {
+    message(element);
+  }
+  // The entry in the disk cache's encoding (one description of an entry), or why there is none.
+  void write(const Result<CacheEntry>& entry) {
+    write(entry.ok());
+    write(entry ? encode_payload(*entry) : entry.error());
+  }
+
   std::string payload_;
 };
 
@@ -73,41 +205,11 @@ class Reader {
  public:
   explicit Reader(std::string_view bytes) : rest_(bytes) {}
 
-  template <typename T>
-  T get(const char* field) {
-    T value{};
-    if (!take(sizeof(T), field)) return value;
-    std::memcpy(&value, rest_.data() - sizeof(T), sizeof(T));
-    return value;
+  // Every field of `message`, in its list's order; stops reading at the first that fails.
+  template <Described T>
+  void message(T& message) {
+    std::apply([&](const auto&... entries) { (field(message, entries), ...); }, Fields<T>::list);
   }
-  // A value below `limit` (an enum's count); any other is refused, so that every message has one encoding.
-  template <typename T>
-  T below(const char* field, T limit) {
-    const auto value = get<T>(field);
-    if (value >= limit && invalid_.empty()) invalid_ = std::string(field) + " is " + std::to_string(value) + ", out of range";
-    return value < limit ? value : T{};
-  }
-  // 0 or 1; any other byte is refused, so that every message has one encoding.
-  bool flag(const char* field) {
-    const auto value = get<std::uint8_t>(field);
-    if (value > 1 && invalid_.empty()) invalid_ = std::string(field) + " is " + std::to_string(value) + ", not 0 or 1";
-    return value != 0;
-  }
-  std::uint32_t u32(const char* field) { return get<std::uint32_t>(field); }
-  std::string str(const char* field) {
-    const std::uint32_t size = u32(field);
-    if (!take(size, field)) return {};
-    return std::string(rest_.data() - size, size);
-  }
-  // No reserve(count): the count is untrusted, and each element must prove itself with its bytes.
-  std::vector<std::string> strs(const char* field) {
-    std::vector<std::string> list;
-    const std::uint32_t count = u32(field);
-    for (std::uint32_t i = 0; i < count && error_.empty(); ++i) list.push_back(str(field));
-    return list;
-  }
-
-  bool good() const noexcept { return error_.empty() && invalid_.empty(); }
 
   // Empty when every read succeeded and nothing is left over; else what went wrong, in `what`.
   std::string finish(std::string_view what) const {
@@ -118,10 +220,77 @@ class Reader {
   }
 
  private:
-  bool take(std::size_t n, const char* field) {
+  bool good() const noexcept { return error_.empty() && invalid_.empty(); }
+  void refuse(std::string why) {
+    if (invalid_.empty()) invalid_ = std::move(why);
+  }
+
+  template <typename S, typename M>
+  void field(S& message, const Field<S, M>& f) {
+    if (good()) read(message.*f.member, f.name, f.limit);
+  }
+  template <typename S, typename M>
+  void field(S&, const NotSent<S, M>&) {}
+
+  template <typename T>
+  T get(const char* name) {
+    T value{};
+    if (!take(sizeof(T), name)) return value;
+    std::memcpy(&value, rest_.data() - sizeof(T), sizeof(T));
+    return value;
+  }
+  // 0 or 1; any other byte is refused, so that every message has one encoding.
+  void read(bool& flag, const char* name, std::uint64_t) {
+    const auto value = get<std::uint8_t>(name);
+    if (value > 1) refuse(std::string(name) + " is " + std::to_string(value) + ", not 0 or 1");
+    flag = value != 0;
+  }
+  template <Number T>
+  void read(T& value, const char* name, std::uint64_t) {
+    value = get<T>(name);
+  }
+  // A value below `limit` (one past the enum's largest); any other is refused, so that every message has
+  // one encoding.
+  template <typename E>
+    requires std::is_enum_v<E>
+  void read(E& value, const char* name, std::uint64_t limit) {
+    const auto raw = get<std::underlying_type_t<E>>(name);
+    if (raw >= limit) refuse(std::string(name) + " is " + std::to_string(raw) + ", out of range");
+    value = raw < limit ? static_cast<E>(raw) : E{};
+  }
+  void read(std::string& s, const char* name, std::uint64_t) {
+    const auto size = get<std::uint32_t>(name);
+    if (take(size, name)) s.assign(rest_.data() - size, size);
+  }
+  // No reserve(count): the count is untrusted, and each element must prove itself with its bytes.
+  template <typename T>
+  void read(std::vector<T>& list, const char* name, std::uint64_t limit) {
+    const auto count = get<std::uint32_t>(name);
+    for (std::uint32_t i = 0; i < count && good(); ++i) read(list.emplace_back(), name, limit);
+  }
+  template <Described T>
+  void read(T& element, const char*, std::uint64_t) {
+    message(element);
+  }
+  void read(Result<CacheEntry>& entry, const char* name, std::uint64_t limit) {
+    bool ok = false;
+    read(ok, name, limit);
+    std::string bytes;
+    read(bytes, ok ? "entry" : "error", 0);
+    if (!good()) return;
+    if (!ok) {
+      entry = fail(std::move(bytes));
+    } else if (Result<CacheEntry> parsed = parse_payload(bytes); parsed) {
+      entry = std::move(parsed);
+    } else {
+      refuse("entry " + parsed.error());
+    }
+  }
+
+  bool take(std::size_t n, const char* name) {
     if (!error_.empty()) return false;
     if (rest_.size() < n) {
-      error_ = field;
+      error_ = name;
       return false;
     }
     rest_.remove_prefix(n);
@@ -133,11 +302,21 @@ class Reader {
   std::string invalid_;  // a field with a value no encoder writes
 };
 
-template <typename T>
-Result<T> finished(T value, const Reader& in, std::string_view what) {
+template <Described T>
+std::string encode(MessageKind kind, const T& message) {
+  Writer out(kind);
+  out.message(message);
+  return std::move(out).frame();
+}
+
+template <Described T>
+Result<T> decode(std::string_view body, std::string_view what) {
+  Reader in(body);
+  T message;
+  in.message(message);
   std::string error = in.finish(what);
   if (!error.empty()) return fail(std::move(error));
-  return value;
+  return message;
 }
 
 std::string hex32(std::uint32_t v) {
@@ -165,67 +344,10 @@ Result<std::uint64_t> check_header(std::string_view header) {
 
 }  // namespace
 
-std::string encode_hello(const Hello& hello) {
-  Writer out(MessageKind::hello);
-  out.put<std::int64_t>(hello.pid);
-  out.u32(hello.cache_format);
-  out.put<std::uint8_t>(hello.pch_files ? 1 : 0);
-  return std::move(out).frame();
-}
-
-std::string encode_request(const CompileRequest& r) {
-  Writer out(MessageKind::request);
-  out.str(r.registry);
-  out.str(r.unit);
-  out.str(r.source_name);
-  out.str(r.source);
-  out.strs(r.options);
-  out.u32(static_cast<std::uint32_t>(r.headers.size()));
-  for (const Header& h : r.headers) {
-    out.str(h.name);
-    out.str(h.content);
-  }
-  out.u32(static_cast<std::uint32_t>(r.kernels.size()));
-  for (const CachedKernel& k : r.kernels) {
-    out.str(k.name);
-    out.str(k.lowered);
-  }
-  out.strs(r.expressions);
-  out.u32(r.arch);
-  out.put<std::uint8_t>(static_cast<std::uint8_t>(r.pch));
-  out.str(r.pch_path);
-  out.str(r.pch_unpacked);
-  out.str(r.ptx);
-  out.u32(r.link_threads);
-  out.str(r.link_source);
-  out.str(r.link_source_name);
-  out.put<std::uint8_t>(r.link_lto_ir ? 1 : 0);
-  out.str(r.unit_lto_ir);
-  out.u32(r.code_arch);
-  return std::move(out).frame();
-}
-
-std::string encode_outcome(const CompileOutcome& o) {
-  Writer out(MessageKind::outcome);
-  out.put<std::uint8_t>(o.entry ? 1 : 0);
-  // The entry in the disk cache's encoding (one description of an entry), or why there is none.
-  out.str(o.entry ? encode_payload(*o.entry) : o.entry.error());
-  out.str(o.log);
-  out.put<double>(o.nvrtc_ms);
-  out.put<double>(o.link_ms);
-  out.put<std::uint64_t>(o.globals_removed);
-  out.put<std::uint8_t>(static_cast<std::uint8_t>(o.pch));
-  out.put<double>(o.pch_unpack_ms);
-  return std::move(out).frame();
-}
-
-std::string encode_failure(const Failure& f) {
-  Writer out(MessageKind::failure);
-  out.put<std::uint8_t>(f.kiln_error ? 1 : 0);
-  out.u32(f.code);
-  out.str(f.message);
-  return std::move(out).frame();
-}
+std::string encode_hello(const Hello& hello) { return encode(MessageKind::hello, hello); }
+std::string encode_request(const CompileRequest& request) { return encode(MessageKind::request, request); }
+std::string encode_outcome(const CompileOutcome& outcome) { return encode(MessageKind::outcome, outcome); }
+std::string encode_failure(const Failure& failure) { return encode(MessageKind::failure, failure); }
 
 Result<Message> open_frame(std::string_view frame) {
   if (frame.size() < kFrameHeaderSize + 4 + kFrameTrailerSize)
@@ -246,83 +368,10 @@ Result<Message> open_frame(std::string_view frame) {
   return Message{static_cast<MessageKind>(kind), payload.substr(4)};
 }
 
-Result<Hello> decode_hello(std::string_view body) {
-  Reader in(body);
-  Hello h;
-  h.pid = in.get<std::int64_t>("pid");
-  h.cache_format = in.u32("cache format");
-  h.pch_files = in.flag("pch files flag");
-  return finished(h, in, "hello");
-}
-
-Result<CompileRequest> decode_request(std::string_view body) {
-  Reader in(body);
-  CompileRequest r;
-  r.registry = in.str("registry");
-  r.unit = in.str("unit");
-  r.source_name = in.str("source name");
-  r.source = in.str("source");
-  r.options = in.strs("options");
-  const std::uint32_t headers = in.u32("header count");
-  for (std::uint32_t i = 0; i < headers && in.good(); ++i) {
-    Header h;
-    h.name = in.str("header name");
-    h.content = in.str("header content");
-    r.headers.push_back(std::move(h));
-  }
-  const std::uint32_t kernels = in.u32("kernel count");
-  for (std::uint32_t i = 0; i < kernels && in.good(); ++i) {
-    CachedKernel k;
-    k.name = in.str("kernel name");
-    k.lowered = in.str("kernel lowered name");
-    r.kernels.push_back(std::move(k));
-  }
-  r.expressions = in.strs("expressions");
-  r.arch = in.u32("arch");
-  r.pch = static_cast<PchMode>(in.below<std::uint8_t>("pch mode", static_cast<std::uint8_t>(PchMode::use) + 1));
-  r.pch_path = in.str("pch path");
-  r.pch_unpacked = in.str("unpacked pch path");
-  r.ptx = in.str("ptx");
-  r.link_threads = in.u32("link threads");
-  r.link_source = in.str("link source");
-  r.link_source_name = in.str("link source name");
-  r.link_lto_ir = in.flag("link source is LTO-IR");
-  r.unit_lto_ir = in.str("unit LTO-IR");
-  r.code_arch = in.u32("code arch");
-  return finished(std::move(r), in, "request");
-}
-
-Result<CompileOutcome> decode_outcome(std::string_view body) {
-  Reader in(body);
-  CompileOutcome o;
-  const bool ok = in.flag("ok");
-  std::string entry = in.str(ok ? "entry" : "error");
-  o.log = in.str("log");
-  o.nvrtc_ms = in.get<double>("nvrtc ms");
-  o.link_ms = in.get<double>("link ms");
-  o.globals_removed = static_cast<std::size_t>(in.get<std::uint64_t>("globals removed"));
-  o.pch = static_cast<PchResult>(in.below<std::uint8_t>("pch result", static_cast<std::uint8_t>(PchResult::failed) + 1));
-  o.pch_unpack_ms = in.get<double>("pch unpack ms");
-  auto checked = finished(std::move(o), in, "outcome");
-  if (!checked) return checked;
-  if (!ok) {
-    checked->entry = fail(std::move(entry));
-    return checked;
-  }
-  auto parsed = parse_payload(entry);
-  if (!parsed) return fail("outcome: entry " + parsed.error());
-  checked->entry = std::move(parsed);
-  return checked;
-}
-
-Result<Failure> decode_failure(std::string_view body) {
-  Reader in(body);
-  Failure f;
-  f.kiln_error = in.flag("kiln error flag");
-  f.code = in.u32("error code");
-  f.message = in.str("message");
-  return finished(std::move(f), in, "failure");
-}
+Result<Hello> decode_hello(std::string_view body) { return decode<Hello>(body, "hello"); }
+Result<CompileRequest> decode_request(std::string_view body) { return decode<CompileRequest>(body, "request"); }
+Result<CompileOutcome> decode_outcome(std::string_view body) { return decode<CompileOutcome>(body, "outcome"); }
+Result<Failure> decode_failure(std::string_view body) { return decode<Failure>(body, "failure"); }
 
 namespace {
 

@@ -4,7 +4,9 @@
 //   u32 magic "KJIT", u32 version (kJitProtocolVersion), u64 payload size (at most kMaxFramePayload),
 //   payload: u32 message kind, then the message's fields,
 //   u64 FNV-1a of the payload.
-// Fields: u8 flag, u32 count, u64, f64, str (u32 size + bytes), str list (u32 count + strs).
+// Fields: u8 flag, u32 count, u64, f64, str (u32 size + bytes), str list (u32 count + strs). Each
+// message's fields are listed once, in their order on the wire (Fields<T> in jit/protocol.cpp); the
+// encoder and the decoder both follow that list.
 // Messages: hello (the worker's first frame: its pid, cache format, and whether it can read PCH files),
 // request (a CompileRequest), outcome (a CompileOutcome; its CacheEntry as the disk cache's payload
 // encoding), failure (an exception the compile function threw). Decoding checks every size against the

@@ -235,12 +235,48 @@ bool trigraphs_on(const std::vector<std::string>& options) {
   return on;
 }
 
-Result<std::vector<IncludeRef>> scan_includes(std::string_view text, bool trigraphs) {
+namespace {
+
+// `#define NAME(params...)` at `at` (after "define"): NAME and its parameters; nullopt for an object-like
+// macro.
+std::optional<std::pair<std::string_view, std::vector<std::string_view>>> function_macro(std::string_view s, std::size_t at) {
+  at = skip_space(s, at);
+  std::size_t end = at;
+  while (end < s.size() && identifier_char(s[end])) ++end;
+  if (end == at || end >= s.size() || s[end] != '(') return std::nullopt;
+  std::vector<std::string_view> params;
+  for (std::size_t p = end + 1; p < s.size() && s[p] != ')';) {
+    p = skip_space(s, p);
+    std::size_t q = p;
+    while (q < s.size() && identifier_char(s[q])) ++q;
+    if (q > p) params.push_back(s.substr(p, q - p));
+    p = skip_space(s, q);
+    if (p < s.size() && s[p] == ',') ++p;
+    else if (q == p) break;
+  }
+  return std::make_pair(s.substr(at, end - at), std::move(params));
+}
+
+// The identifier at `at` (after spaces), followed by ')': a macro's parameter handed on whole.
+std::string_view handed_on(std::string_view s, std::size_t at) {
+  at = skip_space(s, at);
+  std::size_t end = at;
+  while (end < s.size() && identifier_char(s[end])) ++end;
+  const std::size_t close = skip_space(s, end);
+  return end > at && close < s.size() && s[close] == ')' ? s.substr(at, end - at) : std::string_view{};
+}
+
+}  // namespace
+
+Result<std::vector<IncludeRef>> scan_includes(std::string_view text, bool trigraphs, std::vector<std::string>* probes) {
   std::vector<IncludeRef> found;
+  std::vector<std::string> own;  // the probe macros of `text` alone, where no `probes` is given
+  std::vector<std::string>& known = probes != nullptr ? *probes : own;
   for (const auto& [line, l] : logical_lines(text, trigraphs)) {
     const std::string_view s = l;
     std::size_t at = skip_space(s, 0);
     const bool directive = s.substr(at).starts_with('#') || s.substr(at).starts_with("%:");
+    std::optional<std::pair<std::string_view, std::vector<std::string_view>>> defined;  // a function-like #define
     if (directive) {
       at = skip_space(s, at + (s[at] == '#' ? 1 : 2));
       std::size_t end = at;
@@ -255,20 +291,44 @@ Result<std::vector<IncludeRef>> scan_includes(std::string_view text, bool trigra
         found.push_back(std::move(*ref));
         continue;
       }
+      if (word == "define") defined = function_macro(s, end);
     }
-    // __has_include anywhere (an #if, or a macro that expands to one): it asks the file system too.
+    // __has_include anywhere (an #if, or a macro that expands to one), and the probe macros known so far:
+    // each asks the file system too.
+    const auto probe_at = [&](std::size_t p, std::size_t q) -> Result<bool> {
+      q = skip_space(s, q);
+      if (q >= s.size() || s[q] != '(') return false;
+      std::optional<IncludeRef> ref = operand(s, q + 1, line);
+      if (!ref) {
+        // `#define NAME(x) __has_include(x)`: NAME becomes a probe, checked where it is used.
+        const std::string_view param = handed_on(s, q + 1);
+        if (defined && !param.empty() && p > at &&
+            std::find(defined->second.begin(), defined->second.end(), param) != defined->second.end()) {
+          if (std::find(known.begin(), known.end(), defined->first) == known.end()) known.emplace_back(defined->first);
+          return true;
+        }
+        return fail("line " + std::to_string(line) + ": __has_include of a macro or other computed name");
+      }
+      ref->probe = true;
+      if (ref->name.starts_with('/')) return fail("line " + std::to_string(line) + ": " + spelled(*ref) + " is an absolute path");
+      found.push_back(std::move(*ref));
+      return true;
+    };
     for (std::size_t p = s.find("__has_"); p != std::string_view::npos; p = s.find("__has_", p + 1)) {
       std::size_t q = p + 6;
       while (q < s.size() && identifier_char(s[q])) ++q;
       const std::string_view probe = s.substr(p, q - p);
       if (probe != "__has_include" && probe != "__has_include_next" && probe != "__has_embed") continue;
-      q = skip_space(s, q);
-      if (q >= s.size() || s[q] != '(') continue;
-      std::optional<IncludeRef> ref = operand(s, q + 1, line);
-      if (!ref) return fail("line " + std::to_string(line) + ": __has_include of a macro or other computed name");
-      ref->probe = true;
-      if (ref->name.starts_with('/')) return fail("line " + std::to_string(line) + ": " + spelled(*ref) + " is an absolute path");
-      found.push_back(std::move(*ref));
+      if (Result<bool> r = probe_at(p, q); !r) return fail(r.error());
+    }
+    for (std::size_t k = 0; k < known.size(); ++k) {
+      const std::string name = known[k];  // probe_at may add to `known`
+      for (std::size_t p = s.find(name); p != std::string_view::npos; p = s.find(name, p + 1)) {
+        const std::size_t q = p + name.size();
+        if ((p > 0 && identifier_char(s[p - 1])) || (q < s.size() && identifier_char(s[q]))) continue;
+        if (defined && defined->first.data() == s.data() + p) continue;  // its own #define
+        if (Result<bool> r = probe_at(p, q); !r) return fail(r.error());
+      }
     }
   }
   return found;
@@ -311,8 +371,12 @@ void check_program_includes(const ProgramSource& source, std::string_view label)
   const auto in_memory = [&](std::string_view name) {
     return std::any_of(source.headers.begin(), source.headers.end(), [&](const ProgramHeader& h) { return h.name == name; });
   };
+  // The probe macros the source and its headers define, checked where any of them uses one.
+  std::vector<std::string> probes;
+  for (const ProgramHeader& h : source.headers) (void)scan_includes(h.source, trigraphs_on(source.options), &probes);
+  (void)scan_includes(source.source, trigraphs_on(source.options), &probes);
   const auto check = [&](std::string_view text, const std::string& file, std::string_view dir) {
-    const Result<std::vector<IncludeRef>> refs = scan_includes(text, trigraphs_on(source.options));
+    const Result<std::vector<IncludeRef>> refs = scan_includes(text, trigraphs_on(source.options), &probes);
     if (!refs)
       refuse(label, file + ", " + refs.error() + ": kiln cannot key what it reads (give the header in memory, or "
                                                  "under an -I directory, by a relative name)");

@@ -50,7 +50,12 @@ bool has_parent_part(std::string_view name);
 // computed one (a macro: what it names is known only to the preprocessor). A name with a ".." part is
 // returned: whether it stays in the key depends on where the text lies.
 // With `trigraphs` (C++11 and C++14: trigraphs_on), "??/" and "??=" are taken as '\\' and '#'.
-Result<std::vector<IncludeRef>> scan_includes(std::string_view text, bool trigraphs);
+// A function-like macro that hands its parameter to __has_include (`#define HAS(x) __has_include(x)`, as
+// CCCL and Kokkos define one) is a probe of its own: its definition is not refused, and where `probes` is
+// given its name is added there and each use of a name there (`HAS(<version>)`) is scanned as
+// __has_include is, so that the files of one directory check each other's uses.
+Result<std::vector<IncludeRef>> scan_includes(std::string_view text, bool trigraphs,
+                                              std::vector<std::string>* probes = nullptr);
 // Whether the program's options choose a standard with trigraphs (its last -std=).
 bool trigraphs_on(const std::vector<std::string>& options);
 

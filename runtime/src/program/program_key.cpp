@@ -99,13 +99,24 @@ Result<std::string> directory_digest(const std::string& dir, bool trigraphs) {
   }
   if (ec) return fail("cannot list '" + dir + "': " + ec.message());
   std::sort(files.begin(), files.end());
-  Sha256 digest;
+  // Read once (within the caps above); the probe macros one file defines (`#define HAS(x) __has_include(x)`)
+  // are checked where any file of the directory uses them.
+  std::vector<std::string> contents;
+  std::vector<std::string> probes;
   for (const auto& [file, size] : files) {
     Result<std::string> bytes = read_exactly(file, size);
     if (!bytes) return fail(bytes.error());
+    if (const Result<std::vector<IncludeRef>> refs = scan_includes(*bytes, trigraphs, &probes); !refs)
+      return fail(quoted(file) + ", " + refs.error() + ": kiln cannot key what it reads");
+    contents.push_back(std::move(*bytes));
+  }
+  Sha256 digest;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const fs::path& file = files[i].first;
+    const std::string* bytes = &contents[i];
     // What a file includes must be keyed too: a header here may not reach outside by an absolute path
     // or a ".." part, nor by a name only the preprocessor computes.
-    const Result<std::vector<IncludeRef>> refs = scan_includes(*bytes, trigraphs);
+    const Result<std::vector<IncludeRef>> refs = scan_includes(*bytes, trigraphs, &probes);
     if (!refs) return fail(quoted(file) + ", " + refs.error() + ": kiln cannot key what it reads");
     // A ".." name is keyed where NVRTC finds it first, beside the file and still under `dir`; anywhere
     // else (another -I directory's parent) it is not.
@@ -146,6 +157,14 @@ std::string program_digest(const ProgramSource& source) {
       append_field(text, "option", options[i]);
       continue;
     }
+    // A directory of the toolkit's own headers (CCCL's, as CuPy names it) is keyed as the headers kiln
+    // adds itself: by the toolkit, whose compilers' versions every key holds, CCCL's version and the
+    // directory's place; its files are the toolkit's, and hold computed includes (Thrust's system
+    // headers) that no scan could key.
+    if (const std::string place = toolkit_place(dir); !place.empty()) {
+      append_field(text, "toolkit include", place + " " + toolkit_headers().cccl_version);
+      continue;
+    }
     const Result<std::string> files = remembered_directory_digest(dir, trigraphs_on(options));
     if (!files)
       throw Error(Errc::invalid_argument, "kiln: program '" + source.label + "': its include directory " + files.error());
@@ -160,6 +179,9 @@ const ToolkitHeaders& toolkit_headers() {
     ToolkitHeaders h;
     const std::string named = setting("KILN_TOOLKIT");
     const std::filesystem::path toolkit = named.empty() ? "/usr/local/cuda" : named;
+    std::error_code ec;
+    h.toolkit_include = std::filesystem::canonical(toolkit / "include", ec);
+    if (ec) h.toolkit_include.clear();
     for (const auto& dir : {toolkit / "include" / "cccl", toolkit / "include"}) {
       std::ifstream version(dir / "cub" / "version.cuh");
       if (!version) continue;
@@ -176,6 +198,17 @@ const ToolkitHeaders& toolkit_headers() {
     return h;
   }();
   return headers;
+}
+
+std::string toolkit_place(const std::string& dir) {
+  const std::filesystem::path& root = toolkit_headers().toolkit_include;
+  if (root.empty()) return {};
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::canonical(dir, ec);
+  if (ec) return {};
+  const std::string inside = real.lexically_relative(root).generic_string();
+  if (inside.empty() || has_parent_part(inside)) return {};
+  return inside == "." ? "include" : "include/" + inside;
 }
 
 }  // namespace kiln::detail

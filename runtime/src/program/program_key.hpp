@@ -6,6 +6,7 @@
 
 #include <kiln/program.hpp>
 
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,7 +38,11 @@ std::string program_digest(const ProgramSource& source);
 struct ToolkitHeaders {
   std::string include_dir;
   std::string cccl_version;
+  std::filesystem::path toolkit_include;  // <toolkit>/include, resolved; empty where there is none
 };
+// Where `dir` lies in the toolkit's include directory ("include", "include/cccl", ...); empty where it
+// lies outside it.
+std::string toolkit_place(const std::string& dir);
 const ToolkitHeaders& toolkit_headers();
 
 }  // namespace kiln::detail

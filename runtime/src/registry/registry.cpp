@@ -112,7 +112,7 @@ Kernel Registry::Impl::get(std::string_view name) {
 // The primary context's id (cuCtxGetId: unique per context the driver ever made). A reset destroys the
 // context but keeps the handle and this registry's retain on it; until someone uses it again it is dead
 // (CUDA_ERROR_CONTEXT_IS_DESTROYED), and retaining it makes a new context behind the same handle, with a
-// new id (measured on an H100 with CUDA 13.0: docs/DESIGN.md).
+// new id (measured on an H100 with CUDA 13.0: docs/facts.md, "Several GPUs").
 std::uint64_t Registry::Impl::live_context_id() {
   const Driver& cu = driver();
   unsigned long long id = 0;
@@ -217,7 +217,8 @@ void Registry::Impl::load_unit(UnitState& unit, const KernelEntry& entry) {
   try {
     if (parts.empty() && unit.libraries.empty())
       unit.libraries.push_back(detail::acquire_library(identity, unit.image.owned, what() + ")"));
-    // A unit compiled in parts: a library per part, none shared with another (docs/DESIGN.md).
+    // A unit compiled in parts: a library per part, none shared with another (docs/DESIGN.md, "A unit's
+    // kernels over several workers").
     for (std::size_t p = 0; p < parts.size(); ++p) {
       const std::string part = std::to_string(p);
       unit.libraries.push_back(

@@ -12,7 +12,8 @@
 #include <vector>
 
 // The warm-up's work is units, not kernels: a unit's kernels load together, and a thread blocked on a
-// unit another thread compiles would leave a worker idle (docs/DESIGN.md: 204 units, 481 kernels).
+// unit another thread compiles would leave a worker idle (a real consumer's table: 204 units,
+// 481 kernels; docs/facts.md, "Threads and parts inside a unit").
 
 namespace kiln {
 

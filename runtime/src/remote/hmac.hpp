@@ -16,7 +16,7 @@ namespace kiln::detail {
 //
 // Built on OpenSSL's one-shot SHA-256 functions, not EVP (HMAC(), EVP_MAC): EVP's first call in a process
 // loads providers and reads openssl.cnf, ~0.75 ms here, a third of the remote tier's 2 ms budget for a hit;
-// this costs ~10 us (docs/DESIGN.md, measured facts). tests/cpu/test_remote_seal.cpp checks it against
+// this costs ~10 us (docs/facts.md, "The remote tier"). tests/cpu/test_remote_seal.cpp checks it against
 // RFC 4231's test vectors and against OpenSSL's own HMAC().
 Sha256Digest hmac_sha256(std::string_view key, std::initializer_list<std::string_view> parts);
 

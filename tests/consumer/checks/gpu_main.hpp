@@ -2,6 +2,7 @@
 // no CUDA driver or GPU; 1 on an error or a failed CHECK) and the check of the tier a kernel came from.
 #pragma once
 
+#include <kiln/driver.hpp>  // kiln::driver()
 #include <kiln/kiln.hpp>
 
 #include "check.hpp"

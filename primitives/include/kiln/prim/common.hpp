@@ -15,6 +15,7 @@
 
 #include <kiln/config.hpp>  // C++20, checked first
 
+#include <kiln/catalog.hpp>  // catalog(): the primitives' kernels and units, read by their users
 #include <kiln/prim/detail/plan.hpp>
 #include <kiln/prim/storage.hpp>
 #include <kiln/registry.hpp>

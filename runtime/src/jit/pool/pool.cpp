@@ -126,143 +126,199 @@ std::string JitPool::State::retire(Slot& slot, std::chrono::milliseconds grace) 
 }
 
 void JitPool::State::run(Job& job, Slot& slot, const Pick& pick) {
-  bool in_process;
-  {
-    const std::lock_guard lock(mutex);
-    in_process = in_process_only;
+  if (only_in_process()) return compile_here(job);
+  prepare_request(job, pick);
+  // A program given at run time is untrusted input: it compiles in a worker with ASLR on, unless it
+  // builds or reads its family's PCH, kiln's own file checked against its sum, which needs ASLR off
+  // (docs/DESIGN.md, "Programs given at run time"). A worker started so serves no unit's PCH after.
+  const bool keep_aslr = job.request.registry == kProgramRegistry && job.request.pch == PchMode::none;
+  retire_unfit_worker(slot, job, keep_aslr);
+  const HostPchCopies::Copy copy = host_pch_copy(job, slot);  // held until the answer
+  Deaths deaths;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    if (!slot.worker.running() && !start_for(job, slot, keep_aslr, deaths)) return;
+    if (run_on_worker(job, slot, pick, copy, deaths, attempt)) return;
   }
-  if (in_process) return compile_here(job);
+  fail_after_deaths(job, deaths);
+}
+
+bool JitPool::State::only_in_process() {
+  const std::lock_guard lock(mutex);
+  return in_process_only;
+}
+
+// The request as the pick decided: its PCH, its file, and the threads its compilers may use.
+void JitPool::State::prepare_request(Job& job, const Pick& pick) {
   CompileRequest& request = job.request;
   request.pch = pick.pch;
   request.pch_path = pick.pch == PchMode::none ? std::string() : job.family.path.string();
   if (request.pch == PchMode::use) touch_pch(job.family.path);  // most recently used: the cap evicts it last
   request.link_threads = pick.link_threads;
   request.pch_unpacked.clear();
-  std::vector<std::string> deaths;
-  std::size_t timeouts = 0;
-  // A program given at run time is untrusted input: it compiles in a worker with ASLR on, unless it
-  // builds or reads its family's PCH, kiln's own file checked against its sum, which needs ASLR off
-  // (docs/DESIGN.md, "Programs given at run time"). A worker started so serves no unit's PCH after.
-  const bool keep_aslr = request.registry == kProgramRegistry && request.pch == PchMode::none;
-  if (slot.worker.running() && ((keep_aslr && slot.worker.pch_files) ||
-                                (!keep_aslr && slot.worker.keeps_aslr && request.pch != PchMode::none)))
+}
+
+// Retires the slot's worker where it cannot serve the request: its ASLR is not the request's, or NVRTC
+// there would refuse the PCH file the request builds or reads.
+void JitPool::State::retire_unfit_worker(Slot& slot, const Job& job, bool keep_aslr) {
+  const CompileRequest& request = job.request;
+  Worker& w = slot.worker;
+  if (w.running() && ((keep_aslr && w.pch_files) || (!keep_aslr && w.keeps_aslr && request.pch != PchMode::none)))
     retire(slot, kExitGrace);
   // A PCH file other processes can read is one NVRTC wrote from a fresh heap: built on a fresh worker
   // (docs/DESIGN.md, "PCH across processes": written after a compile, it was refused elsewhere).
-  if (request.pch == PchMode::create && slot.worker.running() && slot.worker.requests > 0) retire(slot, kExitGrace);
+  if (request.pch == PchMode::create && w.running() && w.requests > 0) retire(slot, kExitGrace);
   // Likewise NVRTC reads a PCH file written elsewhere only in a fresh worker (measured: a worker that
   // compiled another unit first has it refused, "incompatible precompiled header"), or in one whose last
   // request created or read that same file.
-  if (request.pch == PchMode::use && slot.worker.running() && slot.worker.requests > 0 &&
-      slot.worker.reads_pch != job.family.key)
+  if (request.pch == PchMode::use && w.running() && w.requests > 0 && w.reads_pch != job.family.key)
     retire(slot, kExitGrace);
-  // The family's PCH unpacked once in this process, which the worker opens (docs/DESIGN.md, "PCH files at
-  // rest"), unless the worker keeps the copy its last request used. Held until the answer: the copy
-  // lives while the worker may still open it.
+}
+
+// The family's PCH unpacked once in this process, which the worker opens (docs/DESIGN.md, "PCH files at
+// rest"), unless the worker keeps the copy its last request used. The caller holds it until the answer:
+// the copy lives while the worker may still open it. A copy that cannot be made: the family compiles
+// without a PCH.
+HostPchCopies::Copy JitPool::State::host_pch_copy(Job& job, const Slot& slot) {
+  CompileRequest& request = job.request;
   HostPchCopies::Copy copy;
-  if (request.pch == PchMode::use && !(slot.worker.running() && slot.worker.holds_pch == job.family.key)) {
-    Result<HostPchCopies::Copy> got = pch_copies.get(job.family.key, job.family.path);
-    if (got) {
-      copy = std::move(got).value();
-    } else {
-      // As for a file the worker cannot unpack: one warning, and the family compiles without a PCH.
-      warn("pch", "not using a precompiled header (units compile without one): " + got.error());
-      const std::lock_guard lock(mutex);
-      families[job.family.key].pch = Family::Pch::unusable;
-      request.pch = PchMode::none;
-      request.pch_path.clear();
-    }
-    if (copy.pch) {
-      request.pch_unpacked = copy.pch->shared_path();
-      const std::lock_guard lock(mutex);
-      pch_copies_held = true;
-    }
+  if (request.pch != PchMode::use || (slot.worker.running() && slot.worker.holds_pch == job.family.key)) return copy;
+  Result<HostPchCopies::Copy> got = pch_copies.get(job.family.key, job.family.path);
+  if (got) {
+    copy = std::move(got).value();
+  } else {
+    // As for a file the worker cannot unpack: one warning, and the family compiles without a PCH.
+    warn("pch", "not using a precompiled header (units compile without one): " + got.error());
+    const std::lock_guard lock(mutex);
+    families[job.family.key].pch = Family::Pch::unusable;
+    request.pch = PchMode::none;
+    request.pch_path.clear();
   }
-  for (int attempt = 0; attempt < kAttempts; ++attempt) {
-    if (!slot.worker.running()) {
-      const Status started = stopping ? Status(fail("the pool is shutting down")) : start(slot, keep_aslr);
-      if (!started) {
-        if (stopping) return fail_job(job, "kiln: the JIT pool shut down while compiling " + describe_unit(request));
-        // Never in-process after a death: the unit may be what crashes the compiler.
-        if (!deaths.empty())
-          return fail_job(job, "kiln: JIT compile of " + describe_unit(request) + " failed: its worker died (" +
-                                   deaths.front() + ") and no new one could be started: " + started.error());
-        return give_up_on_workers(job, started.error());
-      }
-    }
-    Worker& w = slot.worker;
-    if (!w.pch_files && request.pch != PchMode::none) {
-      // This worker's NVRTC cannot read PCH files (ASLR could not be turned off): none for the pool.
-      {
-        const std::lock_guard lock(mutex);
-        pch_files = false;
-      }
-      warn("aslr", "JIT workers run with ASLR on here, so NVRTC cannot reuse precompiled headers across processes; "
-                   "units compile without them (docs/DESIGN.md, \"PCH across processes\")");
-      request.pch = PchMode::none;
-    }
-    // A slot of the machine-wide budget for the compile, waited for within the request's own bound.
-    const auto asked = Clock::now();
-    MachineSlots::Held held = budget_slot(timeout);
-    const auto start_time = Clock::now();
-    if (missed(held) && !stopping) over_budget();
-    const auto deadline = start_time + timeout;
-    bool timed_out = false;
-    Answer answer = exchange(w, request, [&] {
-      if (Clock::now() > deadline) timed_out = true;
-      return !stopping && !timed_out && !w.exited();
-    });
-    if (answer.answered) {
-      if (trace.on()) {
-        PoolTrace::Request r{request.registry + "/" + request.unit, request.arch, w.pid, job.queued, start_time,
-                             Clock::now(), answer.outcome.nvrtc_ms, answer.outcome.link_ms, job.estimate_ms,
-                             request.link_threads,
-                             request.pch == PchMode::create ? "create" : request.pch == PchMode::use ? "use" : "none",
-                             pick.critical, pick.beyond, asked,
-                             request.pch == PchMode::use && !request.pch_unpacked.empty(), copy.unpack_ms,
-                             answer.outcome.pch_unpack_ms};
-        if (job.whole) r.part = job.part_label();
-        trace.request(r);
-      }
-      ++w.requests;
-      const bool read = answer.outcome.pch == PchResult::created || answer.outcome.pch == PchResult::used;
-      w.reads_pch = read ? job.family.key : std::string();
-      w.holds_pch = answer.outcome.pch == PchResult::used ? job.family.key : std::string();
-      // A file NVRTC refused, or one the worker could not read: the family compiles without it now.
-      if (answer.outcome.pch == PchResult::rejected || answer.outcome.pch == PchResult::failed) pch_copies.drop(job.family.key);
-      {
-        const std::lock_guard lock(mutex);
-        if (!answer.exception) learn(job.family, pick, answer.outcome, ms_since(start_time));
-      }
-      wake.notify_all();
-      if (answer.exception) return job.finish(answer.exception);
-      return job.finish(std::move(answer.outcome));
-    }
-    const std::string how = retire(slot, stopping || timed_out ? std::chrono::milliseconds(0) : kExitGrace);
-    if (stopping) return fail_job(job, "kiln: the JIT pool shut down while compiling " + describe_unit(request));
-    deaths.push_back(how + " (" +
-                     (timed_out ? "no answer within " + std::to_string(timeout.count() / 1000) + " s (KILN_JIT_TIMEOUT)"
-                                : answer.problem) +
-                     ")");
-    timeouts += timed_out ? 1 : 0;
-    count([&](JitPoolStats& s) {
-      ++s.deaths;
-      if (timed_out) ++s.timeouts;
-      if (attempt + 1 < kAttempts) ++s.retried;
-    });
+  if (copy.pch) {
+    request.pch_unpacked = copy.pch->shared_path();
+    const std::lock_guard lock(mutex);
+    pch_copies_held = true;
   }
+  return copy;
+}
+
+// Starts the slot's worker for the job; where none can be started, ends the job and returns false: failed
+// at shutdown or after a death (never in-process then: the unit may be what crashes the compiler), else
+// compiled here.
+bool JitPool::State::start_for(Job& job, Slot& slot, bool keep_aslr, const Deaths& deaths) {
+  const Status started = stopping ? Status(fail("the pool is shutting down")) : start(slot, keep_aslr);
+  if (started) return true;
+  const CompileRequest& request = job.request;
+  if (stopping) {
+    fail_job(job, "kiln: the JIT pool shut down while compiling " + describe_unit(request));
+  } else if (!deaths.list.empty()) {
+    fail_job(job, "kiln: JIT compile of " + describe_unit(request) + " failed: its worker died (" +
+                      deaths.list.front() + ") and no new one could be started: " + started.error());
+  } else {
+    give_up_on_workers(job, started.error());
+  }
+  return false;
+}
+
+// One attempt on the slot's running worker, within a slot of the machine-wide budget waited for within
+// the request's own bound: true when the job has ended (answered, or the pool stops), false when the
+// worker died or gave no answer in time (recorded in `deaths`).
+bool JitPool::State::run_on_worker(Job& job, Slot& slot, const Pick& pick, const HostPchCopies::Copy& copy,
+                                   Deaths& deaths, int attempt) {
+  Worker& w = slot.worker;
+  if (!w.pch_files && job.request.pch != PchMode::none) stop_pch_files(job.request);
+  const auto asked = Clock::now();
+  MachineSlots::Held held = budget_slot(timeout);
+  const auto start_time = Clock::now();
+  if (missed(held) && !stopping) over_budget();
+  const auto deadline = start_time + timeout;
+  bool timed_out = false;
+  Answer answer = exchange(w, job.request, [&] {
+    if (Clock::now() > deadline) timed_out = true;
+    return !stopping && !timed_out && !w.exited();
+  });
+  if (answer.answered) {
+    trace_answer(job, w, pick, copy, answer.outcome, asked, start_time);
+    answered(job, w, pick, answer, start_time);
+    return true;
+  }
+  return died(job, slot, answer.problem, timed_out, deaths, attempt);
+}
+
+// This worker's NVRTC cannot read PCH files (ASLR could not be turned off): none for the pool.
+void JitPool::State::stop_pch_files(CompileRequest& request) {
   {
     const std::lock_guard lock(mutex);
-    if (request.pch == PchMode::create) families[job.family.key].pch = Family::Pch::unusable;
+    pch_files = false;
+  }
+  warn("aslr", "JIT workers run with ASLR on here, so NVRTC cannot reuse precompiled headers across processes; "
+               "units compile without them (docs/DESIGN.md, \"PCH across processes\")");
+  request.pch = PchMode::none;
+}
+
+void JitPool::State::trace_answer(const Job& job, const Worker& w, const Pick& pick, const HostPchCopies::Copy& copy,
+                                  const CompileOutcome& outcome, Clock::time_point asked, Clock::time_point start_time) {
+  if (!trace.on()) return;
+  const CompileRequest& request = job.request;
+  PoolTrace::Request r{request.registry + "/" + request.unit, request.arch, w.pid, job.queued, start_time,
+                       Clock::now(), outcome.nvrtc_ms, outcome.link_ms, job.estimate_ms, request.link_threads,
+                       request.pch == PchMode::create ? "create" : request.pch == PchMode::use ? "use" : "none",
+                       pick.critical, pick.beyond, asked,
+                       request.pch == PchMode::use && !request.pch_unpacked.empty(), copy.unpack_ms,
+                       outcome.pch_unpack_ms};
+  if (job.whole) r.part = job.part_label();
+  trace.request(r);
+}
+
+// The worker answered: what it now holds of the family's PCH, what the pool learns, and the job's end.
+void JitPool::State::answered(Job& job, Worker& w, const Pick& pick, Answer& answer, Clock::time_point start_time) {
+  ++w.requests;
+  const bool read = answer.outcome.pch == PchResult::created || answer.outcome.pch == PchResult::used;
+  w.reads_pch = read ? job.family.key : std::string();
+  w.holds_pch = answer.outcome.pch == PchResult::used ? job.family.key : std::string();
+  // A file NVRTC refused, or one the worker could not read: the family compiles without it now.
+  if (answer.outcome.pch == PchResult::rejected || answer.outcome.pch == PchResult::failed) pch_copies.drop(job.family.key);
+  {
+    const std::lock_guard lock(mutex);
+    if (!answer.exception) learn(job.family, pick, answer.outcome, ms_since(start_time));
+  }
+  wake.notify_all();
+  if (answer.exception) return job.finish(answer.exception);
+  job.finish(std::move(answer.outcome));
+}
+
+// The worker died, or gave no answer in time and is killed: true when the pool stops (the job failed).
+bool JitPool::State::died(Job& job, Slot& slot, const std::string& problem, bool timed_out, Deaths& deaths, int attempt) {
+  const std::string how = retire(slot, stopping || timed_out ? std::chrono::milliseconds(0) : kExitGrace);
+  if (stopping) {
+    fail_job(job, "kiln: the JIT pool shut down while compiling " + describe_unit(job.request));
+    return true;
+  }
+  deaths.list.push_back(how + " (" + (timed_out ? no_answer_within() : problem) + ")");
+  deaths.timeouts += timed_out ? 1 : 0;
+  count([&](JitPoolStats& s) {
+    ++s.deaths;
+    if (timed_out) ++s.timeouts;
+    if (attempt + 1 < kAttempts) ++s.retried;
+  });
+  return false;
+}
+
+std::string JitPool::State::no_answer_within() const {
+  return "no answer within " + std::to_string(timeout.count() / 1000) + " s (KILN_JIT_TIMEOUT)";
+}
+
+// Every attempt's worker died or gave no answer: the job fails, saying each.
+void JitPool::State::fail_after_deaths(Job& job, const Deaths& deaths) {
+  {
+    const std::lock_guard lock(mutex);
+    if (job.request.pch == PchMode::create) families[job.family.key].pch = Family::Pch::unusable;
   }
   std::string list;
-  for (const auto& d : deaths) list += (list.empty() ? "" : "; ") + d;
+  for (const auto& d : deaths.list) list += (list.empty() ? "" : "; ") + d;
   // What went wrong first: a worker that gave no answer in time was killed, it did not die by itself.
-  const std::string what = timeouts == deaths.size()
-                               ? "its worker gave no answer within " + std::to_string(timeout.count() / 1000) +
-                                     " s (KILN_JIT_TIMEOUT), twice"
-                               : "its worker died twice";
-  fail_job(job, "kiln: JIT compile of " + describe_unit(request) + " failed: " + what + " (" + list +
+  const std::string what =
+      deaths.timeouts == deaths.list.size() ? "its worker gave " + no_answer_within() + ", twice" : "its worker died twice";
+  fail_job(job, "kiln: JIT compile of " + describe_unit(job.request) + " failed: " + what + " (" + list +
                     "); not retried again");
 }
 

@@ -192,6 +192,8 @@ struct JitPool::State {
 
   // The queued request the asking thread should run next, and how; nullopt to wait.
   std::optional<Pick> pick();
+  // What one pick weighs of the running requests and the queue, and its steps (dispatch.cpp).
+  struct Weighing;
   // After a request of `family` ran: what it taught the pool of the family's PCH and costs.
   void learn(const PchFamily& family, const Pick& pick, const CompileOutcome& outcome, double ms);
   void learn_family(const PchFamily& family, const Pick& pick, const CompileOutcome& outcome, double ms);
@@ -208,7 +210,29 @@ struct JitPool::State {
   void serve(Slot& slot);
   // Retires the slot's worker (see Worker::retire) and forgets it.
   std::string retire(Slot& slot, std::chrono::milliseconds grace);
+  // Runs the job on the slot's worker (a second worker where the first dies), or in this process where no
+  // worker can run; ends the job in every case.
   void run(Job& job, Slot& slot, const Pick& pick);
+  // The workers that died under a job, each said, and how many of them gave no answer in time.
+  struct Deaths {
+    std::vector<std::string> list;
+    std::size_t timeouts = 0;
+  };
+  // run's steps, in order.
+  bool only_in_process();
+  void prepare_request(Job& job, const Pick& pick);
+  void retire_unfit_worker(Slot& slot, const Job& job, bool keep_aslr);
+  HostPchCopies::Copy host_pch_copy(Job& job, const Slot& slot);
+  bool start_for(Job& job, Slot& slot, bool keep_aslr, const Deaths& deaths);
+  bool run_on_worker(Job& job, Slot& slot, const Pick& pick, const HostPchCopies::Copy& copy, Deaths& deaths,
+                     int attempt);
+  void stop_pch_files(CompileRequest& request);
+  void trace_answer(const Job& job, const Worker& w, const Pick& pick, const HostPchCopies::Copy& copy,
+                    const CompileOutcome& outcome, Clock::time_point asked, Clock::time_point start_time);
+  void answered(Job& job, Worker& w, const Pick& pick, Answer& answer, Clock::time_point start_time);
+  bool died(Job& job, Slot& slot, const std::string& problem, bool timed_out, Deaths& deaths, int attempt);
+  std::string no_answer_within() const;
+  void fail_after_deaths(Job& job, const Deaths& deaths);
   void compile_here(Job& job);
   // No worker could be started for a fresh request: compile it here. If no worker ever started, the
   // executable cannot work here, so stop trying; otherwise the failure may pass (out of processes).

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Checks that every citation of a design page names a heading the page has.
+
+Code, tests, scripts and docs cite docs/DESIGN.md (and docs/facts.md) by heading title:
+`docs/DESIGN.md, "Tiers"` (or without the comma), or several at once: `docs/DESIGN.md, "Embedded fatbins", "Tiers" and "A
+cold compile's first worker"`, and a page links it as `[DESIGN.md](DESIGN.md), "Tiers"`. A title may
+run over lines of a comment (the comment markers between are dropped). A title counts when it is the
+whole text of a Markdown heading of that page (`## Tiers`, any level, outside fenced blocks).
+Prints each citation of a title the page lacks (file, line, title) and exits 1; exits 0 when there is
+none.
+
+    doc_citations.py SOURCE_ROOT
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+
+# The pages that may be cited, by the name a citation spells, and their path in the tree.
+PAGES = {"DESIGN.md": Path("docs/DESIGN.md"), "facts.md": Path("docs/facts.md")}
+
+# A cited page's file name, an optional Markdown link target, a comma or a space, and quoted titles joined
+# by commas and "and".
+TITLE = r'"([^"\n]+)"'
+CITATION = re.compile(r'\b(DESIGN\.md|facts\.md)(?:\]\([^)\s]*\))?\)?(?:,\s*|\s+)(' + TITLE +
+                      r'(?:\s*(?:,\s*and|,|and)\s*' + TITLE + r')*)')
+QUOTED = re.compile(TITLE)
+HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$")
+FENCE = re.compile(r"^\s*(```|~~~)")
+# What starts a comment's continuation line: C++'s, Python's and shell's markers, a block comment's star.
+COMMENT = re.compile(r"^\s*(?://+!?|#+|\*+(?!\*)|--)?\s?")
+
+SKIPPED_DIRS = {".git", "subprojects", "__pycache__", "node_modules"}
+MAX_BYTES = 4 << 20
+
+
+def headings(page: Path) -> set[str]:
+    """The text of every Markdown heading of a page, outside fenced blocks."""
+    found: set[str] = set()
+    fenced = False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if FENCE.match(line):
+            fenced = not fenced
+            continue
+        match = None if fenced else HEADING.match(line)
+        if match:
+            found.add(" ".join(match.group(1).split()))
+    return found
+
+
+def flatten(text: str) -> tuple[str, list[int]]:
+    """The text as one line, comment markers at line starts dropped and escaped quotes unescaped, with
+    the offset where each source line starts in it (to name a citation's line)."""
+    parts: list[str] = []
+    starts: list[int] = []
+    offset = 0
+    for line in text.split("\n"):
+        body = COMMENT.sub("", line, count=1).replace('\\"', '"')
+        starts.append(offset)
+        parts.append(body)
+        offset += len(body) + 1
+    return " ".join(parts), starts
+
+
+def citations(text: str):
+    """(line, page name, title) of each title cited in a file's text."""
+    flat, starts = flatten(text)
+    for match in CITATION.finditer(flat):
+        line = next(i for i in range(len(starts) - 1, -1, -1) if starts[i] <= match.start()) + 1
+        for title in QUOTED.findall(match.group(2)):
+            yield line, match.group(1), " ".join(title.split())
+
+
+def source_files(root: Path):
+    """Every text file of the tree, build directories (those Meson made: meson-info/) left out."""
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not (Path(folder) / d / "meson-info").is_dir())
+        for name in sorted(files):
+            path = Path(folder) / name
+            if path.is_symlink() or path.stat().st_size > MAX_BYTES:
+                continue
+            try:
+                yield path.relative_to(root), path.read_text(encoding="utf-8")
+            except (UnicodeDecodeError, OSError):
+                continue
+
+
+def check(root: Path) -> list[str]:
+    """One line per citation of a title its page lacks."""
+    titles = {name: headings(root / page) if (root / page).is_file() else set() for name, page in PAGES.items()}
+    wrong: list[str] = []
+    for rel, text in source_files(root):
+        if "DESIGN.md" not in text and "facts.md" not in text:
+            continue
+        for line, page, title in citations(text):
+            if title not in titles[page]:
+                wrong.append(f'{rel}:{line}: {PAGES[page]} has no heading "{title}"')
+    return wrong
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("root", type=Path, help="the source tree (docs/DESIGN.md under it)")
+    args = parser.parse_args(argv)
+    if not (args.root / PAGES["DESIGN.md"]).is_file():
+        print(f"doc_citations: {args.root / PAGES['DESIGN.md']} is not a file", file=sys.stderr)
+        return 2
+    wrong = check(args.root)
+    for line in wrong:
+        print(line)
+    if wrong:
+        print(f"doc_citations: {len(wrong)} citation(s) name a heading their page does not have")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
