@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -75,18 +76,32 @@ def citations(text: str):
             yield line, match.group(1), " ".join(title.split())
 
 
-def source_files(root: Path):
-    """Every text file of the tree, build directories (those Meson made: meson-info/) left out."""
+def tree_paths(root: Path) -> list[Path]:
+    """The tree's files: in a git checkout, those git does not ignore (tracked or not; a contributor's
+    ignored scratch copies left out); elsewhere every file, build directories (those Meson made:
+    meson-info/) left out."""
+    try:
+        listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                                capture_output=True, timeout=60, check=True).stdout
+        return sorted(root / p for p in listed.decode("utf-8", "replace").split("\0") if p)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    paths = []
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not (Path(folder) / d / "meson-info").is_dir())
-        for name in sorted(files):
-            path = Path(folder) / name
-            if path.is_symlink() or path.stat().st_size > MAX_BYTES:
-                continue
-            try:
-                yield path.relative_to(root), path.read_text(encoding="utf-8")
-            except (UnicodeDecodeError, OSError):
-                continue
+        paths += [Path(folder) / name for name in sorted(files)]
+    return paths
+
+
+def source_files(root: Path):
+    """Every text file of the tree (tree_paths)."""
+    for path in tree_paths(root):
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_BYTES:
+            continue
+        try:
+            yield path.relative_to(root), path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
 
 
 def check(root: Path) -> list[str]:
