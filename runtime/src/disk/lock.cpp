@@ -90,7 +90,7 @@ std::optional<FileLock> FileLock::acquire(int dir, const std::string& name, cons
       return std::nullopt;
     }
     std::this_thread::sleep_for(std::min<std::chrono::milliseconds>({pause, limit - waited, kLongestPause}));
-    pause *= 2;
+    pause = std::min(pause * 2, kLongestPause);  // doubled without end, it overflowed after ~6 s of waiting
   }
 }
 
