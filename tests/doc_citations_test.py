@@ -109,5 +109,19 @@ class DocCitations(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
 
+    def test_in_a_checkout_what_git_ignores_is_left_out(self):
+        # A scratch copy of an older tree, ignored, cites what the pages no longer have; a file that is
+        # untracked but not ignored is read.
+        git = ["git", "-C", str(self.root), "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run([*git, "init", "-q"], check=True, timeout=60)
+        (self.root / ".gitignore").write_text("/scratch/\n", encoding="utf-8")
+        r = self.plant("scratch/old.cpp", f'// docs/{DESIGN_MD}, "Gone"\n')
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        r = self.plant("new.cpp", f'// docs/{DESIGN_MD}, "Gone"\n')
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("new.cpp", r.stdout)
+        self.assertNotIn("old.cpp", r.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()
