@@ -213,7 +213,7 @@ TableRun cold_on_pool(const kiln::Catalog& catalog, const std::vector<std::uint3
     config.dir = dir;
     kiln::DiskCache cache(config);
     kiln::detail::JitPoolOptions options;
-    options.split = split;
+    options.split = split ? kiln::detail::SplitMode::always : kiln::detail::SplitMode::off;
     options.workers = workers;
     kiln::detail::JitPool pool(options);
     const auto start = std::chrono::steady_clock::now();
@@ -239,7 +239,7 @@ double alone_on_pool(const CompileRequest& request) {
   kiln::detail::JitPoolOptions options;
   options.workers = 1;
   options.pch_files = false;
-  options.split = false;
+  options.split = kiln::detail::SplitMode::off;
   kiln::detail::JitPool pool(options);
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::future<CompileOutcome>> futures;
@@ -281,8 +281,13 @@ int table(int rounds, const std::string& slowest_name) {
   double kernel_ms = 0;
   std::string kernel_name;
   for (std::size_t k = 0; k < request.kernels.size(); ++k) {
+    const auto part = kiln::detail::part_request(request, {k});
+    if (!part) {
+      std::fprintf(stderr, "bench_unit_phases: kernel %zu of the slowest unit: %s\n", k, part.error().c_str());
+      return 1;
+    }
     std::vector<double> each;
-    for (int r = 0; r < rounds; ++r) each.push_back(alone_on_pool(kiln::detail::part_request(request, {k})));
+    for (int r = 0; r < rounds; ++r) each.push_back(alone_on_pool(*part));
     if (median(each) > kernel_ms) kernel_ms = median(each), kernel_name = request.kernels[k].name;
   }
   const double split = median(split_ms), whole = median(whole_ms);
