@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cache_test_util.hpp"  // TempDir
+#include "chain/unit_source.hpp"
 #include "examples_catalog.hpp"
 #include "jit/include_scan.hpp"
 #include "jit/request.hpp"
@@ -74,4 +75,17 @@ TEST_CASE("what a source includes from its -I directories counts by its bytes; F
   CHECK(included_bytes("  #  include \"big.h\"\n#include <fifo.h>\n#include <missing.h>\n", {}, dirs) == (2u << 20));
   CHECK(included_bytes("#include <lib/a.h>\n", {"lib/a.h"}, dirs) == 0);  // given in memory: counted apart
   CHECK(kiln::detail::include_dirs_of("-DX\n-I/a\n-I\n/b\n--include-path=/c") == std::vector<std::string>{"/a", "/b", "/c"});
+}
+
+TEST_CASE("a source's headers in memory count as headers parsed, not as its own code") {
+  // A JIT-only table's unit bundles the headers it includes (CuPy's: ~3 MiB); counted at the source's
+  // rate per KiB, a 1 KiB unit's estimate was ~60 times its measured compile.
+  kiln::detail::UnitSource unit;
+  unit.source = "#include <big.h>\n" + std::string(1024, ' ');
+  const double alone = kiln::detail::source_estimate_ms(unit);
+  unit.headers.push_back({"big.h", std::string(2 << 20, ' ')});
+  const double with_headers = kiln::detail::source_estimate_ms(unit);
+  CHECK(with_headers > alone);
+  CHECK(with_headers - alone == doctest::Approx(2 * 150).epsilon(0.01));  // 150 ms per MiB of headers
+  CHECK(with_headers < 1000);
 }
