@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Checks that every citation of a design page names a heading the page has.
+"""Checks that every citation of a docs page names a heading the page has.
 
-Code, tests, scripts and docs cite docs/DESIGN.md (and docs/facts.md) by heading title:
-`docs/DESIGN.md, "Tiers"` (or without the comma), or several at once: `docs/DESIGN.md, "Embedded fatbins", "Tiers" and "A
-cold compile's first worker"`, and a page links it as `[DESIGN.md](DESIGN.md), "Tiers"`. A title may
+Code, tests, scripts and docs cite the pages of docs/ (DESIGN.md, facts.md and the guide's pages) by
+heading title: `docs/DESIGN.md, "Tiers"` (or without the comma), `docs/python.md, "Install"`, or several
+at once: `docs/DESIGN.md, "Embedded fatbins", "Tiers" and "A cold compile's first worker"`, and a page
+links it as `[DESIGN.md](DESIGN.md), "Tiers"`. A title may
 run over lines of a comment (the comment markers between are dropped). A title counts when it is the
 whole text of a Markdown heading of that page (`## Tiers`, any level, outside fenced blocks).
 Prints each citation of a title the page lacks (file, line, title) and exits 1; exits 0 when there is
@@ -21,14 +22,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-# The pages that may be cited, by the name a citation spells, and their path in the tree.
-PAGES = {"DESIGN.md": Path("docs/DESIGN.md"), "facts.md": Path("docs/facts.md")}
+# The folder of the pages that may be cited: each of its Markdown files, by the file name a citation spells
+# (a section moved from DESIGN.md to a guide page is cited there, and checked alike).
+DOCS = Path("docs")
+DESIGN = "DESIGN.md"
 
 # A cited page's file name, an optional Markdown link target, a comma or a space, and quoted titles joined
 # by commas and "and".
 TITLE = r'"([^"\n]+)"'
-CITATION = re.compile(r'\b(DESIGN\.md|facts\.md)(?:\]\([^)\s]*\))?\)?(?:,\s*|\s+)(' + TITLE +
-                      r'(?:\s*(?:,\s*and|,|and)\s*' + TITLE + r')*)')
 QUOTED = re.compile(TITLE)
 HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$")
 FENCE = re.compile(r"^\s*(```|~~~)")
@@ -67,10 +68,22 @@ def flatten(text: str) -> tuple[str, list[int]]:
     return " ".join(parts), starts
 
 
-def citations(text: str):
+def pages(root: Path) -> dict[str, Path]:
+    """The pages that may be cited, by file name, with their path in the tree."""
+    return {path.name: path.relative_to(root) for path in sorted((root / DOCS).glob("*.md")) if path.is_file()}
+
+
+def citation_pattern(names) -> re.Pattern:
+    """A citation of one of the named pages."""
+    alternatives = "|".join(re.escape(name) for name in sorted(names, key=len, reverse=True))
+    return re.compile(r'(?<![\w-])(' + alternatives + r')(?:\]\([^)\s]*\))?\)?(?:,\s*|\s+)(' + TITLE +
+                      r'(?:\s*(?:,\s*and|,|and)\s*' + TITLE + r')*)')
+
+
+def citations(text: str, pattern: re.Pattern):
     """(line, page name, title) of each title cited in a file's text."""
     flat, starts = flatten(text)
-    for match in CITATION.finditer(flat):
+    for match in pattern.finditer(flat):
         line = next(i for i in range(len(starts) - 1, -1, -1) if starts[i] <= match.start()) + 1
         for title in QUOTED.findall(match.group(2)):
             yield line, match.group(1), " ".join(title.split())
@@ -106,14 +119,16 @@ def source_files(root: Path):
 
 def check(root: Path) -> list[str]:
     """One line per citation of a title its page lacks."""
-    titles = {name: headings(root / page) if (root / page).is_file() else set() for name, page in PAGES.items()}
+    cited = pages(root)
+    titles = {name: headings(root / page) for name, page in cited.items()}
+    pattern = citation_pattern(cited)
     wrong: list[str] = []
     for rel, text in source_files(root):
-        if "DESIGN.md" not in text and "facts.md" not in text:
+        if not any(name in text for name in cited):
             continue
-        for line, page, title in citations(text):
+        for line, page, title in citations(text, pattern):
             if title not in titles[page]:
-                wrong.append(f'{rel}:{line}: {PAGES[page]} has no heading "{title}"')
+                wrong.append(f'{rel}:{line}: {cited[page]} has no heading "{title}"')
     return wrong
 
 
@@ -121,8 +136,8 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("root", type=Path, help="the source tree (docs/DESIGN.md under it)")
     args = parser.parse_args(argv)
-    if not (args.root / PAGES["DESIGN.md"]).is_file():
-        print(f"doc_citations: {args.root / PAGES['DESIGN.md']} is not a file", file=sys.stderr)
+    if not (args.root / DOCS / DESIGN).is_file():
+        print(f"doc_citations: {args.root / DOCS / DESIGN} is not a file", file=sys.stderr)
         return 2
     wrong = check(args.root)
     for line in wrong:

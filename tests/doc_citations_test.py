@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """scripts/doc_citations.py: passes on the tree, and fails, naming file, line and title, on a citation of a
-heading docs/DESIGN.md or docs/facts.md does not have.
+heading a page of docs/ (docs/DESIGN.md, docs/facts.md, a guide page) does not have.
 
-Each planted case is a small tree of its own: the two pages and one file citing them.
+Each planted case is a small tree of its own: three pages and one file citing them.
 
     doc_citations_test.py SOURCE_ROOT
 """
@@ -37,6 +37,11 @@ FACTS = """# Facts
 
 ## Precompiled headers
 """
+GUIDE_MD = "python" ".md"
+GUIDE = """# kiln from Python
+
+## Install
+"""
 
 
 def run(root: Path) -> subprocess.CompletedProcess:
@@ -50,6 +55,7 @@ class DocCitations(unittest.TestCase):
         (self.root / "docs").mkdir()
         (self.root / "docs" / "DESIGN.md").write_text(DESIGN, encoding="utf-8")
         (self.root / "docs" / "facts.md").write_text(FACTS, encoding="utf-8")
+        (self.root / "docs" / "python.md").write_text(GUIDE, encoding="utf-8")
 
     def tearDown(self):
         self.dir.cleanup()
@@ -67,6 +73,10 @@ class DocCitations(unittest.TestCase):
     def test_headings_of_any_level_pass(self):
         r = self.plant("src/a.cpp", f'// (docs/{DESIGN_MD}, "Tiers"; docs/{FACTS_MD}, "Precompiled headers")\n'
                                     f'// docs/{DESIGN_MD}, "A unit that includes nothing".\n')
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def test_a_guide_page_heading_passes(self):
+        r = self.plant("a.sh", f'# docs/{GUIDE_MD}, "Install"; [{GUIDE_MD}](docs/{GUIDE_MD}), "Install"\n')
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
     def test_a_title_over_two_comment_lines(self):
@@ -92,6 +102,10 @@ class DocCitations(unittest.TestCase):
              "docs/DESIGN.md", "Embedded fatbins"),
             ("a title of the other page", "a.sh", f'# 1.12-2.18x (docs/{FACTS_MD}, "Tiers")\n', "a.sh:1",
              "docs/facts.md", "Tiers"),
+            ("a title of a guide page", "a.toml", f'# As docs/{GUIDE_MD}, "Operators from Python" says\n',
+             "a.toml:1", "docs/python.md", "Operators from Python"),
+            ("a guide page's Markdown link", "README.md", f'See [{GUIDE_MD}](docs/{GUIDE_MD}), "Tiers".\n',
+             "README.md:1", "docs/python.md", "Tiers"),
             ("a line of a fenced block", "a.cpp", f'// docs/{DESIGN_MD}, "Not a heading"\n', "a.cpp:1",
              "docs/DESIGN.md", "Not a heading"),
         ]
