@@ -5,7 +5,8 @@
 #  build-sanitize/  AddressSanitizer + UndefinedBehaviorSanitizer (leaks included): the suite sanitized
 #                   (tests/meson.build: the tests of the programs this build instruments, the soak and
 #                   the codegen tests that run kiln-ptx-strip among them; the others run Python, nvcc and
-#                   NVRTC alone, or need the primitives, and run in build/ only);
+#                   NVRTC alone, or need the primitives, and run in build/ only) but its concurrency
+#                   tests, which run under ThreadSanitizer below: each test once;
 #  build-tsan/      ThreadSanitizer: the concurrency tests (test_cpu's suite "concurrency": the JIT pool,
 #                   single-flight, processes and threads sharing a cache; test_cpu_concurrency, the files
 #                   that hold them, so that only those are compiled) and a shorter soak. Their JIT
@@ -18,8 +19,11 @@ export PATH="${KILN_TOOLKIT:-/usr/local/cuda}/bin:$PATH"
 # (test_jit_pool.cpp under ASan+UBSan: 102 s at -O3, 51 s at -O1 on the 2-core box), the larger part of
 # CI's time. NDEBUG as in the release build, so that the same code is checked. No Python package: an
 # instrumented extension module cannot load into an uninstrumented interpreter.
+# Unity builds (Meson's unity=on: a few sources of a target compiled as one file): kiln's headers and the
+# standard library's are parsed once per few sources, which cut libkiln's compile to about a third on the
+# 2-core box; these builds are made from scratch on CI and seldom edited in.
 common=(-Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}" -Db_lundef=false -Dprimitives=false -Dbench=false
-        -Darchs=sm_80 -Dembed_ptx=false -Doptimization=1 -Db_ndebug=true -Dpython=false)
+        -Darchs=sm_80 -Dembed_ptx=false -Doptimization=1 -Db_ndebug=true -Dpython=false -Dunity=on)
 
 [ -f build-sanitize/build.ninja ] ||
   meson setup build-sanitize "${common[@]}" -Db_sanitize=address,undefined -Dcpp_args=-fno-sanitize-recover=all
@@ -27,7 +31,7 @@ export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1:print_summar
 export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1:print_summary=1
 # No `meson compile` first: meson test builds what the tests it runs need (each one's executable, the
 # targets among its arguments and its depends:), and nothing of the gpu suite's.
-meson test -C build-sanitize --suite sanitized --print-errorlogs
+meson test -C build-sanitize --suite sanitized --no-suite concurrency --print-errorlogs
 
 [ -x build/runtime/kiln-jitd ] && [ -x build/tests/fake-jitd ] ||
   { echo "scripts/sanitize.sh: no build/runtime/kiln-jitd or build/tests/fake-jitd: run scripts/setup.sh first" >&2; exit 1; }

@@ -86,6 +86,9 @@ export PATH="${KILN_TOOLKIT:-/usr/local/cuda}/bin:$PATH"
 # kiln's own primitives (27 CUB units) are embedded for this machine's GPU only, or, without one, not at
 # all (the JIT tier serves them): the first build on a 2-core box takes minutes, not half an hour.
 # Consumers' builds keep the common architectures (meson_options.txt); -Dprimitive_archs changes this.
+# The suite sanitized (test_cpu, the remote, soak and fleet tests: tests/meson.build) is built and run by
+# scripts/sanitize.sh under the sanitizers, the README's test command's last step: not built here, where
+# it would only be compiled (a third of the tests' compile time).
 # The benchmarks need a GPU to run: without one they are not built (a third of the first build's
 # compile time there; scripts/gpu-check.sh builds them where there is one). -Dbench=true builds them.
 if [ ! -f build/build.ninja ]; then
@@ -93,6 +96,7 @@ if [ ! -f build/build.ninja ]; then
   bench=auto benchmarks=built
   [ "$prim_archs" = none ] && bench=false benchmarks="not built (no GPU)"
   echo "kiln setup: the primitives' kernels embedded for: $prim_archs; benchmarks: $benchmarks"
-  meson setup build -Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}" -Dprimitive_archs="$prim_archs" -Dbench=$bench
+  meson setup build -Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}" -Dprimitive_archs="$prim_archs" -Dbench=$bench \
+    -Dsanitized_suite=false
 fi
 meson compile -C build

@@ -15,6 +15,13 @@
 
 namespace kiln::detail {
 
+// A libcurl handle, owned: the type of HttpClient::Pool's members, so outside the anonymous namespace (a
+// class with linkage may not hold one of its types where this file is compiled inside another: a unity build).
+struct EasyFree {
+  void operator()(CURL* c) const noexcept { curl_easy_cleanup(c); }
+};
+using Easy = std::unique_ptr<CURL, EasyFree>;
+
 namespace {
 
 // Once per process, before any handle: curl_global_init is not thread-safe (libcurl before 7.84).
@@ -22,11 +29,6 @@ void init_curl() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
-
-struct EasyFree {
-  void operator()(CURL* c) const noexcept { curl_easy_cleanup(c); }
-};
-using Easy = std::unique_ptr<CURL, EasyFree>;
 
 struct ListFree {
   void operator()(curl_slist* l) const noexcept { curl_slist_free_all(l); }
