@@ -34,76 +34,106 @@ void JitPool::State::fail_job(Job& job, std::string error) {
 
 void JitPool::State::serve(Slot& slot) {
   block_sigpipe_in_this_thread();
-  if (slot.start_ahead) {
-    // Counted idle since add_slot: a request arriving meanwhile waits for this worker's hello (and
-    // warm-up) rather than start another. A failed start is met again, and reported, by the first request.
-    if (start(slot) && slot.warm_arch != 0) warm_up(slot, slot.warm_arch);
-    const std::lock_guard lock(mutex);
-    --idle;
-  }
+  if (slot.start_ahead) start_before_requests(slot);
   for (;;) {
     Job job;
     Pick pick;
     {
       std::unique_lock lock(mutex);
-      std::optional<Pick> picked;
-      ++idle;
-      // A thread whose requests all wait (for a PCH, their batch, a worker) looks again soon: waiting may
-      // stop paying. With nothing queued it sleeps until notified (a request, a shutdown): an idle pool
-      // in a long-running process costs no wake-ups, but one to drop the host's PCH copies.
-      while (!stopping && !(picked = this->pick())) {
-        if (queue.empty() && pch_copies_held && busy == 0) {
-          if (Clock::now() < idle_since + options.pch_linger) {
-            wake.wait_until(lock, idle_since + options.pch_linger);
-          } else {
-            pch_copies_held = false;
-            lock.unlock();  // their memory goes outside the lock
-            pch_copies.drop_all();
-            lock.lock();
-          }
-        } else if (queue.empty()) {
-          wake.wait(lock);
-        } else {
-          wake.wait_for(lock, gathering ? kGather : kRecheck);
-        }
-      }
-      --idle;
-      if (stopping) break;
+      const std::optional<Pick> picked = wait_for_pick(lock);
+      if (!picked) break;
       pick = *picked;
-      job = std::move(queue[pick.index]);
-      queue.erase(queue.begin() + static_cast<std::ptrdiff_t>(pick.index));
-      slot.busy = true;
-      slot.estimate_ms = job.estimate();
-      slot.critical = pick.critical;
-      slot.started = Clock::now();
-      ++busy;
-      if (job.waited) ++stats.pch_waits;
-      if (pick.beyond) ++stats.beyond;
+      job = take(slot, pick);
     }
-    if (pick.verify) {
-      const Status good = verify_pch(job.family.path);
-      if (!good && !good.error().empty()) warn("pch", "not using a precompiled header: " + good.error());
-      const std::lock_guard lock(mutex);
-      verified(job.family, good.ok());
-      if (!good) pick.pch = PchMode::none;
-    }
+    if (pick.verify) verify_pch_first(job, pick);
     run(job, slot, pick);
-    {
-      const std::lock_guard lock(mutex);
-      // A PCH build that ended without the worker's answer (compiled in this process, or the pool shut
-      // down) taught nothing: the family may build it again, and nobody waits for it meanwhile.
-      if (pick.pch == PchMode::create) {
-        Family& f = families[job.family.key];
-        if (f.pch == Family::Pch::building) f.pch = Family::Pch::absent;
-      }
-      slot.busy = false;
-      slot.estimate_ms = 0;
-      slot.critical = false;
-      --busy;
-      if (busy == 0 && queue.empty()) idle_since = Clock::now();
-    }
-    wake.notify_all();
+    ended(slot, job, pick);
   }
+  leave(slot);
+}
+
+// Counted idle since add_slot: a request arriving meanwhile waits for this worker's hello (and warm-up)
+// rather than start another. A failed start is met again, and reported, by the first request.
+void JitPool::State::start_before_requests(Slot& slot) {
+  if (start(slot) && slot.warm_arch != 0) warm_up(slot, slot.warm_arch);
+  const std::lock_guard lock(mutex);
+  --idle;
+}
+
+// The pick of the job this thread runs next, counted idle meanwhile; nullopt once the pool stops.
+std::optional<JitPool::State::Pick> JitPool::State::wait_for_pick(std::unique_lock<std::mutex>& lock) {
+  std::optional<Pick> picked;
+  ++idle;
+  while (!stopping && !(picked = pick())) wait_for_work(lock);
+  --idle;
+  if (stopping) return std::nullopt;
+  return picked;
+}
+
+// A thread whose requests all wait (for a PCH, their batch, a worker) looks again soon: waiting may stop
+// paying. With nothing queued it sleeps until notified (a request, a shutdown): an idle pool in a
+// long-running process costs no wake-ups, but one to drop the host's PCH copies.
+void JitPool::State::wait_for_work(std::unique_lock<std::mutex>& lock) {
+  if (queue.empty() && pch_copies_held && busy == 0) {
+    if (Clock::now() < idle_since + options.pch_linger) {
+      wake.wait_until(lock, idle_since + options.pch_linger);
+    } else {
+      pch_copies_held = false;
+      lock.unlock();  // their memory goes outside the lock
+      pch_copies.drop_all();
+      lock.lock();
+    }
+  } else if (queue.empty()) {
+    wake.wait(lock);
+  } else {
+    wake.wait_for(lock, gathering ? kGather : kRecheck);
+  }
+}
+
+// The picked job out of the queue, the slot busy with it.
+JitPool::State::Job JitPool::State::take(Slot& slot, const Pick& pick) {
+  Job job = std::move(queue[pick.index]);
+  queue.erase(queue.begin() + static_cast<std::ptrdiff_t>(pick.index));
+  slot.busy = true;
+  slot.estimate_ms = job.estimate();
+  slot.critical = pick.critical;
+  slot.started = Clock::now();
+  ++busy;
+  if (job.waited) ++stats.pch_waits;
+  if (pick.beyond) ++stats.beyond;
+  return job;
+}
+
+// This thread's turn to check the family's PCH file: a file that fails is not used.
+void JitPool::State::verify_pch_first(const Job& job, Pick& pick) {
+  const Status good = verify_pch(job.family.path);
+  if (!good && !good.error().empty()) warn("pch", "not using a precompiled header: " + good.error());
+  const std::lock_guard lock(mutex);
+  verified(job.family, good.ok());
+  if (!good) pick.pch = PchMode::none;
+}
+
+// The job ended: the slot is free again.
+void JitPool::State::ended(Slot& slot, const Job& job, const Pick& pick) {
+  {
+    const std::lock_guard lock(mutex);
+    // A PCH build that ended without the worker's answer (compiled in this process, or the pool shut
+    // down) taught nothing: the family may build it again, and nobody waits for it meanwhile.
+    if (pick.pch == PchMode::create) {
+      Family& f = families[job.family.key];
+      if (f.pch == Family::Pch::building) f.pch = Family::Pch::absent;
+    }
+    slot.busy = false;
+    slot.estimate_ms = 0;
+    slot.critical = false;
+    --busy;
+    if (busy == 0 && queue.empty()) idle_since = Clock::now();
+  }
+  wake.notify_all();
+}
+
+// The pool stops: the slot's worker retired, and the slot done (JitPool::shutdown waits for that).
+void JitPool::State::leave(Slot& slot) {
   // An idle worker exits at the end of its input, which retire closes first.
   if (slot.worker.running()) retire(slot, kExitGrace);
   {

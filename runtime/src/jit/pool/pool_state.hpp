@@ -208,6 +208,14 @@ struct JitPool::State {
 
   // It takes jobs while the pool runs, and owns its worker process.
   void serve(Slot& slot);
+  // serve's steps, in order.
+  void start_before_requests(Slot& slot);
+  std::optional<Pick> wait_for_pick(std::unique_lock<std::mutex>& lock);
+  void wait_for_work(std::unique_lock<std::mutex>& lock);
+  Job take(Slot& slot, const Pick& pick);
+  void verify_pch_first(const Job& job, Pick& pick);
+  void ended(Slot& slot, const Job& job, const Pick& pick);
+  void leave(Slot& slot);
   // Retires the slot's worker (see Worker::retire) and forgets it.
   std::string retire(Slot& slot, std::chrono::milliseconds grace);
   // Runs the job on the slot's worker (a second worker where the first dies), or in this process where no
