@@ -444,68 +444,71 @@ Status JitPool::State::start(Slot& slot, bool keep_aslr) {
 }
 
 namespace {
-// An on/off setting of the pool: the option given in code, else the environment variable (a value that
-// does not parse is a warning, once), else on.
-bool switch_setting(WarnOnce& warnings, const std::optional<bool>& option, Result<bool> (*parse)(const char*),
-                    SettingName variable, std::string_view what) {
+// A setting of the pool: the option given in code, else the environment variable (a value that does not
+// parse is a warning, once), else `fallback`.
+template <typename T>
+T pool_setting(WarnOnce& warnings, const std::optional<T>& option, Result<T> (*parse)(const char*),
+               SettingName variable, std::string_view what, T fallback) {
   if (option) return *option;
-  const Result<bool> asked = parse(setting(variable).c_str());
+  const Result<T> asked = parse(setting(variable).c_str());
   if (!asked) warnings.warn(what, asked.error());
-  return asked ? *asked : true;
+  return asked ? *asked : fallback;
+}
+
+// An option given in code where it is above zero.
+template <typename T>
+std::optional<T> given(T option) {
+  return option > T{} ? std::optional<T>(option) : std::nullopt;
 }
 }  // namespace
 
 JitPool::JitPool(JitPoolOptions options) : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.options = std::move(options);
-  if (s.options.workers > 0) {
-    s.max_workers = s.options.workers;
-  } else {
-    const Result<unsigned> workers = jit_workers_from(setting("KILN_JIT_WORKERS").c_str());
-    if (!workers) s.warn("workers", workers.error());
-    s.max_workers = workers ? *workers : default_jit_workers();
-  }
-  s.cores = s.options.cores > 0 ? s.options.cores : std::max(1u, std::thread::hardware_concurrency());
-  if (!s.trace.problem().empty()) s.warn("trace", s.trace.problem());
-  if (s.options.timeout.count() > 0) {
-    s.timeout = s.options.timeout;
-  } else {
-    const Result<std::chrono::milliseconds> timeout = jit_timeout_from(setting("KILN_JIT_TIMEOUT").c_str());
-    if (!timeout) s.warn("timeout", timeout.error());
-    s.timeout = timeout ? *timeout : std::chrono::milliseconds(kDefaultJitTimeout);
-  }
+  s.read_settings();
+  s.budget = s.machine_budget();
+  s.find_worker();
+}
+
+void JitPool::State::read_settings() {
+  max_workers = pool_setting(warnings, given(options.workers), jit_workers_from, "KILN_JIT_WORKERS", "workers",
+                             default_jit_workers());
+  cores = options.cores > 0 ? options.cores : std::max(1u, std::thread::hardware_concurrency());
+  if (!trace.problem().empty()) warn("trace", trace.problem());
+  timeout = pool_setting(warnings, given(options.timeout), jit_timeout_from, "KILN_JIT_TIMEOUT", "timeout",
+                         std::chrono::milliseconds(kDefaultJitTimeout));
   if (const Result<std::uint64_t> memory = jit_memory_from(setting("KILN_JIT_MEMORY").c_str()); !memory)
-    s.warn("memory", memory.error());  // the workers read it themselves, and take the default
-  s.pch_files = switch_setting(s.warnings, s.options.pch_files, jit_pch_from, "KILN_JIT_PCH", "pch setting");
-  if (s.options.split) {
-    s.split = *s.options.split;
-  } else {
-    const Result<SplitMode> split = jit_split_from(setting("KILN_JIT_SPLIT").c_str());
-    if (!split) s.warn("split setting", split.error());
-    s.split = split ? *split : SplitMode::cost_model;
-  }
-  // A process alone never waits for a slot by default: the budget binds where processes share the cores.
-  const unsigned own = s.max_workers + s.beyond_workers();
-  const Result<unsigned> slots = s.options.machine_slots > 0 ? Result<unsigned>(s.options.machine_slots)
+    warn("memory", memory.error());  // the workers read it themselves, and take the default
+  pch_files = pool_setting(warnings, options.pch_files, jit_pch_from, "KILN_JIT_PCH", "pch setting", true);
+  split = pool_setting(warnings, options.split, jit_split_from, "KILN_JIT_SPLIT", "split setting", SplitMode::cost_model);
+}
+
+// A process alone never waits for a slot by default: the budget binds where processes share the cores.
+std::unique_ptr<MachineSlots> JitPool::State::machine_budget() {
+  const unsigned own = max_workers + beyond_workers();
+  const Result<unsigned> slots = options.machine_slots > 0 ? Result<unsigned>(options.machine_slots)
                                  : machine_slots_from(setting("KILN_JIT_MACHINE_SLOTS").c_str(),
                                                       std::max(std::max(1u, std::thread::hardware_concurrency()), own));
-  if (!slots) s.warn("machine slots", slots.error());
-  s.budget = std::make_unique<MachineSlots>(s.options.budget_dir,
-                                            slots ? *slots : std::max(std::thread::hardware_concurrency(), own));
-  const bool from_env = s.options.worker.empty() && !setting("KILN_JITD").empty();
-  const auto places = s.options.worker.empty() ? jit_worker_candidates() : std::vector{s.options.worker};
+  if (!slots) warn("machine slots", slots.error());
+  return std::make_unique<MachineSlots>(options.budget_dir,
+                                        slots ? *slots : std::max(std::thread::hardware_concurrency(), own));
+}
+
+// The worker executable: the one given in code, else KILN_JITD's, else the first found where it is
+// installed; where none is, why not (start() says it).
+void JitPool::State::find_worker() {
+  const bool from_env = options.worker.empty() && !setting("KILN_JITD").empty();
+  const auto places = options.worker.empty() ? jit_worker_candidates() : std::vector{options.worker};
   for (const auto& p : places) {
     if (is_executable_file(p)) {
-      s.worker_path = p;
-      break;
+      worker_path = p;
+      return;
     }
   }
-  if (s.worker_path.empty()) {
-    std::string list;
-    for (const auto& p : places) list += (list.empty() ? "" : ", ") + p.string();
-    s.no_worker_reason = from_env ? "KILN_JITD=" + list + " is not an executable file"
-                                  : "no JIT worker executable found (looked for " + list + ")";
-  }
+  std::string list;
+  for (const auto& p : places) list += (list.empty() ? "" : ", ") + p.string();
+  no_worker_reason = from_env ? "KILN_JITD=" + list + " is not an executable file"
+                              : "no JIT worker executable found (looked for " + list + ")";
 }
 
 JitPool::~JitPool() { shutdown(); }

@@ -188,6 +188,13 @@ struct JitPool::State {
   // Ends a job with a failed outcome saying `error`.
   static void fail_job(Job& job, std::string error);
 
+  // --- Made by JitPool's constructor (pool.cpp), in order ---
+
+  // The pool's settings: each option given in code, else its KILN_JIT_* variable, else its default.
+  void read_settings();
+  std::unique_ptr<MachineSlots> machine_budget();
+  void find_worker();
+
   // --- Dispatch (dispatch.cpp; all under `mutex`) ---
 
   // The queued request the asking thread should run next, and how; nullopt to wait.
