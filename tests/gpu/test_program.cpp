@@ -1,6 +1,7 @@
 // Programs given at run time on a real GPU: a plain kernel, a template by its name expression and one
 // that includes CUB, launched and checked; from the JIT, then from disk in a new process, then from the
-// remote cache on a second "machine"; and a recorded run replayed for another architecture.
+// remote cache on a second "machine"; a recorded run replayed for another architecture; and a kernel
+// that outlives its program.
 #include <doctest/doctest.h>
 
 #include <kiln/cache.hpp>
@@ -17,9 +18,11 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -171,4 +174,40 @@ TEST_CASE("programs: a recorded run is replayed for another architecture without
   const auto results = kiln::precompile_record(record, other, {});
   REQUIRE(results.size() == 1);
   CHECK_MESSAGE(results[0].ok, results[0].error.message);  // compiled, or found in a default cache that had it
+}
+
+TEST_CASE("programs: a kernel kept after its program was dropped and forgotten still launches") {
+  TempDir dir;
+  kiln::DiskCache cache(kiln::test::config_at(dir.path));
+  const kiln::RegistryOptions options{.cache = &cache, .use_remote = false};
+  const kiln::test::ScopedEnv cap("KILN_PROGRAM_CACHE", "1");
+  kiln::ProgramSource kept_source;
+  kept_source.label = "tests/kept_kernel";
+  kept_source.source = "extern \"C\" __global__ void kept_fill(float* y, float v, int n) {\n"
+                       "  const int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = v; }\n";
+  kept_source.name_expressions = {"kept_fill"};
+  kiln::Kernel kept;
+  std::weak_ptr<kiln::Program> dropped;
+  {
+    const std::shared_ptr<kiln::Program> program = kiln::program(kept_source, 0, options);
+    kiln::check(kiln::driver().cuCtxSetCurrent(program->registry().context()), "cuCtxSetCurrent");
+    kept = program->get("kept_fill");
+    dropped = program;
+  }
+  const std::uint64_t live = kiln::library_stats().live;
+  // Another program, and KILN_PROGRAM_CACHE 1: the kept kernel's program is forgotten, and nobody holds it.
+  kiln::ProgramSource other = kept_source;
+  other.source += "// another program\n";
+  (void)kiln::program(other, 0, options);
+  REQUIRE(dropped.expired());
+  CHECK(kiln::library_stats().live == live);  // its module still loaded
+  CHECK(std::string(kept.name) == "kept_fill");
+  {
+    constexpr int n = 1000;
+    kiln::test::DeviceBuffer<float> y(n);
+    kiln::launch(kept, {(n + 127) / 128}, {128}, 0, nullptr, y.ptr(), 2.5f, n);
+    for (float v : y.to_host()) CHECK(v == 2.5f);
+  }
+  kept = {};  // the last holder: the module goes with it
+  CHECK(kiln::library_stats().live == live - 1);
 }

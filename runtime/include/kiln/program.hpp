@@ -64,7 +64,9 @@ class Program {
   // later calls are a lock-free read. Throws kiln::Error: compile (the label, options and NVRTC's full
   // log; a compile no thread could be started for), unknown_kernel (an expression the program does not
   // name), no_driver, no_device or driver (the GPU), no_compiler (NVRTC or nvJitLink missing and no cache
-  // has it), no_binary (the JIT off, RegistryOptions::use_jit, and no cache has it).
+  // has it), no_binary (the JIT off, RegistryOptions::use_jit, and no cache has it). The Kernel holds the
+  // program's registry (Kernel::keeps_loaded): its module stays loaded, and its names valid, while a copy
+  // of it lives, after the program is dropped or kiln::program() forgot it.
   Kernel get(std::string_view name_expression);
   // Where get() would take it from, without loading: throws kiln::Error(unknown_kernel) only; what would
   // fail get() is the plan's reason.
@@ -93,8 +95,8 @@ class Program {
 
  private:
   friend bool detail::has_content(const Program&, const ProgramSource&);
-  std::unique_ptr<Tables> tables_;
-  std::unique_ptr<Registry> registry_;
+  // Its registry with them: what each Kernel it hands out holds (Kernel::keeps_loaded).
+  std::shared_ptr<Tables> tables_;
 };
 
 // Many programs compiled at once, as a table's units are: their units are handed to the JIT pool
@@ -110,10 +112,10 @@ std::vector<PrecompileResult> compile_all(const std::vector<std::shared_ptr<Prog
 // The program of this content for `device`, made on first use and kept: handing in the same text again
 // finds it by content (no key is hashed then). At most KILN_PROGRAM_CACHE programs (1,024) are kept, the
 // least recently used that nobody else holds forgotten first; one forgotten is made again when asked for
-// (from the disk cache, where it compiled before). A program lives while a handle to it does, and its
-// Kernel values with it: keep the handle for as long as its kernels are launched. Programs with other
-// options (RegistryOptions) are other programs. Throws kiln::Error(invalid_argument) as the Program
-// constructor does.
+// (from the disk cache, where it compiled before). A program lives while a handle to it does; a Kernel
+// it handed out keeps what it launches through loaded by itself (Program::get), so a kernel kept without
+// its program stays launchable. Programs with other options (RegistryOptions) are other programs. Throws
+// kiln::Error(invalid_argument) as the Program constructor does.
 std::shared_ptr<Program> program(const ProgramSource& source, int device = 0, RegistryOptions options = {});
 
 }  // namespace kiln

@@ -58,6 +58,11 @@ struct Kernel {
   // The registry's device's primary context: kiln::launch makes it current on a thread that has none.
   CUcontext context = nullptr;
   Provenance provenance{};
+  // What keeps its module loaded where the kernel may outlive what made it: a program's kernel holds its
+  // program's registry (kiln/program.hpp), so that dropping the program, or kiln::program() forgetting it,
+  // unloads nothing a kept Kernel launches through. Empty for a Registry's kernel, which lives as long as
+  // its registry.
+  std::shared_ptr<const void> keeps_loaded;
 
   // What cuLaunchKernel and cuOccupancy* accept in any context: the CUkernel, cast as the driver allows
   // since CUDA 12.0. It launches in the current context and stays valid across context resets; kiln's

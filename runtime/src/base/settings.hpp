@@ -71,7 +71,7 @@ inline constexpr SettingRow kSettings[] = {
      "how many programs given at run time `kiln::program()` keeps to find again by their content, and how many "
      "header bundles the JIT keeps unpacked: beyond it, the least recently used that nobody holds is forgotten "
      "first (a program still held stays valid; it is only not found by its content any more, and a `Kernel` "
-     "of it lives as long as the program). `0`: no limit ([programs.md](programs.md))"},
+     "of it keeps its module loaded by itself). `0`: no limit ([programs.md](programs.md))"},
     {"KILN_DEVICE_ARCH", SettingType::text, "none", "libkiln, `kiln`",
      "`DEVICE:ARCH,...` (`1:80` or `1:sm_80`): the registries of that device (the primitives' too) select that "
      "architecture's binaries, to test a server of mixed GPUs on one of a kind; `kiln info` and `status` show "

@@ -43,7 +43,15 @@ Status entry_serves_unit(const Catalog& catalog, std::uint32_t unit, const Cache
   for (const KernelEntry& k : catalog.kernels) {
     if (k.unit != unit) continue;
     bool found = false;
-    // A program given at run time has no lowered names before its first compile: its entry's are NVRTC's.
+    // A program given at run time has no lowered names in its catalog, and none can be put there: they
+    // are NVRTC's (nvrtcGetLoweredName), which answers only after compiling the program, the very compile
+    // an entry spares; a C++ kernel's is its mangled name, which depends on declarations only the
+    // compiler resolves (namespaces, aliases, template arguments), and may differ by architecture (a
+    // parameter type under #if __CUDA_ARCH__), so one compile's names do not bind another's. Its
+    // entry's names are taken as that compile recorded them: each non-empty, and (check_entry, which an
+    // entry read from a cache has passed) a kernel symbol of the entry's cubin. An entry that named
+    // another kernel of its cubin was written under the program's key, which covers its source and name
+    // expressions: whoever could write that could write any cubin there as well.
     const std::string_view lowered = catalog.str(k.lowered);
     for (const CachedKernel& c : entry.kernels)
       found = found || (c.name == catalog.str(k.name) && (lowered.empty() ? !c.lowered.empty() : c.lowered == lowered));

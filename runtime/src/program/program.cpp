@@ -38,6 +38,9 @@ struct Program::Tables {
   std::vector<UnitEntry> units;
   std::vector<KernelEntry> kernels;
   Catalog catalog{};
+  // Last, so that it ends first: it reads the catalog and the unit source until it ends. It lives as long
+  // as the program, or longer, while a Kernel it handed out does (Kernel::keeps_loaded).
+  std::unique_ptr<Registry> registry;
 
   StrRef add(std::string_view s) {
     const StrRef r{static_cast<std::uint32_t>(strings.size()), static_cast<std::uint32_t>(s.size())};
@@ -118,16 +121,17 @@ std::unique_ptr<Program::Tables> make_tables(const ProgramSource& source) {
 
 }  // namespace
 
-Program::Program(const ProgramSource& source, int device, RegistryOptions options)
-    : tables_(make_tables(source)),
-      registry_(new Registry(std::make_unique<Registry::Impl>(tables_->catalog, device, options, tables_->unit))) {
+Program::Program(const ProgramSource& source, int device, RegistryOptions options) : tables_(make_tables(source)) {
   tables_->options = options;
+  auto impl = std::make_unique<Registry::Impl>(tables_->catalog, device, options, tables_->unit);
+  impl->kept_by(std::shared_ptr<const void>(tables_));
+  tables_->registry.reset(new Registry(std::move(impl)));
 }
 
 Program::~Program() = default;
 
 Kernel Program::get(std::string_view name_expression) {
-  Kernel k = registry_->get(name_expression);
+  Kernel k = tables_->registry->get(name_expression);
   // The first get() of its unit: what it compiled (or found) goes into the demand record, if one is kept.
   if (k.provenance.tier != Tier::memory) {
     const std::vector<std::string>& options = tables_->unit->options;
@@ -135,7 +139,7 @@ Kernel Program::get(std::string_view name_expression) {
   }
   return k;
 }
-Plan Program::plan(std::string_view name_expression) { return registry_->plan(name_expression); }
+Plan Program::plan(std::string_view name_expression) { return tables_->registry->plan(name_expression); }
 double Program::estimate_ms() const {
   const DiskCache& cache = tables_->options.cache != nullptr ? *tables_->options.cache : default_cache();
   const std::filesystem::path root = cache.usable() ? cache.config().dir : std::filesystem::path{};
@@ -143,7 +147,7 @@ double Program::estimate_ms() const {
 }
 const std::string& Program::label() const noexcept { return tables_->label; }
 const std::string& Program::digest() const noexcept { return tables_->digest; }
-Registry& Program::registry() noexcept { return *registry_; }
+Registry& Program::registry() noexcept { return *tables_->registry; }
 const Catalog& Program::catalog() const noexcept { return tables_->catalog; }
 
 PrecompileResult Program::precompile(unsigned arch) {

@@ -95,7 +95,7 @@ const KernelEntry* Registry::Impl::find(std::string_view name) const noexcept {
   return detail::find_by_name(catalog_, names_, name);
 }
 
-Kernel Registry::Impl::get(std::string_view name) {
+Kernel Registry::Impl::ready(std::string_view name) {
   const KernelEntry* entry = find(name);
   if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
   const std::size_t index = static_cast<std::size_t>(entry - catalog_.kernels.data());
@@ -107,6 +107,12 @@ Kernel Registry::Impl::get(std::string_view name) {
   }
   if (catalog_.units[entry->unit].linked) throw Error(Errc::no_binary, linked_unit_message(catalog_, *entry));
   return load(*entry, index);
+}
+
+Kernel Registry::Impl::get(std::string_view name) {
+  Kernel k = ready(name);
+  k.keeps_loaded = owner_.lock();
+  return k;
 }
 
 // The primary context's id (cuCtxGetId: unique per context the driver ever made). A reset destroys the

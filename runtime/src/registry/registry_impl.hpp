@@ -43,6 +43,9 @@ class Registry::Impl {
   std::vector<std::string> ensure_warm(const std::vector<std::string>& names, std::chrono::milliseconds timeout);
   void precompile_all();
   WarmupStatus status();
+  // What owns this registry where its kernels may outlive their owner's handle (a program's state): every
+  // kernel get() hands out holds it (Kernel::keeps_loaded). Set before the first get().
+  void kept_by(std::weak_ptr<const void> owner) { owner_ = std::move(owner); }
 
   const Catalog& catalog_;
 
@@ -84,6 +87,12 @@ class Registry::Impl {
 
   const KernelEntry* find(std::string_view name) const noexcept;  // through names_
 
+  // get() without the owner: the kernel as published, which holds none (a published kernel holding it
+  // would keep the registry from ever ending). The warm-up's threads load through it: one of them
+  // holding the owner last would end the registry, and join itself.
+  Kernel ready(std::string_view name);
+
+  std::weak_ptr<const void> owner_;  // kept_by
   std::vector<std::uint32_t> names_;  // the kernels by name, hashed (registry/name_index.hpp)
   int ordinal_;
   RegistryOptions options_;

@@ -84,7 +84,7 @@ void Registry::Impl::Warmup::run() {
     for (const std::string& name : names) {
       Reason error;
       try {
-        registry.get(name);
+        registry.ready(name);
       } catch (const Error& e) {
         error = {e.code(), e.what()};
       } catch (const std::exception& e) {

@@ -34,76 +34,106 @@ void JitPool::State::fail_job(Job& job, std::string error) {
 
 void JitPool::State::serve(Slot& slot) {
   block_sigpipe_in_this_thread();
-  if (slot.start_ahead) {
-    // Counted idle since add_slot: a request arriving meanwhile waits for this worker's hello (and
-    // warm-up) rather than start another. A failed start is met again, and reported, by the first request.
-    if (start(slot) && slot.warm_arch != 0) warm_up(slot, slot.warm_arch);
-    const std::lock_guard lock(mutex);
-    --idle;
-  }
+  if (slot.start_ahead) start_before_requests(slot);
   for (;;) {
     Job job;
     Pick pick;
     {
       std::unique_lock lock(mutex);
-      std::optional<Pick> picked;
-      ++idle;
-      // A thread whose requests all wait (for a PCH, their batch, a worker) looks again soon: waiting may
-      // stop paying. With nothing queued it sleeps until notified (a request, a shutdown): an idle pool
-      // in a long-running process costs no wake-ups, but one to drop the host's PCH copies.
-      while (!stopping && !(picked = this->pick())) {
-        if (queue.empty() && pch_copies_held && busy == 0) {
-          if (Clock::now() < idle_since + options.pch_linger) {
-            wake.wait_until(lock, idle_since + options.pch_linger);
-          } else {
-            pch_copies_held = false;
-            lock.unlock();  // their memory goes outside the lock
-            pch_copies.drop_all();
-            lock.lock();
-          }
-        } else if (queue.empty()) {
-          wake.wait(lock);
-        } else {
-          wake.wait_for(lock, gathering ? kGather : kRecheck);
-        }
-      }
-      --idle;
-      if (stopping) break;
+      const std::optional<Pick> picked = wait_for_pick(lock);
+      if (!picked) break;
       pick = *picked;
-      job = std::move(queue[pick.index]);
-      queue.erase(queue.begin() + static_cast<std::ptrdiff_t>(pick.index));
-      slot.busy = true;
-      slot.estimate_ms = job.estimate();
-      slot.critical = pick.critical;
-      slot.started = Clock::now();
-      ++busy;
-      if (job.waited) ++stats.pch_waits;
-      if (pick.beyond) ++stats.beyond;
+      job = take(slot, pick);
     }
-    if (pick.verify) {
-      const Status good = verify_pch(job.family.path);
-      if (!good && !good.error().empty()) warn("pch", "not using a precompiled header: " + good.error());
-      const std::lock_guard lock(mutex);
-      verified(job.family, good.ok());
-      if (!good) pick.pch = PchMode::none;
-    }
+    if (pick.verify) verify_pch_first(job, pick);
     run(job, slot, pick);
-    {
-      const std::lock_guard lock(mutex);
-      // A PCH build that ended without the worker's answer (compiled in this process, or the pool shut
-      // down) taught nothing: the family may build it again, and nobody waits for it meanwhile.
-      if (pick.pch == PchMode::create) {
-        Family& f = families[job.family.key];
-        if (f.pch == Family::Pch::building) f.pch = Family::Pch::absent;
-      }
-      slot.busy = false;
-      slot.estimate_ms = 0;
-      slot.critical = false;
-      --busy;
-      if (busy == 0 && queue.empty()) idle_since = Clock::now();
-    }
-    wake.notify_all();
+    ended(slot, job, pick);
   }
+  leave(slot);
+}
+
+// Counted idle since add_slot: a request arriving meanwhile waits for this worker's hello (and warm-up)
+// rather than start another. A failed start is met again, and reported, by the first request.
+void JitPool::State::start_before_requests(Slot& slot) {
+  if (start(slot) && slot.warm_arch != 0) warm_up(slot, slot.warm_arch);
+  const std::lock_guard lock(mutex);
+  --idle;
+}
+
+// The pick of the job this thread runs next, counted idle meanwhile; nullopt once the pool stops.
+std::optional<JitPool::State::Pick> JitPool::State::wait_for_pick(std::unique_lock<std::mutex>& lock) {
+  std::optional<Pick> picked;
+  ++idle;
+  while (!stopping && !(picked = pick())) wait_for_work(lock);
+  --idle;
+  if (stopping) return std::nullopt;
+  return picked;
+}
+
+// A thread whose requests all wait (for a PCH, their batch, a worker) looks again soon: waiting may stop
+// paying. With nothing queued it sleeps until notified (a request, a shutdown): an idle pool in a
+// long-running process costs no wake-ups, but one to drop the host's PCH copies.
+void JitPool::State::wait_for_work(std::unique_lock<std::mutex>& lock) {
+  if (queue.empty() && pch_copies_held && busy == 0) {
+    if (Clock::now() < idle_since + options.pch_linger) {
+      wake.wait_until(lock, idle_since + options.pch_linger);
+    } else {
+      pch_copies_held = false;
+      lock.unlock();  // their memory goes outside the lock
+      pch_copies.drop_all();
+      lock.lock();
+    }
+  } else if (queue.empty()) {
+    wake.wait(lock);
+  } else {
+    wake.wait_for(lock, gathering ? kGather : kRecheck);
+  }
+}
+
+// The picked job out of the queue, the slot busy with it.
+JitPool::State::Job JitPool::State::take(Slot& slot, const Pick& pick) {
+  Job job = std::move(queue[pick.index]);
+  queue.erase(queue.begin() + static_cast<std::ptrdiff_t>(pick.index));
+  slot.busy = true;
+  slot.estimate_ms = job.estimate();
+  slot.critical = pick.critical;
+  slot.started = Clock::now();
+  ++busy;
+  if (job.waited) ++stats.pch_waits;
+  if (pick.beyond) ++stats.beyond;
+  return job;
+}
+
+// This thread's turn to check the family's PCH file: a file that fails is not used.
+void JitPool::State::verify_pch_first(const Job& job, Pick& pick) {
+  const Status good = verify_pch(job.family.path);
+  if (!good && !good.error().empty()) warn("pch", "not using a precompiled header: " + good.error());
+  const std::lock_guard lock(mutex);
+  verified(job.family, good.ok());
+  if (!good) pick.pch = PchMode::none;
+}
+
+// The job ended: the slot is free again.
+void JitPool::State::ended(Slot& slot, const Job& job, const Pick& pick) {
+  {
+    const std::lock_guard lock(mutex);
+    // A PCH build that ended without the worker's answer (compiled in this process, or the pool shut
+    // down) taught nothing: the family may build it again, and nobody waits for it meanwhile.
+    if (pick.pch == PchMode::create) {
+      Family& f = families[job.family.key];
+      if (f.pch == Family::Pch::building) f.pch = Family::Pch::absent;
+    }
+    slot.busy = false;
+    slot.estimate_ms = 0;
+    slot.critical = false;
+    --busy;
+    if (busy == 0 && queue.empty()) idle_since = Clock::now();
+  }
+  wake.notify_all();
+}
+
+// The pool stops: the slot's worker retired, and the slot done (JitPool::shutdown waits for that).
+void JitPool::State::leave(Slot& slot) {
   // An idle worker exits at the end of its input, which retire closes first.
   if (slot.worker.running()) retire(slot, kExitGrace);
   {
@@ -414,68 +444,71 @@ Status JitPool::State::start(Slot& slot, bool keep_aslr) {
 }
 
 namespace {
-// An on/off setting of the pool: the option given in code, else the environment variable (a value that
-// does not parse is a warning, once), else on.
-bool switch_setting(WarnOnce& warnings, const std::optional<bool>& option, Result<bool> (*parse)(const char*),
-                    SettingName variable, std::string_view what) {
+// A setting of the pool: the option given in code, else the environment variable (a value that does not
+// parse is a warning, once), else `fallback`.
+template <typename T>
+T pool_setting(WarnOnce& warnings, const std::optional<T>& option, Result<T> (*parse)(const char*),
+               SettingName variable, std::string_view what, T fallback) {
   if (option) return *option;
-  const Result<bool> asked = parse(setting(variable).c_str());
+  const Result<T> asked = parse(setting(variable).c_str());
   if (!asked) warnings.warn(what, asked.error());
-  return asked ? *asked : true;
+  return asked ? *asked : fallback;
+}
+
+// An option given in code where it is above zero.
+template <typename T>
+std::optional<T> given(T option) {
+  return option > T{} ? std::optional<T>(option) : std::nullopt;
 }
 }  // namespace
 
 JitPool::JitPool(JitPoolOptions options) : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.options = std::move(options);
-  if (s.options.workers > 0) {
-    s.max_workers = s.options.workers;
-  } else {
-    const Result<unsigned> workers = jit_workers_from(setting("KILN_JIT_WORKERS").c_str());
-    if (!workers) s.warn("workers", workers.error());
-    s.max_workers = workers ? *workers : default_jit_workers();
-  }
-  s.cores = s.options.cores > 0 ? s.options.cores : std::max(1u, std::thread::hardware_concurrency());
-  if (!s.trace.problem().empty()) s.warn("trace", s.trace.problem());
-  if (s.options.timeout.count() > 0) {
-    s.timeout = s.options.timeout;
-  } else {
-    const Result<std::chrono::milliseconds> timeout = jit_timeout_from(setting("KILN_JIT_TIMEOUT").c_str());
-    if (!timeout) s.warn("timeout", timeout.error());
-    s.timeout = timeout ? *timeout : std::chrono::milliseconds(kDefaultJitTimeout);
-  }
+  s.read_settings();
+  s.budget = s.machine_budget();
+  s.find_worker();
+}
+
+void JitPool::State::read_settings() {
+  max_workers = pool_setting(warnings, given(options.workers), jit_workers_from, "KILN_JIT_WORKERS", "workers",
+                             default_jit_workers());
+  cores = options.cores > 0 ? options.cores : std::max(1u, std::thread::hardware_concurrency());
+  if (!trace.problem().empty()) warn("trace", trace.problem());
+  timeout = pool_setting(warnings, given(options.timeout), jit_timeout_from, "KILN_JIT_TIMEOUT", "timeout",
+                         std::chrono::milliseconds(kDefaultJitTimeout));
   if (const Result<std::uint64_t> memory = jit_memory_from(setting("KILN_JIT_MEMORY").c_str()); !memory)
-    s.warn("memory", memory.error());  // the workers read it themselves, and take the default
-  s.pch_files = switch_setting(s.warnings, s.options.pch_files, jit_pch_from, "KILN_JIT_PCH", "pch setting");
-  if (s.options.split) {
-    s.split = *s.options.split;
-  } else {
-    const Result<SplitMode> split = jit_split_from(setting("KILN_JIT_SPLIT").c_str());
-    if (!split) s.warn("split setting", split.error());
-    s.split = split ? *split : SplitMode::cost_model;
-  }
-  // A process alone never waits for a slot by default: the budget binds where processes share the cores.
-  const unsigned own = s.max_workers + s.beyond_workers();
-  const Result<unsigned> slots = s.options.machine_slots > 0 ? Result<unsigned>(s.options.machine_slots)
+    warn("memory", memory.error());  // the workers read it themselves, and take the default
+  pch_files = pool_setting(warnings, options.pch_files, jit_pch_from, "KILN_JIT_PCH", "pch setting", true);
+  split = pool_setting(warnings, options.split, jit_split_from, "KILN_JIT_SPLIT", "split setting", SplitMode::cost_model);
+}
+
+// A process alone never waits for a slot by default: the budget binds where processes share the cores.
+std::unique_ptr<MachineSlots> JitPool::State::machine_budget() {
+  const unsigned own = max_workers + beyond_workers();
+  const Result<unsigned> slots = options.machine_slots > 0 ? Result<unsigned>(options.machine_slots)
                                  : machine_slots_from(setting("KILN_JIT_MACHINE_SLOTS").c_str(),
                                                       std::max(std::max(1u, std::thread::hardware_concurrency()), own));
-  if (!slots) s.warn("machine slots", slots.error());
-  s.budget = std::make_unique<MachineSlots>(s.options.budget_dir,
-                                            slots ? *slots : std::max(std::thread::hardware_concurrency(), own));
-  const bool from_env = s.options.worker.empty() && !setting("KILN_JITD").empty();
-  const auto places = s.options.worker.empty() ? jit_worker_candidates() : std::vector{s.options.worker};
+  if (!slots) warn("machine slots", slots.error());
+  return std::make_unique<MachineSlots>(options.budget_dir,
+                                        slots ? *slots : std::max(std::thread::hardware_concurrency(), own));
+}
+
+// The worker executable: the one given in code, else KILN_JITD's, else the first found where it is
+// installed; where none is, why not (start() says it).
+void JitPool::State::find_worker() {
+  const bool from_env = options.worker.empty() && !setting("KILN_JITD").empty();
+  const auto places = options.worker.empty() ? jit_worker_candidates() : std::vector{options.worker};
   for (const auto& p : places) {
     if (is_executable_file(p)) {
-      s.worker_path = p;
-      break;
+      worker_path = p;
+      return;
     }
   }
-  if (s.worker_path.empty()) {
-    std::string list;
-    for (const auto& p : places) list += (list.empty() ? "" : ", ") + p.string();
-    s.no_worker_reason = from_env ? "KILN_JITD=" + list + " is not an executable file"
-                                  : "no JIT worker executable found (looked for " + list + ")";
-  }
+  std::string list;
+  for (const auto& p : places) list += (list.empty() ? "" : ", ") + p.string();
+  no_worker_reason = from_env ? "KILN_JITD=" + list + " is not an executable file"
+                              : "no JIT worker executable found (looked for " + list + ")";
 }
 
 JitPool::~JitPool() { shutdown(); }

@@ -188,6 +188,13 @@ struct JitPool::State {
   // Ends a job with a failed outcome saying `error`.
   static void fail_job(Job& job, std::string error);
 
+  // --- Made by JitPool's constructor (pool.cpp), in order ---
+
+  // The pool's settings: each option given in code, else its KILN_JIT_* variable, else its default.
+  void read_settings();
+  std::unique_ptr<MachineSlots> machine_budget();
+  void find_worker();
+
   // --- Dispatch (dispatch.cpp; all under `mutex`) ---
 
   // The queued request the asking thread should run next, and how; nullopt to wait.
@@ -208,6 +215,14 @@ struct JitPool::State {
 
   // It takes jobs while the pool runs, and owns its worker process.
   void serve(Slot& slot);
+  // serve's steps, in order.
+  void start_before_requests(Slot& slot);
+  std::optional<Pick> wait_for_pick(std::unique_lock<std::mutex>& lock);
+  void wait_for_work(std::unique_lock<std::mutex>& lock);
+  Job take(Slot& slot, const Pick& pick);
+  void verify_pch_first(const Job& job, Pick& pick);
+  void ended(Slot& slot, const Job& job, const Pick& pick);
+  void leave(Slot& slot);
   // Retires the slot's worker (see Worker::retire) and forgets it.
   std::string retire(Slot& slot, std::chrono::milliseconds grace);
   // Runs the job on the slot's worker (a second worker where the first dies), or in this process where no
