@@ -162,6 +162,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's default backlog is 5: a fleet's processes connecting at once overflow it, and the
+    # kernel then drops a connection's first packets and resends its SYN-ACK for up to ~30 s, so a client
+    # sees no answer within its timeout. Real servers listen with hundreds (nginx: 511).
+    request_queue_size = 512
 
 
 def raw_server(reply):
