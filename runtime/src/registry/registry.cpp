@@ -178,6 +178,7 @@ Kernel Registry::Impl::load(const KernelEntry& entry, std::size_t index) {
           function,
           context_,
           Provenance{unit.image, unit.image.source, load_ms, unit.image.cache_key},
+          {},  // keeps_loaded: set on each copy get() hands out
       },
       context_id,
   };
