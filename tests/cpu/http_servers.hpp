@@ -201,8 +201,10 @@ class NginxServer {
   void write_config() {
     const std::string d = dir_.path().string();
     std::ofstream conf(dir_.path() / "nginx.conf", std::ios::trunc);
+    // worker_connections as Debian's nginx.conf has it: a fleet of 16 processes keeps up to 16 connections
+    // each, and a worker out of connections closes kept ones under its clients (a send on one then fails).
     conf << "daemon off;\nmaster_process off;\npid " << d << "/nginx.pid;\nerror_log " << d << "/error.log;\n"
-         << "events { worker_connections 64; }\n"
+         << "events { worker_connections 768; }\n"
          << "http {\n  access_log off;\n  default_type application/octet-stream;\n"
          << "  client_body_temp_path " << d << "/tmp/body;\n  proxy_temp_path " << d << "/tmp/proxy;\n"
          << "  fastcgi_temp_path " << d << "/tmp/fastcgi;\n  uwsgi_temp_path " << d << "/tmp/uwsgi;\n"
