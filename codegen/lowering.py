@@ -351,8 +351,9 @@ def lower_group(units: list[tuple[dict, Path, Path, Path, Path, Path | None]], n
             names = {e: n for f in found for e, n in f[0].items()}
             kinds = {e: k for f in found for e, k in f[1].items()}
         else:
+            text = source.read_text(encoding="utf-8")  # before the working directory changes: `source` may be relative
             with empty_directory():
-                names, kinds = lower_with_types(str(nvrtc), source.read_text(encoding="utf-8"), source.name, expressions,
+                names, kinds = lower_with_types(str(nvrtc), text, source.name, expressions,
                                                 lowering_options(desc), headers, retry_without_probe=False)
             for key, (_, _, e) in zip(keys, own):
                 cache.store(key, {x: names[x] for x in e}, {x: kinds[x] for x in e})

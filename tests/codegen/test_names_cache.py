@@ -180,6 +180,35 @@ class NamesCache(unittest.TestCase):
         self.assertEqual(self.lower("three", self.cache()), 0)
         self.assertIn('"k<2>": "_Z1kILi2EEvPi"', outputs(self.root / "three")["t.b.names.json"])
 
+    def test_a_group_in_a_relative_directory_is_one_nvrtc_run(self):
+        # A build's work directory as Meson names it, relative to the build directory: the group's one
+        # NVRTC run must not fall back to a run per unit (it did when the source was read after the
+        # lowering moved to its empty working directory: 81 runs for the primitives' 7 groups).
+        (self.root / "k.cu").write_text("template <int N> __global__ void k(int* x) { *x = N; }\n")
+        (self.root / "t.toml").write_text('[registry]\nname = "t"\n\n[[unit]]\nname = "a"\nsource = "k.cu"\n'
+                                          'kernels = { k1 = "k<1>" }\n\n[[unit]]\nname = "b"\nsource = "k.cu"\n'
+                                          'kernels = { k2 = "k<2>" }\n')
+        self.spec = specmod.load(self.root / "t.toml", (80,), False, jit_only=True)
+        here = os.getcwd()
+        os.chdir(self.root)
+        try:
+            directory = Path("work")
+            directory.mkdir()
+            units = []
+            for unit in self.spec.units:
+                files = unit_source.write_source(self.spec, unit, directory)
+                self.assertFalse(files.source.is_absolute())
+                listed = directory / f"{unit.name}.listed.json"
+                render.write_json(listed, {"digest": "", "headers": []})
+                units.append((render.read_json(files.description), files.source, files.names, listed, files.bundle, files.types))
+            with CountedNvrtc() as nvrtc:
+                outcome = lowering.lower_group(units, str(TOOLKIT.nvrtc), TOOLKIT.root, None)
+        finally:
+            os.chdir(here)
+        self.assertEqual(outcome, {"a": "", "b": ""})
+        self.assertEqual(nvrtc.runs, 1)
+        self.assertIn('"k<2>": "_Z1kILi2EEvPi"', outputs(self.root / "work")["t.b.names.json"])
+
     def test_bounded(self):
         cache = self.cache()
         for i in range(40):
