@@ -9,6 +9,7 @@
 #include "chain/key.hpp"
 #include "jit/protocol.hpp"
 #include "memory_limit.hpp"
+#include "text_util.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -25,7 +26,7 @@ using kiln::test::sparse_file;
 
 namespace {
 
-constexpr std::size_t kMiB = std::size_t{1} << 20;
+using kiln::test::kMiB;
 
 
 template <typename T>

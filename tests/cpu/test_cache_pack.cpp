@@ -9,6 +9,7 @@
 #include "cache_test_util.hpp"
 #include "chain/key.hpp"
 #include "memory_limit.hpp"
+#include "text_util.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -161,7 +162,7 @@ TEST_CASE("a manifest line that names another unit or architecture than its entr
 
 namespace {
 
-constexpr std::size_t kMiB = std::size_t{1} << 20;
+using kiln::test::kMiB;
 
 }  // namespace
 

@@ -18,7 +18,7 @@ using kiln::test::says;
 
 namespace {
 
-std::size_t lines(const std::string& text) {
+std::size_t line_count(const std::string& text) {
   std::size_t n = 0;
   for (char c : text) n += c == '\n';
   return n;
@@ -35,7 +35,7 @@ TEST_CASE("kiln precompile --record of a FIFO or a device is refused at once, in
     CAPTURE(r.output);
     CHECK(r.status == 1);
     CHECK(says(r, path + " is " + kind + ", not a regular file"));
-    CHECK(lines(r.output) == 1);
+    CHECK(line_count(r.output) == 1);
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "examples_catalog.hpp"
 #include "fatbin_checks.hpp"
+#include "text_util.hpp"
 
 #include <cstring>
 #include <string>
@@ -39,7 +40,7 @@ struct CatalogCopy {
   std::string why(const kiln::BinaryEntry& b) const { return kiln::detail::embedded_image(catalog, b).error(); }
 };
 
-bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+using kiln::test::contains;
 
 }  // namespace
 

@@ -14,6 +14,7 @@
 #include "jit/pool/pool.hpp"
 #include "jit/request.hpp"  // part_request
 #include "own_process.hpp"
+#include "text_util.hpp"
 
 #include <chrono>
 #include <memory>
@@ -24,7 +25,7 @@
 
 namespace {
 
-bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+using kiln::test::contains;
 
 // Thread starts refused within a test, and allowed again after it however it ends.
 struct RefusedThreadStarts {

@@ -21,6 +21,7 @@
 #include "remote/sealed_entry.hpp"  // kSealMagic: a value as the fleet tags it
 #include "remote_test_util.hpp"
 #include "run_process.hpp"
+#include "text_util.hpp"
 
 #include <doctest/doctest.h>
 
@@ -54,12 +55,9 @@ kiln::ProgramSource saxpy() {
   return s;
 }
 
-void write(const std::filesystem::path& path, const std::string& text) {
-  std::filesystem::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary) << text;
-}
+void write(const std::filesystem::path& path, const std::string& text) { kiln::test::write_file(path, text); }
 
-bool contains(const std::string& text, std::string_view what) { return text.find(what) != std::string::npos; }
+using kiln::test::contains;
 
 using kiln::test::PrivateCache;  // private_cache.hpp
 

@@ -10,6 +10,7 @@
 #include "memory_limit.hpp"
 #include "program/program_check.hpp"  // runtime/src: the caps
 #include "program/program_key.hpp"
+#include "text_util.hpp"
 
 #include <doctest/doctest.h>
 
@@ -27,12 +28,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool contains(const std::string& text, std::string_view what) { return text.find(what) != std::string::npos; }
+using kiln::test::contains;
+using kiln::test::write_file;
 
-void write(const fs::path& path, const std::string& text) {
-  fs::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary) << text;
-}
 
 std::string read(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -72,7 +70,7 @@ struct ScopedCwd {
 TEST_CASE("a program's options come from an allowlist: none that writes or reads a file outside the key") {
   const PrivateCache here;
   const fs::path victim = here.tmp.path() / "victim.txt";
-  write(victim, "the user's own file\n");
+  write_file(victim, "the user's own file\n");
   // Each list, and the option in it that is refused.
   for (const auto& [options, refused] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--create-pch=" + victim.string()}, "--create-pch=" + victim.string()},
@@ -114,11 +112,11 @@ TEST_CASE("a program's options come from an allowlist: none that writes or reads
 TEST_CASE("an include kiln cannot put in the key is refused, naming the file and the line") {
   const PrivateCache here;
   const fs::path outside = here.tmp.path() / "outside" / "v.h";
-  write(outside, "#define V 1\n");
+  write_file(outside, "#define V 1\n");
   const std::string abs = outside.string();
   const fs::path inc = here.tmp.path() / "inc";
-  write(inc / "fine.h", "#pragma once\n#include \"sub/also.h\"\n");
-  write(inc / "sub" / "also.h", "#define ALSO 1\n");
+  write_file(inc / "fine.h", "#pragma once\n#include \"sub/also.h\"\n");
+  write_file(inc / "sub" / "also.h", "#define ALSO 1\n");
 
   // The source, then an in-memory header, then a file of an -I directory.
   for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
@@ -147,7 +145,7 @@ TEST_CASE("an include kiln cannot put in the key is refused, naming the file and
 
     const fs::path dir = here.tmp.path() / "dir";
     fs::remove_all(dir);
-    write(dir / "a.h", text);
+    write_file(dir / "a.h", text);
     kiln::ProgramSource in_dir = simple();
     in_dir.options = {"-I" + dir.string()};
     const std::string m3 = refusal(in_dir, here.options);
@@ -173,12 +171,12 @@ TEST_CASE("an include kiln cannot put in the key is refused, naming the file and
 
   // In an -I directory, a ".." that NVRTC finds beside the file, still in the directory, is keyed.
   const fs::path tree = here.tmp.path() / "tree";
-  write(tree / "a" / "x.h", "#include \"../b/y.h\"\n");
-  write(tree / "b" / "y.h", "#define Y 1\n");
+  write_file(tree / "a" / "x.h", "#include \"../b/y.h\"\n");
+  write_file(tree / "b" / "y.h", "#define Y 1\n");
   kiln::ProgramSource within = simple("#include \"a/x.h\"\nextern \"C\" __global__ void k() {}\n");
   within.options = {"-I" + tree.string()};
   CHECK(refusal(within, here.options).empty());
-  write(tree / "a" / "z.h", "#include \"../../outside/v.h\"\n");
+  write_file(tree / "a" / "z.h", "#include \"../../outside/v.h\"\n");
   CHECK(contains(refusal(within, here.options), "reaches out of"));
 
   // Comments, strings and includes kiln keys are not refused.
@@ -200,27 +198,27 @@ TEST_CASE("an include kiln cannot put in the key is refused, naming the file and
 TEST_CASE("a macro that hands its parameter to __has_include is a probe: defined freely, checked where used") {
   const PrivateCache here;
   const std::string abs = (here.tmp.path() / "outside" / "v.h").string();
-  write(here.tmp.path() / "outside" / "v.h", "#define V 1\n");
+  write_file(here.tmp.path() / "outside" / "v.h", "#define V 1\n");
   // As Kokkos' mdspan.hpp (CuPy's headers hold it) and CCCL define theirs, and use them.
   const std::string kokkos = "#ifndef __has_include\n#define HAS(x) 0\n#else\n#define HAS(x) __has_include(x)\n#endif\n"
                              "#if HAS(<version>)\n#endif\n";
   const std::string cccl = "#ifdef __has_include\n#  define _CCCL_HAS_INCLUDE(_X) __has_include(_X)\n#endif\n";
   const fs::path dir = here.tmp.path() / "dir";
-  write(dir / "mdspan.hpp", kokkos);
-  write(dir / "cccl" / "preprocessor.h", cccl);
-  write(dir / "uses.h", "#include \"cccl/preprocessor.h\"\n#if _CCCL_HAS_INCLUDE(<new>)\n#endif\n");
+  write_file(dir / "mdspan.hpp", kokkos);
+  write_file(dir / "cccl" / "preprocessor.h", cccl);
+  write_file(dir / "uses.h", "#include \"cccl/preprocessor.h\"\n#if _CCCL_HAS_INCLUDE(<new>)\n#endif\n");
   kiln::ProgramSource fine = simple("#include <mdspan.hpp>\nextern \"C\" __global__ void k() {}\n");
   fine.options = {"-I" + dir.string()};
   CHECK(refusal(fine, here.options).empty());
 
   // A use that computes its name, in another file of the directory than the definition: refused there.
-  write(dir / "computed.h", "#define NAME <new>\n#if _CCCL_HAS_INCLUDE(NAME)\n#endif\n");
+  write_file(dir / "computed.h", "#define NAME <new>\n#if _CCCL_HAS_INCLUDE(NAME)\n#endif\n");
   std::string m = refusal(fine, here.options);
   CHECK(contains(m, (dir / "computed.h").string()));
   CHECK(contains(m, "line 2"));
   CHECK(contains(m, "computed"));
   fs::remove(dir / "computed.h");
-  write(dir / "absolute.h", "#if HAS(\"" + abs + "\")\n#endif\n");
+  write_file(dir / "absolute.h", "#if HAS(\"" + abs + "\")\n#endif\n");
   CHECK(contains(refusal(fine, here.options), "is an absolute path"));
   fs::remove(dir / "absolute.h");
   CHECK(refusal(fine, here.options).empty());
@@ -261,8 +259,8 @@ TEST_CASE("the toolkit's own include directories are keyed as the toolkit's, not
 TEST_CASE("a quoted include NVRTC would read from the working directory is refused, not served stale") {
   const PrivateCache here;
   const fs::path cwd = here.tmp.path() / "cwd";
-  write(cwd / "v.h", "#define V 1\n");
-  write(cwd / "sub" / "b.h", "#define B 1\n");
+  write_file(cwd / "v.h", "#define V 1\n");
+  write_file(cwd / "sub" / "b.h", "#define B 1\n");
   const ScopedCwd in(cwd);
   kiln::ProgramSource s = simple("#include \"v.h\"\nextern \"C\" __global__ void k() {}\n");
   s.label = "untrusted";  // no directory: the source lies in the working directory
@@ -286,7 +284,7 @@ TEST_CASE("a quoted include NVRTC would read from the working directory is refus
 TEST_CASE("a host file an #include names never reaches the program's error message") {
   const PrivateCache here;
   const fs::path secret = here.tmp.path() / "secret.txt";
-  write(secret, "kiln-test-secret-line: not C++ at all\n");
+  write_file(secret, "kiln-test-secret-line: not C++ at all\n");
   kiln::ProgramSource s = simple("#include \"" + secret.string() + "\"\nextern \"C\" __global__ void k() {}\n");
   std::string message;
   try {

@@ -16,6 +16,7 @@
 #include "examples_catalog.hpp"
 #include "own_process.hpp"
 #include "run_process.hpp"
+#include "text_util.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,7 +29,7 @@
 
 namespace {
 
-bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+using kiln::test::contains;
 
 std::string refusal(const std::string& path) {
   try {

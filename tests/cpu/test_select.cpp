@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "catalog_builder.hpp"
+#include "text_util.hpp"
 
 using kiln::test::CatalogBuilder;
 using kiln::test::compute;
@@ -21,7 +22,7 @@ std::string pick(std::initializer_list<CatalogBuilder::Binary> binaries, unsigne
   return b ? kiln::binary_label(*b) : "none";
 }
 
-bool contains(const std::string& text, std::string_view part) { return text.find(part) != std::string::npos; }
+using kiln::test::contains;
 
 }  // namespace
 
