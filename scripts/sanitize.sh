@@ -20,8 +20,9 @@ export PATH="${KILN_TOOLKIT:-/usr/local/cuda}/bin:$PATH"
 # CI's time. NDEBUG as in the release build, so that the same code is checked. No Python package: an
 # instrumented extension module cannot load into an uninstrumented interpreter.
 # Unity builds (Meson's unity=on: a few sources of a target compiled as one file): kiln's headers and the
-# standard library's are parsed once per few sources, which cut libkiln's compile to about a third on the
-# 2-core box; these builds are made from scratch on CI and seldom edited in.
+# standard library's and doctest's are parsed once per few sources, which cut libkiln's compile to about a
+# third on the 2-core box, and the test programs' too; these builds are made from scratch on CI and seldom
+# edited in.
 common=(-Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}" -Db_lundef=false -Dprimitives=false -Dbench=false
         -Darchs=sm_80 -Dembed_ptx=false -Doptimization=1 -Db_ndebug=true -Dpython=false -Dunity=on)
 
