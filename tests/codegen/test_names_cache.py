@@ -149,32 +149,38 @@ class NamesCache(unittest.TestCase):
         self.assertEqual(self.lower("three", self.cache(), [str(header)]), 1)
         self.assertEqual(len(self.entries()), 2)
 
-    def test_a_group_stores_each_units_own_entry(self):
-        # Two units of one source: one NVRTC run names both (lowering.lower_group); a build of one of
-        # them alone, or of both in another order, finds its entry.
+    def two_units_of_one_source(self):
+        """A table of two units, a and b, of one source (one NVRTC run can name both)."""
         (self.root / "k.cu").write_text("template <int N> __global__ void k(int* x) { *x = N; }\n")
         (self.root / "t.toml").write_text('[registry]\nname = "t"\n\n[[unit]]\nname = "a"\nsource = "k.cu"\n'
                                           'kernels = { k1 = "k<1>" }\n\n[[unit]]\nname = "b"\nsource = "k.cu"\n'
                                           'kernels = { k2 = "k<2>" }\n')
         self.spec = specmod.load(self.root / "t.toml", (80,), False, jit_only=True)
 
-        def group(outdir: str, order: list[int]) -> int:
-            directory = self.root / outdir
-            directory.mkdir()
-            units = []
-            for unit in self.spec.units:
-                files = unit_source.write_source(self.spec, unit, directory)
-                listed = directory / f"{unit.name}.listed.json"
-                render.write_json(listed, {"digest": "", "headers": []})
-                units.append((render.read_json(files.description), files.source, files.names, listed, files.bundle, files.types))
-            with CountedNvrtc() as nvrtc:
-                outcome = lowering.lower_group([units[i] for i in order], str(TOOLKIT.nvrtc), TOOLKIT.root, self.cache())
-            self.assertEqual(outcome, {"a": "", "b": ""})
-            return nvrtc.runs
+    def lower_group_in(self, directory: Path, order: list[int], cache) -> int:
+        """lowering.lower_group over the table's units (in `order`) written to `directory` (made here; it
+        may be relative to the working directory); checks that each unit was lowered and returns how many
+        NVRTC runs it took."""
+        directory.mkdir()
+        units = []
+        for unit in self.spec.units:
+            files = unit_source.write_source(self.spec, unit, directory)
+            self.assertEqual(files.source.is_absolute(), directory.is_absolute())
+            listed = directory / f"{unit.name}.listed.json"
+            render.write_json(listed, {"digest": "", "headers": []})
+            units.append((render.read_json(files.description), files.source, files.names, listed, files.bundle, files.types))
+        with CountedNvrtc() as nvrtc:
+            outcome = lowering.lower_group([units[i] for i in order], str(TOOLKIT.nvrtc), TOOLKIT.root, cache)
+        self.assertEqual(outcome, {"a": "", "b": ""})
+        return nvrtc.runs
 
-        self.assertEqual(group("one", [0, 1]), 1)
+    def test_a_group_stores_each_units_own_entry(self):
+        # Two units of one source: one NVRTC run names both (lowering.lower_group); a build of one of
+        # them alone, or of both in another order, finds its entry.
+        self.two_units_of_one_source()
+        self.assertEqual(self.lower_group_in(self.root / "one", [0, 1], self.cache()), 1)
         self.assertEqual(len(self.entries()), 2)
-        self.assertEqual(group("two", [1, 0]), 0)
+        self.assertEqual(self.lower_group_in(self.root / "two", [1, 0], self.cache()), 0)
         self.assertEqual(outputs(self.root / "two"), outputs(self.root / "one"))
         self.spec = dataclasses.replace(self.spec, units=self.spec.units[1:])
         self.assertEqual(self.lower("three", self.cache()), 0)
@@ -184,29 +190,14 @@ class NamesCache(unittest.TestCase):
         # A build's work directory as Meson names it, relative to the build directory: the group's one
         # NVRTC run must not fall back to a run per unit (it did when the source was read after the
         # lowering moved to its empty working directory: 81 runs for the primitives' 7 groups).
-        (self.root / "k.cu").write_text("template <int N> __global__ void k(int* x) { *x = N; }\n")
-        (self.root / "t.toml").write_text('[registry]\nname = "t"\n\n[[unit]]\nname = "a"\nsource = "k.cu"\n'
-                                          'kernels = { k1 = "k<1>" }\n\n[[unit]]\nname = "b"\nsource = "k.cu"\n'
-                                          'kernels = { k2 = "k<2>" }\n')
-        self.spec = specmod.load(self.root / "t.toml", (80,), False, jit_only=True)
+        self.two_units_of_one_source()
         here = os.getcwd()
         os.chdir(self.root)
         try:
-            directory = Path("work")
-            directory.mkdir()
-            units = []
-            for unit in self.spec.units:
-                files = unit_source.write_source(self.spec, unit, directory)
-                self.assertFalse(files.source.is_absolute())
-                listed = directory / f"{unit.name}.listed.json"
-                render.write_json(listed, {"digest": "", "headers": []})
-                units.append((render.read_json(files.description), files.source, files.names, listed, files.bundle, files.types))
-            with CountedNvrtc() as nvrtc:
-                outcome = lowering.lower_group(units, str(TOOLKIT.nvrtc), TOOLKIT.root, None)
+            runs = self.lower_group_in(Path("work"), [0, 1], None)
         finally:
             os.chdir(here)
-        self.assertEqual(outcome, {"a": "", "b": ""})
-        self.assertEqual(nvrtc.runs, 1)
+        self.assertEqual(runs, 1)
         self.assertIn('"k<2>": "_Z1kILi2EEvPi"', outputs(self.root / "work")["t.b.names.json"])
 
     def test_bounded(self):
