@@ -96,7 +96,7 @@ int phases_child(std::size_t index) {
   const kiln::detail::TierChain chain = kiln::detail::make_chain(c, options);
   const kiln::detail::UnitImage image = chain.fetch(chain.query(c.kernels[0], kArch));
   t[7] = now_ms();
-  if (image.served_by != kiln::Tier::disk) return 1;
+  if (image.tier != kiln::Tier::disk) return 1;
   const long faulted = minor_faults() - faults;
   for (int i = 0; i < kPhases; ++i) std::printf("%.6f ", t[i + 1] - t[i]);
   std::printf("%.6f %d %ld\n", t[kPhases] - t[0], nvrtc_mapped() ? 1 : 0, faulted);
@@ -117,7 +117,7 @@ int path_child(std::size_t index, bool thread) {
   std::optional<kiln::detail::UnitImage> image = prefetch ? prefetch->take(0) : std::nullopt;
   if (!image) image = chain.fetch(chain.query(c.kernels[0], kArch));
   const double t1 = now_ms();
-  if (image->served_by != kiln::Tier::disk) return 1;
+  if (image->tier != kiln::Tier::disk) return 1;
   std::printf("%.6f\n", t1 - t0);
   return 0;
 }

@@ -86,8 +86,8 @@ int child_hit(const std::string& registry, const std::string& kernel) {
   const kiln::detail::UnitImage image = chain.fetch(query);
   const double ms = ms_since(start);
   std::printf("%.4f %llu %d\n", ms, static_cast<unsigned long long>(disk.stats().bytes),
-              image.served_by == kiln::Tier::remote ? 1 : 0);
-  return image.served_by == kiln::Tier::remote ? 0 : 1;
+              image.tier == kiln::Tier::remote ? 1 : 0);
+  return image.tier == kiln::Tier::remote ? 0 : 1;
 }
 
 // `--child STAMP fetch REGISTRY KERNEL`: only the remote's part of a hit in this new process (connect,

@@ -94,7 +94,7 @@ Hits fetch_all(const Store& store, int rounds) {
           continue;
         }
         const double ms = ms_since(start);
-        if (image.served_by != kiln::Tier::remote) {
+        if (image.tier != kiln::Tier::remote) {
           ++hits.missed;
           continue;
         }

@@ -31,7 +31,7 @@ from ._kiln import (
     Error,
     Kernel,
     KernelStatus,
-    Plan,
+    LoadPlan,
     PrecompileResult,
     Program,
     ProgramSource,
@@ -51,12 +51,15 @@ from .primitives import __all__ as _primitive_names
 from .operators import *  # noqa: F403 (kiln.Operator, kiln.reduce, kiln.make_reduce, ...: its __all__)
 from .operators import __all__ as _operator_names
 
+Plan = LoadPlan  # its name before kiln::LoadPlan; the same class
+
 __all__ = [
     "DemandRecord",
     "DeviceInfo",
     "Error",
     "Kernel",
     "KernelStatus",
+    "LoadPlan",
     "Plan",
     "PrecompileResult",
     "Program",

@@ -1,4 +1,4 @@
-// kiln.Kernel (a launchable kernel and where it came from), kiln.Plan and kiln.PrecompileResult.
+// kiln.Kernel (a launchable kernel and where it came from), kiln.LoadPlan and kiln.PrecompileResult.
 #include "bindings.hpp"
 #include "launch_args.hpp"
 
@@ -123,16 +123,19 @@ void bind_kernels(py::module_& m) {
   m.def("_stream_handle", [](const py::handle& stream) { return reinterpret_cast<std::uintptr_t>(to_stream(stream)); },
         py::arg("stream"));
 
-  py::class_<Plan>(m, "Plan", "Where get() would take a kernel from, without loading anything.")
-      .def_readonly("available", &Plan::available)
-      .def_property_readonly("reason", [](const Plan& p) { return p.reason.message; })
-      .def_property_readonly("reason_code", [](const Plan& p) { return reason_code(p.reason); })
-      .def_property_readonly("source", [](const Plan& p) { return tier_name(p.source); })
-      .def_readonly("arch", &Plan::arch)
-      .def_readonly("ptx", &Plan::ptx)
-      .def("__repr__", [](const Plan& p) {
-        return p.available ? "<kiln.Plan " + tier_name(p.source) + " sm_" + std::to_string(p.arch) + ">"
-                           : "<kiln.Plan unavailable: " + p.reason.message + ">";
+  py::class_<LoadPlan>(m, "LoadPlan", "Where get() would take a kernel from, without loading anything.")
+      .def_readonly("available", &LoadPlan::available)
+      .def_property_readonly("reason", [](const LoadPlan& p) { return p.reason.message; })
+      .def_property_readonly("reason_code", [](const LoadPlan& p) { return reason_code(p.reason); })
+      .def_property_readonly("tier", [](const LoadPlan& p) { return tier_name(p.tier); },
+                             "the tier that would serve it: memory when loaded already, as Kernel.tier says after get()")
+      .def_property_readonly("source", [](const LoadPlan& p) { return tier_name(p.source); },
+                             "where its binary comes from, as Kernel.source says")
+      .def_readonly("arch", &LoadPlan::arch)
+      .def_readonly("ptx", &LoadPlan::ptx)
+      .def("__repr__", [](const LoadPlan& p) {
+        return p.available ? "<kiln.LoadPlan " + tier_name(p.tier) + " sm_" + std::to_string(p.arch) + ">"
+                           : "<kiln.LoadPlan unavailable: " + p.reason.message + ">";
       });
 
   py::class_<PrecompileResult>(m, "PrecompileResult", "What became of one unit compiled for an architecture.")

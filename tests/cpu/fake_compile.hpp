@@ -219,8 +219,8 @@ inline detail::CompileOutcome fake_compile(const detail::CompileRequest& request
   return o;
 }
 
-// The pid in a fake outcome's log.
-inline long served_by(const detail::CompileOutcome& o) {
+// The pid of the process that compiled a fake outcome (its log says it).
+inline long compiled_in(const detail::CompileOutcome& o) {
   return o.log.starts_with("pid=") ? std::stol(o.log.substr(4)) : -1;
 }
 

@@ -50,7 +50,7 @@ using kiln::detail::JitPoolOptions;
 using kiln::test::eventually;
 using kiln::test::sample_entry;
 using kiln::test::sample_key;
-using kiln::test::served_by;
+using kiln::test::compiled_in;
 
 namespace {
 
@@ -295,7 +295,7 @@ TEST_CASE("workers run with glibc's malloc on huge pages: GLIBC_TUNABLES gains g
     JitPool pool(fake_pool(1));
     const CompileOutcome o = pool.compile(fake_request("u", {"fake:env=GLIBC_TUNABLES"}));
     REQUIRE(o.entry.ok());
-    CHECK(served_by(o) != ::getpid());
+    CHECK(compiled_in(o) != ::getpid());
     CHECK(o.log.ends_with("\nenv=" + worker_value));
   }
 
@@ -337,8 +337,8 @@ TEST_CASE("no worker starts before the first request; then requests run at once,
     REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
     CHECK(o.entry->cubin == numbered("// the source of u", i));
     CHECK(o.entry->kernels.at(0).lowered == "_Zu" + std::to_string(i) + "v");
-    CHECK(served_by(o) != ::getpid());
-    pids.insert(served_by(o));
+    CHECK(compiled_in(o) != ::getpid());
+    pids.insert(compiled_in(o));
   }
   CHECK(pids.size() == n);
   CHECK(pool.worker_pids().size() == n);
@@ -351,7 +351,7 @@ TEST_CASE("no worker starts before the first request; then requests run at once,
   for (auto& f : more) {
     const CompileOutcome o = f.get();
     REQUIRE(o.entry.ok());
-    CHECK(pids.count(served_by(o)) == 1);
+    CHECK(pids.count(compiled_in(o)) == 1);
   }
   CHECK(pool.stats().spawned == n);
 }
@@ -366,7 +366,7 @@ TEST_CASE("start_ahead starts one worker before any request, which the first req
     CHECK(pool.stats().started_ahead == 1);
     const CompileOutcome o = pool.compile(fake_request("u"));
     REQUIRE(o.entry.ok());
-    CHECK(served_by(o) == ahead);
+    CHECK(compiled_in(o) == ahead);
     CHECK(pool.stats().spawned == 1);
   }
   {
@@ -390,7 +390,7 @@ TEST_CASE("start_ahead starts one worker before any request, which the first req
     const CompileOutcome o = pool.compile(family_request("w"), family(dir.path()));
     REQUIRE(o.entry.ok());
     CHECK(o.pch == kiln::detail::PchResult::used);
-    CHECK(served_by(o) != warmed);
+    CHECK(compiled_in(o) != warmed);
     CHECK(pool.stats().spawned == 2);
   }
   {
@@ -464,7 +464,7 @@ TEST_CASE("a worker's warm-up and a compile in this process each take a slot of 
     REQUIRE(compiled.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
     const CompileOutcome outcome = compiled.get();
     REQUIRE(outcome.entry.ok());
-    CHECK(served_by(outcome) == ::getpid());
+    CHECK(compiled_in(outcome) == ::getpid());
     CHECK(pool.stats().in_process == 1);
     CHECK(pool.stats().budget_waits == 1);
   }
@@ -492,7 +492,7 @@ TEST_CASE("a warm-up waiting for a slot of the budget gives way to a request tha
   held.release();
   const CompileOutcome outcome = compiled.get();
   REQUIRE(outcome.entry.ok());
-  CHECK(served_by(outcome) == ahead);  // the worker started ahead serves it, unwarmed
+  CHECK(compiled_in(outcome) == ahead);  // the worker started ahead serves it, unwarmed
   CHECK(pool.stats().warmed_up == 0);
   CHECK(pool.stats().spawned == 1);
 }
@@ -558,8 +558,8 @@ TEST_CASE("a worker killed mid-request: the request is retried once on a new wor
   REQUIRE(::kill(first, SIGKILL) == 0);
   const CompileOutcome o = future.get();
   REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
-  CHECK(served_by(o) != first);
-  CHECK(served_by(o) != ::getpid());
+  CHECK(compiled_in(o) != first);
+  CHECK(compiled_in(o) != ::getpid());
   const auto stats = pool.stats();
   CHECK(stats.deaths == 1);
   CHECK(stats.retried == 1);
@@ -587,8 +587,8 @@ TEST_CASE("a worker killed twice: a clear error naming the unit and the signal, 
 
   const CompileOutcome next = pool.compile(fake_request("after"));
   REQUIRE_MESSAGE(next.entry.ok(), next.entry.error());
-  CHECK(served_by(next) != first);
-  CHECK(served_by(next) != second);
+  CHECK(compiled_in(next) != first);
+  CHECK(compiled_in(next) != second);
   CHECK(pool.stats().deaths == 2);
 }
 
@@ -600,10 +600,10 @@ TEST_CASE("an exception thrown in the worker reaches the caller as the same kiln
     FAIL("no exception");
   } catch (const kiln::Error& e) {
     CHECK(e.code() == kiln::Errc::driver);
-    CHECK(std::string(e.what()) == "fake: thrown in " + std::to_string(served_by(before)));
+    CHECK(std::string(e.what()) == "fake: thrown in " + std::to_string(compiled_in(before)));
   }
   const CompileOutcome after = pool.compile(fake_request("c"));
-  CHECK(served_by(after) == served_by(before));  // the worker survived it
+  CHECK(compiled_in(after) == compiled_in(before));  // the worker survived it
   CHECK(pool.stats().deaths == 0);
 }
 
@@ -614,7 +614,7 @@ TEST_CASE("no worker executable: requests compile in this process, with one warn
   for (std::size_t i = 0; i < 3; ++i) {
     const CompileOutcome o = pool.compile(fake_request(numbered("here", i)));
     REQUIRE(o.entry.ok());
-    CHECK(served_by(o) == ::getpid());
+    CHECK(compiled_in(o) == ::getpid());
   }
   REQUIRE(pool.warnings().size() == 1);
   CHECK(pool.warnings()[0].find("/nonexistent/kiln-jitd") != std::string::npos);
@@ -637,7 +637,7 @@ TEST_CASE("a worker that does not speak the protocol: in-process fallback, and t
   JitPool pool(options);
   const CompileOutcome o = pool.compile(fake_request("fallback"));
   REQUIRE(o.entry.ok());
-  CHECK(served_by(o) == ::getpid());
+  CHECK(compiled_in(o) == ::getpid());
   REQUIRE(pool.warnings().size() == 1);
   CHECK(pool.warnings()[0].find("/bin/true did not start") != std::string::npos);
   CHECK(pool.worker_pids().empty());
@@ -659,7 +659,7 @@ TEST_CASE("the wait for a started worker's hello follows KILN_JIT_TIMEOUT: a wor
   const CompileOutcome o = pool.compile(fake_request("unheard"));
   const auto took = std::chrono::steady_clock::now() - start;
   REQUIRE(o.entry.ok());
-  CHECK(served_by(o) == ::getpid());  // in this process, with one warning
+  CHECK(compiled_in(o) == ::getpid());  // in this process, with one warning
   CHECK(took < std::chrono::seconds(10));
   REQUIRE(pool.warnings().size() == 1);
   CHECK(pool.warnings()[0].find("did not start") != std::string::npos);
@@ -809,7 +809,7 @@ TEST_CASE("a worker that stops answering (SIGSTOP) is killed after the timeout, 
   REQUIRE(::kill(first, SIGSTOP) == 0);  // it never answers, and never dies by itself
   const CompileOutcome o = future.get();
   REQUIRE_MESSAGE(o.entry.ok(), o.entry.error());
-  CHECK(served_by(o) != first);
+  CHECK(compiled_in(o) != first);
   const auto stats = pool.stats();
   CHECK(stats.timeouts == 1);
   CHECK(stats.retried == 1);
@@ -1265,7 +1265,7 @@ TEST_CASE("a worker makes every file private from its creation: it runs with uma
   JitPool pool(fake_pool(1));
   const CompileOutcome o = pool.compile(fake_request("private", {"fake:umask"}));
   REQUIRE(o.entry.ok());
-  CHECK(served_by(o) != ::getpid());
+  CHECK(compiled_in(o) != ::getpid());
   CHECK(o.log.find("umask=077") != std::string::npos);
 }
 

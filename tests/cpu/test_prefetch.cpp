@@ -76,7 +76,7 @@ TEST_CASE("every unit's image unpacked ahead is what the embedded tier fetches, 
     CHECK(ready->arch == fetched->arch);
     CHECK(ready->label == fetched->label);
     CHECK(ready->source == kiln::Tier::embedded);
-    CHECK(ready->served_by == kiln::Tier::embedded);
+    CHECK(ready->tier == kiln::Tier::embedded);
     CHECK_FALSE(prefetch.take(u).has_value());  // once
   }
   CHECK_FALSE(prefetch.take(catalog().units.size()).has_value());
@@ -213,7 +213,7 @@ TEST_CASE("disk entries read ahead are what the disk tier fetches, counted as hi
     CHECK(ready->label == fetched->label);
     CHECK(ready->cache_key == fetched->cache_key);
     CHECK(ready->source == kiln::Tier::disk);
-    CHECK(ready->served_by == kiln::Tier::disk);
+    CHECK(ready->tier == kiln::Tier::disk);
     const auto after = cache.stats().hits;
     CHECK_FALSE(prefetch.take(u).has_value());
     CHECK(cache.stats().hits == after);

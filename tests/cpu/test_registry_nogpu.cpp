@@ -52,7 +52,7 @@ TEST_CASE("without a driver, plan says why and get throws no_driver, every time"
   kiln::Registry registry(catalog);
   for (int attempt = 0; attempt < 2; ++attempt) {
     CAPTURE(attempt);
-    const kiln::Plan plan = registry.plan("scale_f32");
+    const kiln::LoadPlan plan = registry.plan("scale_f32");
     CHECK_FALSE(plan.available);
     CHECK(plan.reason.message.find("kiln: no ") == 0);
     const kiln::Errc code = code_of([&] { registry.get("scale_f32"); });

@@ -331,11 +331,11 @@ TEST_CASE("the chain over nginx: machine A's entry is verified, written to machi
   REQUIRE(plan);
   CHECK(plan->source == kiln::Tier::remote);
   const kiln::detail::UnitImage image = chain.fetch(query);
-  CHECK(image.served_by == kiln::Tier::remote);
+  CHECK(image.tier == kiln::Tier::remote);
   CHECK(image.owned == sample_entry(1).cubin);
   CHECK(image.label.find("from the remote cache " + b->where()) != std::string::npos);
   REQUIRE(disk.contains(one.key()));
-  CHECK(chain.fetch(query).served_by == kiln::Tier::disk);
+  CHECK(chain.fetch(query).tier == kiln::Tier::disk);
   CHECK(b->stats().hits == 1);
   CHECK(b->warnings().empty());
 }

@@ -149,14 +149,14 @@ TEST_CASE("the chain: a remote hit is verified, written to the disk cache, and s
   REQUIRE(plan);
   CHECK(plan->source == kiln::Tier::remote);
   const kiln::detail::UnitImage image = chain.fetch(query);
-  CHECK(image.served_by == kiln::Tier::remote);
+  CHECK(image.tier == kiln::Tier::remote);
   CHECK(image.source == kiln::Tier::remote);
   CHECK(image.owned == sample_entry(1).cubin);
   CHECK(image.label.find("from the remote cache " + remote->where()) != std::string::npos);
   CHECK(image.cache_key == one.key().hex);
   REQUIRE(disk.contains(one.key()));  // written to this machine's disk, byte for byte as published
   CHECK(disk.load(one.key()));
-  CHECK(chain.fetch(query).served_by == kiln::Tier::disk);
+  CHECK(chain.fetch(query).tier == kiln::Tier::disk);
   CHECK(remote->stats().hits == 1);
 
   SUBCASE("another architecture is not there: every tier's reason in the error") {

@@ -326,7 +326,7 @@ int mixed_arch_primitives() {
   kiln::Registry& one = kiln::prim::registry(1);
   const unsigned real = zero.device().arch;  // the machine's devices are of one kind
   expect(one.device().arch == 80, "device 1 reports sm_" + std::to_string(one.device().arch) + ", not sm_80");
-  const kiln::Plan plan = one.plan("exclusive_scan_i32_sweep");
+  const kiln::LoadPlan plan = one.plan("exclusive_scan_i32_sweep");
   expect(plan.available && plan.arch <= 80 && plan.arch / 10 == 8,
          "device 1 plans a binary of sm_" + std::to_string(plan.arch) + " (" + plan.reason.message + ")");
   expect(zero.plan("exclusive_scan_i32_sweep").arch / 10 == real / 10, "device 0 no longer plans its own binary");

@@ -70,10 +70,17 @@ bool vector_add_works(kiln::Registry& registry) {
 TEST_CASE("JIT tier: every example kernel compiled for this GPU, launched, checked, then served from disk") {
   TempCache tmp;
   kiln::Registry registry(kiln::examples::catalog(), 0, jit_only(tmp.cache));
-  CHECK(registry.plan("block_sum_f32").source == kiln::Tier::jit);
+  const kiln::LoadPlan cold = registry.plan("block_sum_f32");
+  CHECK(cold.tier == kiln::Tier::jit);
+  CHECK(cold.source == kiln::Tier::jit);
 
   const kiln::Kernel k = registry.get("block_sum_f32");
   CHECK(k.provenance.source == kiln::Tier::jit);
+  // Loaded: memory would serve it, and its binary is still the JIT's, as the next get()'s provenance says.
+  const kiln::LoadPlan loaded = registry.plan("block_sum_f32");
+  CHECK(loaded.tier == kiln::Tier::memory);
+  CHECK(loaded.source == kiln::Tier::jit);
+  CHECK(registry.get("block_sum_f32").provenance.tier == loaded.tier);
   CHECK(k.provenance.arch == registry.device().arch);
   CHECK(k.lowered_name == kiln::examples::catalog().str(kiln::examples::catalog().find("block_sum_f32")->lowered));
   MESSAGE("block_sum_f32 (CUB) cold JIT get: " << k.provenance.load_ms << " ms");
@@ -137,7 +144,7 @@ TEST_CASE("PTX tier: embedded PTX this GPU runs is assembled by kiln, launched, 
   TempCache tmp;
   kiln::Registry registry(kiln::examples::catalog(), 0, {.use_embedded = false, .cache = &tmp.cache, .use_jit = false});
   if (kiln::test::cold_tier(registry.device().arch) != kiln::Tier::ptx) {
-    const kiln::Plan plan = registry.plan("block_sum_f32");
+    const kiln::LoadPlan plan = registry.plan("block_sum_f32");
     CHECK_FALSE(plan.available);  // no PTX this GPU runs, and the JIT is off: the driver's JIT is never tried
     MESSAGE("skipped: this build embeds no PTX for sm_" << registry.device().arch << " or below");
     return;
@@ -156,7 +163,7 @@ TEST_CASE("PTX tier: embedded PTX this GPU runs is assembled by kiln, launched, 
 
   kiln::Registry next(kiln::examples::catalog(), 0, {.use_embedded = false, .cache = &tmp.cache, .use_jit = false});
   // The plan names the tier get() then reads from: the disk entry under the PTX's key.
-  const kiln::Plan planned = next.plan("block_sum_f32");
+  const kiln::LoadPlan planned = next.plan("block_sum_f32");
   CHECK(planned.source == kiln::Tier::disk);
   CHECK(planned.arch == kiln::test::newest_arch());
   const kiln::Kernel again = next.get("block_sum_f32");

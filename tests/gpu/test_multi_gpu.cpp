@@ -112,7 +112,7 @@ TEST_CASE("mixed architectures: each device selects the binary of its own archit
   kiln::Registry zero(kiln::examples::catalog(), 0), one(kiln::examples::catalog(), 1);
   CHECK(one.device().arch == 80);
   CHECK(zero.device().arch != 80);
-  const kiln::Plan plan = one.plan("vector_add");
+  const kiln::LoadPlan plan = one.plan("vector_add");
   CHECK(plan.available);
   CHECK(plan.arch == 80);
   CHECK(zero.plan("vector_add").arch == zero.device().arch);

@@ -131,7 +131,9 @@ def test_examples_kernels_on_cupy(cupy):
     cupy.cuda.Device().synchronize()
     np.testing.assert_allclose(cupy.asnumpy(c), np.arange(n, dtype=np.float32) + 3)
     np.testing.assert_allclose(cupy.asnumpy(y), 0.5 * np.linspace(0, 1, n))
-    assert registry.plan("vector_add").available
+    loaded = registry.plan("vector_add")
+    assert loaded.available and loaded.tier == "memory" and loaded.source == add.source
+    assert isinstance(loaded, kiln.LoadPlan) and kiln.Plan is kiln.LoadPlan
     assert registry.device().arch >= add.arch  # a binary runs on its arch or a later one
 
 

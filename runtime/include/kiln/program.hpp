@@ -6,7 +6,7 @@
 //   kiln::Kernel k = program->get("scale<float>");     // JIT once, then disk (any process), then memory
 //
 // Every call here throws kiln::Error and nothing else (std::bad_alloc aside); each says which codes below.
-// An answer that is not the thing asked for is a Reason (kiln/error.hpp): a Plan's, a PrecompileResult's.
+// An answer that is not the thing asked for is a Reason (kiln/error.hpp): a LoadPlan's, a PrecompileResult's.
 #pragma once
 
 #include <kiln/config.hpp>  // C++20, checked first
@@ -70,7 +70,7 @@ class Program {
   Kernel get(std::string_view name_expression);
   // Where get() would take it from, without loading: throws kiln::Error(unknown_kernel) only; what would
   // fail get() is the plan's reason.
-  Plan plan(std::string_view name_expression);
+  LoadPlan plan(std::string_view name_expression);
 
   // The program compiled for `arch` into its disk cache (and remote cache), without a GPU: found there,
   // fetched from the fleet, or compiled; a result whose error says why the cache did not keep it (a disk

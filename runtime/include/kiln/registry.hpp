@@ -34,7 +34,7 @@ enum class Tier : std::uint8_t { memory, embedded, disk, remote, ptx, jit };
 
 std::string_view to_string(Tier tier) noexcept;
 
-// Where a unit's binary comes from: what a Plan foresees and a Provenance reports.
+// Where a unit's binary comes from: what a LoadPlan foresees and a Provenance reports.
 struct Origin {
   Tier source = Tier::embedded;  // the tier the binary came from
   unsigned arch = 0;             // architecture of the binary's code (90 = sm_90 or compute_90)
@@ -109,14 +109,17 @@ struct WarmupStatus {
   std::vector<PerKernel> kernels;  // every kernel asked for or loaded
 };
 
-// Where get() would take a kernel from, without loading anything: `source` is memory when it is loaded
-// already, else embedded, disk, remote, ptx or jit.
-struct Plan : Origin {
+// Where get() would take a kernel from, without loading anything (Registry::plan). `tier` is the tier that
+// would serve it, as Provenance::tier says after get(): memory when it is loaded already, else embedded,
+// disk, remote, ptx or jit; `source`, `arch` and `ptx` are its binary's, as Provenance has them.
+struct LoadPlan : Origin {
+  Tier tier = Tier::memory;
   bool available = false;
   // Why it is not available, as get() would throw it: no_binary (no tier has it; a linked unit's kernel
   // without its operator), no_driver, no_device, driver. Empty when available.
   Reason reason;
 };
+using Plan [[deprecated("kiln::Plan is now kiln::LoadPlan")]] = LoadPlan;
 
 struct DeviceInfo {
   int ordinal = 0;
@@ -207,7 +210,7 @@ class Registry {
   Kernel get(std::string_view name, const LinkedSource& link);
 
   // Throws kiln::Error(unknown_kernel) only: what would fail get() is the plan's reason.
-  Plan plan(std::string_view name);
+  LoadPlan plan(std::string_view name);
   DeviceInfo device();
   CUcontext context();
   RegistryStats stats() const noexcept;

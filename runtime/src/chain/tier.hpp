@@ -63,10 +63,10 @@ struct UnitQuery {
 // A unit's binary, as a tier hands it over: where it came from (Origin: the tier, the architecture of its
 // code, whether the PTX tier assembled it) and the bytes.
 struct UnitImage : Origin {
-  Tier served_by = Tier::embedded;  // the tier of the chain that answered (set by the chain); `source` is
-                                    // where the binary came from: the JIT tier says disk when another
-                                    // process built the unit while this one waited for it, remote when
-                                    // another machine did
+  // The tier of the chain that answered (set by the chain); `source` is where the binary came from: the JIT
+  // tier says disk when another process built the unit while this one waited for it, remote when another
+  // machine did.
+  Tier tier = Tier::embedded;
   std::string label;                // for errors: "sm_90", "sm_90 from the disk cache (<key>)"
   std::string cache_key;            // a disk, remote or JIT entry's key (hex)
   std::string owned;                // the binary (a cubin), as the driver gets it; empty where `parts` hold it

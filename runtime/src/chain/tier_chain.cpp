@@ -53,7 +53,7 @@ UnitImage TierChain::fetch(const UnitQuery& query) const {
   for (const TierStep& step : parts_.tiers) {
     Result<UnitImage> image = step.fetch(query);
     if (image) {
-      image->served_by = step.tier;
+      image->tier = step.tier;
       return std::move(image).value();
     }
     add_reason(reasons, image.error());
@@ -93,12 +93,12 @@ std::optional<UnitImage> TierChain::ahead(const UnitQuery& query, Tier tier) con
   if (step == nullptr || step->ahead == nullptr) return std::nullopt;
   Result<UnitImage> image = step->ahead(query);
   if (!image) return std::nullopt;
-  image->served_by = tier;
+  image->tier = tier;
   return std::move(image).value();
 }
 
 void TierChain::served(const UnitQuery& query, const UnitImage& image) const {
-  const TierStep* step = step_of(image.served_by);
+  const TierStep* step = step_of(image.tier);
   if (step != nullptr && step->served != nullptr) step->served(query);
 }
 

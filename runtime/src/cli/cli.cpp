@@ -353,24 +353,24 @@ int info(const Invocation& in) {
       std::vector<std::string> row{name};
       if (in.json) j.key("devices").array();
       for (int d = 0; d < gpus; ++d) {
-        const Plan plan = registries.of(d)[c]->plan(name);
+        const LoadPlan plan = registries.of(d)[c]->plan(name);
         const std::string binary = binary_label(plan.ptx ? BinaryKind::ptx : BinaryKind::cubin, plan.arch);
         if (in.json) {
           j.object().field("ordinal", d).field("available", plan.available);
-          if (plan.available) j.field("tier", to_string(plan.source)).field("binary", binary);
+          if (plan.available) j.field("tier", to_string(plan.tier)).field("binary", binary);
           else j.field("reason", plan.reason.message);
           j.end();
         }
-        if (gpus == 1) row.insert(row.end(), {plan.available ? std::string(to_string(plan.source)) : "-",
+        if (gpus == 1) row.insert(row.end(), {plan.available ? std::string(to_string(plan.tier)) : "-",
                                               plan.available ? binary : plan.reason.message});
-        else row.push_back(plan.available ? std::string(to_string(plan.source)) + " " + binary : "- (" + plan.reason.message + ")");
+        else row.push_back(plan.available ? std::string(to_string(plan.tier)) + " " + binary : "- (" + plan.reason.message + ")");
       }
       if (in.json) {
         j.end();
         // Device 0's, where scripts read it.
-        const Plan plan = registries.of(0)[c]->plan(name);
+        const LoadPlan plan = registries.of(0)[c]->plan(name);
         j.field("available", plan.available);
-        if (plan.available) j.field("tier", to_string(plan.source)).field("binary", binary_label(plan.ptx ? BinaryKind::ptx : BinaryKind::cubin, plan.arch));
+        if (plan.available) j.field("tier", to_string(plan.tier)).field("binary", binary_label(plan.ptx ? BinaryKind::ptx : BinaryKind::cubin, plan.arch));
         else j.field("reason", plan.reason.message);
         j.end();
       }

@@ -139,7 +139,7 @@ Kernel Program::get(std::string_view name_expression) {
   }
   return k;
 }
-Plan Program::plan(std::string_view name_expression) { return tables_->registry->plan(name_expression); }
+LoadPlan Program::plan(std::string_view name_expression) { return tables_->registry->plan(name_expression); }
 double Program::estimate_ms() const {
   const DiskCache& cache = tables_->options.cache != nullptr ? *tables_->options.cache : default_cache();
   const std::filesystem::path root = cache.usable() ? cache.config().dir : std::filesystem::path{};

@@ -39,7 +39,7 @@ class Prefetch {
   Prefetch(const Prefetch&) = delete;
   Prefetch& operator=(const Prefetch&) = delete;
 
-  // The unit's image, exactly as the embedded or the disk tier's fetch returns it (served_by says which),
+  // The unit's image, exactly as the embedded or the disk tier's fetch returns it (tier says which),
   // if the thread has it; each at most once. The caller counts it as served (TierChain::served). Otherwise nothing, and the caller
   // asks the tiers as usual: a unit the thread has not begun is then never read by it, and one it is
   // reading right now is waited for, at most kTakeWait.

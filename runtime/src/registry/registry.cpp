@@ -217,7 +217,7 @@ void Registry::Impl::load_unit(UnitState& unit, const KernelEntry& entry) {
   count_served(unit.image);
   // A table's kernel that nothing embedded served goes into the demand record, if one is kept (a unit
   // source given at run time is recorded by its program instead: kiln/program.hpp).
-  if (unit.image.served_by != Tier::embedded && chain_.given() == nullptr)
+  if (unit.image.tier != Tier::embedded && chain_.given() == nullptr)
     detail::record_kernel(catalog_.name, catalog_.str(entry.name), info_.arch);
   const std::string identity = image_identity(unit.image, entry.unit);
   const auto& parts = unit.image.parts;
@@ -293,9 +293,9 @@ detail::UnitQuery Registry::Impl::query(const KernelEntry& entry, const LinkedSo
 }
 
 void Registry::Impl::count_served(const detail::UnitImage& image) {
-  if (image.served_by == Tier::disk) disk_loads_.fetch_add(1, std::memory_order_relaxed);
-  if (image.served_by == Tier::remote) remote_loads_.fetch_add(1, std::memory_order_relaxed);
-  if (image.served_by == Tier::jit && image.source == Tier::jit) jit_compiles_.fetch_add(1, std::memory_order_relaxed);
+  if (image.tier == Tier::disk) disk_loads_.fetch_add(1, std::memory_order_relaxed);
+  if (image.tier == Tier::remote) remote_loads_.fetch_add(1, std::memory_order_relaxed);
+  if (image.tier == Tier::jit && image.source == Tier::jit) jit_compiles_.fetch_add(1, std::memory_order_relaxed);
 }
 
 CacheKey Registry::Impl::cache_key(std::string_view name, unsigned arch) {
@@ -308,10 +308,10 @@ CacheKey Registry::Impl::cache_key(std::string_view name, unsigned arch) {
   return chain_.query(*entry, arch).key();
 }
 
-Plan Registry::Impl::plan(std::string_view name) {
+LoadPlan Registry::Impl::plan(std::string_view name) {
   const KernelEntry* entry = find(name);
   if (!entry) throw Error(Errc::unknown_kernel, unknown_kernel_message(catalog_, name));
-  Plan plan;
+  LoadPlan plan;
   if (catalog_.units[entry->unit].linked) {
     plan.reason = {Errc::no_binary, linked_unit_message(catalog_, *entry)};
     return plan;
@@ -325,7 +325,8 @@ Plan Registry::Impl::plan(std::string_view name) {
   const std::size_t index = static_cast<std::size_t>(entry - catalog_.kernels.data());
   if (const Loaded* loaded = slots_[index].loaded.load(std::memory_order_acquire)) {
     plan.available = true;
-    plan.source = Tier::memory;
+    plan.tier = Tier::memory;
+    plan.source = loaded->kernel.provenance.source;
     plan.arch = loaded->kernel.provenance.arch;
     plan.ptx = loaded->kernel.provenance.ptx;
     return plan;
@@ -337,6 +338,7 @@ Plan Registry::Impl::plan(std::string_view name) {
   }
   plan.available = true;
   static_cast<Origin&>(plan) = *probe;
+  plan.tier = probe->source;
   return plan;
 }
 
@@ -420,7 +422,7 @@ Registry::~Registry() = default;
 
 Kernel Registry::get(std::string_view name) { return impl_->get(name); }
 Kernel Registry::get(std::string_view name, const LinkedSource& link) { return impl_->get(name, link); }
-Plan Registry::plan(std::string_view name) { return impl_->plan(name); }
+LoadPlan Registry::plan(std::string_view name) { return impl_->plan(name); }
 DeviceInfo Registry::device() { return impl_->device(); }
 CUcontext Registry::context() { return impl_->context(); }
 RegistryStats Registry::stats() const noexcept { return impl_->stats(); }

@@ -33,7 +33,7 @@ class Registry::Impl {
 
   Kernel get(std::string_view name);
   Kernel get(std::string_view name, const LinkedSource& link);  // registry/linked.cpp
-  Plan plan(std::string_view name);
+  LoadPlan plan(std::string_view name);
   DeviceInfo device();
   CUcontext context();
   RegistryStats stats() const noexcept;

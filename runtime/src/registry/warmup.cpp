@@ -125,8 +125,8 @@ void Registry::Impl::request_warmup(const std::vector<std::string>& names) {
     if (slots_[index].loaded.load(std::memory_order_acquire)) {
       record.state = Warmup::State::loaded;
     } else {
-      const Plan p = plan(name);  // a directory probe, or one bounded remote EXISTS, at most
-      if (p.available && p.source != Tier::jit) {
+      const LoadPlan p = plan(name);  // a directory probe, or one bounded remote EXISTS, at most
+      if (p.available && p.tier != Tier::jit) {
         record.state = Warmup::State::deferred;
       } else {
         record.background = true;
