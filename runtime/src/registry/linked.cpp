@@ -83,7 +83,8 @@ Kernel Registry::Impl::get(std::string_view name, const LinkedSource& link) {
   if (tier != Tier::memory) kernel_loads_.fetch_add(1, std::memory_order_relaxed);
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return Kernel{catalog_.str(entry->name), catalog_.str(entry->lowered), kernel, function, context_,
-                Provenance{Origin{slot->image.source, slot->image.arch, false}, tier, load_ms, slot->image.cache_key}};
+                Provenance{Origin{slot->image.source, slot->image.arch, false}, tier, load_ms, slot->image.cache_key},
+                {}};  // keeps_loaded: none, as for any kernel of a Registry
 }
 
 }  // namespace kiln
