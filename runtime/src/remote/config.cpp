@@ -6,8 +6,12 @@
 #include "base/settings.hpp"
 #include "remote/secret_file.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <initializer_list>
+#include <utility>
+#include <vector>
 
 namespace kiln {
 
@@ -101,6 +105,31 @@ Status apply_remote_setting(std::string_view name, std::string_view value, Remot
   return apply_setting_impl(name, value, settings);
 }
 
+Status apply_query(std::string_view query, std::initializer_list<std::string_view> own,
+                   std::vector<std::pair<std::string, std::string>>& own_values, RemoteSettings& settings) {
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view item = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string_view::npos) return fail("setting '" + std::string(item) + "' has no '=value'");
+    const std::string_view name = item.substr(0, eq), value = item.substr(eq + 1);
+    if (std::find(own.begin(), own.end(), name) != own.end()) {
+      if (value.empty()) return fail(std::string(name) + "= is empty");
+      own_values.emplace_back(name, value);
+    } else if (const Status applied = apply_setting_impl(name, value, settings); !applied) {
+      if (own.size() == 0) return applied;
+      return fail(applied.error() + " (this store's own: " + [&] {
+        std::string list;
+        for (const std::string_view o : own) list += (list.empty() ? "" : ", ") + std::string(o);
+        return list;
+      }() + ")");
+    }
+  }
+  return ok();
+}
+
 bool remote_off(std::string_view url) {
   if (url.empty()) return true;
   const auto on = parse_switch(url);
@@ -171,16 +200,8 @@ Result<RedisAddress> parse_redis_url(std::string_view url, RemoteSettings& setti
     if (!db || *db > 1'000'000) return bad("database '" + std::string(path) + "' is not a number");
     address.db = static_cast<unsigned>(*db);
   }
-  while (!query.empty()) {
-    const auto amp = query.find('&');
-    const std::string_view item = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-    if (item.empty()) continue;
-    const auto eq = item.find('=');
-    if (eq == std::string_view::npos) return bad("setting '" + std::string(item) + "' has no '=value'");
-    if (const Status applied = apply_setting_impl(item.substr(0, eq), item.substr(eq + 1), settings); !applied)
-      return bad(applied.error());
-  }
+  std::vector<std::pair<std::string, std::string>> none;  // a Redis URL has no settings of its own
+  if (const Status applied = apply_query(query, {}, none, settings); !applied) return bad(applied.error());
   return address;
 }
 

@@ -5,13 +5,21 @@
 
 #include <kiln/remote.hpp>
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace kiln::detail {
 
 // One `name=value` of a store URL's query (remote.hpp names them) into `settings`; or why not.
 Status apply_remote_setting(std::string_view name, std::string_view value, RemoteSettings& settings);
+
+// A store URL's query ("name=value&..."): the names in `own` (the store's own settings, e.g. an S3 store's
+// region) into `own_values`, every other into `settings` as apply_remote_setting; or why not.
+Status apply_query(std::string_view query, std::initializer_list<std::string_view> own,
+                   std::vector<std::pair<std::string, std::string>>& own_values, RemoteSettings& settings);
 
 // "", or a switch that says off ("off", "0", "false", "no", any case): no remote tier.
 bool remote_off(std::string_view url);

@@ -10,7 +10,6 @@
 
 #include <openssl/evp.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <vector>
 
@@ -98,31 +97,6 @@ Status s3_keys(const RemoteConfig& config, HttpTarget& target, std::string& warn
   if (id.find(':') != std::string::npos) return fail("the S3 access key id has a ':', which no AWS key id has");
   target.sigv4_keys = id + ":" + secret;
   target.session_token = token;
-  return ok();
-}
-
-// The query's items: the store's own (`own` names them) into `own_values`, the rest into `settings`.
-Status apply_query(std::string_view query, std::initializer_list<std::string_view> own,
-                   std::vector<std::pair<std::string, std::string>>& own_values, RemoteSettings& settings) {
-  while (!query.empty()) {
-    const auto amp = query.find('&');
-    const std::string_view item = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-    if (item.empty()) continue;
-    const auto eq = item.find('=');
-    if (eq == std::string_view::npos) return fail("setting '" + std::string(item) + "' has no '=value'");
-    const std::string_view name = item.substr(0, eq), value = item.substr(eq + 1);
-    if (std::find(own.begin(), own.end(), name) != own.end()) {
-      if (value.empty()) return fail(std::string(name) + "= is empty");
-      own_values.emplace_back(name, value);
-    } else if (const Status applied = apply_remote_setting(name, value, settings); !applied) {
-      return fail(applied.error() + " (this store's own: " + [&] {
-        std::string list;
-        for (const std::string_view o : own) list += (list.empty() ? "" : ", ") + std::string(o);
-        return list;
-      }() + ")");
-    }
-  }
   return ok();
 }
 
