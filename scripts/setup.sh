@@ -91,12 +91,16 @@ export PATH="${KILN_TOOLKIT:-/usr/local/cuda}/bin:$PATH"
 # it would only be compiled (a third of the tests' compile time).
 # The benchmarks need a GPU to run: without one they are not built (a third of the first build's
 # compile time there; scripts/gpu-check.sh builds them where there is one). -Dbench=true builds them.
+# A unity build (Meson's unity=on: a few C++ sources of a target compiled as one file, so that kiln's,
+# the standard library's and doctest's headers are parsed once per few files), as the sanitizer builds
+# are; the primitives' .cu files never (primitives/meson.build). A build configured by hand without it
+# compiles each file alone, which is what checks that each includes what it uses.
 if [ ! -f build/build.ninja ]; then
   prim_archs=$(scripts/local-gpu-arch.sh)
   bench=auto benchmarks=built
   [ "$prim_archs" = none ] && bench=false benchmarks="not built (no GPU)"
   echo "kiln setup: the primitives' kernels embedded for: $prim_archs; benchmarks: $benchmarks"
   meson setup build -Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}" -Dprimitive_archs="$prim_archs" -Dbench=$bench \
-    -Dsanitized_suite=false
+    -Dsanitized_suite=false -Dunity=on
 fi
 meson compile -C build

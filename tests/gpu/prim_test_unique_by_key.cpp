@@ -17,16 +17,16 @@ using Value = std::int32_t;
 
 // The key patterns each size runs with (values are random, so keeping any value but the first of a run
 // shows).
-enum class Keys { sorted_half_duplicates, unsorted_runs, all_equal, many_duplicates, sorted, reverse_sorted };
+enum class KeyPattern { sorted_half_duplicates, unsorted_runs, all_equal, many_duplicates, sorted, reverse_sorted };
 
-const char* name(Keys k) {
+const char* name(KeyPattern k) {
   switch (k) {
-    case Keys::sorted_half_duplicates: return "sorted, about half duplicates";
-    case Keys::unsorted_runs: return "unsorted, short runs";
-    case Keys::all_equal: return "all equal";
-    case Keys::many_duplicates: return "sorted, many duplicates";
-    case Keys::sorted: return "already sorted, distinct";
-    case Keys::reverse_sorted: return "reverse sorted, distinct";
+    case KeyPattern::sorted_half_duplicates: return "sorted, about half duplicates";
+    case KeyPattern::unsorted_runs: return "unsorted, short runs";
+    case KeyPattern::all_equal: return "all equal";
+    case KeyPattern::many_duplicates: return "sorted, many duplicates";
+    case KeyPattern::sorted: return "already sorted, distinct";
+    case KeyPattern::reverse_sorted: return "reverse sorted, distinct";
   }
   return "?";
 }
@@ -40,29 +40,29 @@ K key_of(std::int64_t r) {
 }
 
 template <typename K>
-std::vector<K> make_keys(Keys pattern, std::size_t n, unsigned seed) {
+std::vector<K> make_keys(KeyPattern pattern, std::size_t n, unsigned seed) {
   std::vector<std::int64_t> r;
   const auto m = static_cast<std::int64_t>(n);
   switch (pattern) {
-    case Keys::sorted_half_duplicates:
+    case KeyPattern::sorted_half_duplicates:
       // Each key repeats the previous one with probability 1/2 (linear time: no host sort at 2^26).
       r = random_vector<std::int64_t>(n, seed, 0, 1);
       std::partial_sum(r.begin(), r.end(), r.begin());
       break;
-    case Keys::unsorted_runs: r = random_vector<std::int64_t>(n, seed, 0, 3); break;
-    case Keys::all_equal: r.assign(n, 7); break;
-    case Keys::many_duplicates: {
+    case KeyPattern::unsorted_runs: r = random_vector<std::int64_t>(n, seed, 0, 3); break;
+    case KeyPattern::all_equal: r.assign(n, 7); break;
+    case KeyPattern::many_duplicates: {
       // 17 keys in runs of random lengths, sorted by counting.
       std::vector<std::size_t> count(17);
       for (std::int64_t x : random_vector<std::int64_t>(n, seed, 0, 16)) ++count[std::size_t(x)];
       for (std::size_t k = 0; k < count.size(); ++k) r.insert(r.end(), count[k], std::int64_t(k));
       break;
     }
-    case Keys::sorted:
+    case KeyPattern::sorted:
       r.resize(n);
       for (std::size_t i = 0; i < n; ++i) r[i] = std::int64_t(i);
       break;
-    case Keys::reverse_sorted:
+    case KeyPattern::reverse_sorted:
       r.resize(n);
       for (std::size_t i = 0; i < n; ++i) r[i] = m - std::int64_t(i);
       break;
@@ -104,8 +104,8 @@ void check_unique_by_key() {
   check_source(plan.kernel());
   REQUIRE(plan.tile_items() > 1);
   unsigned seed = 1;
-  for (Keys pattern : {Keys::sorted_half_duplicates, Keys::unsorted_runs, Keys::all_equal, Keys::many_duplicates,
-                       Keys::sorted, Keys::reverse_sorted}) {
+  for (KeyPattern pattern : {KeyPattern::sorted_half_duplicates, KeyPattern::unsorted_runs, KeyPattern::all_equal, KeyPattern::many_duplicates,
+                       KeyPattern::sorted, KeyPattern::reverse_sorted}) {
     for (std::size_t n : sizes_around(plan.tile_items())) {
       CAPTURE(name(pattern));
       CAPTURE(n);
