@@ -7,6 +7,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <memory>
 
 namespace kiln::python {
@@ -21,6 +22,12 @@ struct PyKernel {
 struct PyRegistry {
   Registry* registry = nullptr;
 };
+
+// A device address Python gave as an integer (an array's data pointer), as the pointer a plan takes.
+template <typename T>
+T* pointer_at(std::uintptr_t address) {
+  return reinterpret_cast<T*>(address);
+}
 
 void bind_errors(pybind11::module_& m);
 

@@ -206,19 +206,14 @@ struct OperatorPlan {
 };
 
 using Ops = std::vector<prim::Operator>;
-using Factory = std::shared_ptr<OperatorPlan> (*)(const Ops&, Registry&);
+using OperatorFactory = std::shared_ptr<OperatorPlan> (*)(const Ops&, Registry&);
 
 // A family's plans, by dtype in kDtypes' order.
-struct Family {
-  Factory factories[6];
+struct OperatorFamily {
+  OperatorFactory factories[6];
 };
 
 #ifdef KILN_PYTHON_PRIMITIVES
-
-template <typename T>
-T* at(std::uintptr_t p) {
-  return reinterpret_cast<T*>(p);
-}
 
 template <typename T>
 T init_of(const std::string& bytes) {
@@ -245,21 +240,21 @@ template <typename T>
 std::shared_ptr<OperatorPlan> reduce(const Ops& ops, Registry& r) {
   return wrap(std::make_shared<const prim::ReduceWith<T>>(ops[0], r), 2, sizeof(T),
               [](const auto& plan, const auto& p, std::size_t n, const std::string& init, prim::TempStorage t,
-                 CUstream s) { plan(at<const T>(p[0]), at<T>(p[1]), n, init_of<T>(init), t, s); });
+                 CUstream s) { plan(pointer_at<const T>(p[0]), pointer_at<T>(p[1]), n, init_of<T>(init), t, s); });
 }
 
 template <typename T>
 std::shared_ptr<OperatorPlan> exclusive_scan(const Ops& ops, Registry& r) {
   return wrap(std::make_shared<const prim::ExclusiveScanWith<T>>(ops[0], r), 2, sizeof(T),
               [](const auto& plan, const auto& p, std::size_t n, const std::string& init, prim::TempStorage t,
-                 CUstream s) { plan(at<const T>(p[0]), at<T>(p[1]), n, init_of<T>(init), t, s); });
+                 CUstream s) { plan(pointer_at<const T>(p[0]), pointer_at<T>(p[1]), n, init_of<T>(init), t, s); });
 }
 
 template <typename T>
 std::shared_ptr<OperatorPlan> inclusive_scan(const Ops& ops, Registry& r) {
   return wrap(std::make_shared<const prim::InclusiveScanWith<T>>(ops[0], r), 2, 0,
               [](const auto& plan, const auto& p, std::size_t n, const std::string&, prim::TempStorage t,
-                 CUstream s) { plan(at<const T>(p[0]), at<T>(p[1]), n, t, s); });
+                 CUstream s) { plan(pointer_at<const T>(p[0]), pointer_at<T>(p[1]), n, t, s); });
 }
 
 // A transform takes no temporary storage: its plan's calls have none.
@@ -267,7 +262,7 @@ template <typename T>
 std::shared_ptr<OperatorPlan> transform(const Ops& ops, Registry& r) {
   return wrap(std::make_shared<const prim::TransformWith<T>>(ops[0], r), 2,
               0, [](const auto& plan, const auto& p, std::size_t n, const std::string&, prim::TempStorage,
-                    CUstream s) { plan(at<const T>(p[0]), at<T>(p[1]), n, s); });
+                    CUstream s) { plan(pointer_at<const T>(p[0]), pointer_at<T>(p[1]), n, s); });
 }
 
 template <typename T>
@@ -275,7 +270,7 @@ std::shared_ptr<OperatorPlan> transform_reduce(const Ops& ops, Registry& r) {
   return wrap(std::make_shared<const prim::TransformReduceWith<T>>(ops[0], ops[1], r),
               2, sizeof(T),
               [](const auto& plan, const auto& p, std::size_t n, const std::string& init, prim::TempStorage t,
-                 CUstream s) { plan(at<const T>(p[0]), at<T>(p[1]), n, init_of<T>(init), t, s); });
+                 CUstream s) { plan(pointer_at<const T>(p[0]), pointer_at<T>(p[1]), n, init_of<T>(init), t, s); });
 }
 
 // Sized by its segments: n is num_segments here.
@@ -284,7 +279,7 @@ std::shared_ptr<OperatorPlan> segmented_reduce(const Ops& ops, Registry& r) {
   return wrap(std::make_shared<const prim::SegmentedReduceWith<T>>(ops[0], r), 3, sizeof(T),
               [](const auto& plan, const auto& p, std::size_t n, const std::string& init, prim::TempStorage t,
                  CUstream s) {
-                plan(at<const T>(p[0]), at<T>(p[1]), n, at<const std::int32_t>(p[2]), init_of<T>(init), t, s);
+                plan(pointer_at<const T>(p[0]), pointer_at<T>(p[1]), n, pointer_at<const std::int32_t>(p[2]), init_of<T>(init), t, s);
               });
 }
 
@@ -292,14 +287,14 @@ template <typename K>
 std::shared_ptr<OperatorPlan> merge_sort_pairs(const Ops& ops, Registry& r) {
   return wrap(std::make_shared<const prim::MergeSortPairsWith<K>>(ops[0], r), 2, 0,
               [](const auto& plan, const auto& p, std::size_t n, const std::string&, prim::TempStorage t,
-                 CUstream s) { plan(at<K>(p[0]), at<std::int32_t>(p[1]), n, t, s); });
+                 CUstream s) { plan(pointer_at<K>(p[0]), pointer_at<std::int32_t>(p[1]), n, t, s); });
 }
 
 template <typename T>
 std::shared_ptr<OperatorPlan> select_if(const Ops& ops, Registry& r) {
   return wrap(std::make_shared<const prim::SelectIfWith<T>>(ops[0], r), 3, 0,
               [](const auto& plan, const auto& p, std::size_t n, const std::string&, prim::TempStorage t,
-                 CUstream s) { plan(at<const T>(p[0]), at<T>(p[1]), at<std::int64_t>(p[2]), n, t, s); });
+                 CUstream s) { plan(pointer_at<const T>(p[0]), pointer_at<T>(p[1]), pointer_at<std::int64_t>(p[2]), n, t, s); });
 }
 
 template <typename K>
@@ -307,15 +302,15 @@ std::shared_ptr<OperatorPlan> unique_by_key(const Ops& ops, Registry& r) {
   return wrap(std::make_shared<const prim::UniqueByKeyWith<K>>(ops[0], r), 5, 0,
               [](const auto& plan, const auto& p, std::size_t n, const std::string&, prim::TempStorage t,
                  CUstream s) {
-                plan(at<const K>(p[0]), at<const std::int32_t>(p[1]), at<K>(p[2]), at<std::int32_t>(p[3]),
-                     at<std::uint64_t>(p[4]), n, t, s);
+                plan(pointer_at<const K>(p[0]), pointer_at<const std::int32_t>(p[1]), pointer_at<K>(p[2]), pointer_at<std::int32_t>(p[3]),
+                     pointer_at<std::uint64_t>(p[4]), n, t, s);
               });
 }
 
 #define KILN_PY_BY_DTYPE(f) \
   { &f<std::int32_t>, &f<std::uint32_t>, &f<std::int64_t>, &f<std::uint64_t>, &f<float>, &f<double> }
-const std::map<std::string, Family>& families() {
-  static const std::map<std::string, Family> table = {
+const std::map<std::string, OperatorFamily>& families() {
+  static const std::map<std::string, OperatorFamily> table = {
       {"reduce", {KILN_PY_BY_DTYPE(reduce)}},
       {"exclusive_scan", {KILN_PY_BY_DTYPE(exclusive_scan)}},
       {"inclusive_scan", {KILN_PY_BY_DTYPE(inclusive_scan)}},
@@ -345,8 +340,8 @@ void run_once(const OperatorPlan& p, const std::vector<std::uintptr_t>& pointers
 
 #else  // built without libkiln_prim: no plan can be made
 
-const std::map<std::string, Family>& families() {
-  static const std::map<std::string, Family> none;
+const std::map<std::string, OperatorFamily>& families() {
+  static const std::map<std::string, OperatorFamily> none;
   return none;
 }
 

@@ -55,11 +55,6 @@ struct Primitive {
 
 #ifdef KILN_PYTHON_PRIMITIVES
 
-template <typename T>
-T* at(std::uintptr_t p) {
-  return reinterpret_cast<T*>(p);
-}
-
 template <typename Plan, typename Temp, typename Run>
 std::shared_ptr<Primitive> wrap(Registry& registry, Temp temp, Run run) {
   auto plan = std::make_shared<Plan>(registry);
@@ -82,7 +77,7 @@ template <typename T>
 std::shared_ptr<Primitive> exclusive_sum(Registry& r) {
   return wrap<prim::ExclusiveSum<T>>(r, by_items, [](const auto& plan, const Pointers& p, Sizes s,
                                                      prim::TempStorage t, CUstream stream) {
-    plan(at<const T>(p[0]), at<T>(p[1]), s.n, t, stream);
+    plan(pointer_at<const T>(p[0]), pointer_at<T>(p[1]), s.n, t, stream);
   });
 }
 
@@ -90,7 +85,7 @@ template <typename T>
 std::shared_ptr<Primitive> reduce_sum(Registry& r) {
   return wrap<prim::ReduceSum<T>>(r, by_items, [](const auto& plan, const Pointers& p, Sizes s,
                                                   prim::TempStorage t, CUstream stream) {
-    plan(at<const T>(p[0]), at<T>(p[1]), s.n, t, stream);
+    plan(pointer_at<const T>(p[0]), pointer_at<T>(p[1]), s.n, t, stream);
   });
 }
 
@@ -98,7 +93,7 @@ template <typename T, prim::ReduceOp Op>
 std::shared_ptr<Primitive> segmented_reduce(Registry& r) {
   return wrap<prim::SegmentedReduce<T, Op>>(r, by_segments, [](const auto& plan, const Pointers& p, Sizes s,
                                                                prim::TempStorage t, CUstream stream) {
-    plan(at<const T>(p[0]), at<T>(p[1]), s.m, at<const std::int32_t>(p[2]), t, stream);
+    plan(pointer_at<const T>(p[0]), pointer_at<T>(p[1]), s.m, pointer_at<const std::int32_t>(p[2]), t, stream);
   });
 }
 
@@ -106,7 +101,7 @@ template <typename K>
 std::shared_ptr<Primitive> merge_sort_pairs(Registry& r) {
   return wrap<prim::MergeSortPairs<K>>(r, by_items, [](const auto& plan, const Pointers& p, Sizes s,
                                                        prim::TempStorage t, CUstream stream) {
-    plan(at<K>(p[0]), at<std::int32_t>(p[1]), s.n, t, stream);
+    plan(pointer_at<K>(p[0]), pointer_at<std::int32_t>(p[1]), s.n, t, stream);
   });
 }
 
@@ -114,8 +109,8 @@ template <typename K>
 std::shared_ptr<Primitive> unique_by_key(Registry& r) {
   return wrap<prim::UniqueByKey<K>>(r, by_items, [](const auto& plan, const Pointers& p, Sizes s,
                                                     prim::TempStorage t, CUstream stream) {
-    plan(at<const K>(p[0]), at<const std::int32_t>(p[1]), at<K>(p[2]), at<std::int32_t>(p[3]),
-         at<std::uint64_t>(p[4]), s.n, t, stream);
+    plan(pointer_at<const K>(p[0]), pointer_at<const std::int32_t>(p[1]), pointer_at<K>(p[2]), pointer_at<std::int32_t>(p[3]),
+         pointer_at<std::uint64_t>(p[4]), s.n, t, stream);
   });
 }
 
@@ -123,7 +118,7 @@ template <typename K>
 std::shared_ptr<Primitive> radix_sort_pairs(Registry& r) {
   return wrap<prim::RadixSortPairs<K>>(r, by_items, [](const auto& plan, const Pointers& p, Sizes s,
                                                        prim::TempStorage t, CUstream stream) {
-    plan(at<const K>(p[0]), at<K>(p[1]), at<const std::int32_t>(p[2]), at<std::int32_t>(p[3]), s.n, t, stream);
+    plan(pointer_at<const K>(p[0]), pointer_at<K>(p[1]), pointer_at<const std::int32_t>(p[2]), pointer_at<std::int32_t>(p[3]), s.n, t, stream);
   });
 }
 
@@ -131,7 +126,7 @@ template <typename I>
 std::shared_ptr<Primitive> select_indices(Registry& r) {
   return wrap<prim::SelectIndices<I>>(r, by_items, [](const auto& plan, const Pointers& p, Sizes s,
                                                       prim::TempStorage t, CUstream stream) {
-    plan(at<const std::uint8_t>(p[0]), at<I>(p[1]), at<I>(p[2]), s.n, t, stream);
+    plan(pointer_at<const std::uint8_t>(p[0]), pointer_at<I>(p[1]), pointer_at<I>(p[2]), s.n, t, stream);
   });
 }
 
@@ -141,7 +136,7 @@ std::shared_ptr<Primitive> sorted_search(Registry& r) {
   return wrap<prim::SortedSearch<T, S>>(r, [](const auto&, Sizes) { return std::size_t{0}; },
                                         [](const auto& plan, const Pointers& p, Sizes s, prim::TempStorage,
                                            CUstream stream) {
-                                          plan(at<const T>(p[0]), s.n, at<const T>(p[1]), at<std::int64_t>(p[2]), s.m,
+                                          plan(pointer_at<const T>(p[0]), s.n, pointer_at<const T>(p[1]), pointer_at<std::int64_t>(p[2]), s.m,
                                                stream);
                                         });
 }
@@ -151,7 +146,7 @@ std::shared_ptr<Primitive> segmented_sort(Registry& r) {
   return wrap<prim::SegmentedSort<K>>(r, [](const auto& plan, Sizes s) { return plan.temp_bytes(s.n, s.m); },
                                       [](const auto& plan, const Pointers& p, Sizes s, prim::TempStorage t,
                                          CUstream stream) {
-                                        plan(at<const K>(p[0]), at<K>(p[1]), s.n, s.m, at<const std::int32_t>(p[2]), t,
+                                        plan(pointer_at<const K>(p[0]), pointer_at<K>(p[1]), s.n, s.m, pointer_at<const std::int32_t>(p[2]), t,
                                              stream);
                                       });
 }
