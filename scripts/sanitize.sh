@@ -26,19 +26,33 @@ export PATH="${KILN_TOOLKIT:-/usr/local/cuda}/bin:$PATH"
 common=(-Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}" -Db_lundef=false -Dprimitives=false -Dbench=false
         -Darchs=sm_80 -Dembed_ptx=false -Doptimization=1 -Db_ndebug=true -Dpython=false -Dunity=on)
 
+[ -x build/runtime/kiln-jitd ] && [ -x build/tests/fake-jitd ] ||
+  { echo "scripts/sanitize.sh: no build/runtime/kiln-jitd or build/tests/fake-jitd: run scripts/setup.sh first" >&2; exit 1; }
 [ -f build-sanitize/build.ninja ] ||
   meson setup build-sanitize "${common[@]}" -Db_sanitize=address,undefined -Dcpp_args=-fno-sanitize-recover=all
+[ -f build-tsan/build.ninja ] || meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Dcli=false
+
+# The ThreadSanitizer build runs beside the ASan+UBSan build and its tests, at the lowest priority: it takes
+# the cores they leave idle (the tests wait on workers, servers and each other: a quarter to a half of the
+# two cores of CI's machine went unused during them), and little else. Its output goes to a log, shown
+# when it fails; it is stopped if this script ends first.
+tsan_log=build-tsan/sanitize-build.log
+# Its own workers too: one case checks that libkiln finds the kiln-jitd built beside it.
+nice -n 19 ninja -C build-tsan tests/test_cpu_concurrency tests/cache_soak tests/fake-jitd runtime/kiln-jitd \
+  > "$tsan_log" 2>&1 &
+tsan_build=$!
+trap 'kill "$tsan_build" 2>/dev/null || true' EXIT
+
 export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1:print_summary=1
 export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1:print_summary=1
 # No `meson compile` first: meson test builds what the tests it runs need (each one's executable, the
 # targets among its arguments and its depends:), and nothing of the gpu suite's.
 meson test -C build-sanitize --suite sanitized --no-suite concurrency --print-errorlogs
 
-[ -x build/runtime/kiln-jitd ] && [ -x build/tests/fake-jitd ] ||
-  { echo "scripts/sanitize.sh: no build/runtime/kiln-jitd or build/tests/fake-jitd: run scripts/setup.sh first" >&2; exit 1; }
-[ -f build-tsan/build.ninja ] || meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Dcli=false
-# Its own workers too: one case checks that libkiln finds the kiln-jitd built beside it.
-ninja -C build-tsan tests/test_cpu_concurrency tests/cache_soak tests/fake-jitd runtime/kiln-jitd
+echo "== ThreadSanitizer: the build (beside the run above)"
+wait "$tsan_build" || { tail -n 60 "$tsan_log"; echo "scripts/sanitize.sh: the ThreadSanitizer build failed ($tsan_log)" >&2; exit 1; }
+trap - EXIT
+tail -n 1 "$tsan_log"
 export TSAN_OPTIONS=halt_on_error=1:abort_on_error=1:second_deadlock_stack=1
 export KILN_JITD="$PWD/build/runtime/kiln-jitd" KILN_TEST_JITD="$PWD/build/runtime/kiln-jitd" \
        KILN_TEST_FAKE_JITD="$PWD/build/tests/fake-jitd"
