@@ -32,16 +32,32 @@ common=(-Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}" -Db_lundef=false -Dprimitiv
   meson setup build-sanitize "${common[@]}" -Db_sanitize=address,undefined -Dcpp_args=-fno-sanitize-recover=all
 [ -f build-tsan/build.ninja ] || meson setup build-tsan "${common[@]}" -Db_sanitize=thread -Dcli=false
 
-# The ThreadSanitizer build runs beside the ASan+UBSan build and its tests, at the lowest priority: it takes
-# the cores they leave idle (the tests wait on workers, servers and each other: a quarter to a half of the
-# two cores of CI's machine went unused during them), and little else. Its output goes to a log, shown
-# when it fails; it is stopped if this script ends first.
-tsan_log=build-tsan/sanitize-build.log
-# Its own workers too: one case checks that libkiln finds the kiln-jitd built beside it.
-nice -n 19 ninja -C build-tsan tests/test_cpu_concurrency tests/cache_soak tests/fake-jitd runtime/kiln-jitd \
-  > "$tsan_log" 2>&1 &
-tsan_build=$!
-trap 'kill "$tsan_build" 2>/dev/null || true' EXIT
+# The ThreadSanitizer build and tests run beside the ASan+UBSan build and its tests: the build at the lowest
+# priority, on the cores the other leaves idle, and its tests as soon as it is done (both runs wait on
+# workers, servers and each other: a quarter to a half of the two cores of CI's machine went unused while
+# either ran alone). Their output goes to a log, shown after the ASan+UBSan run; they are stopped if this
+# script ends first. The JIT workers are build/'s; one case checks that libkiln finds the kiln-jitd built
+# beside it, so that one is built here too.
+tsan_log=build-tsan/sanitize.log
+export KILN_JITD="$PWD/build/runtime/kiln-jitd" KILN_TEST_JITD="$PWD/build/runtime/kiln-jitd" \
+       KILN_TEST_FAKE_JITD="$PWD/build/tests/fake-jitd"
+tsan() {
+  echo "== ThreadSanitizer: the build"
+  nice -n 19 ninja -C build-tsan tests/test_cpu_concurrency tests/cache_soak tests/fake-jitd runtime/kiln-jitd \
+    > build-tsan/ninja.log 2>&1 || { tail -n 60 build-tsan/ninja.log; return 1; }
+  tail -n 1 build-tsan/ninja.log
+  export TSAN_OPTIONS=halt_on_error=1:abort_on_error=1:second_deadlock_stack=1
+  echo "== ThreadSanitizer: the concurrency tests"
+  build-tsan/tests/test_cpu_concurrency -ts=concurrency
+  echo "== ThreadSanitizer: the soak"
+  build-tsan/tests/cache_soak --seconds 10 --processes 3 --threads 3
+}
+# A process group of its own (job control on for this one start), so that stopping it stops what it runs.
+set -m
+tsan > "$tsan_log" 2>&1 &
+tsan_run=$!
+set +m
+trap 'kill -- "-$tsan_run" 2>/dev/null || true' EXIT
 
 export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1:print_summary=1
 export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1:print_summary=1
@@ -49,14 +65,8 @@ export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1:print_s
 # targets among its arguments and its depends:), and nothing of the gpu suite's.
 meson test -C build-sanitize --suite sanitized --no-suite concurrency --print-errorlogs
 
-echo "== ThreadSanitizer: the build (beside the run above)"
-wait "$tsan_build" || { tail -n 60 "$tsan_log"; echo "scripts/sanitize.sh: the ThreadSanitizer build failed ($tsan_log)" >&2; exit 1; }
+tsan_status=0
+wait "$tsan_run" || tsan_status=$?
 trap - EXIT
-tail -n 1 "$tsan_log"
-export TSAN_OPTIONS=halt_on_error=1:abort_on_error=1:second_deadlock_stack=1
-export KILN_JITD="$PWD/build/runtime/kiln-jitd" KILN_TEST_JITD="$PWD/build/runtime/kiln-jitd" \
-       KILN_TEST_FAKE_JITD="$PWD/build/tests/fake-jitd"
-echo "== ThreadSanitizer: the concurrency tests"
-build-tsan/tests/test_cpu_concurrency -ts=concurrency
-echo "== ThreadSanitizer: the soak"
-build-tsan/tests/cache_soak --seconds 10 --processes 3 --threads 3
+cat "$tsan_log"
+[ "$tsan_status" = 0 ] || { echo "scripts/sanitize.sh: the ThreadSanitizer run failed ($tsan_log)" >&2; exit 1; }
