@@ -39,9 +39,10 @@ common=(-Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}" -Db_lundef=false -Dprimitiv
 # script ends first. The JIT workers are build/'s; one case checks that libkiln finds the kiln-jitd built
 # beside it, so that one is built here too.
 tsan_log=build-tsan/sanitize.log
-export KILN_JITD="$PWD/build/runtime/kiln-jitd" KILN_TEST_JITD="$PWD/build/runtime/kiln-jitd" \
-       KILN_TEST_FAKE_JITD="$PWD/build/tests/fake-jitd"
 tsan() {
+  # Its own environment only: the ASan+UBSan tests use their build's workers.
+  export KILN_JITD="$PWD/build/runtime/kiln-jitd" KILN_TEST_JITD="$PWD/build/runtime/kiln-jitd" \
+         KILN_TEST_FAKE_JITD="$PWD/build/tests/fake-jitd"
   echo "== ThreadSanitizer: the build"
   nice -n 19 ninja -C build-tsan tests/test_cpu_concurrency tests/cache_soak tests/fake-jitd runtime/kiln-jitd \
     > build-tsan/ninja.log 2>&1 || { tail -n 60 build-tsan/ninja.log; return 1; }
