@@ -36,8 +36,8 @@ common=(-Dtoolkit="${KILN_TOOLKIT:-/usr/local/cuda}" -Db_lundef=false -Dprimitiv
 # priority, on the cores the other leaves idle, and its tests as soon as it is done (both runs wait on
 # workers, servers and each other: a quarter to a half of the two cores of CI's machine went unused while
 # either ran alone). Their output goes to a log, shown after the ASan+UBSan run; they are stopped if this
-# script ends first. The JIT workers are build/'s; one case checks that libkiln finds the kiln-jitd built
-# beside it, so that one is built here too.
+# script ends first. One case checks that libkiln finds the kiln-jitd built beside it, so that one is built
+# here too (the others use build/'s, as the header says).
 tsan_log=build-tsan/sanitize.log
 tsan() {
   # Its own environment only: the ASan+UBSan tests use their build's workers.
