@@ -64,6 +64,17 @@ TEST_CASE("select_binary: PTX only when allowed, and only when its architecture 
   CHECK(pick({sm(90), compute(120)}, 100, true) == "none");
 }
 
+TEST_CASE("select_ptx: the PTX the PTX tier assembles, also where a cubin for the device is embedded") {
+  CatalogBuilder builder;
+  builder.unit("u", {sm(90), compute(80), compute(90)});
+  const kiln::Catalog catalog = builder.build("r");
+  const kiln::BinaryEntry* b = kiln::select_ptx(catalog, catalog.units[0], 90);
+  REQUIRE(b != nullptr);
+  CHECK(kiln::binary_label(*b) == "compute_90");
+  CHECK(kiln::binary_label(*kiln::select_ptx(catalog, catalog.units[0], 89)) == "compute_80");
+  CHECK(kiln::select_ptx(catalog, catalog.units[0], 75) == nullptr);
+}
+
 TEST_CASE("select_binary: a unit with no binaries") {
   CHECK(pick({}, 90, false) == "none");
   CHECK(pick({}, 90, true) == "none");

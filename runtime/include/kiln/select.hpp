@@ -23,6 +23,10 @@ constexpr unsigned arch_of(int cc_major, int cc_minor) noexcept {
 const BinaryEntry* select_binary(const Catalog& catalog, const UnitEntry& unit, unsigned device_arch,
                                  bool allow_ptx) noexcept;
 
+// The embedded PTX of the highest architecture not above the device's, or nullptr: what the PTX tier
+// assembles, whether or not a cubin for the device is embedded too (the embedded tier may be off).
+const BinaryEntry* select_ptx(const Catalog& catalog, const UnitEntry& unit, unsigned device_arch) noexcept;
+
 // A linked unit's embedded LTO-IR to link on a device of `device_arch`: the highest architecture not
 // above the device's (nvJitLink links lto_80 for sm_90, never lto_90 for sm_80), or nullptr.
 const BinaryEntry* select_lto_ir(const Catalog& catalog, const UnitEntry& unit, unsigned device_arch) noexcept;

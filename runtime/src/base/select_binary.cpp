@@ -53,6 +53,10 @@ const BinaryEntry* select_binary(const Catalog& catalog, const UnitEntry& unit, 
   return allow_ptx ? best_ptx(catalog, unit, device_arch) : nullptr;
 }
 
+const BinaryEntry* select_ptx(const Catalog& catalog, const UnitEntry& unit, unsigned device_arch) noexcept {
+  return best_ptx(catalog, unit, device_arch);
+}
+
 const BinaryEntry* select_lto_ir(const Catalog& catalog, const UnitEntry& unit, unsigned device_arch) noexcept {
   return best_below(catalog, unit, device_arch, BinaryKind::ltoir);
 }

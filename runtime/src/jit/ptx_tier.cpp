@@ -14,8 +14,7 @@ namespace {
 // The embedded PTX of the highest architecture not above the device's, when the caller allows PTX.
 const BinaryEntry* usable_ptx(const UnitQuery& q) {
   if (!q.options.allow_ptx || q.link != nullptr) return nullptr;
-  const BinaryEntry* b = select_binary(q.catalog, q.unit(), q.arch, true);
-  return b != nullptr && b->kind == BinaryKind::ptx ? b : nullptr;
+  return select_ptx(q.catalog, q.unit(), q.arch);
 }
 
 // The binary's arch is the PTX's: its code, CUB's policies included, is that architecture's, and a plan
