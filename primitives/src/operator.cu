@@ -14,6 +14,7 @@
 
 #include <kiln_prim/linked_op.cuh>
 
+#include <bit>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -23,6 +24,11 @@
 
 namespace kiln::prim {
 namespace detail {
+
+// Bytes16's items are kiln_prim::bytes16 in the kernels: one layout (16 bytes, 16-aligned).
+template <> struct kernel_type<Bytes16> { using type = kiln_prim::bytes16; };
+static_assert(sizeof(Bytes16) == sizeof(kiln_prim::bytes16) && alignof(Bytes16) == alignof(kiln_prim::bytes16));
+
 namespace {
 
 template <typename T>
@@ -37,7 +43,15 @@ constexpr const char* cuda_spelling() {
   else if constexpr (std::is_same_v<T, std::uint64_t>) return "unsigned long long";
   else if constexpr (std::is_same_v<T, float>) return "float";
   else if constexpr (std::is_same_v<T, double>) return "double";
+  else if constexpr (std::is_same_v<T, Bytes16>) return "kiln_prim::bytes16";
   else static_assert(sizeof(T) == 0, "no linked rows for this type");
+}
+
+// The suffix of T's linked rows: linked_reduce_f32, linked_reduce_b16, …
+template <typename T>
+constexpr const char* linked_suffix() {
+  if constexpr (std::is_same_v<T, Bytes16>) return "b16";
+  else return type_suffix<T>();
 }
 
 template <typename T>
@@ -101,7 +115,7 @@ std::unique_ptr<Plan> make_linked(const std::vector<LinkedCall>& calls, Registry
   const LinkedSource link = given_ir ? LinkedSource{"LTO-IR operator '" + calls.front().op.name + "' of kiln::prim::" +
                                                         name, calls.front().op.lto_ir, true}
                                      : linked_operators_source(calls, name);
-  const std::string unit = "linked_" + family + "_" + type_suffix<T>();
+  const std::string unit = "linked_" + family + "_" + linked_suffix<T>();
   try {
     return std::make_unique<Plan>(registry, unit, &link);
   } catch (const Error& e) {
@@ -227,22 +241,25 @@ LinkedSource linked_operator_source(const Operator& op, const std::string& type,
   return linked_operator_source(op, type, {type, type}, plan);
 }
 
-// The 64-bit integer types are `long` here and `long long` in the kernels: one representation.
+// The 64-bit integer types are `long` here and `long long` in the kernels, Bytes16 is kiln_prim::bytes16: one
+// representation each.
 template <typename T>
 static const detail::kernel_t<T>* in_ptr(const T* p) { return reinterpret_cast<const detail::kernel_t<T>*>(p); }
 template <typename T>
 static detail::kernel_t<T>* out_ptr(T* p) { return reinterpret_cast<detail::kernel_t<T>*>(p); }
+template <typename T>
+static detail::kernel_t<T> in_value(const T& v) { return std::bit_cast<detail::kernel_t<T>>(v); }
 
 template <typename T>
 ReduceWith<T>::ReduceWith(const Operator& op, Registry& registry)
     : detail::LinkedPlan<detail::LinkedReduce<T>>(detail::make_linked<detail::LinkedReduce<T>, T>(detail::binary<T>(op), registry, "reduce", "ReduceWith")) {}
 template <typename T>
 void ReduceWith<T>::operator()(const T* in, T* out, std::size_t n, T init, TempStorage temp, CUstream stream) const {
-  std::as_const(this->plan_->plan)(in_ptr(in), out_ptr(out), n, init, temp, stream);
+  std::as_const(this->plan_->plan)(in_ptr(in), out_ptr(out), n, in_value(init), temp, stream);
 }
 template <typename T>
 void ReduceWith<T>::operator()(const T* in, T* out, std::size_t n, T init, CUstream stream) {
-  this->plan_->plan(in_ptr(in), out_ptr(out), n, init, stream);
+  this->plan_->plan(in_ptr(in), out_ptr(out), n, in_value(init), stream);
 }
 
 template <typename T>
@@ -252,11 +269,11 @@ ExclusiveScanWith<T>::ExclusiveScanWith(const Operator& op, Registry& registry)
 template <typename T>
 void ExclusiveScanWith<T>::operator()(const T* in, T* out, std::size_t n, T init, TempStorage temp,
                                       CUstream stream) const {
-  std::as_const(this->plan_->plan)(in_ptr(in), out_ptr(out), n, init, temp, stream);
+  std::as_const(this->plan_->plan)(in_ptr(in), out_ptr(out), n, in_value(init), temp, stream);
 }
 template <typename T>
 void ExclusiveScanWith<T>::operator()(const T* in, T* out, std::size_t n, T init, CUstream stream) {
-  this->plan_->plan(in_ptr(in), out_ptr(out), n, init, stream);
+  this->plan_->plan(in_ptr(in), out_ptr(out), n, in_value(init), stream);
 }
 
 template <typename T>
@@ -318,11 +335,11 @@ TransformReduceWith<T>::TransformReduceWith(const Operator& transform, const Ope
 template <typename T>
 void TransformReduceWith<T>::operator()(const T* in, T* out, std::size_t n, T init, TempStorage temp,
                                         CUstream stream) const {
-  std::as_const(this->plan_->plan)(detail::LinkedTransformIterator<T>{in_ptr(in), {}}, out_ptr(out), n, init, temp, stream);
+  std::as_const(this->plan_->plan)(detail::LinkedTransformIterator<T>{in_ptr(in), {}}, out_ptr(out), n, in_value(init), temp, stream);
 }
 template <typename T>
 void TransformReduceWith<T>::operator()(const T* in, T* out, std::size_t n, T init, CUstream stream) {
-  this->plan_->plan(detail::LinkedTransformIterator<T>{in_ptr(in), {}}, out_ptr(out), n, init, stream);
+  this->plan_->plan(detail::LinkedTransformIterator<T>{in_ptr(in), {}}, out_ptr(out), n, in_value(init), stream);
 }
 
 template <typename T>
@@ -332,12 +349,12 @@ SegmentedReduceWith<T>::SegmentedReduceWith(const Operator& op, Registry& regist
 template <typename T>
 void SegmentedReduceWith<T>::operator()(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets,
                                         T init, TempStorage temp, CUstream stream) const {
-  std::as_const(this->plan_->plan)(in_ptr(in), out_ptr(out), num_segments, offsets, init, temp, stream);
+  std::as_const(this->plan_->plan)(in_ptr(in), out_ptr(out), num_segments, offsets, in_value(init), temp, stream);
 }
 template <typename T>
 void SegmentedReduceWith<T>::operator()(const T* in, T* out, std::size_t num_segments, const std::int32_t* offsets,
                                         T init, CUstream stream) {
-  this->plan_->plan(in_ptr(in), out_ptr(out), num_segments, offsets, init, stream);
+  this->plan_->plan(in_ptr(in), out_ptr(out), num_segments, offsets, in_value(init), stream);
 }
 
 template <typename K>
@@ -395,6 +412,7 @@ KILN_LINKED_PLANS(std::int64_t)
 KILN_LINKED_PLANS(std::uint64_t)
 KILN_LINKED_PLANS(float)
 KILN_LINKED_PLANS(double)
+KILN_LINKED_PLANS(Bytes16)
 #undef KILN_LINKED_PLANS
 
 }  // namespace kiln::prim

@@ -10,11 +10,11 @@ signature for the arrays' dtype (T names it):
     plan = kiln.make_reduce(x, out, "a > b ? a : b")                 # linked now, on x's device
     plan(temp, x, out, x.size, -numpy.inf, stream=s)                  # plan(None, x, out, n, init): the size
 
-The dtypes are int32, uint32, int64, uint64, float32 and float64, and NumPy structured dtypes of 4 or 8 bytes
-(CuPy arrays of such a dtype, or any array whose __cuda_array_interface__ describes one): kiln declares the
-struct (kiln/structs.py), T names it, and its items travel through the uint32 or uint64 kernels as their bytes,
-which kiln hands the operator as the struct. The first use of an operator text in a
-process links it into kiln's kernels: from the disk cache (another process linked it), the remote cache,
+The dtypes are int32, uint32, int64, uint64, float32 and float64, and NumPy structured dtypes of 4, 8 or 16
+bytes (CuPy arrays of such a dtype, or any array whose __cuda_array_interface__ describes one): kiln declares
+the struct (kiln/structs.py), T names it, and its items travel through the kernels of their size (uint32,
+uint64, 16 bytes) as their bytes, which kiln hands the operator as the struct. The first use of an operator
+text in a process links it into kiln's kernels: from the disk cache (another process linked it), the remote cache,
 or a compile of the operator alone and an nvJitLink link (hundreds of milliseconds); later uses in the
 process find its plan in memory. Arrays, outputs, streams and temporary storage are as kiln's other
 primitives take them (kiln/primitives.py). docs/python.md is the guide.
@@ -59,9 +59,9 @@ __all__ = [
 ]
 
 _DTYPES = ("int32", "uint32", "int64", "uint64", "float32", "float64")
-_SUPPORTED = "an operator takes " + ", ".join(_DTYPES) + " or a structured dtype of 4 or 8 bytes"
+_SUPPORTED = "an operator takes " + ", ".join(_DTYPES) + " or a structured dtype of 4, 8 or 16 bytes"
 # A structured dtype's items go through the kernels of the dtype of their size, as its bytes.
-_CARRIERS = {4: "uint32", 8: "uint64"}
+_CARRIERS = {4: "uint32", 8: "uint64", 16: "bytes16"}
 
 
 class _Types:
@@ -173,7 +173,7 @@ def _checked(family, objs, sizes=None, stream=_NO_STREAM):
         size = _STRUCTURED[dtype].itemsize
         if size not in _CARRIERS:
             raise ArgumentTypeError(f"kiln.{family}: the structured dtype {dtype} is {size} bytes; an operator takes "
-                                    "structs of 4 or 8 bytes, whose items kiln's uint32 or uint64 kernels carry")
+                                    "structs of 4, 8 or 16 bytes, whose items kiln's kernels of those sizes carry")
         # the kernels read and write the items as integers of their size: aligned to it
         for a, (role, want, _, _) in zip(arrays, _CHECKS[family]):
             if want == "T" and a.pointer % size:

@@ -118,12 +118,14 @@ const std::map<std::string, std::vector<Role>>& family_roles() {
   return roles;
 }
 
-// The dtypes of the ...With plans, as NumPy names them.
-constexpr const char* kDtypes[6] = {"int32", "uint32", "int64", "uint64", "float32", "float64"};
+// The dtypes of the ...With plans, as NumPy names them; bytes16 (kiln::prim::Bytes16) carries only structs.
+constexpr std::size_t kTypes = 7;
+constexpr const char* kDtypes[kTypes] = {"int32", "uint32", "int64", "uint64", "float32", "float64", "bytes16"};
 
 // A dtype as the linked rows spell it (kernels/primitives.toml), which an operator's function names.
 const char* cuda_spelling(std::size_t dtype) {
-  static const char* const spellings[6] = {"int", "unsigned int", "long long", "unsigned long long", "float", "double"};
+  static const char* const spellings[kTypes] = {"int",   "unsigned int", "long long",         "unsigned long long",
+                                                "float", "double",       "kiln_prim::bytes16"};
   return spellings[dtype];
 }
 
@@ -210,7 +212,7 @@ using OperatorFactory = std::shared_ptr<OperatorPlan> (*)(const Ops&, Registry&)
 
 // A family's plans, by dtype in kDtypes' order.
 struct OperatorFamily {
-  OperatorFactory factories[6];
+  OperatorFactory factories[kTypes];
 };
 
 #ifdef KILN_PYTHON_PRIMITIVES
@@ -308,7 +310,7 @@ std::shared_ptr<OperatorPlan> unique_by_key(const Ops& ops, Registry& r) {
 }
 
 #define KILN_PY_BY_DTYPE(f) \
-  { &f<std::int32_t>, &f<std::uint32_t>, &f<std::int64_t>, &f<std::uint64_t>, &f<float>, &f<double> }
+  { &f<std::int32_t>, &f<std::uint32_t>, &f<std::int64_t>, &f<std::uint64_t>, &f<float>, &f<double>, &f<prim::Bytes16> }
 const std::map<std::string, OperatorFamily>& families() {
   static const std::map<std::string, OperatorFamily> table = {
       {"reduce", {KILN_PY_BY_DTYPE(reduce)}},
@@ -359,10 +361,11 @@ void run_once(const OperatorPlan&, const std::vector<std::uintptr_t>&, std::size
 
 #endif
 
-// A struct's items are carried by the unsigned types; its name is an identifier, its declaration text.
+// A struct's items are carried by uint32, uint64 or bytes16; its name is an identifier, its declaration text.
 void check_struct(const std::string& family, const std::string& dtype, const ItemStruct& item) {
-  if (dtype != "uint32" && dtype != "uint64")
-    throw ArgumentTypeError("kiln." + family + ": a struct's items are carried as uint32 or uint64, not " + dtype);
+  if (dtype != "uint32" && dtype != "uint64" && dtype != "bytes16")
+    throw ArgumentTypeError("kiln." + family + ": a struct's items are carried as uint32, uint64 or bytes16, not " +
+                            dtype);
   if (!is_identifier(item.name))
     throw ArgumentError("kiln." + family + ": the struct's name '" + item.name + "' is not a C++ identifier");
   if (item.declaration.size() > kMaxOperatorBytes || item.declaration.find('\0') != std::string::npos)
@@ -378,8 +381,8 @@ std::vector<prim::LinkedCall> linked_calls(const std::string& family, const std:
   auto roles = family_roles().find(family);
   if (roles == family_roles().end()) throw ArgumentError("kiln: no family '" + family + "' takes an operator");
   type = 0;
-  while (type < 6 && dtype != kDtypes[type]) ++type;
-  if (type == 6)
+  while (type < kTypes && dtype != kDtypes[type]) ++type;
+  if (type == kTypes || (dtype == "bytes16" && item.name.empty()))
     throw ArgumentTypeError("kiln." + family + ": no " + dtype +
                             " (operators take int32, uint32, int64, uint64, float32, float64)");
   if (ops.size() != roles->second.size())

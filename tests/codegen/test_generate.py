@@ -256,7 +256,7 @@ class CommandLine(unittest.TestCase):
         code, linked, _ = run_kiln_gen("units", "--spec", primitives, "--archs", "sm_80", "--linked-only")
         self.assertEqual(code, 0)
         self.assertEqual(linked.splitlines(), [u for u in whole.splitlines() if u.startswith("linked_")])
-        self.assertEqual(len(linked.splitlines()), 54)
+        self.assertEqual(len(linked.splitlines()), 63)
 
     def test_registry_names_the_outputs_and_the_namespace(self):
         code, out, _ = run_kiln_gen("registry", "--spec", str(FIXTURE), "--archs", ARCHS)

@@ -173,7 +173,8 @@ TEST_CASE("every linked row's embedded LTO-IR links with an operator of its sign
   // link can tell (nvJitLink reads LTO-IR), so every row is linked here, as a plan would.
   const kiln::Catalog& catalog = kiln::prim::catalog();
   const std::map<std::string, std::string> spelling = {{"i32", "int"}, {"u32", "unsigned int"}, {"i64", "long long"},
-                                                       {"u64", "unsigned long long"}, {"f32", "float"}, {"f64", "double"}};
+                                                       {"u64", "unsigned long long"}, {"f32", "float"}, {"f64", "double"},
+                                                       {"b16", "kiln_prim::bytes16"}};
   std::size_t linked = 0;
   for (std::uint32_t u = 0; u < catalog.units.size(); ++u) {
     const kiln::UnitEntry& unit = catalog.units[u];
@@ -183,12 +184,14 @@ TEST_CASE("every linked row's embedded LTO-IR links with an operator of its sign
     CAPTURE(name);
     const std::string t = spelling.at(name.substr(name.rfind('_') + 1));
     const std::string family = name.substr(7, name.rfind('_') - 7);  // linked_<family>_<type>
+    const std::string value = t == "kiln_prim::bytes16" ? ".word[0]" : "";  // what a comparison reads
     const kiln::prim::Operator binary{"__device__ " + t + " op(" + t + " a, " + t + " b) { return a; }"};
-    const kiln::prim::Operator predicate2{"__device__ bool op(" + t + " a, " + t + " b) { return a < b; }"};
+    const kiln::prim::Operator predicate2{"__device__ bool op(" + t + " a, " + t + " b) { return a" + value + " < b" +
+                                          value + "; }"};
     const kiln::prim::Operator unary{"__device__ " + t + " tf(" + t + " x) { return x; }", "tf"};
     std::vector<kiln::prim::LinkedCall> calls;
     if (family == "merge_sort_pairs" || family == "unique_by_key") calls = {{predicate2, "bool", {t, t}}};
-    else if (family == "select_if") calls = {{{"__device__ bool op(" + t + " x) { return x > 0; }"}, "bool", {t}}};
+    else if (family == "select_if") calls = {{{"__device__ bool op(" + t + " x) { return x" + value + " > 0; }"}, "bool", {t}}};
     else if (family == "transform") calls = {{unary, t, {t}}};
     else if (family == "transform_reduce") calls = {{unary, t, {t}}, {binary, t, {t, t}}};
     else calls = {{binary, t, {t, t}}};

@@ -1,5 +1,5 @@
 // ReduceWith, TransformReduceWith, ExclusiveScanWith, InclusiveScanWith, SegmentedReduceWith,
-// MergeSortPairsWith, SelectIfWith, UniqueByKeyWith (kiln/prim/operator.hpp): operators given at run time as CUDA C++ text, linked into the primitives' linked rows, against CPU
+// MergeSortPairsWith, SelectIfWith, UniqueByKeyWith (kiln/prim/operator.hpp), on built-in types and Bytes16: operators given at run time as CUDA C++ text, linked into the primitives' linked rows, against CPU
 // references at the primitives' test sizes (0, 1, a tile's edges, 1,000,003 and 2^24), outputs poisoned before each
 // run (the sort works in place); where the linked kernels come from (JIT, then memory in this registry,
 // then disk in another, then from a real redis-server on a machine with an empty disk); and what a bad
@@ -15,6 +15,7 @@
 #include <nvrtc.h>
 
 #include <algorithm>
+#include <bit>
 #include <iterator>
 #include <cstdint>
 #include <limits>
@@ -476,5 +477,101 @@ TEST_CASE("operator: an operator given as LTO-IR the caller compiled reduces as 
     CHECK(e.code() == kiln::Errc::compile);
     CHECK(contains(e.what(), "nvJitLink"));
     CHECK(contains(e.what(), "linked_operator"));  // ptxas: "Unresolved extern function '…linked_operator…'"
+  }
+}
+
+namespace {
+
+// A 16-byte struct as Bytes16 carries it: the operator sees kiln_prim::bytes16 and copies the struct in and
+// out (what the Python module does for a structured dtype of 16 bytes).
+struct KeyWeight {
+  std::int64_t key;
+  double w;
+};
+constexpr const char* kKeyWeight = "struct KeyWeight { long long key; double w; };\n"
+                                   "__device__ KeyWeight as_struct(const kiln_prim::bytes16& b) {\n"
+                                   "  KeyWeight s; memcpy(&s, &b, sizeof s); return s; }\n"
+                                   "__device__ kiln_prim::bytes16 as_bytes(const KeyWeight& s) {\n"
+                                   "  kiln_prim::bytes16 b; memcpy(&b, &s, sizeof b); return b; }\n";
+
+std::vector<kiln::prim::Bytes16> key_weights(std::size_t n, unsigned seed) {
+  const auto w = random_vector<double>(n, seed, -1e6, 1e6);
+  std::vector<kiln::prim::Bytes16> items(n);
+  for (std::size_t i = 0; i < n; ++i) items[i] = std::bit_cast<kiln::prim::Bytes16>(KeyWeight{std::int64_t(i), w[i]});
+  return items;
+}
+
+// The items' keys and weights, bit for bit (same_bits reports the first that differs).
+std::vector<std::int64_t> keys_of(const std::vector<kiln::prim::Bytes16>& items) {
+  std::vector<std::int64_t> keys;
+  for (const auto& b : items) keys.push_back(std::bit_cast<KeyWeight>(b).key);
+  return keys;
+}
+std::vector<double> weights_of(const std::vector<kiln::prim::Bytes16>& items) {
+  std::vector<double> w;
+  for (const auto& b : items) w.push_back(std::bit_cast<KeyWeight>(b).w);
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("operator: a 16-byte struct rides Bytes16 through a reduce, an inclusive scan and a merge sort") {
+  PrimContext context;
+  using kiln::prim::Bytes16;
+  kiln::prim::ReduceWith<Bytes16> heaviest({std::string(kKeyWeight) +
+                                            "__device__ kiln_prim::bytes16 op(kiln_prim::bytes16 a, kiln_prim::bytes16 b) "
+                                            "{ return as_struct(a).w < as_struct(b).w ? b : a; }"});
+  check_linked_source(heaviest.kernel());
+  kiln::prim::InclusiveScanWith<Bytes16> sums({std::string(kKeyWeight) +
+                                               "__device__ kiln_prim::bytes16 op(kiln_prim::bytes16 a, kiln_prim::bytes16 b) "
+                                               "{ KeyWeight s = as_struct(a); s.key += as_struct(b).key; "
+                                               "s.w += as_struct(b).w; return as_bytes(s); }"});
+  kiln::prim::MergeSortPairsWith<Bytes16> by_weight({std::string(kKeyWeight) +
+                                                     "__device__ bool op(kiln_prim::bytes16 a, kiln_prim::bytes16 b) "
+                                                     "{ return as_struct(a).w < as_struct(b).w; }"});
+  unsigned seed = 160;
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{1000003}}) {
+    CAPTURE(n);
+    const auto items = key_weights(n, seed++);
+    const Bytes16 none = std::bit_cast<Bytes16>(KeyWeight{-1, -std::numeric_limits<double>::infinity()});
+    std::vector<Bytes16> want_max{none};
+    for (const auto& b : items) {
+      if (std::bit_cast<KeyWeight>(want_max[0]).w < std::bit_cast<KeyWeight>(b).w) want_max[0] = b;
+    }
+    DeviceArray<Bytes16> d_items(items), out(1);
+    out.poison();
+    heaviest(d_items.get(), out.get(), n, none);
+    KILN_CHECK_SAME(keys_of(out.download()), keys_of(want_max));
+    KILN_CHECK_SAME(weights_of(out.download()), weights_of(want_max));
+
+    // whole-number weights: the sums are exact in any order
+    std::vector<Bytes16> whole(n), want_sums(n);
+    KeyWeight running{0, 0.0};
+    for (std::size_t i = 0; i < n; ++i) {
+      const KeyWeight s{std::int64_t(i % 7), double(std::int64_t(std::bit_cast<KeyWeight>(items[i]).w) % 1000)};
+      whole[i] = std::bit_cast<Bytes16>(s);
+      running = {running.key + s.key, running.w + s.w};
+      want_sums[i] = std::bit_cast<Bytes16>(running);
+    }
+    DeviceArray<Bytes16> d_whole(whole), scanned(n);
+    scanned.poison();
+    sums(d_whole.get(), scanned.get(), n);
+    KILN_CHECK_SAME(keys_of(scanned.download()), keys_of(want_sums));
+    KILN_CHECK_SAME(weights_of(scanned.download()), weights_of(want_sums));
+
+    std::vector<std::int32_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+      return std::bit_cast<KeyWeight>(whole[a]).w < std::bit_cast<KeyWeight>(whole[b]).w;
+    });
+    std::vector<Bytes16> want_sorted(n);
+    for (std::size_t i = 0; i < n; ++i) want_sorted[i] = whole[order[i]];
+    std::vector<std::int32_t> values(n);
+    std::iota(values.begin(), values.end(), 0);
+    DeviceArray<std::int32_t> d_values(values);
+    by_weight(d_whole.get(), d_values.get(), n);
+    KILN_CHECK_SAME(keys_of(d_whole.download()), keys_of(want_sorted));
+    KILN_CHECK_SAME(weights_of(d_whole.download()), weights_of(want_sorted));
+    KILN_CHECK_SAME(d_values.download(), order);
   }
 }

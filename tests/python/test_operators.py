@@ -347,6 +347,7 @@ def test_unique_by_key_with_an_equality(lib):
     np.testing.assert_array_equal(lib.host(values_out)[:k], np.flatnonzero(first).astype(np.int32))
 
 
+@needs_operators
 def test_errors_of_an_operator_carry_nvrtcs_log(cupy):
     x = cupy.zeros(16, cupy.float32)
     with pytest.raises(kiln.Error) as e:
@@ -381,6 +382,7 @@ def runs_in_new_processes(script, op, cache):
     return runs
 
 
+@needs_operators
 def test_a_link_is_compiled_once_then_read_from_disk(cupy, tmp_path):
     """A new operator is linked by the JIT tier in the first process and read from disk in the next; in a
     process, its plan is kept."""

@@ -21,6 +21,8 @@ SHORTS = np.dtype([("lo", np.int16), ("hi", np.int16)])  # 4 bytes
 MISALIGNED = np.dtype([("a", np.int16), ("b", np.int32), ("c", np.int16)])  # b at offset 2, packed
 NESTED = np.dtype([("p", [("x", np.float32), ("y", np.int16)]), ("v", np.uint8, (2,))])
 GAPPED = np.dtype({"names": ["a", "b"], "formats": [np.uint8, np.int32], "offsets": [0, 4], "itemsize": 8})
+WIDE = np.dtype([("key", np.int64), ("w", np.float64)])  # 16 bytes: the 16-byte kernels carry it
+WIDE_ALIGNED = np.dtype([("key", np.int32), ("w", np.float64)], align=True)  # 4 bytes of padding, alignment 8
 
 
 def declared(dtype):
@@ -103,7 +105,7 @@ EXPRESSIONS = {
 
 def source(family, dtype, ops):
     s = structs.cpp_struct(dtype)
-    carrier = {4: "uint32", 8: "uint64"}[dtype.itemsize]
+    carrier = {4: "uint32", 8: "uint64", 16: "bytes16"}[dtype.itemsize]
     return kiln._kiln._operator_source(family, carrier, [kiln.Operator(o) for o in ops], s.name, s.declaration)
 
 
@@ -118,12 +120,16 @@ def test_an_operator_over_a_struct_is_handed_the_struct():
     assert "linked into reduce<unsigned long long>" in text  # the carrier's plan, named after the dtype is known
     text = source("select_if", SHORTS, ("x.lo < x.hi",))
     assert "__device__ bool kiln_bits_op(unsigned int a0) {\n  const bool result = op(" in text
+    text = source("transform", WIDE, EXPRESSIONS["transform"])
+    assert "__device__ kiln_prim::bytes16 kiln_bits_op(kiln_prim::bytes16 a0) {" in text
+    assert "linked into transform<kiln_prim::bytes16>" in text
 
 
 @needs_operators
 @pytest.mark.parametrize("family", sorted(EXPRESSIONS))
-def test_every_family_over_a_struct_compiles_under_nvrtc(family):
-    result, log = nvrtc_compile(source(family, PAIR, EXPRESSIONS[family]))
+@pytest.mark.parametrize("dtype", [PAIR, WIDE, WIDE_ALIGNED], ids=["8 bytes", "16 bytes", "16 bytes aligned"])
+def test_every_family_over_a_struct_compiles_under_nvrtc(family, dtype):
+    result, log = nvrtc_compile(source(family, dtype, EXPRESSIONS[family]))
     assert result == 0, log
 
 
@@ -175,7 +181,10 @@ def test_a_struct_is_carried_by_the_unsigned_types_only():
     s = structs.cpp_struct(PAIR)
     message = invalid(TypeError, kiln._kiln._operator_source, "reduce", "float64", [kiln.Operator("a")], s.name,
                       s.declaration)
-    assert "carried as uint32 or uint64" in message
+    assert "carried as uint32, uint64 or bytes16" in message
+    # the 16-byte carrier takes structs only
+    message = invalid(TypeError, kiln._kiln._operator_source, "reduce", "bytes16", [kiln.Operator("a")], "", "")
+    assert "no bytes16 (operators take int32" in message
     message = invalid(ValueError, kiln._kiln._operator_source, "reduce", "uint64", [kiln.Operator("a")], "my struct",
                       s.declaration)
     assert "not a C++ identifier" in message
@@ -210,7 +219,10 @@ def test_struct_arrays_are_checked_before_any_driver_call():
     assert "d_out is [('key', '<i4'), ('w', '<f4')], d_in {" in message  # the arrays' dtypes disagree
     wide = np.dtype([("a", np.float64), ("b", np.int32)])
     message = invalid(TypeError, kiln.reduce, StructArray(16, wide), "a", (0.0, 0), d_out=StructArray(1, wide))
-    assert "is 12 bytes; an operator takes structs of 4 or 8 bytes" in message
+    assert "is 12 bytes; an operator takes structs of 4, 8 or 16 bytes" in message
+    message = invalid(ValueError, kiln.reduce, StructArray(16, WIDE, pointer=0x7F0000001008), "a", (0, 0.0),
+                      d_out=StructArray(1, WIDE))
+    assert "d_in is at 0x7f0000001008, not aligned to its 16-byte items" in message
     message = invalid(ValueError, kiln.reduce, StructArray(16, PAIR, pointer=0x7F0000001004), "a", (0, 0.0),
                       d_out=StructArray(1, PAIR))
     assert "d_in is at 0x7f0000001004, not aligned to its 8-byte items" in message
@@ -237,8 +249,8 @@ def test_a_struct_call_passes_the_checks_and_reaches_the_driver():
 RNG = np.random.default_rng(11)
 
 
-def pairs(n):
-    host = np.zeros(n, PAIR)
+def pairs(n, dtype=PAIR):
+    host = np.zeros(n, dtype)
     host["key"] = np.arange(n)
     host["w"] = RNG.integers(-1000, 1000, n)  # whole numbers: sums exact in float32 in any order
     return host
@@ -256,49 +268,53 @@ def ops(cupy):
     return cupy
 
 
-def test_reduce_and_transform_reduce_over_structs(ops):
-    host = pairs(100_003)
+@pytest.mark.parametrize("dtype", [PAIR, WIDE], ids=["8 bytes", "16 bytes"])
+def test_reduce_and_transform_reduce_over_structs(ops, dtype):
+    host = pairs(100_003, dtype)
     x = device(ops, host)
     out = kiln.reduce(x, "a.w < b.w || (a.w == b.w && b.key < a.key) ? b : a", (-1, -np.inf))
-    assert isinstance(out, ops.ndarray) and out.dtype == PAIR
+    assert isinstance(out, ops.ndarray) and out.dtype == dtype
     top = out.get()[()] if out.shape == () else out.get()[0]
     best = np.lexsort((host["key"], -host["w"]))[0]
     assert (top["key"], top["w"]) == (host["key"][best], host["w"][best])
-    d_out = ops.empty(1, PAIR)
+    d_out = ops.empty(1, dtype)
     plan = kiln.make_transform_reduce(x, d_out, "T y = x; y.w = x.w * x.w; return y;",
                                       "T s = a; s.w = a.w + b.w; s.key = a.key + b.key; return s;")
     temp = ops.empty(plan.temp_bytes(host.size), ops.uint8)
-    plan(temp, x, d_out, host.size, np.void((0, 0.0), dtype=PAIR))
+    plan(temp, x, d_out, host.size, np.void((0, 0.0), dtype=dtype))
     got = d_out.get()[0]
-    assert got["key"] == host["key"].sum(dtype=np.int32)  # wrapped, as the GPU's int32 addition
-    assert np.isclose(got["w"], (host["w"].astype(np.float64) ** 2).sum(), rtol=1e-4)  # float32 sums, CUB's order
+    assert got["key"] == host["key"].sum(dtype=dtype["key"])  # wrapped, as the GPU's addition of the type
+    assert np.isclose(got["w"], (host["w"].astype(np.float64) ** 2).sum(), rtol=1e-4)  # in CUB's order
 
 
-def test_scans_over_structs(ops):
-    host = pairs(10_007)
+@pytest.mark.parametrize("dtype", [PAIR, WIDE], ids=["8 bytes", "16 bytes"])
+def test_scans_over_structs(ops, dtype):
+    host = pairs(10_007, dtype)
     x = device(ops, host)
     plus = "T s; s.key = a.key + b.key; s.w = a.w + b.w; return s;"
     out = kiln.inclusive_scan(x, plus).get()
     np.testing.assert_array_equal(out["w"], np.cumsum(host["w"]))
-    np.testing.assert_array_equal(out["key"], np.cumsum(host["key"]).astype(np.int32))
+    np.testing.assert_array_equal(out["key"], np.cumsum(host["key"]).astype(dtype["key"]))
     out = kiln.exclusive_scan(x, plus, (5, 0.5)).get()
-    np.testing.assert_array_equal(out["w"], np.concatenate([[0.5], 0.5 + np.cumsum(host["w"])[:-1]]).astype(np.float32))
+    np.testing.assert_array_equal(out["w"], np.concatenate([[0.5], 0.5 + np.cumsum(host["w"])[:-1]]).astype(dtype["w"]))
 
 
-def test_transform_and_select_if_over_structs(ops):
-    host = pairs(20_000)
+@pytest.mark.parametrize("dtype", [PAIR, WIDE], ids=["8 bytes", "16 bytes"])
+def test_transform_and_select_if_over_structs(ops, dtype):
+    host = pairs(20_000, dtype)
     x = device(ops, host)
     out = kiln.transform(x, "T y; y.key = -x.key; y.w = x.w * 2.f; return y;").get()
     np.testing.assert_array_equal(out["key"], -host["key"])
     np.testing.assert_array_equal(out["w"], host["w"] * 2)
     kept, count = kiln.select_if(x, "x.w > 0.f && x.key % 3 == 0")
     k = int(count.get()[0])
-    assert kept.dtype == PAIR
+    assert kept.dtype == dtype
     np.testing.assert_array_equal(kept.get()[:k], host[(host["w"] > 0) & (host["key"] % 3 == 0)])
 
 
-def test_segmented_reduce_over_structs(ops):
-    host = pairs(5000)
+@pytest.mark.parametrize("dtype", [PAIR, WIDE], ids=["8 bytes", "16 bytes"])
+def test_segmented_reduce_over_structs(ops, dtype):
+    host = pairs(5000, dtype)
     offsets = np.array([0, 10, 10, 2000, 4999, 5000], np.int32)
     out = kiln.segmented_reduce(device(ops, host), ops.asarray(offsets), op="a.w < b.w ? b : a",
                                 init=(-1, -np.inf)).get()
@@ -309,8 +325,9 @@ def test_segmented_reduce_over_structs(ops):
             assert out[i]["w"] == host["w"][b:e].max()
 
 
-def test_sorts_and_unique_over_struct_keys(ops):
-    host = pairs(10_000)
+@pytest.mark.parametrize("dtype", [PAIR, WIDE], ids=["8 bytes", "16 bytes"])
+def test_sorts_and_unique_over_struct_keys(ops, dtype):
+    host = pairs(10_000, dtype)
     host["key"] = RNG.integers(0, 50, host.size)
     keys, values = device(ops, host), ops.arange(host.size, dtype=ops.int32)
     kiln.merge_sort_pairs(keys, values, op="a.key < b.key || (a.key == b.key && a.w > b.w)")
@@ -323,7 +340,7 @@ def test_sorts_and_unique_over_struct_keys(ops):
     np.testing.assert_array_equal(keys_out.get()[:k], host[order][first])
 
 
-@pytest.mark.parametrize("dtype", [ALIGNED, SHORTS, MISALIGNED, NESTED])
+@pytest.mark.parametrize("dtype", [ALIGNED, SHORTS, MISALIGNED, NESTED, WIDE_ALIGNED])
 def test_other_layouts_reduce_as_numpy_sees_them(ops, dtype):
     host = np.zeros(4099, dtype)
     raw = host.view(np.uint8).reshape(host.size, dtype.itemsize)

@@ -5,6 +5,12 @@
 
 namespace kiln_prim {
 
+// The items of a 16-byte struct as the linked *_b16 rows carry them (kiln::prim::Bytes16 on the host): its
+// bytes, aligned to 16. The rows touch an item only through the operator, which sees the struct.
+struct alignas(16) bytes16 {
+  unsigned long long word[2];
+};
+
 // Defined by the translation unit kiln compiles from the caller's operator and links into the unit
 // (nvJitLink, LTO): R(Args...), under a C++ name that encodes R and the arguments' types, so an operator
 // built for other types cannot be linked in by mistake.

@@ -66,7 +66,15 @@ class LinkedPlan {
 };
 }  // namespace detail
 
-// The plans. T: std::int32_t, std::uint32_t, std::int64_t, std::uint64_t, float or double. Building one
+// The items of a 16-byte struct, as its bytes: T = Bytes16 carries a struct of 16 bytes (at most 16-byte
+// alignment) through the plans below, whose kernels touch an item only through the operator. The
+// operator's function takes and returns `kiln_prim::bytes16` (kiln_prim/linked_op.cuh) and copies the
+// struct in and out with memcpy; the Python module's structured dtypes of 16 bytes go this way.
+struct alignas(16) Bytes16 {
+  std::uint64_t word[2];
+};
+
+// The plans. T: std::int32_t, std::uint32_t, std::int64_t, std::uint64_t, float, double or Bytes16. Building one
 // links the operator (memory, disk, or a compile of a few hundred milliseconds); calls are CUB's dispatch.
 // Thread-safe const calls, as the other plans.
 
