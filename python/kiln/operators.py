@@ -173,7 +173,8 @@ def _checked(family, objs, sizes=None, stream=_NO_STREAM):
         size = _STRUCTURED[dtype].itemsize
         if size not in _CARRIERS:
             raise ArgumentTypeError(f"kiln.{family}: the structured dtype {dtype} is {size} bytes; an operator takes "
-                                    "structs of 4, 8 or 16 bytes, whose items kiln's kernels of those sizes carry")
+                                    "structs of 4, 8 or 16 bytes, whose items kiln's kernels of those sizes carry; pad the dtype "
+                                    "(numpy.dtype(..., itemsize=16)) and copy the items into an array of it")
         # the kernels read and write the items as integers of their size: aligned to it
         for a, (role, want, _, _) in zip(arrays, _CHECKS[family]):
             if want == "T" and a.pointer % size:

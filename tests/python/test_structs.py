@@ -105,7 +105,7 @@ EXPRESSIONS = {
 
 def source(family, dtype, ops):
     s = structs.cpp_struct(dtype)
-    carrier = {4: "uint32", 8: "uint64", 16: "bytes16"}[dtype.itemsize]
+    carrier = kiln.operators._CARRIERS[dtype.itemsize]
     return kiln._kiln._operator_source(family, carrier, [kiln.Operator(o) for o in ops], s.name, s.declaration)
 
 
