@@ -58,7 +58,8 @@ elif peer == "transform":
     run = lambda: kernel(x)
 else:
     import kiln
-    run = lambda: eval(call)
+    code = compile(call, "<call>", "eval")  # parsed once: a warm call times kiln, not the parser
+    run = lambda: eval(code)
 start = time.perf_counter()
 out = run()
 cupy.asnumpy(out)

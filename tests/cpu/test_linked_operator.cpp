@@ -167,6 +167,44 @@ TEST_CASE("a linked row's embedded LTO-IR links with the operator alone, for its
   CHECK_FALSE(contains(fallback.entry->compiler, "embedded LTO-IR"));
 }
 
+TEST_CASE("a link with LTO given threads runs NVVM's optimizer and ptxas on them; nvJitLink takes both") {
+  const auto count = [](const std::vector<std::string>& options, const std::string& prefix) {
+    return std::count_if(options.begin(), options.end(), [&](const std::string& o) { return o.starts_with(prefix); });
+  };
+  using kiln::detail::nvjitlink_options;
+  CompileRequest request = linked_request({kMax}, 90);
+  // One thread (cores are busy): neither split; the link keeps only the row's kernels.
+  CHECK(count(nvjitlink_options(request), "-split-compile=") == 0);
+  CHECK(count(nvjitlink_options(request), "-Xptxas=--split-compile=") == 0);
+  CHECK(count(nvjitlink_options(request), "-kernels-used=") == static_cast<std::ptrdiff_t>(request.kernels.size()));
+  request.link_threads = 6;
+  auto options = nvjitlink_options(request);
+  CHECK(std::find(options.begin(), options.end(), "-split-compile=6") != options.end());
+  CHECK(std::find(options.begin(), options.end(), "-Xptxas=--split-compile=6") != options.end());
+  // Without a link source there is no LTO: PTX is assembled, and only ptxas splits.
+  CompileRequest plain = request;
+  plain.link_source.clear();
+  options = nvjitlink_options(plain);
+  CHECK(count(options, "-split-compile=") == 0);
+  CHECK(count(options, "-lto") == 0);
+  CHECK(std::find(options.begin(), options.end(), "-Xptxas=--split-compile=6") != options.end());
+
+  // nvJitLink takes the option: the row's embedded LTO-IR links on every thread into a whole cubin.
+  const kiln::Catalog& catalog = kiln::prim::catalog();
+  const kiln::BinaryEntry* ir = kiln::select_lto_ir(catalog, catalog.units[unit_of("linked_reduce_f32_sweep")], 90);
+  if (ir == nullptr) return;  // a build that embeds no primitives (-Dprimitive_archs=none)
+  request.link_threads = 0;
+  request.code_arch = ir->arch;
+  request.unit_lto_ir = *kiln::detail::embedded_image_fatbin(catalog, *ir);
+  const CompileOutcome out = compile_unit(request);
+  const std::string why = out.entry.ok() ? std::string() : out.entry.error() + "\n" + out.log;
+  REQUIRE_MESSAGE(out.entry.ok(), why);
+  CHECK(contains(out.entry->compiler, "the unit's embedded LTO-IR"));
+  const kiln::detail::Cubin cubin = kiln::detail::read_cubin(std::string_view(out.entry->cubin));
+  REQUIRE(cubin.ok());
+  for (const auto& kernel : request.kernels) CHECK(cubin.defines(kernel.lowered));
+}
+
 TEST_CASE("every linked row's embedded LTO-IR links with an operator of its signature, names and all") {
   // nvcc makes the LTO-IR and NVRTC names the kernels: a type the two spell differently (std::int64_t is
   // `long` to nvcc, `long long` to NVRTC) would name a kernel the link cannot find. Only the run time's

@@ -199,6 +199,25 @@ std::vector<std::string> nvrtc_options(const CompileRequest& request, PchMode pc
   return options;
 }
 
+// nvJitLink's options for `request`: the real architecture, LTO where it links a link source, threads.
+std::vector<std::string> nvjitlink_options(const CompileRequest& request) {
+  std::vector<std::string> options = {"-arch=sm_" + std::to_string(request.arch)};
+  if (!request.link_source.empty()) {
+    // Relocatable code keeps every global it defines; LTO may drop all but the unit's kernels and what
+    // they use, as the PTX path's stripping does (docs/DESIGN.md, "Operators at run time").
+    options.push_back("-lto");
+    for (const CachedKernel& kernel : request.kernels) options.push_back("-kernels-used=" + kernel.lowered);
+    options.push_back("-optimize-unused-variables");
+  }
+  // Where cores are free, ptxas compiles a unit's functions on several threads, and a link with LTO runs
+  // NVVM's optimizer on several threads too (docs/DESIGN.md, "Threads inside a unit").
+  if (request.link_threads != 1) {
+    options.push_back("-Xptxas=--split-compile=" + std::to_string(request.link_threads));
+    if (!request.link_source.empty()) options.push_back("-split-compile=" + std::to_string(request.link_threads));
+  }
+  return options;
+}
+
 namespace {
 
 bool contains(const std::string& text, std::string_view what) { return text.find(what) != std::string::npos; }
@@ -381,16 +400,7 @@ struct LinkInput {
 Result<std::string> link_to_cubin(const NvJitLink& api, const CompileRequest& request,
                                   const std::vector<LinkInput>& inputs, CompileOutcome& out,
                                   std::optional<std::size_t>* refused = nullptr) {
-  std::vector<std::string> options = {"-arch=sm_" + std::to_string(request.arch)};
-  if (!request.link_source.empty()) {
-    // Relocatable code keeps every global it defines; LTO may drop all but the unit's kernels and what
-    // they use, as the PTX path's stripping does (docs/DESIGN.md, "Operators at run time").
-    options.push_back("-lto");
-    for (const CachedKernel& kernel : request.kernels) options.push_back("-kernels-used=" + kernel.lowered);
-    options.push_back("-optimize-unused-variables");
-  }
-  // ptxas compiles a unit's functions on several threads where cores are free (docs/DESIGN.md).
-  if (request.link_threads != 1) options.push_back("-Xptxas=--split-compile=" + std::to_string(request.link_threads));
+  const std::vector<std::string> options = nvjitlink_options(request);
   const std::string what = subject(request) + ": nvJitLink ";
   const std::string with_options = "; options: " + joined(options, " ");
   const auto start = Clock::now();

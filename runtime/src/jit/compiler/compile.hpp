@@ -44,7 +44,8 @@ struct CompileRequest {
   std::string ptx;
   // Threads the compilers may use inside the unit, where cores are free: 1 for none, 0 for all. ptxas
   // always (nvJitLink -Xptxas --split-compile), NVRTC's optimizer (-split-compile) for a unit of
-  // kSplitOptimizerKernels kernels or more compiled without a PCH.
+  // kSplitOptimizerKernels kernels or more compiled without a PCH, nvJitLink's optimizer (-split-compile)
+  // where it links with LTO (a unit with a link source).
   unsigned link_threads = 1;
   // A unit linked with code given at run time (Registry::get with a LinkedSource): when not empty, the
   // unit's source and this one (which may include the unit's headers) are each compiled by NVRTC to
@@ -104,6 +105,10 @@ inline constexpr std::size_t kSplitPtxasKernels = 2;
 // NVRTC's -minimal (tried first for a unit that includes nothing); with `cubin`, for the real
 // architecture (NVRTC's own cubin, for a unit that includes nothing) rather than its PTX.
 std::vector<std::string> nvrtc_options(const CompileRequest& request, PchMode pch, bool minimal = false, bool cubin = false);
+
+// nvJitLink's options for `request`: -arch=sm_N; for a unit with a link source, LTO keeping only its
+// kernels; with link_threads, ptxas's threads and, with LTO, NVVM's optimizer's (-split-compile).
+std::vector<std::string> nvjitlink_options(const CompileRequest& request);
 
 // A compiler of whole units: compile_unit, or a test's fake.
 using CompileFunction = std::function<CompileOutcome(const CompileRequest&)>;
