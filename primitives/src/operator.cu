@@ -34,19 +34,6 @@ namespace {
 template <typename T>
 using LinkedOp = kiln_prim::linked_binary_op<kernel_t<T>>;
 
-// T as the linked rows spell it (kernels/primitives.toml): what the operator's definition names.
-template <typename T>
-constexpr const char* cuda_spelling() {
-  if constexpr (std::is_same_v<T, std::int32_t>) return "int";
-  else if constexpr (std::is_same_v<T, std::uint32_t>) return "unsigned int";
-  else if constexpr (std::is_same_v<T, std::int64_t>) return "long long";
-  else if constexpr (std::is_same_v<T, std::uint64_t>) return "unsigned long long";
-  else if constexpr (std::is_same_v<T, float>) return "float";
-  else if constexpr (std::is_same_v<T, double>) return "double";
-  else if constexpr (std::is_same_v<T, Bytes16>) return "kiln_prim::bytes16";
-  else static_assert(sizeof(T) == 0, "no linked rows for this type");
-}
-
 // The suffix of T's linked rows: linked_reduce_f32, linked_reduce_b16, …
 template <typename T>
 constexpr const char* linked_suffix() {
@@ -56,7 +43,7 @@ constexpr const char* linked_suffix() {
 
 template <typename T>
 std::string plan_name(const char* plan) {
-  return std::string(plan) + "<" + cuda_spelling<T>() + ">";
+  return std::string(plan) + "<" + operator_type_spelling<T>() + ">";
 }
 
 bool is_identifier(std::string_view name) {
@@ -89,13 +76,13 @@ std::string signature_text(const std::string& result, const std::vector<std::str
 // T(T, T): the reduce and scan plans' call of `op`.
 template <typename T>
 LinkedCall binary(const Operator& op) {
-  return {op, cuda_spelling<T>(), {cuda_spelling<T>(), cuda_spelling<T>()}};
+  return {op, operator_type_spelling<T>(), {operator_type_spelling<T>(), operator_type_spelling<T>()}};
 }
 
 // bool(K, K): a comparator's or an equality's call.
 template <typename K>
 LinkedCall predicate2(const Operator& op) {
-  return {op, "bool", {cuda_spelling<K>(), cuda_spelling<K>()}};
+  return {op, "bool", {operator_type_spelling<K>(), operator_type_spelling<K>()}};
 }
 
 // Builds `Plan` over the linked row for T with `calls` linked in; a signature mismatch becomes an error
@@ -126,7 +113,7 @@ std::unique_ptr<Plan> make_linked(const std::vector<LinkedCall>& calls, Registry
     for (const LinkedCall& c : calls) {
       if (log.find("of kiln: the definition of operator '" + c.op.name + "'") != std::string_view::npos) wrong = &c;
     }
-    const std::string t = cuda_spelling<T>();
+    const std::string t = operator_type_spelling<T>();
     throw Error(Errc::compile, "kiln::prim::" + name + ": operator '" + wrong->op.name + "' is " + given + "; the " +
                                    plan + " calls it as " + signature_text(wrong->result, wrong->args) + " (const " +
                                    t + "& parameters are fine)\n" + e.what());
@@ -305,7 +292,7 @@ void MergeSortPairsWith<K>::operator()(K* keys, value_type* values, std::size_t 
 
 template <typename T>
 SelectIfWith<T>::SelectIfWith(const Operator& pred, Registry& registry)
-    : detail::LinkedPlan<detail::LinkedSelectIf<T>>(detail::make_linked<detail::LinkedSelectIf<T>, T>(LinkedCall{pred, "bool", {detail::cuda_spelling<T>()}},
+    : detail::LinkedPlan<detail::LinkedSelectIf<T>>(detail::make_linked<detail::LinkedSelectIf<T>, T>(LinkedCall{pred, "bool", {operator_type_spelling<T>()}},
                                                               registry, "select_if", "SelectIfWith")) {}
 template <typename T>
 void SelectIfWith<T>::operator()(const T* in, T* out, std::int64_t* count, std::size_t n, TempStorage temp,
@@ -320,7 +307,7 @@ void SelectIfWith<T>::operator()(const T* in, T* out, std::int64_t* count, std::
 template <typename T>
 TransformWith<T>::TransformWith(const Operator& op, Registry& registry)
     : detail::LinkedPlan<detail::LinkedTransform<T>>(detail::make_linked<detail::LinkedTransform<T>, T>(
-          LinkedCall{op, detail::cuda_spelling<T>(), {detail::cuda_spelling<T>()}}, registry, "transform",
+          LinkedCall{op, operator_type_spelling<T>(), {operator_type_spelling<T>()}}, registry, "transform",
           "TransformWith")) {}
 template <typename T>
 void TransformWith<T>::operator()(const T* in, T* out, std::size_t n, CUstream stream) const {
@@ -330,7 +317,7 @@ void TransformWith<T>::operator()(const T* in, T* out, std::size_t n, CUstream s
 template <typename T>
 TransformReduceWith<T>::TransformReduceWith(const Operator& transform, const Operator& reduce, Registry& registry)
     : detail::LinkedPlan<detail::LinkedTransformReduce<T>>(detail::make_linked<detail::LinkedTransformReduce<T>, T>(
-          {LinkedCall{transform, detail::cuda_spelling<T>(), {detail::cuda_spelling<T>()}}, detail::binary<T>(reduce)},
+          {LinkedCall{transform, operator_type_spelling<T>(), {operator_type_spelling<T>()}}, detail::binary<T>(reduce)},
           registry, "transform_reduce", "TransformReduceWith")) {}
 template <typename T>
 void TransformReduceWith<T>::operator()(const T* in, T* out, std::size_t n, T init, TempStorage temp,

@@ -124,8 +124,12 @@ constexpr const char* kDtypes[kTypes] = {"int32", "uint32", "int64", "uint64", "
 
 // A dtype as the linked rows spell it (kernels/primitives.toml), which an operator's function names.
 const char* cuda_spelling(std::size_t dtype) {
-  static const char* const spellings[kTypes] = {"int",   "unsigned int", "long long",         "unsigned long long",
-                                                "float", "double",       "kiln_prim::bytes16"};
+  using prim::operator_type_spelling;
+  static const char* const spellings[kTypes] = {
+      operator_type_spelling<std::int32_t>(), operator_type_spelling<std::uint32_t>(),
+      operator_type_spelling<std::int64_t>(), operator_type_spelling<std::uint64_t>(),
+      operator_type_spelling<float>(),        operator_type_spelling<double>(),
+      operator_type_spelling<prim::Bytes16>()};
   return spellings[dtype];
 }
 

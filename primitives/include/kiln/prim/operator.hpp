@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace kiln::prim {
@@ -73,6 +74,20 @@ class LinkedPlan {
 struct alignas(16) Bytes16 {
   std::uint64_t word[2];
 };
+
+// T as the linked rows spell it (kernels/primitives.toml): the type an operator's definition takes and
+// returns, e.g. "__device__ long long op(long long a, long long b)".
+template <typename T>
+constexpr const char* operator_type_spelling() {
+  if constexpr (std::is_same_v<T, std::int32_t>) return "int";
+  else if constexpr (std::is_same_v<T, std::uint32_t>) return "unsigned int";
+  else if constexpr (std::is_same_v<T, std::int64_t>) return "long long";
+  else if constexpr (std::is_same_v<T, std::uint64_t>) return "unsigned long long";
+  else if constexpr (std::is_same_v<T, float>) return "float";
+  else if constexpr (std::is_same_v<T, double>) return "double";
+  else if constexpr (std::is_same_v<T, Bytes16>) return "kiln_prim::bytes16";
+  else static_assert(sizeof(T) == 0, "no linked rows for this type");
+}
 
 // The plans. T: std::int32_t, std::uint32_t, std::int64_t, std::uint64_t, float, double or Bytes16. Building one
 // links the operator (memory, disk, or a compile of a few hundred milliseconds); calls are CUB's dispatch.
