@@ -388,7 +388,10 @@ std::vector<prim::LinkedCall> linked_calls(const std::string& family, const std:
   while (type < kTypes && dtype != kDtypes[type]) ++type;
   if (type == kTypes || (dtype == "bytes16" && item.name.empty()))
     throw ArgumentTypeError("kiln." + family + ": no " + dtype +
-                            " (operators take int32, uint32, int64, uint64, float32, float64)");
+                            " (operators take int32, uint32, int64, uint64, float32, float64)" +
+                            (dtype == "bytes16" ? "; bytes16 carries only the items of a 16-byte struct: give the "
+                                                  "struct's name and declaration (kiln/structs.py makes them)"
+                                                : ""));
   if (ops.size() != roles->second.size())
     throw ArgumentError("kiln." + family + ": " + std::to_string(roles->second.size()) + " operator(s) expected, " +
                         std::to_string(ops.size()) + " given");
